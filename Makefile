@@ -1,0 +1,44 @@
+# ffgen: `make demo` runs the main job, `make test` runs every test.
+GO        ?= go
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+FUZZTIME  ?= 10s
+
+.PHONY: test vet gencheck lint bench fuzz generate demo
+
+# Every check the project has: vet, the race-enabled test suite, and the
+# check that committed generated code is current.
+test: vet gencheck
+	$(GO) test -race -count=1 ./...
+
+vet:
+	$(GO) vet ./...
+
+# ffgen -check on every package with //go:generate ffgen: committed
+# generated code can never go stale.
+gencheck:
+	@pkgs=$$(grep -rl --include='*.go' '^//go:generate ffgen' . | grep -v /testdata/ | xargs -r -n1 dirname | sort -u); \
+	if [ -n "$$pkgs" ]; then $(GO) run ./cmd/ffgen -check $$pkgs; fi
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Short runs of every fuzz target.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$t"; \
+			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
+
+generate:
+	$(GO) generate ./...
+
+demo:
+	@echo "the bank demo is not built yet; run 'make test' (see README)"

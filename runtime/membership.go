@@ -1,0 +1,29 @@
+package runtime
+
+// Member is one node as routing sees it.
+type Member struct {
+	Name     string   // unique node name
+	Group    string   // failure group
+	Addr     string   // address of its fast-failover server
+	Services []string // services it serves; routing skips it for the others
+}
+
+// Serves reports whether m serves the named service.
+func (m Member) Serves(service string) bool {
+	for _, s := range m.Services {
+		if s == service {
+			return true
+		}
+	}
+	return false
+}
+
+// Membership is the live view of the cluster. The static implementation is
+// StaticMembership; runtime/cluster implements it on hashicorp/memberlist.
+type Membership interface {
+	// Members returns the live members. The caller must not modify it.
+	Members() []Member
+	// Subscribe calls fn with the full live set now and after every change,
+	// from one goroutine at a time, until the returned cancel is called.
+	Subscribe(fn func(members []Member)) (cancel func())
+}

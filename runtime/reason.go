@@ -1,0 +1,56 @@
+package runtime
+
+import "fmt"
+
+// Reason says why an attempt ended without a result the caller accepts. It
+// travels in Attempt frames (transport.Prior.Reason), so values are fixed.
+type Reason uint8
+
+const (
+	ReasonNone             Reason = 0
+	ReasonHeartbeatTimeout Reason = 1  // no heartbeat within the heartbeat timeout
+	ReasonAttemptTimeout   Reason = 2  // the attempt timeout passed
+	ReasonConnBroken       Reason = 3  // the connection broke mid-attempt
+	ReasonDialFailed       Reason = 4  // could not connect to the owner
+	ReasonFailoverError    Reason = 5  // the handler returned a Failover error
+	ReasonPanic            Reason = 6  // the handler panicked
+	ReasonQueueFull        Reason = 7  // the connection's send queue was full
+	ReasonNoMember         Reason = 8  // the group had no live member serving the service
+	ReasonSuspected        Reason = 9  // the owner is locally suspected; skipped
+	ReasonCancelled        Reason = 10 // a hedge or scatter loser, cancelled
+	ReasonDeadline         Reason = 11 // the operation deadline or the caller's context ended it
+	ReasonBudget           Reason = 12 // the failover budget was spent
+)
+
+var reasonNames = [...]string{
+	ReasonNone:             "none",
+	ReasonHeartbeatTimeout: "heartbeat-timeout",
+	ReasonAttemptTimeout:   "attempt-timeout",
+	ReasonConnBroken:       "conn-broken",
+	ReasonDialFailed:       "dial-failed",
+	ReasonFailoverError:    "failover-error",
+	ReasonPanic:            "panic",
+	ReasonQueueFull:        "queue-full",
+	ReasonNoMember:         "no-member",
+	ReasonSuspected:        "suspected",
+	ReasonCancelled:        "cancelled",
+	ReasonDeadline:         "deadline",
+	ReasonBudget:           "budget",
+}
+
+// String returns the reason's stable name, used in logs and metric labels.
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("reason(%d)", uint8(r))
+}
+
+// Reasons lists every reason, for metric exporters.
+func Reasons() []Reason {
+	out := make([]Reason, len(reasonNames))
+	for i := range out {
+		out[i] = Reason(i)
+	}
+	return out
+}

@@ -1,0 +1,384 @@
+package transport
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime/codec"
+)
+
+// Version is the protocol version this package speaks. Every frame carries it;
+// a frame of another version is rejected and its connection closed.
+const Version = 1
+
+// HeaderSize is the size of a frame header: a 4-byte big-endian length of
+// what follows it (version, type and body), then the version and type bytes.
+const HeaderSize = 6
+
+// DefaultMaxFrameSize bounds one frame (header excluded) unless configured.
+const DefaultMaxFrameSize = 4 << 20
+
+// FrameType names the kind of a frame.
+type FrameType uint8
+
+// The frame types. Values are part of the wire format.
+const (
+	TypeHello     FrameType = 1
+	TypeAttempt   FrameType = 2
+	TypeHeartbeat FrameType = 3
+	TypeResult    FrameType = 4
+	TypeCancel    FrameType = 5
+	TypeRedirect  FrameType = 6
+)
+
+func (t FrameType) String() string {
+	switch t {
+	case TypeHello:
+		return "hello"
+	case TypeAttempt:
+		return "attempt"
+	case TypeHeartbeat:
+		return "heartbeat"
+	case TypeResult:
+		return "result"
+	case TypeCancel:
+		return "cancel"
+	case TypeRedirect:
+		return "redirect"
+	}
+	return fmt.Sprintf("type(%d)", uint8(t))
+}
+
+// Frame is one protocol message: *Hello, *Attempt, *Heartbeat, *Result,
+// *Cancel or *Redirect.
+type Frame interface {
+	Type() FrameType
+	appendBody(b []byte) []byte
+	decodeBody(r *codec.Reader)
+}
+
+// Errors from decoding. Each is wrapped with detail; match with errors.Is.
+var (
+	ErrFrameTooLarge  = errors.New("transport: frame exceeds the maximum frame size")
+	ErrBadVersion     = errors.New("transport: unsupported protocol version")
+	ErrUnknownType    = errors.New("transport: unknown frame type")
+	ErrMalformedFrame = errors.New("transport: malformed frame")
+)
+
+// Hello opens every connection, in both directions.
+type Hello struct {
+	Version uint8  // highest protocol version the sender speaks
+	Node    string // sender's node name
+	Group   string // sender's failure group
+}
+
+// Status is the outcome of an attempt as the server reports it.
+type Status uint8
+
+// Result statuses. Values are part of the wire format.
+const (
+	StatusOK       Status = 0 // Payload holds the result
+	StatusFail     Status = 1 // give the error to the caller
+	StatusFailover Status = 2 // try the next failure group
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusFail:
+		return "fail"
+	case StatusFailover:
+		return "failover"
+	}
+	return fmt.Sprintf("status(%d)", uint8(s))
+}
+
+// AttemptFlags carry per-attempt behaviour to the server.
+type AttemptFlags uint32
+
+// Attempt flags. Values are part of the wire format.
+const (
+	FlagHold    AttemptFlags = 1 << 0 // wait until no operation runs on the entity
+	FlagScatter AttemptFlags = 1 << 1 // one of several copies sent to every node
+	FlagHedge   AttemptFlags = 1 << 2 // a hedged copy; it may be cancelled
+)
+
+// Prior records why an earlier attempt of the same operation ended.
+type Prior struct {
+	Node   string
+	Group  string
+	Reason uint8 // a runtime.Reason
+}
+
+// Attempt asks the server to run one try of an operation.
+type Attempt struct {
+	Call      uint64        // the sender's stream number, unique on the connection
+	OpID      [16]byte      // the operation's random ID
+	Number    uint32        // attempt number, 0 for the first
+	Timeout   time.Duration // how long the server may work on it (relative: clocks differ)
+	Heartbeat time.Duration // the heartbeat interval the client expects
+	Service   string
+	Method    string
+	Entities  []string // the first one routes
+	Flags     AttemptFlags
+	History   []Prior // why earlier attempts ended, oldest first
+	Progress  []byte  // the last progress the client saw, if any
+	Payload   []byte  // the encoded arguments
+}
+
+// HeartbeatItem is one running attempt in a Heartbeat frame.
+type HeartbeatItem struct {
+	Call     uint64
+	Progress []byte // optional; nil when the handler reported none since last time
+}
+
+// Heartbeat says "still working" for every listed attempt: the server sends
+// one per connection per interval, however many attempts run.
+type Heartbeat struct {
+	Items []HeartbeatItem
+}
+
+// Result ends an attempt.
+type Result struct {
+	Call    uint64
+	Status  Status
+	Code    string // declared error code, empty for undeclared errors and OK
+	Message string // the error's text
+	Payload []byte // result for OK; error detail otherwise
+}
+
+// Cancel tells the server the client no longer wants an attempt.
+type Cancel struct {
+	Call uint64
+}
+
+// Redirect tells the client to send the attempt to another node instead.
+type Redirect struct {
+	Call uint64
+	Node string
+	Addr string
+}
+
+func (*Hello) Type() FrameType     { return TypeHello }
+func (*Attempt) Type() FrameType   { return TypeAttempt }
+func (*Heartbeat) Type() FrameType { return TypeHeartbeat }
+func (*Result) Type() FrameType    { return TypeResult }
+func (*Cancel) Type() FrameType    { return TypeCancel }
+func (*Redirect) Type() FrameType  { return TypeRedirect }
+
+func (f *Hello) appendBody(b []byte) []byte {
+	b = append(b, f.Version)
+	b = codec.AppendString(b, f.Node)
+	return codec.AppendString(b, f.Group)
+}
+
+func (f *Hello) decodeBody(r *codec.Reader) {
+	f.Version = r.Byte()
+	f.Node = r.String()
+	f.Group = r.String()
+}
+
+func (f *Attempt) appendBody(b []byte) []byte {
+	b = codec.AppendUvarint(b, f.Call)
+	b = append(b, f.OpID[:]...)
+	b = codec.AppendUvarint(b, uint64(f.Number))
+	b = codec.AppendVarint(b, int64(f.Timeout))
+	b = codec.AppendVarint(b, int64(f.Heartbeat))
+	b = codec.AppendString(b, f.Service)
+	b = codec.AppendString(b, f.Method)
+	b = codec.AppendUvarint(b, uint64(len(f.Entities)))
+	for _, e := range f.Entities {
+		b = codec.AppendString(b, e)
+	}
+	b = codec.AppendUvarint(b, uint64(f.Flags))
+	b = codec.AppendUvarint(b, uint64(len(f.History)))
+	for _, p := range f.History {
+		b = codec.AppendString(b, p.Node)
+		b = codec.AppendString(b, p.Group)
+		b = append(b, p.Reason)
+	}
+	b = codec.AppendBytes(b, f.Progress)
+	return codec.AppendBytes(b, f.Payload)
+}
+
+func (f *Attempt) decodeBody(r *codec.Reader) {
+	f.Call = r.Uvarint()
+	copy(f.OpID[:], r.Fixed(16))
+	f.Number = uint32From(r)
+	f.Timeout = time.Duration(r.Varint())
+	f.Heartbeat = time.Duration(r.Varint())
+	f.Service = r.String()
+	f.Method = r.String()
+	if n := r.Len32(); n > 0 {
+		f.Entities = make([]string, n)
+		for i := range f.Entities {
+			f.Entities[i] = r.String()
+		}
+	} else {
+		f.Entities = nil
+	}
+	f.Flags = AttemptFlags(uint32From(r))
+	// A Prior takes at least three bytes, so Len32 bounds this allocation too.
+	if n := r.Len32(); n > 0 {
+		f.History = make([]Prior, n)
+		for i := range f.History {
+			f.History[i] = Prior{Node: r.String(), Group: r.String(), Reason: r.Byte()}
+		}
+	} else {
+		f.History = nil
+	}
+	f.Progress = r.Bytes()
+	f.Payload = r.Bytes()
+}
+
+func (f *Heartbeat) appendBody(b []byte) []byte {
+	b = codec.AppendUvarint(b, uint64(len(f.Items)))
+	for _, it := range f.Items {
+		b = codec.AppendUvarint(b, it.Call)
+		b = codec.AppendBytes(b, it.Progress)
+	}
+	return b
+}
+
+// decodeBody reuses f.Items' backing array, so a Decoder that keeps one
+// Heartbeat decodes heartbeats without allocating.
+func (f *Heartbeat) decodeBody(r *codec.Reader) {
+	n := r.Len32()
+	if cap(f.Items) >= n {
+		f.Items = f.Items[:n]
+	} else {
+		f.Items = make([]HeartbeatItem, n)
+	}
+	for i := range f.Items {
+		f.Items[i] = HeartbeatItem{Call: r.Uvarint(), Progress: r.Bytes()}
+	}
+}
+
+func (f *Result) appendBody(b []byte) []byte {
+	b = codec.AppendUvarint(b, f.Call)
+	b = append(b, byte(f.Status))
+	b = codec.AppendString(b, f.Code)
+	b = codec.AppendString(b, f.Message)
+	return codec.AppendBytes(b, f.Payload)
+}
+
+func (f *Result) decodeBody(r *codec.Reader) {
+	f.Call = r.Uvarint()
+	f.Status = Status(r.Byte())
+	if f.Status > StatusFailover {
+		r.Fail(fmt.Errorf("unknown result status %d", f.Status))
+	}
+	f.Code = r.String()
+	f.Message = r.String()
+	f.Payload = r.Bytes()
+}
+
+func (f *Cancel) appendBody(b []byte) []byte { return codec.AppendUvarint(b, f.Call) }
+
+func (f *Cancel) decodeBody(r *codec.Reader) { f.Call = r.Uvarint() }
+
+func (f *Redirect) appendBody(b []byte) []byte {
+	b = codec.AppendUvarint(b, f.Call)
+	b = codec.AppendString(b, f.Node)
+	return codec.AppendString(b, f.Addr)
+}
+
+func (f *Redirect) decodeBody(r *codec.Reader) {
+	f.Call = r.Uvarint()
+	f.Node = r.String()
+	f.Addr = r.String()
+}
+
+func uint32From(r *codec.Reader) uint32 {
+	v := r.Uvarint()
+	if v > 1<<32-1 {
+		r.Fail(fmt.Errorf("value %d overflows uint32", v))
+		return 0
+	}
+	return uint32(v)
+}
+
+// AppendFrame appends f with its header to b. It fails with ErrFrameTooLarge,
+// leaving b as it was, if the frame would exceed max bytes (0 means
+// DefaultMaxFrameSize).
+func AppendFrame(b []byte, f Frame, max int) ([]byte, error) {
+	if max <= 0 {
+		max = DefaultMaxFrameSize
+	}
+	start := len(b)
+	b = append(b, 0, 0, 0, 0, Version, byte(f.Type()))
+	b = f.appendBody(b)
+	n := len(b) - start - 4
+	if n > max {
+		return b[:start], fmt.Errorf("%w: %s frame of %d bytes, limit %d", ErrFrameTooLarge, f.Type(), n, max)
+	}
+	binary.BigEndian.PutUint32(b[start:], uint32(n))
+	return b, nil
+}
+
+// FrameLen reads the length prefix at the start of hdr (at least 4 bytes) and
+// checks it against max before anyone allocates for the frame.
+func FrameLen(hdr []byte, max int) (int, error) {
+	if max <= 0 {
+		max = DefaultMaxFrameSize
+	}
+	n := binary.BigEndian.Uint32(hdr)
+	if n < 2 {
+		return 0, fmt.Errorf("%w: length %d is shorter than a frame header", ErrMalformedFrame, n)
+	}
+	if uint64(n) > uint64(max) {
+		return 0, fmt.Errorf("%w: length prefix says %d bytes, limit %d", ErrFrameTooLarge, n, max)
+	}
+	return int(n), nil
+}
+
+// Decoder decodes frames. It keeps one Heartbeat whose item slice it reuses,
+// so heartbeats decode without allocating; the *Heartbeat it returns is valid
+// until the next Decode. Byte slices in decoded frames alias the input.
+// A Decoder is not safe for concurrent use.
+type Decoder struct {
+	hb Heartbeat
+	r  codec.Reader
+}
+
+// Decode decodes one frame from p: the version byte, the type byte and the
+// body, without the length prefix.
+func (d *Decoder) Decode(p []byte) (Frame, error) {
+	if len(p) < 2 {
+		return nil, fmt.Errorf("%w: %d bytes is shorter than a frame header", ErrMalformedFrame, len(p))
+	}
+	if p[0] != Version {
+		return nil, fmt.Errorf("%w: frame version %d, this node speaks %d", ErrBadVersion, p[0], Version)
+	}
+	var f Frame
+	switch t := FrameType(p[1]); t {
+	case TypeHello:
+		f = new(Hello)
+	case TypeAttempt:
+		f = new(Attempt)
+	case TypeHeartbeat:
+		f = &d.hb
+	case TypeResult:
+		f = new(Result)
+	case TypeCancel:
+		f = new(Cancel)
+	case TypeRedirect:
+		f = new(Redirect)
+	default:
+		return nil, fmt.Errorf("%w: %d", ErrUnknownType, p[1])
+	}
+	d.r.Reset(p[2:])
+	f.decodeBody(&d.r)
+	if err := d.r.Done(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrMalformedFrame, f.Type(), err)
+	}
+	return f, nil
+}
+
+// Decode decodes one frame with a fresh Decoder; see Decoder.Decode.
+func Decode(p []byte) (Frame, error) {
+	return new(Decoder).Decode(p)
+}

@@ -1,0 +1,113 @@
+// Package transport carries the fast-failover protocol's frames between
+// nodes: a versioned, length-prefixed binary format (frame.go), TCP with
+// optional TLS for real use (tcp.go), an in-memory network with switchable
+// faults for tests (mem.go), and a pool that keeps one connection per peer
+// (pool.go).
+//
+// The Transport interface is small on purpose. Capabilities that not every
+// transport has are optional interfaces, discovered with a type assertion, as
+// in hashicorp/memberlist.
+package transport
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+)
+
+// Transport makes connections. Dialing and listening both exchange Hello
+// frames before they return a connection, so Conn.Peer is always known.
+type Transport interface {
+	// Dial connects to the node listening at addr. h receives the frames
+	// that arrive on the connection.
+	Dial(ctx context.Context, addr string, h Handler) (Conn, error)
+	// Listen accepts connections at addr; h receives the frames of every
+	// accepted connection.
+	Listen(addr string, h Handler) (Listener, error)
+}
+
+// Handler receives the frames of a connection. For one connection, calls
+// come from one goroutine in arrival order; a handler must not block for
+// long, or it stalls that connection (never others).
+type Handler interface {
+	// HandleFrame is called for each frame after the Hello exchange. A
+	// *Heartbeat and the byte slices of any frame are valid only during
+	// the call: copy what must outlive it.
+	HandleFrame(c Conn, f Frame)
+	// HandleClose is called once when the connection ends, with the reason
+	// (nil after a local Close).
+	HandleClose(c Conn, err error)
+}
+
+// Conn is one connection to a peer. Its methods are safe for concurrent use.
+type Conn interface {
+	// Send encodes f and queues it for writing; f may be reused when Send
+	// returns. It never blocks on the network: when the connection's queue
+	// is full it returns an error matching ErrQueueFull and drops the frame.
+	Send(f Frame) error
+	// Peer is the Hello the other side sent.
+	Peer() Hello
+	// Close closes the connection; queued frames are flushed first on a
+	// best-effort basis.
+	Close() error
+}
+
+// Listener stops accepting when closed; open connections stay open.
+type Listener interface {
+	// Addr is the address peers dial, with the port resolved.
+	Addr() string
+	Close() error
+}
+
+// Errors a Conn or Transport returns; match them with errors.Is.
+var (
+	ErrClosed    = errors.New("transport: connection closed")
+	ErrQueueFull = errors.New("transport: send queue full")
+	ErrRefused   = errors.New("transport: connection refused")
+)
+
+// Config is what every transport needs to know about the local node.
+type Config struct {
+	Node  string // this node's name, sent in Hello
+	Group string // this node's failure group, sent in Hello
+	// MaxFrameSize bounds each frame, in bytes. Default DefaultMaxFrameSize.
+	MaxFrameSize int
+	// SendQueueBytes bounds the encoded frames waiting on one connection.
+	// Past it Send returns ErrQueueFull. Default DefaultSendQueueBytes.
+	SendQueueBytes int
+	// Logger receives connection-level events (bad frames, resets).
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultSendQueueBytes is the default per-connection send queue bound.
+const DefaultSendQueueBytes = 8 << 20
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.MaxFrameSize <= 0 {
+		c.MaxFrameSize = DefaultMaxFrameSize
+	}
+	if c.SendQueueBytes <= 0 {
+		c.SendQueueBytes = DefaultSendQueueBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Stats counts what one connection did. Conns that can report it implement
+// StatsConn.
+type Stats struct {
+	FramesSent, FramesReceived uint64
+	BytesSent, BytesReceived   uint64
+	Writes                     uint64 // write calls to the network: coalescing makes this < FramesSent
+	QueueFull                  uint64 // frames dropped because the send queue was full
+}
+
+// StatsConn is a Conn that reports Stats.
+type StatsConn interface {
+	Conn
+	Stats() Stats
+}
