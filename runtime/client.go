@@ -1,0 +1,230 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime/codec"
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// Transport dials the servers. Required.
+	Transport transport.Transport
+	// Membership is the live view of the cluster. Required.
+	Membership Membership
+	// Settings are validated by NewClient; Groups is required.
+	Settings Settings
+	// Codec encodes arguments and decodes results. Default codec.Binary.
+	Codec codec.Codec
+	// Metrics receives client events. Default NopMetrics.
+	Metrics Metrics
+	// Logger receives suspicions and missed writes. Default slog.Default().
+	Logger *slog.Logger
+	// Pool tunes dialing and reconnect backoff.
+	Pool transport.PoolConfig
+}
+
+// Client runs operations against a cluster: it implements the client side
+// of the fast-failover protocol for every generated typed client built on it.
+// It is safe for concurrent use.
+type Client struct {
+	cfg    ClientConfig
+	router *Router
+	pool   *transport.Pool
+	budget *Budget
+	unsub  func()
+
+	nextCall  atomic.Uint64
+	scatterMu sync.Mutex // orders scatter sends across every connection
+
+	mu       sync.Mutex
+	legs     map[uint64]*leg
+	suspects map[string]time.Time // node → suspected until
+	missed   map[string]time.Time // node → when a scatter write could not be queued to it
+	ops      map[*operation]struct{}
+
+	settings sync.Map // *MethodDesc → methodSettings
+}
+
+var _ transport.Handler = (*clientHandler)(nil)
+var _ InFlighter = (*Client)(nil)
+
+type methodSettings struct {
+	s   Settings
+	err error
+}
+
+// NewClient validates cfg and subscribes to the membership.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if cfg.Transport == nil {
+		return nil, errors.New("ffgen: NewClient: no Transport")
+	}
+	if cfg.Membership == nil {
+		return nil, errors.New("ffgen: NewClient: no Membership")
+	}
+	if err := cfg.Settings.Validate(); err != nil {
+		return nil, fmt.Errorf("ffgen: NewClient: %w", err)
+	}
+	if cfg.Codec == nil {
+		cfg.Codec = codec.Binary
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NopMetrics{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	c := &Client{
+		cfg:      cfg,
+		router:   NewRouter(cfg.Settings.Groups),
+		budget:   NewBudget(cfg.Settings.Budget),
+		legs:     make(map[uint64]*leg),
+		suspects: make(map[string]time.Time),
+		missed:   make(map[string]time.Time),
+		ops:      make(map[*operation]struct{}),
+	}
+	c.pool = transport.NewPool(cfg.Transport, (*clientHandler)(c), cfg.Pool)
+	c.unsub = cfg.Membership.Subscribe(func(ms []Member) { c.router.Update(ms) })
+	return c, nil
+}
+
+// Close stops the client: it unsubscribes and closes its connections.
+// Operations in flight end with connection errors.
+func (c *Client) Close() error {
+	c.unsub()
+	c.pool.Close()
+	return nil
+}
+
+// Router exposes the client's routing table, for tools and tests.
+func (c *Client) Router() *Router { return c.router }
+
+// Invoke runs one operation of method m: args is sent, and on success the
+// result is decoded into reply. It returns exactly one outcome, never later
+// than the operation deadline (or ctx's, if sooner) plus scheduling delay:
+// nil, the declared error itself for a Fail directive, or an *Error.
+func (c *Client) Invoke(ctx context.Context, m *MethodDesc, args, reply codec.Message) error {
+	s, err := c.settingsFor(m)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	op := &operation{c: c, m: m, s: s, reply: reply, start: start}
+	rand.Read(op.id[:])
+	op.entities = m.Entities(args, op.entityBuf[:0])
+	if len(op.entities) == 0 {
+		return fmt.Errorf("ffgen: %s.%s: no entity ID", m.Service, m.Name)
+	}
+	op.payload, err = c.cfg.Codec.Append(nil, args)
+	if err != nil {
+		return fmt.Errorf("ffgen: %s.%s: encode arguments: %w", m.Service, m.Name, err)
+	}
+	ctx, cancel := context.WithDeadline(ctx, start.Add(s.OperationTimeout))
+	defer cancel()
+	c.track(op, true)
+	defer c.track(op, false)
+
+	switch m.Mode {
+	case ModeScatter:
+		err = op.scatter(ctx)
+	case ModeHedge:
+		err = op.concurrent(ctx, m.Hedge)
+	default:
+		err = op.sequential(ctx)
+	}
+	c.cfg.Metrics.OperationEnded(m.Service, m.Name, err == nil, time.Since(start))
+	return err
+}
+
+func (c *Client) settingsFor(m *MethodDesc) (Settings, error) {
+	if v, ok := c.settings.Load(m); ok {
+		ms := v.(methodSettings)
+		return ms.s, ms.err
+	}
+	err := c.cfg.Settings.ValidateMethod(m)
+	s := c.cfg.Settings.ForMethod(m)
+	if err != nil {
+		err = fmt.Errorf("ffgen: %s.%s: %w", m.Service, m.Name, err)
+	}
+	c.settings.Store(m, methodSettings{s, err})
+	return s, err
+}
+
+func (c *Client) track(op *operation, on bool) {
+	c.mu.Lock()
+	if on {
+		c.ops[op] = struct{}{}
+	} else {
+		delete(c.ops, op)
+	}
+	c.mu.Unlock()
+}
+
+// suspect marks node as locally suspected, so operations skip it for
+// SuspectFor without paying a timeout again.
+func (c *Client) suspect(node string, why Reason) {
+	c.mu.Lock()
+	_, already := c.suspects[node]
+	c.suspects[node] = time.Now().Add(c.cfg.Settings.SuspectFor)
+	c.mu.Unlock()
+	if !already {
+		c.cfg.Logger.Warn("ffgen: node suspected", "node", node, "reason", why.String(), "for", c.cfg.Settings.SuspectFor)
+	}
+}
+
+// alive clears a suspicion: the node just proved it is alive.
+func (c *Client) alive(node string) {
+	c.mu.Lock()
+	delete(c.suspects, node)
+	c.mu.Unlock()
+}
+
+// Suspected reports whether node is locally suspected now.
+func (c *Client) Suspected(node string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.suspects[node]
+	if ok && time.Now().After(until) {
+		delete(c.suspects, node)
+		return false
+	}
+	return ok
+}
+
+// MissedWrites lists the nodes a scatter write could not be queued to, with
+// when it last happened: their state is behind the others' until they catch up.
+func (c *Client) MissedWrites() map[string]time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]time.Time, len(c.missed))
+	for k, v := range c.missed {
+		out[k] = v
+	}
+	return out
+}
+
+func (c *Client) missedWrite(node string) {
+	c.mu.Lock()
+	c.missed[node] = time.Now()
+	c.mu.Unlock()
+	c.cfg.Logger.Error("ffgen: scatter write not queued; node has missed writes", "node", node)
+}
+
+// InFlight lists the operations this client is running.
+func (c *Client) InFlight() []OpInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]OpInfo, 0, len(c.ops))
+	for op := range c.ops {
+		out = append(out, op.info())
+	}
+	return out
+}

@@ -1,0 +1,583 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// Timing bounds below are exact in a synctest bubble; margin covers the
+// heartbeat ticks a scenario needs, never wall-clock noise.
+const margin = 10 * time.Millisecond
+
+type env struct {
+	*fftest.Cluster
+	ledgers map[string]*memLedger
+	client  *runtime.Client
+	ledger  *ledgerClient
+}
+
+func newEnv(t *testing.T, cfg fftest.Config) *env {
+	t.Helper()
+	e := &env{Cluster: fftest.New(t, cfg), ledgers: map[string]*memLedger{}}
+	e.Serve(t, ledgerDesc, func(n *fftest.Node) any {
+		l := newMemLedger(n.Name)
+		e.ledgers[n.Name] = l
+		return l
+	})
+	e.client = e.Client(t)
+	e.ledger = newLedgerClient(e.client)
+	synctest.Wait() // the client has seen the membership
+	return e
+}
+
+// owners returns the entity's owner in each group, in failover order.
+func (e *env) owners(t *testing.T, entity string) []string {
+	t.Helper()
+	r := e.client.Router()
+	var out []string
+	for _, g := range r.GroupOrder(entity, nil) {
+		m, ok := r.Owner("test.Ledger", g, entity, nil)
+		if !ok {
+			t.Fatalf("no owner for %q in group %d", entity, g)
+		}
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+func TestHealthyCallGoesToPrimary(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		got, err := e.ledger.Add(t.Context(), "acct", 5)
+		if err != nil || got != 5 {
+			t.Fatalf("Add = %d, %v; want 5, nil", got, err)
+		}
+		if n := e.ledgers[own[0]].executions(); n != 1 {
+			t.Errorf("primary %s ran %d times, want 1", own[0], n)
+		}
+		if n := e.ledgers[own[1]].executions(); n != 0 {
+			t.Errorf("secondary %s ran %d times, want 0", own[1], n)
+		}
+	})
+}
+
+func TestPausedPrimaryFailsOverWithinHeartbeatTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		// The primary starts the operation, then freezes mid-way.
+		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+			e.Net.Pause(own[0])
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		start := time.Now()
+		got, err := e.ledger.Add(t.Context(), "acct", 7)
+		took := time.Since(start)
+		if err != nil || got != 7 {
+			t.Fatalf("Add = %d, %v; want 7 from %s", got, err, own[1])
+		}
+		if max := e.Settings.HeartbeatTimeout + margin; took > max {
+			t.Errorf("failover took %v, want <= %v", took, max)
+		}
+		if !e.client.Suspected(own[0]) {
+			t.Errorf("%s not suspected after a heartbeat timeout", own[0])
+		}
+		e.Net.Resume(own[0])
+	})
+}
+
+func TestConnectionResetFailsOverAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+			e.Net.ResetNode(own[0])
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		start := time.Now()
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took != 0 {
+			t.Errorf("failover after a reset took %v, want no waiting at all", took)
+		}
+	})
+}
+
+func TestFailErrorIsReturnedWithoutFailover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		for _, l := range e.ledgers {
+			l.setHook(func(context.Context, string, int64) error { return ErrRejected })
+		}
+		_, err := e.ledger.Add(t.Context(), "acct", 1)
+		if err != ErrRejected {
+			t.Fatalf("err = %v, want ErrRejected itself", err)
+		}
+		if n := e.ledgers[own[1]].executions(); n != 0 {
+			t.Errorf("secondary ran %d times after a Fail error", n)
+		}
+	})
+}
+
+func TestDeclaredErrorTypeCrossesTheWire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		_, err := e.ledger.Transfer(t.Context(), "x", "y", 10)
+		var le *LimitError
+		if !errors.As(err, &le) || le.Limit != 0 {
+			t.Fatalf("err = %v, want *LimitError{0}", err)
+		}
+	})
+}
+
+func TestFailoverErrorTriesNextGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		e.ledgers[own[0]].setHook(func(context.Context, string, int64) error { return ErrBusy })
+		got, err := e.ledger.Add(t.Context(), "acct", 3)
+		if err != nil || got != 3 {
+			t.Fatalf("Add = %d, %v", got, err)
+		}
+		if n := e.ledgers[own[1]].executions(); n != 1 {
+			t.Errorf("secondary ran %d times, want 1", n)
+		}
+		if e.client.Suspected(own[0]) {
+			t.Errorf("a Failover error must not make the node suspected")
+		}
+	})
+}
+
+func TestEveryGroupDownTimesOutWithHistory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		for _, n := range e.Nodes {
+			e.Net.Pause(n.Name)
+		}
+		start := time.Now()
+		_, err := e.ledger.Add(t.Context(), "acct", 1)
+		took := time.Since(start)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want one matching context.DeadlineExceeded", err)
+		}
+		var fe *runtime.Error
+		if !errors.As(err, &fe) {
+			t.Fatalf("err = %T, want *runtime.Error", err)
+		}
+		if len(fe.History) != 2 {
+			t.Fatalf("history has %d attempts, want 2: %v", len(fe.History), fe)
+		}
+		for _, h := range fe.History {
+			if h.Reason != runtime.ReasonDialFailed && h.Reason != runtime.ReasonHeartbeatTimeout {
+				t.Errorf("attempt %d ended with %s", h.Number, h.Reason)
+			}
+		}
+		if took > e.Settings.OperationTimeout+margin {
+			t.Errorf("caller waited %v, past the operation deadline", took)
+		}
+		for _, n := range e.Nodes {
+			e.Net.Resume(n.Name)
+		}
+	})
+}
+
+func TestLongOperationOnHealthyNodeDoesNotFailOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		work := 10 * e.Settings.HeartbeatTimeout
+		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+			time.Sleep(work)
+			return nil
+		})
+		start := time.Now()
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took != work {
+			t.Errorf("took %v, want exactly the handler's %v", took, work)
+		}
+		if n := e.ledgers[own[1]].executions(); n != 0 {
+			t.Errorf("secondary ran %d times: a heartbeating node was failed over", n)
+		}
+	})
+}
+
+func TestMaxFailoversRespected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := runtime.DefaultSettings()
+		s.MaxFailovers = 3
+		e := newEnv(t, fftest.Config{Settings: s})
+		var calls atomic.Int32
+		for _, l := range e.ledgers {
+			l.setHook(func(context.Context, string, int64) error { calls.Add(1); return ErrBusy })
+		}
+		_, err := e.ledger.Add(t.Context(), "acct", 1)
+		if !errors.Is(err, ErrBusy) {
+			t.Fatalf("err = %v, want the last failure, ErrBusy", err)
+		}
+		// Four attempts: groups retried in order, but a node answers a
+		// repeated operation from memory only if it completed; Failover
+		// answers are not remembered, so each attempt runs.
+		if got := calls.Load(); got != 4 {
+			t.Errorf("%d attempts, want 1 + 3 failovers", got)
+		}
+		var fe *runtime.Error
+		if errors.As(err, &fe); fe == nil || len(fe.History) != 4 || fe.Delivery != runtime.Acknowledged {
+			t.Errorf("error = %v, want 4 attempts acknowledged", err)
+		}
+	})
+}
+
+func TestScatterKeepsReplicasEqual(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{PerGroup: 2})
+		// Fund the accounts everywhere with scatter writes.
+		e.ledger.add = scatterAdd()
+		for _, acct := range []string{"x", "y"} {
+			if _, err := e.ledger.Add(t.Context(), acct, 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		paused := e.Nodes[1].Name
+		e.Net.Pause(paused)
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Go(func() {
+				from, to := "x", "y"
+				if i%2 == 1 {
+					from, to = to, from
+				}
+				if _, err := e.ledger.Transfer(t.Context(), from, to, int64(1+i%3)); err != nil {
+					t.Errorf("transfer %d: %v", i, err)
+				}
+			})
+		}
+		wg.Wait()
+		e.Net.Resume(paused)
+		synctest.Wait() // the paused node catches up on what was queued
+		want := e.ledgers[e.Nodes[0].Name].balances()
+		if want["x"]+want["y"] != 200 {
+			t.Fatalf("money not conserved: %v", want)
+		}
+		for name, l := range e.ledgers {
+			if diff := cmp.Diff(want, l.balances()); diff != "" {
+				t.Errorf("replica %s differs (-%s +%s):\n%s", name, e.Nodes[0].Name, name, diff)
+			}
+			// Each entity sees the same operations in the same order on
+			// every node; operations on different entities may interleave.
+			for _, acct := range []string{"x", "y"} {
+				if diff := cmp.Diff(entityLog(e.ledgers[e.Nodes[0].Name], acct), entityLog(l, acct)); diff != "" {
+					t.Errorf("replica %s applied operations on %s in another order:\n%s", name, acct, diff)
+				}
+			}
+		}
+	})
+}
+
+func entityLog(l *memLedger, entity string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, op := range l.log {
+		if slices.Contains(strings.Fields(op), entity) {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+func scatterAdd() *runtime.MethodDesc {
+	m := *ledgerAdd
+	m.Mode = runtime.ModeScatter
+	return &m
+}
+
+func hedgeAdd(delay time.Duration) *runtime.MethodDesc {
+	m := *ledgerAdd
+	m.Mode = runtime.ModeHedge
+	m.Hedge = delay
+	return &m
+}
+
+func TestHedgeCancelsTheLoser(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		cancelled := make(chan error, 1)
+		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+			<-ctx.Done() // slow primary: still heartbeating
+			cancelled <- ctx.Err()
+			return ctx.Err()
+		})
+		e.ledger.add = hedgeAdd(20 * time.Millisecond)
+		start := time.Now()
+		got, err := e.ledger.Add(t.Context(), "acct", 4)
+		if err != nil || got != 4 {
+			t.Fatalf("Add = %d, %v", got, err)
+		}
+		if took := time.Since(start); took != 20*time.Millisecond {
+			t.Errorf("hedged call took %v, want the hedge delay 20ms", took)
+		}
+		select {
+		case err := <-cancelled:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("loser's context ended with %v, want Canceled", err)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("the losing attempt was not cancelled")
+		}
+	})
+}
+
+func TestPanicFailsOverAndHeldOperationSurvives(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		primary := e.ledgers[own[0]]
+		release := make(chan struct{})
+		primary.setHook(func(context.Context, string, int64) error {
+			<-release
+			panic("ledger corrupted")
+		})
+		var addErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { _, addErr = e.ledger.Add(t.Context(), "acct", 9) })
+		synctest.Wait() // Add is running on the primary
+		closeErr := make(chan error, 1)
+		go func() { closeErr <- e.ledger.Close(t.Context(), "acct") }()
+		synctest.Wait() // Close is held behind it
+		if got := primary.log; len(got) != 0 {
+			t.Fatalf("primary ran %v while an operation was running", got)
+		}
+		close(release)
+		wg.Wait()
+		if addErr != nil {
+			t.Fatalf("Add after the primary's panic: %v, want the secondary's result", addErr)
+		}
+		if err := <-closeErr; err != nil {
+			t.Fatalf("held Close: %v", err)
+		}
+		if diff := cmp.Diff([]string{"close acct"}, primary.log); diff != "" {
+			t.Errorf("held operation lost after the panic:\n%s", diff)
+		}
+	})
+}
+
+func TestHoldIsOvertakenButNotLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		primary := e.ledgers[own[0]]
+		gate := make(chan struct{})
+		var first atomic.Bool
+		primary.setHook(func(context.Context, string, int64) error {
+			if first.CompareAndSwap(false, true) {
+				<-gate
+			}
+			return nil
+		})
+		var wg sync.WaitGroup
+		wg.Go(func() { e.ledger.Add(t.Context(), "acct", 1) })
+		synctest.Wait()
+		wg.Go(func() { e.ledger.Close(t.Context(), "acct") })
+		synctest.Wait()
+		wg.Go(func() { e.ledger.Add(t.Context(), "acct", 2) })
+		synctest.Wait()
+		close(gate)
+		wg.Wait()
+		want := []string{"add acct 1", "add acct 2", "close acct"}
+		if diff := cmp.Diff(want, primary.log); diff != "" {
+			t.Errorf("order (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// frames collects what a raw connection receives.
+type frames chan transport.Frame
+
+func (f frames) HandleFrame(_ transport.Conn, fr transport.Frame) {
+	if r, ok := fr.(*transport.Result); ok {
+		cp := *r
+		cp.Payload = append([]byte(nil), r.Payload...)
+		f <- &cp
+	}
+}
+func (f frames) HandleClose(transport.Conn, error) {}
+
+func TestRepeatedAttemptExecutesOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		node := e.Nodes[0].Name
+		gate := make(chan struct{})
+		e.ledgers[node].setHook(func(context.Context, string, int64) error { <-gate; return nil })
+		got := make(frames, 3)
+		raw := e.Net.Transport(transport.Config{Node: "raw"})
+		conn, err := raw.Dial(t.Context(), node, got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &transport.Attempt{OpID: [16]byte{7}, Service: "test.Ledger", Method: "Add",
+			Entities: []string{"acct"}, Payload: (&ledgerAddArgs{Account: "acct", Amount: 5}).AppendFF(nil)}
+		// The second copy joins the running execution; the third, after
+		// it finished, is answered from memory.
+		for call := uint64(1); call <= 3; call++ {
+			a.Call = call
+			if err := conn.Send(a); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+			if call == 2 {
+				close(gate)
+				synctest.Wait()
+			}
+		}
+		var calls []uint64
+		for range 3 {
+			r := (<-got).(*transport.Result)
+			calls = append(calls, r.Call)
+			var res ledgerInt64Result
+			if r.Status != transport.StatusOK || res.UnmarshalFF(r.Payload) != nil || res.R0 != 5 {
+				t.Errorf("call %d: %+v, want OK 5", r.Call, r)
+			}
+		}
+		slices.Sort(calls)
+		if diff := cmp.Diff([]uint64{1, 2, 3}, calls); diff != "" {
+			t.Errorf("answered calls:\n%s", diff)
+		}
+		if n := e.ledgers[node].executions(); n != 1 {
+			t.Errorf("executed %d times, want 1", n)
+		}
+		if b := e.ledgers[node].balances()["acct"]; b != 5 {
+			t.Errorf("balance %d, want 5", b)
+		}
+	})
+}
+
+func TestSuspectedNodeIsSkippedWithoutWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		e.Net.Pause(own[0])
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took != 0 {
+			t.Errorf("second operation waited %v on a suspected node", took)
+		}
+		e.Net.Resume(own[0])
+	})
+}
+
+func TestProgressReachesNextAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+			runtime.ReportProgress(ctx, []byte("step-3"))
+			time.Sleep(2 * e.Settings.HeartbeatInterval) // a heartbeat carries it
+			e.Net.Pause(own[0])
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		var seen *runtime.AttemptInfo
+		e.ledgers[own[1]].setHook(func(ctx context.Context, _ string, _ int64) error {
+			seen = runtime.AttemptFrom(ctx)
+			return nil
+		})
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		if seen == nil || string(seen.Progress) != "step-3" || seen.Number != 1 {
+			t.Fatalf("next attempt saw %+v, want progress step-3 on attempt 1", seen)
+		}
+		if len(seen.History) != 1 || seen.History[0].Reason != runtime.ReasonHeartbeatTimeout || seen.History[0].Node != own[0] {
+			t.Errorf("history %+v, want one heartbeat timeout on %s", seen.History, own[0])
+		}
+		e.Net.Resume(own[0])
+	})
+}
+
+func TestFailoverBudgetStopsAStorm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := runtime.DefaultSettings()
+		s.Budget = runtime.BudgetSettings{Rate: 1, Burst: 3}
+		e := newEnv(t, fftest.Config{Settings: s})
+		for _, l := range e.ledgers {
+			l.setHook(func(context.Context, string, int64) error { return ErrBusy })
+		}
+		var budget int
+		for range 10 {
+			_, err := e.ledger.Add(t.Context(), "acct", 1)
+			var fe *runtime.Error
+			if errors.As(err, &fe) && fe.Reason == runtime.ReasonBudget {
+				budget++
+			}
+		}
+		if budget != 7 {
+			t.Errorf("%d operations refused by the budget, want 7 (burst 3 of 10)", budget)
+		}
+	})
+}
+
+func TestForwardMovesTheAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		e.ledgers[own[0]].setHook(func(context.Context, string, int64) error { return runtime.ForwardTo(own[1]) })
+		got, err := e.ledger.Add(t.Context(), "acct", 2)
+		if err != nil || got != 2 {
+			t.Fatalf("Add = %d, %v", got, err)
+		}
+		if b := e.ledgers[own[1]].balances()["acct"]; b != 2 {
+			t.Errorf("forward target balance %d, want 2", b)
+		}
+		if b := e.ledgers[own[0]].balances()["acct"]; b != 0 {
+			t.Errorf("forwarding node applied the operation: balance %d", b)
+		}
+	})
+}
+
+func TestCallerContextEndsTheOperation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		for _, l := range e.ledgers {
+			l.setHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := e.ledger.Add(ctx, "acct", 1)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v", err)
+		}
+		if took := time.Since(start); took != 50*time.Millisecond {
+			t.Errorf("returned after %v, want the caller's 50ms", took)
+		}
+		if !runtime.MaybeExecuted(err) {
+			t.Errorf("an acknowledged attempt must report maybe-executed")
+		}
+	})
+}

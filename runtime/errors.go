@@ -1,0 +1,129 @@
+package runtime
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Delivery says how far an operation got, so a caller knows whether a retry
+// elsewhere is safe.
+type Delivery uint8
+
+const (
+	// NotDelivered: no attempt reached a connection; nothing executed.
+	NotDelivered Delivery = iota
+	// Delivered: an attempt was sent but no node acknowledged it; it may
+	// have executed.
+	Delivered
+	// Acknowledged: a node sent a heartbeat or a result for an attempt; it
+	// may have executed.
+	Acknowledged
+)
+
+func (d Delivery) String() string {
+	switch d {
+	case NotDelivered:
+		return "not delivered"
+	case Delivered:
+		return "delivered, not acknowledged"
+	}
+	return "acknowledged"
+}
+
+// AttemptRecord is one attempt in an operation's history.
+type AttemptRecord struct {
+	Number   int
+	Node     string // empty when no member could be chosen
+	Group    string
+	Reason   Reason // why it ended; ReasonNone for the attempt that produced the outcome
+	Duration time.Duration
+	Err      error // the failure it reported, if any
+}
+
+// Error is what Invoke returns for every failure except a declared error with
+// the Fail directive, which comes back as itself. It unwraps to the cause: a
+// context error for timeouts and cancellation (so errors.Is(err,
+// context.DeadlineExceeded) holds), a declared error that asked for failover,
+// a *RemoteError, or a transport error.
+type Error struct {
+	Service, Method string
+	OpID            [16]byte
+	Reason          Reason // why the operation ended
+	Delivery        Delivery
+	History         []AttemptRecord
+	Err             error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ffgen: %s.%s: %s after %d attempt(s) (%s)", e.Service, e.Method, e.Reason, len(e.History), e.Delivery)
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	for _, h := range e.History {
+		node := h.Node
+		if node == "" {
+			node = "-"
+		}
+		fmt.Fprintf(&b, "; #%d %s/%s %s in %s", h.Number, h.Group, node, h.Reason, h.Duration.Round(time.Microsecond))
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// OpIDString returns the operation ID in hex, as logs print it.
+func (e *Error) OpIDString() string { return hex.EncodeToString(e.OpID[:]) }
+
+// MaybeExecuted reports whether the operation that returned err may have run
+// on some node. It is false only for an *Error whose attempts never reached a
+// connection; a declared Fail error means the handler ran.
+func MaybeExecuted(err error) bool {
+	if err == nil {
+		return true
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Delivery != NotDelivered
+	}
+	return true
+}
+
+// RemoteError is an error the handler returned that the service did not
+// declare: its text and where it happened.
+type RemoteError struct {
+	Node, Service, Method string
+	Message               string
+}
+
+func (e *RemoteError) Error() string {
+	return fmt.Sprintf("remote error from %s in %s.%s: %s", e.Node, e.Service, e.Method, e.Message)
+}
+
+// Codes the engine itself puts in Result frames; user codes never start with "ffgen.".
+const (
+	codePanic         = "ffgen.panic"
+	codeUnknownMethod = "ffgen.unknown-method"
+	codeBadArgs       = "ffgen.bad-arguments"
+	codeTimeout       = "ffgen.timeout"
+)
+
+// ForwardError, returned by a handler (see ForwardTo), makes the server tell
+// the client to send the attempt to another node and watch that node's
+// heartbeats instead.
+type ForwardError struct {
+	Node string
+}
+
+func (e *ForwardError) Error() string { return "ffgen: attempt forwarded to " + e.Node }
+
+// ForwardTo returns the error a handler returns to pass its attempt on to the
+// named node, as Akka's Forward does.
+func ForwardTo(node string) error { return &ForwardError{Node: node} }
+
+// ErrNoRoute means no live member serves the service in any group.
+var ErrNoRoute = errors.New("ffgen: no live member serves the service")

@@ -1,0 +1,190 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime/codec"
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// execution is one operation on this server, shared by every attempt of it
+// that arrives while it is queued or running (each attempt is a waiter).
+type execution struct {
+	s        *Server
+	method   *MethodDesc
+	impl     any
+	args     codec.Message
+	info     *AttemptInfo
+	entities []string
+	timeout  time.Duration
+	arrived  time.Time
+	hold     bool
+	scatter  bool
+	progress progressCell
+
+	// Guarded by s.mu.
+	state     execState
+	waiters   []waiter
+	deadline  time.Time // heartbeats stop here, even if the handler does not
+	cancel    context.CancelFunc
+	abandoned bool
+}
+
+type waiter struct {
+	conn     *serverConn
+	call     uint64
+	progress uint64 // progress version last sent to this waiter
+}
+
+func (e *execution) setProgress(p []byte) { e.progress.set(p) }
+
+// addWaiter is called with s.mu held.
+func (e *execution) addWaiter(sc *serverConn, call uint64, interval time.Duration) {
+	e.waiters = append(e.waiters, waiter{conn: sc, call: call})
+	sc.calls[call] = e
+	sc.startHeartbeats(interval)
+}
+
+// removeWaiter is called with s.mu held.
+func (e *execution) removeWaiter(sc *serverConn, call uint64) {
+	for i, w := range e.waiters {
+		if w.conn == sc && w.call == call {
+			e.waiters = append(e.waiters[:i], e.waiters[i+1:]...)
+			break
+		}
+	}
+	delete(sc.calls, call)
+}
+
+func (e *execution) run() {
+	s := e.s
+	defer s.running.Done()
+	ctx, cancel := context.WithTimeout(s.base, e.timeout)
+	defer cancel()
+	s.mu.Lock()
+	e.cancel = cancel
+	e.deadline = time.Now().Add(e.timeout)
+	skip := e.abandoned
+	s.mu.Unlock()
+
+	var r transport.Result
+	if skip {
+		r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "attempt cancelled before it ran"}
+	} else {
+		m := e.method
+		s.cfg.Metrics.ServerAttempt(m.Service, m.Name, 1)
+		res, err := e.call(context.WithValue(ctx, attemptKey{}, e.info))
+		s.cfg.Metrics.ServerAttempt(m.Service, m.Name, -1)
+		var fwd *ForwardError
+		if errors.As(err, &fwd) {
+			if rd, ok := e.redirect(fwd); ok {
+				e.finish(nil, rd)
+				return
+			}
+			err = fmt.Errorf("forward to %s: node unknown", fwd.Node)
+			r = transport.Result{Status: transport.StatusFailover, Message: err.Error()}
+		} else {
+			r = e.result(res, err)
+		}
+	}
+	e.finish(&r, nil)
+}
+
+// redirect resolves the node a handler forwarded to.
+func (e *execution) redirect(fwd *ForwardError) (*transport.Redirect, bool) {
+	if e.s.cfg.Membership == nil {
+		return nil, false
+	}
+	for _, m := range e.s.cfg.Membership.Members() {
+		if m.Name == fwd.Node {
+			return &transport.Redirect{Node: m.Name, Addr: m.Addr}, true
+		}
+	}
+	return nil, false
+}
+
+// call runs the handler, turning a panic into an error.
+func (e *execution) call(ctx context.Context) (res codec.Message, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			e.s.cfg.Logger.Error("ffgen: handler panicked; answering failover",
+				"service", e.method.Service, "method", e.method.Name, "op", e.info.OpIDString(),
+				"panic", v, "stack", string(debug.Stack()))
+			res, err = nil, &panicError{value: v}
+		}
+	}()
+	return e.method.Handle(ctx, e.impl, e.args)
+}
+
+type panicError struct{ value any }
+
+func (p *panicError) Error() string { return fmt.Sprintf("handler panicked: %v", p.value) }
+
+// result maps the handler's outcome to a Result frame.
+func (e *execution) result(res codec.Message, err error) transport.Result {
+	m := e.method
+	if err == nil {
+		payload, cerr := e.s.cfg.Codec.Append(nil, res)
+		if cerr != nil {
+			return transport.Result{Status: transport.StatusFail, Code: codeBadArgs, Message: "encode result: " + cerr.Error()}
+		}
+		return transport.Result{Status: transport.StatusOK, Payload: payload}
+	}
+	var pe *panicError
+	if errors.As(err, &pe) {
+		return transport.Result{Status: transport.StatusFailover, Code: codePanic, Message: err.Error()}
+	}
+	for i := range m.Errors {
+		rule := &m.Errors[i]
+		if rule.Match(err) {
+			r := transport.Result{Status: statusOf(rule.Directive), Code: rule.Code, Message: err.Error()}
+			if rule.Encode != nil {
+				r.Payload = rule.Encode(err)
+			}
+			return r
+		}
+	}
+	return transport.Result{Status: statusOf(m.Default), Message: err.Error()}
+}
+
+func statusOf(d Directive) transport.Status {
+	if d == Failover {
+		return transport.StatusFailover
+	}
+	return transport.StatusFail
+}
+
+// finish answers every waiter, remembers completed outcomes and lets the
+// entities' next operations run.
+// Exactly one of r and rd is set: a forwarded attempt gets a Redirect and is
+// not remembered, since it did not execute here.
+func (e *execution) finish(r *transport.Result, rd *transport.Redirect) {
+	s := e.s
+	s.mu.Lock()
+	waiters := e.waiters
+	e.waiters = nil
+	for _, w := range waiters {
+		delete(w.conn.calls, w.call)
+	}
+	delete(s.execs, e.info.OpID)
+	// Only completed outcomes are remembered: a Failover answer means the
+	// handler declined, so a later attempt of the operation may run here.
+	if r != nil && r.Status != transport.StatusFailover {
+		s.results.put(e.info.OpID, *r, time.Now())
+	}
+	s.release(e)
+	s.mu.Unlock()
+	for _, w := range waiters {
+		if rd != nil {
+			rd.Call = w.call
+			s.send(w.conn.conn, rd)
+			continue
+		}
+		r.Call = w.call
+		s.send(w.conn.conn, r)
+	}
+}

@@ -1,0 +1,193 @@
+// Package fftest builds in-memory clusters for tests of services built on
+// the runtime: every node is a runtime.Server on a transport.MemNetwork, the
+// membership is static, and the network's faults (pause, cut, reset, delay)
+// are at hand. Create a Cluster inside a testing/synctest bubble for
+// deterministic timing; it closes itself through t.Cleanup.
+package fftest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// Config shapes a Cluster.
+type Config struct {
+	// Groups are the failure groups; default "a", "b".
+	Groups []string
+	// PerGroup is the number of nodes in each group; default 1. Nodes are
+	// named after their group and a number: a1, a2, b1, …
+	PerGroup int
+	// Settings for clients and servers; zero fields take the defaults and
+	// Groups is always set from Config.Groups.
+	Settings runtime.Settings
+	// Logger defaults to one that discards, to keep test output readable.
+	Logger *slog.Logger
+}
+
+// Cluster is an in-memory cluster.
+type Cluster struct {
+	Net      *transport.MemNetwork
+	Members  *runtime.StaticMembership
+	Settings runtime.Settings
+	Nodes    []*Node
+	logger   *slog.Logger
+	clients  int
+}
+
+// Node is one server of the cluster.
+type Node struct {
+	Name, Group string
+	Server      *runtime.Server
+	Transport   *transport.MemTransport
+	services    []string
+}
+
+// New starts a cluster with no services; call Serve to register some.
+func New(tb testing.TB, cfg Config) *Cluster {
+	tb.Helper()
+	if len(cfg.Groups) == 0 {
+		cfg.Groups = []string{"a", "b"}
+	}
+	if cfg.PerGroup <= 0 {
+		cfg.PerGroup = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := withDefaults(cfg.Settings)
+	s.Groups = cfg.Groups
+	if err := s.Validate(); err != nil {
+		tb.Fatalf("fftest: settings: %v", err)
+	}
+	c := &Cluster{
+		Net:      transport.NewMemNetwork(),
+		Members:  runtime.NewStaticMembership(),
+		Settings: s,
+		logger:   cfg.Logger,
+	}
+	for _, g := range cfg.Groups {
+		for i := 1; i <= cfg.PerGroup; i++ {
+			name := fmt.Sprintf("%s%d", g, i)
+			t := c.Net.Transport(transport.Config{Node: name, Group: g, Logger: cfg.Logger})
+			srv := runtime.NewServer(runtime.ServerConfig{Settings: s, Logger: cfg.Logger, Membership: c.Members})
+			if _, err := srv.Serve(t, name); err != nil {
+				tb.Fatalf("fftest: node %s: %v", name, err)
+			}
+			c.Nodes = append(c.Nodes, &Node{Name: name, Group: g, Server: srv, Transport: t})
+		}
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
+func withDefaults(s runtime.Settings) runtime.Settings {
+	d := runtime.DefaultSettings()
+	if s.HeartbeatInterval == 0 {
+		s.HeartbeatInterval = d.HeartbeatInterval
+	}
+	if s.HeartbeatTimeout == 0 {
+		s.HeartbeatTimeout = d.HeartbeatTimeout
+	}
+	if s.AttemptTimeout == 0 {
+		s.AttemptTimeout = d.AttemptTimeout
+	}
+	if s.OperationTimeout == 0 {
+		s.OperationTimeout = d.OperationTimeout
+	}
+	if s.MaxFailovers == 0 {
+		s.MaxFailovers = d.MaxFailovers
+	}
+	if s.SuspectFor == 0 {
+		s.SuspectFor = d.SuspectFor
+	}
+	if s.Budget == (runtime.BudgetSettings{}) {
+		s.Budget = d.Budget
+	}
+	return s
+}
+
+// Serve registers svc on every node, with the implementation impl returns
+// for that node, and announces the nodes as serving it.
+func (c *Cluster) Serve(tb testing.TB, svc *runtime.ServiceDesc, impl func(n *Node) any) {
+	tb.Helper()
+	for _, n := range c.Nodes {
+		if err := n.Server.Register(svc, impl(n)); err != nil {
+			tb.Fatalf("fftest: register %s on %s: %v", svc.Name, n.Name, err)
+		}
+		n.services = append(n.services, svc.Name)
+	}
+	c.announce()
+}
+
+func (c *Cluster) announce() {
+	ms := make([]runtime.Member, 0, len(c.Nodes))
+	for _, n := range c.Nodes {
+		ms = append(ms, n.Member())
+	}
+	c.Members.Set(ms)
+}
+
+// Member is the node as the membership lists it.
+func (n *Node) Member() runtime.Member {
+	return runtime.Member{Name: n.Name, Group: n.Group, Addr: n.Name, Services: append([]string(nil), n.services...)}
+}
+
+// Node returns the named node, or nil.
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// Client returns a new client on its own node of the network ("client1",
+// "client2", …), closed with the cluster. modify, if given, adjusts its
+// config first.
+func (c *Cluster) Client(tb testing.TB, modify ...func(*runtime.ClientConfig)) *runtime.Client {
+	tb.Helper()
+	c.clients++
+	name := fmt.Sprintf("client%d", c.clients)
+	cfg := runtime.ClientConfig{
+		Transport:  c.Net.Transport(transport.Config{Node: name, Group: "clients", Logger: c.logger}),
+		Membership: c.Members,
+		Settings:   c.Settings,
+		Logger:     c.logger,
+	}
+	for _, m := range modify {
+		m(&cfg)
+	}
+	cl, err := runtime.NewClient(cfg)
+	if err != nil {
+		tb.Fatalf("fftest: client: %v", err)
+	}
+	tb.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// Crash takes a node out of the network for good: its connections reset
+// and dials to it are refused. The membership still lists it, as a real
+// membership would until it declares the node dead.
+func (c *Cluster) Crash(name string) {
+	if n := c.Node(name); n != nil {
+		n.Transport.Close()
+	}
+}
+
+// Close shuts every server down and tears the network down.
+func (c *Cluster) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, n := range c.Nodes {
+		n.Server.Shutdown(ctx)
+	}
+	c.Net.Close()
+}

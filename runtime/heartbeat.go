@@ -1,0 +1,105 @@
+package runtime
+
+import (
+	"time"
+
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// serverConn is the server's side of one client connection: the attempts it
+// waits on, and the ticker that heartbeats them all in one frame per
+// interval. The ticker goroutine runs only while the connection has attempts.
+type serverConn struct {
+	s     *Server
+	conn  transport.Conn
+	calls map[uint64]*execution // guarded by s.mu
+
+	// Guarded by s.mu.
+	ticking  bool
+	interval time.Duration
+	reset    chan time.Duration // a shorter interval for the running ticker
+	stop     chan struct{}
+
+	hb transport.Heartbeat // used by the ticker goroutine only
+}
+
+// startHeartbeats is called with s.mu held.
+func (sc *serverConn) startHeartbeats(interval time.Duration) {
+	if interval <= 0 {
+		interval = sc.s.cfg.Settings.HeartbeatInterval
+	}
+	if sc.ticking {
+		if interval < sc.interval {
+			sc.interval = interval
+			select {
+			case sc.reset <- interval:
+			default:
+			}
+		}
+		return
+	}
+	sc.ticking = true
+	sc.interval = interval
+	sc.reset = make(chan time.Duration, 1)
+	sc.stop = make(chan struct{})
+	go sc.tick(interval, sc.reset, sc.stop)
+}
+
+// stopHeartbeats is called with s.mu held.
+func (sc *serverConn) stopHeartbeats() {
+	if sc.ticking {
+		sc.ticking = false
+		close(sc.stop)
+	}
+}
+
+func (sc *serverConn) tick(interval time.Duration, reset <-chan time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case d := <-reset:
+			t.Reset(d)
+		case <-t.C:
+			if !sc.beat() {
+				return
+			}
+		}
+	}
+}
+
+// beat sends one heartbeat frame for every live attempt on the connection.
+// It returns false, having stopped the ticker, when there are none.
+func (sc *serverConn) beat() bool {
+	s := sc.s
+	now := time.Now()
+	s.mu.Lock()
+	if len(sc.calls) == 0 {
+		sc.ticking = false
+		s.mu.Unlock()
+		return false
+	}
+	items := sc.hb.Items[:0]
+	for call, e := range sc.calls {
+		if !e.deadline.IsZero() && now.After(e.deadline) {
+			continue // the handler overran its attempt timeout: let the client time out
+		}
+		it := transport.HeartbeatItem{Call: call}
+		for i := range e.waiters {
+			w := &e.waiters[i]
+			if w.conn == sc && w.call == call {
+				it.Progress, w.progress = e.progress.since(w.progress)
+			}
+		}
+		items = append(items, it)
+	}
+	sc.hb.Items = items
+	s.mu.Unlock()
+	if len(items) > 0 {
+		s.send(sc.conn, &sc.hb)
+	}
+	clear(items) // drop progress references
+	return true
+}

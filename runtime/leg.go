@@ -1,0 +1,313 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// A leg is one attempt in flight on one connection. The connection's read
+// goroutine feeds it through channels; the leg's owner waits on them with its
+// heartbeat and attempt timers.
+type leg struct {
+	call   uint64
+	conn   transport.Conn
+	beat   chan struct{}          // a heartbeat arrived (coalesced)
+	done   chan legEvent          // result, redirect or broken connection
+	acked  atomic.Bool            // a heartbeat or result arrived
+	latest atomic.Pointer[[]byte] // last progress reported
+}
+
+type legEvent struct {
+	result   *transport.Result
+	redirect *transport.Redirect
+	err      error // the connection broke
+}
+
+// outcome is how one attempt ended.
+type outcome struct {
+	member   Member
+	number   int
+	reason   Reason // ReasonNone: result is the operation's answer (OK or Fail)
+	result   *transport.Result
+	err      error // the failure, for the history and the caller
+	delivery Delivery
+	dur      time.Duration
+}
+
+// final reports whether the outcome ends the operation.
+func (o *outcome) final() bool { return o.reason == ReasonNone }
+
+// clientHandler receives the frames of the client's connections.
+type clientHandler Client
+
+func (h *clientHandler) HandleFrame(conn transport.Conn, f transport.Frame) {
+	c := (*Client)(h)
+	switch f := f.(type) {
+	case *transport.Heartbeat:
+		c.mu.Lock()
+		for _, it := range f.Items {
+			l := c.legs[it.Call]
+			if l == nil || l.conn != conn {
+				continue
+			}
+			l.acked.Store(true)
+			if it.Progress != nil {
+				p := append([]byte(nil), it.Progress...)
+				l.latest.Store(&p)
+			}
+			select {
+			case l.beat <- struct{}{}:
+			default:
+			}
+		}
+		c.mu.Unlock()
+	case *transport.Result:
+		r := *f
+		r.Payload = append([]byte(nil), f.Payload...)
+		c.deliver(conn, f.Call, legEvent{result: &r})
+	case *transport.Redirect:
+		rd := *f
+		c.deliver(conn, f.Call, legEvent{redirect: &rd})
+	default:
+		c.cfg.Logger.Debug("ffgen: client ignores frame", "type", f.Type(), "peer", conn.Peer().Node)
+	}
+}
+
+func (h *clientHandler) HandleClose(conn transport.Conn, err error) {
+	c := (*Client)(h)
+	if err == nil {
+		err = transport.ErrClosed
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range c.legs {
+		if l.conn == conn {
+			select {
+			case l.done <- legEvent{err: err}:
+			default:
+			}
+		}
+	}
+}
+
+func (c *Client) deliver(conn transport.Conn, call uint64, ev legEvent) {
+	c.mu.Lock()
+	l := c.legs[call]
+	c.mu.Unlock()
+	if l == nil || l.conn != conn {
+		return // a leg we stopped waiting for
+	}
+	l.acked.Store(true)
+	select {
+	case l.done <- ev:
+	default:
+	}
+}
+
+// attempt runs one attempt on member until it ends. detach, for scatter,
+// means a caller that stops waiting does not cancel it on the server.
+func (op *operation) attempt(ctx context.Context, member Member, number int, flags transport.AttemptFlags, detach bool) outcome {
+	p, o, ok := op.send(ctx, member, number, flags)
+	if !ok {
+		return o
+	}
+	return op.await(ctx, p, detach)
+}
+
+// sent is an attempt handed to a connection, not yet answered.
+type sent struct {
+	l     *leg
+	a     transport.Attempt
+	out   outcome
+	start time.Time
+}
+
+// send dials member and sends the attempt; on failure it returns the
+// outcome and false.
+func (op *operation) send(ctx context.Context, member Member, number int, flags transport.AttemptFlags) (*sent, outcome, bool) {
+	c := op.c
+	s := op.s
+	p := &sent{start: time.Now(), out: outcome{member: member, number: number}}
+	fail := func(r Reason, err error) (*sent, outcome, bool) {
+		p.out.reason, p.out.err, p.out.dur = r, err, time.Since(p.start)
+		return nil, p.out, false
+	}
+	c.cfg.Metrics.AttemptStarted(op.m.Service, op.m.Name)
+
+	// A node that cannot even be connected to within a heartbeat timeout
+	// is as good as one that stopped heartbeating.
+	dctx, cancel := context.WithTimeout(ctx, s.HeartbeatTimeout)
+	conn, err := c.pool.Get(dctx, member.Addr)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return fail(ReasonDeadline, context.Cause(ctx))
+		}
+		c.suspect(member.Name, ReasonDialFailed)
+		return fail(ReasonDialFailed, fmt.Errorf("dial %s (%s): %w", member.Name, member.Addr, err))
+	}
+	p.l = &leg{
+		call: c.nextCall.Add(1),
+		conn: conn,
+		beat: make(chan struct{}, 1),
+		done: make(chan legEvent, 1),
+	}
+	c.mu.Lock()
+	c.legs[p.l.call] = p.l
+	c.mu.Unlock()
+
+	timeout := s.AttemptTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl)
+	}
+	if op.m.Hold {
+		flags |= transport.FlagHold
+	}
+	p.a = transport.Attempt{
+		Call:      p.l.call,
+		OpID:      op.id,
+		Number:    uint32(number),
+		Timeout:   timeout,
+		Heartbeat: s.HeartbeatInterval,
+		Service:   op.m.Service,
+		Method:    op.m.Name,
+		Entities:  op.entities,
+		Flags:     flags,
+		History:   op.priors(),
+		Progress:  op.progress(),
+		Payload:   op.payload,
+	}
+	if err := conn.Send(&p.a); err != nil {
+		c.forget(p.l)
+		if errors.Is(err, transport.ErrQueueFull) {
+			return fail(ReasonQueueFull, fmt.Errorf("send to %s: %w", member.Name, err))
+		}
+		return fail(ReasonConnBroken, fmt.Errorf("send to %s: %w", member.Name, err))
+	}
+	p.out.delivery = Delivered
+	return p, outcome{}, true
+}
+
+func (c *Client) forget(l *leg) {
+	c.mu.Lock()
+	delete(c.legs, l.call)
+	c.mu.Unlock()
+}
+
+// await watches a sent attempt until it is answered, times out, breaks or
+// ctx ends.
+func (op *operation) await(ctx context.Context, p *sent, detach bool) outcome {
+	c, s, l, a := op.c, op.s, p.l, &p.a
+	defer c.forget(l)
+	out := p.out
+	member := out.member
+	start := p.start
+	timeout := a.Timeout
+	end := func(r Reason, err error) outcome {
+		out.reason, out.err, out.dur = r, err, time.Since(start)
+		return out
+	}
+	hb := time.NewTimer(s.HeartbeatTimeout)
+	defer hb.Stop()
+	at := time.NewTimer(timeout)
+	defer at.Stop()
+	cancelRemote := func() {
+		if !detach {
+			l.conn.Send(&transport.Cancel{Call: l.call}) // best effort
+		}
+	}
+	defer func() {
+		if l.acked.Load() {
+			out.delivery = Acknowledged
+		}
+		if p := l.latest.Load(); p != nil {
+			op.setProgress(*p)
+		}
+	}()
+	hops := 0
+	for {
+		select {
+		case <-l.beat:
+			hb.Reset(s.HeartbeatTimeout)
+		case ev := <-l.done:
+			switch {
+			case ev.result != nil:
+				c.alive(member.Name)
+				out.result = ev.result
+				out.delivery = Acknowledged
+				return op.judge(end, ev.result, member.Name)
+			case ev.redirect != nil:
+				// The handler passed the attempt on: watch the new node.
+				hops++
+				if hops > maxRedirects {
+					return end(ReasonFailoverError, fmt.Errorf("more than %d redirects", maxRedirects))
+				}
+				nc, err := c.pool.Get(ctx, ev.redirect.Addr)
+				if err != nil {
+					return end(ReasonDialFailed, fmt.Errorf("dial redirect target %s: %w", ev.redirect.Node, err))
+				}
+				c.mu.Lock()
+				l.conn = nc
+				c.mu.Unlock()
+				out.member = Member{Name: ev.redirect.Node, Addr: ev.redirect.Addr, Group: member.Group}
+				member = out.member
+				if err := nc.Send(a); err != nil {
+					return end(ReasonConnBroken, fmt.Errorf("send to %s: %w", member.Name, err))
+				}
+				hb.Reset(s.HeartbeatTimeout)
+			default:
+				c.suspect(member.Name, ReasonConnBroken)
+				return end(ReasonConnBroken, fmt.Errorf("connection to %s broke: %w", member.Name, ev.err))
+			}
+		case <-hb.C:
+			cancelRemote()
+			c.suspect(member.Name, ReasonHeartbeatTimeout)
+			return end(ReasonHeartbeatTimeout, fmt.Errorf("no heartbeat from %s within %s: %w", member.Name, s.HeartbeatTimeout, context.DeadlineExceeded))
+		case <-at.C:
+			cancelRemote()
+			if ctx.Err() != nil {
+				return end(ReasonDeadline, context.Cause(ctx))
+			}
+			c.suspect(member.Name, ReasonAttemptTimeout)
+			return end(ReasonAttemptTimeout, fmt.Errorf("attempt on %s took longer than %s: %w", member.Name, timeout, context.DeadlineExceeded))
+		case <-ctx.Done():
+			cancelRemote()
+			return end(ReasonDeadline, context.Cause(ctx))
+		}
+	}
+}
+
+const maxRedirects = 4
+
+// judge turns a Result into an outcome.
+func (op *operation) judge(end func(Reason, error) outcome, r *transport.Result, node string) outcome {
+	switch r.Status {
+	case transport.StatusOK:
+		return end(ReasonNone, nil)
+	case transport.StatusFail:
+		return end(ReasonNone, op.remoteErr(r, node))
+	}
+	if r.Code == codePanic {
+		return end(ReasonPanic, op.remoteErr(r, node))
+	}
+	return end(ReasonFailoverError, op.remoteErr(r, node))
+}
+
+// remoteErr rebuilds the error a Result carries: the declared error for a
+// known code, a *RemoteError otherwise.
+func (op *operation) remoteErr(r *transport.Result, node string) error {
+	if r.Code != "" {
+		for i := range op.m.Errors {
+			rule := &op.m.Errors[i]
+			if rule.Code == r.Code && rule.Decode != nil {
+				return rule.Decode(r.Message, r.Payload)
+			}
+		}
+	}
+	return &RemoteError{Node: node, Service: op.m.Service, Method: op.m.Name, Message: r.Message}
+}

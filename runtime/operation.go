@@ -1,0 +1,288 @@
+package runtime
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime/codec"
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// operation is one Invoke: the attempts it made and what they reported.
+type operation struct {
+	c        *Client
+	m        *MethodDesc
+	s        Settings
+	id       [16]byte
+	reply    codec.Message
+	payload  []byte
+	entities []string
+	start    time.Time
+
+	entityBuf [2]string
+	groupBuf  [8]int
+
+	mu       sync.Mutex // guards the fields below: hedge and scatter legs run concurrently
+	history  []historyEntry
+	last     []byte // progress
+	node     string // node of the latest attempt, for InFlight
+	attempts int
+}
+
+// sequential is the failover mode: one attempt at a time along the entity's
+// group order, wrapping around when max failovers exceeds the groups.
+func (op *operation) sequential(ctx context.Context) error {
+	order := op.c.router.GroupOrder(op.entities[0], op.groupBuf[:0])
+	var last outcome
+	for n := 0; n <= op.s.MaxFailovers; n++ {
+		if n > 0 && paidFailover(last.reason) {
+			op.c.cfg.Metrics.Failover(op.m.Service, op.m.Name, last.reason)
+			if err := op.c.budget.Take(ctx); err != nil {
+				return op.fail(ReasonBudget, err)
+			}
+		}
+		last = op.try(ctx, order, n, 0)
+		if last.final() {
+			return op.finish(last)
+		}
+		if last.reason == ReasonDeadline {
+			break
+		}
+	}
+	return op.fail(last.reason, last.err)
+}
+
+// paidFailover reports whether a failover after r spends the budget: only
+// failovers that follow a sent attempt do; routing around a suspected or
+// absent node costs the cluster nothing.
+func paidFailover(r Reason) bool {
+	switch r {
+	case ReasonSuspected, ReasonNoMember, ReasonNone:
+		return false
+	}
+	return true
+}
+
+// try makes attempt n in group order[n % len(order)].
+func (op *operation) try(ctx context.Context, order []int, n int, flags transport.AttemptFlags) outcome {
+	group := order[n%len(order)]
+	groupName := op.c.router.Groups()[group]
+	member, reason := op.pick(group)
+	if reason != ReasonNone {
+		o := outcome{number: n, member: Member{Group: groupName}, reason: reason,
+			err: fmt.Errorf("group %s: %s", groupName, reason)}
+		op.record(o)
+		return o
+	}
+	op.mu.Lock()
+	op.node = member.Name
+	op.attempts = n + 1
+	op.mu.Unlock()
+	o := op.attempt(ctx, member, n, flags, false)
+	op.record(o)
+	return o
+}
+
+// pick chooses the entity's owner in group, skipping suspected nodes.
+func (op *operation) pick(group int) (Member, Reason) {
+	r := op.c.router
+	if m, ok := r.Owner(op.m.Service, group, op.entities[0], op.c.Suspected); ok {
+		return m, ReasonNone
+	}
+	if _, ok := r.Owner(op.m.Service, group, op.entities[0], nil); ok {
+		return Member{}, ReasonSuspected
+	}
+	return Member{}, ReasonNoMember
+}
+
+// concurrent is the hedge mode: attempts follow the group order, and the next
+// one starts when the previous fails over or after delay without an answer.
+// The first final answer wins; the others are cancelled.
+func (op *operation) concurrent(ctx context.Context, delay time.Duration) error {
+	order := op.c.router.GroupOrder(op.entities[0], op.groupBuf[:0])
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan outcome, op.s.MaxFailovers+1)
+	hedge := time.NewTimer(delay)
+	defer hedge.Stop()
+	next, running := 0, 0
+	start := func() {
+		n := next
+		next++
+		running++
+		go func() { results <- op.try(ctx, order, n, transport.FlagHedge) }()
+	}
+	start()
+	var last outcome
+	for running > 0 {
+		select {
+		case o := <-results:
+			running--
+			if o.final() {
+				return op.finish(o)
+			}
+			last = o
+			if o.reason == ReasonDeadline {
+				continue
+			}
+			if next <= op.s.MaxFailovers && running == 0 {
+				if paidFailover(o.reason) {
+					op.c.cfg.Metrics.Failover(op.m.Service, op.m.Name, o.reason)
+					if err := op.c.budget.Take(ctx); err != nil {
+						return op.fail(ReasonBudget, err)
+					}
+				}
+				start()
+				hedge.Reset(delay)
+			}
+		case <-hedge.C:
+			if next <= op.s.MaxFailovers {
+				start()
+				hedge.Reset(delay)
+			}
+		}
+	}
+	return op.fail(last.reason, last.err)
+}
+
+// scatter sends the attempt to every live node that serves the service, the
+// suspected ones too; the first final answer wins and the rest run on
+// undisturbed, so every node applies the same writes.
+func (op *operation) scatter(ctx context.Context) error {
+	members := op.c.router.Members(op.m.Service)
+	if len(members) == 0 {
+		return op.fail(ReasonNoMember, ErrNoRoute)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan outcome, len(members))
+	// Sends happen under one lock, so every node's connection carries this
+	// client's scatter operations in the same order: replicas apply them in
+	// the same order (see docs/ARCHITECTURE.md for several clients).
+	op.c.scatterMu.Lock()
+	for i, m := range members {
+		p, o, ok := op.send(ctx, m, i, transport.FlagScatter)
+		if !ok {
+			if o.reason == ReasonQueueFull || o.reason == ReasonConnBroken || o.reason == ReasonDialFailed {
+				op.c.missedWrite(m.Name)
+			}
+			results <- o
+			continue
+		}
+		go func() { results <- op.await(ctx, p, true) }()
+	}
+	op.c.scatterMu.Unlock()
+	var last outcome
+	for range members {
+		o := <-results
+		op.record(o)
+		if o.final() {
+			return op.finish(o)
+		}
+		last = o
+	}
+	return op.fail(last.reason, last.err)
+}
+
+// finish ends the operation with a final outcome.
+func (op *operation) finish(o outcome) error {
+	if o.err != nil {
+		if _, isRemote := o.err.(*RemoteError); isRemote {
+			return op.errorf(ReasonNone, o.err, Acknowledged)
+		}
+		return o.err // a declared Fail error, as itself
+	}
+	r := o.result
+	if err := op.c.cfg.Codec.Unmarshal(r.Payload, op.reply); err != nil {
+		return op.errorf(ReasonNone, fmt.Errorf("decode result: %w", err), Acknowledged)
+	}
+	return nil
+}
+
+// fail ends the operation without an answer.
+func (op *operation) fail(r Reason, err error) error {
+	return op.errorf(r, err, NotDelivered)
+}
+
+func (op *operation) errorf(r Reason, err error, floor Delivery) error {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	d := floor
+	for _, h := range op.history {
+		if h.delivery > d {
+			d = h.delivery
+		}
+	}
+	e := &Error{
+		Service:  op.m.Service,
+		Method:   op.m.Name,
+		OpID:     op.id,
+		Reason:   r,
+		Delivery: d,
+		Err:      err,
+	}
+	for _, h := range op.history {
+		e.History = append(e.History, h.AttemptRecord)
+	}
+	return e
+}
+
+type historyEntry struct {
+	AttemptRecord
+	delivery Delivery
+}
+
+func (op *operation) record(o outcome) {
+	op.c.cfg.Metrics.AttemptEnded(op.m.Service, op.m.Name, o.reason, o.dur)
+	op.mu.Lock()
+	op.history = append(op.history, historyEntry{
+		AttemptRecord: AttemptRecord{Number: o.number, Node: o.member.Name, Group: o.member.Group, Reason: o.reason, Duration: o.dur, Err: o.err},
+		delivery:      o.delivery,
+	})
+	op.mu.Unlock()
+}
+
+// priors is the history as the next attempt's frame carries it.
+func (op *operation) priors() []transport.Prior {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if len(op.history) == 0 {
+		return nil
+	}
+	out := make([]transport.Prior, len(op.history))
+	for i, h := range op.history {
+		out[i] = transport.Prior{Node: h.Node, Group: h.Group, Reason: uint8(h.Reason)}
+	}
+	return out
+}
+
+func (op *operation) progress() []byte {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	return op.last
+}
+
+func (op *operation) setProgress(p []byte) {
+	op.mu.Lock()
+	op.last = p
+	op.mu.Unlock()
+}
+
+func (op *operation) info() OpInfo {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	return OpInfo{
+		Side:     "client",
+		OpID:     hex.EncodeToString(op.id[:]),
+		Service:  op.m.Service,
+		Method:   op.m.Name,
+		Entities: op.entities,
+		Attempt:  op.attempts - 1,
+		Node:     op.node,
+		Started:  op.start,
+		State:    "waiting",
+	}
+}

@@ -1,0 +1,213 @@
+package runtime
+
+import (
+	"cmp"
+	"slices"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Routing is rendezvous (highest random weight) hashing, twice: the
+// configured failure groups are ordered per entity by score, and within a
+// group the owner is the live member with the highest score. Joining or
+// leaving moves only the entities whose top choice changes: about 1/n of
+// a group of n members, and only to or from that member.
+//
+// score(entity, name) = fmix64(xxhash64(entity) XOR h(name)), where fmix64
+// is the murmur3 64-bit finalizer and h(name) is xxhash64(name) for a
+// member and xxhash64(name) XOR groupDomain for a group, so a group and a
+// member that share a name still score independently. Ties, which need a
+// 64-bit collision, go to the lower group index or member name. The
+// function is part of the protocol: every node of a cluster, whatever its
+// version, must route alike, and TestRoutingGolden pins it.
+
+// groupDomain separates the hashes of group names from those of members.
+const groupDomain = 0x9e3779b97f4a7c15
+
+// fmix64 is the murmur3 finalizer: a bijection that spreads every input
+// bit over the output.
+func fmix64(k uint64) uint64 {
+	k ^= k >> 33
+	k *= 0xff51afd7ed558ccd
+	k ^= k >> 33
+	k *= 0xc4ceb9fe1a85ec53
+	k ^= k >> 33
+	return k
+}
+
+func score(entityHash, nameHash uint64) uint64 { return fmix64(entityHash ^ nameHash) }
+
+// Router answers which node an entity's operation goes to. Reads are
+// lock-free and allocation-free over an immutable table that Update
+// replaces; it is safe for concurrent use.
+type Router struct {
+	groups     []string
+	groupHash  []uint64
+	groupIndex map[string]int
+	table      atomic.Pointer[routeTable]
+}
+
+// routeTable is one membership view, never modified once published.
+type routeTable struct {
+	services map[string]*serviceRoutes
+}
+
+// serviceRoutes are the members that serve one service.
+type serviceRoutes struct {
+	byGroup []groupRoutes // by configured group index
+	all     []Member      // by group index, then name
+}
+
+// groupRoutes are one group's members of a service, sorted by name, with
+// their name hashes apart so that the owner search scans 8-byte words.
+type groupRoutes struct {
+	hashes  []uint64 // xxhash64 of each member's name
+	members []Member
+}
+
+type hashedMember struct {
+	hash uint64
+	Member
+}
+
+// NewRouter returns a router for the configured groups (as checked by
+// Settings.Validate: the same order on every node) with no members.
+func NewRouter(groups []string) *Router {
+	r := &Router{
+		groups:     slices.Clone(groups),
+		groupHash:  make([]uint64, len(groups)),
+		groupIndex: make(map[string]int, len(groups)),
+	}
+	for i, g := range r.groups {
+		r.groupHash[i] = xxhash.Sum64String(g) ^ groupDomain
+		if _, dup := r.groupIndex[g]; !dup {
+			r.groupIndex[g] = i
+		}
+	}
+	r.table.Store(&routeTable{})
+	return r
+}
+
+// Groups returns the configured failure groups. The caller must not
+// modify it.
+func (r *Router) Groups() []string { return r.groups }
+
+// Update replaces the membership view. It returns the members it ignored:
+// those with an empty name or a failure group that is not configured, and
+// repeats of a name already seen (the first one counts). Routing does not
+// depend on the order of members.
+func (r *Router) Update(members []Member) (ignored []Member) {
+	ms := make([]hashedMember, 0, len(members))
+	seen := make(map[string]bool, len(members))
+	for _, m := range members {
+		if _, ok := r.groupIndex[m.Group]; !ok || m.Name == "" || seen[m.Name] {
+			ignored = append(ignored, m)
+			continue
+		}
+		seen[m.Name] = true
+		ms = append(ms, hashedMember{hash: xxhash.Sum64String(m.Name), Member: m})
+	}
+	slices.SortFunc(ms, func(a, b hashedMember) int {
+		return cmp.Or(cmp.Compare(r.groupIndex[a.Group], r.groupIndex[b.Group]), cmp.Compare(a.Name, b.Name))
+	})
+
+	t := &routeTable{services: make(map[string]*serviceRoutes)}
+	for _, m := range ms {
+		for _, svc := range m.Services {
+			sr := t.services[svc]
+			if sr == nil {
+				sr = &serviceRoutes{byGroup: make([]groupRoutes, len(r.groups))}
+				t.services[svc] = sr
+			}
+			if n := len(sr.all); n > 0 && sr.all[n-1].Name == m.Name {
+				continue // the service is listed twice
+			}
+			gr := &sr.byGroup[r.groupIndex[m.Group]]
+			gr.hashes = append(gr.hashes, m.hash)
+			gr.members = append(gr.members, m.Member)
+			sr.all = append(sr.all, m.Member)
+		}
+	}
+	r.table.Store(t)
+	return ignored
+}
+
+// EntityKey is an entity ID's routing hash. A client that looks up the
+// same entity more than once (the group order, then an owner per attempt)
+// computes it once with KeyOf and uses the *Key methods.
+type EntityKey uint64
+
+// KeyOf returns the entity's routing hash.
+func KeyOf(entity string) EntityKey { return EntityKey(xxhash.Sum64String(entity)) }
+
+// GroupOrder appends to dst[:0] the indexes of the configured groups in
+// the entity's order, highest score first, and returns it. It does not
+// allocate when cap(dst) >= len(Groups()).
+func (r *Router) GroupOrder(entity string, dst []int) []int {
+	return r.GroupOrderKey(KeyOf(entity), dst)
+}
+
+// GroupOrderKey is GroupOrder for a precomputed key.
+func (r *Router) GroupOrderKey(k EntityKey, dst []int) []int {
+	eh := uint64(k)
+	dst = dst[:0]
+	// Insertion sort: there are a handful of groups, and recomputing a
+	// score is cheaper than a scratch slice.
+	for i, gh := range r.groupHash {
+		s := score(eh, gh)
+		j := len(dst)
+		dst = append(dst, i)
+		for ; j > 0 && score(eh, r.groupHash[dst[j-1]]) < s; j-- {
+			dst[j] = dst[j-1]
+		}
+		dst[j] = i
+	}
+	return dst
+}
+
+// Owner returns the live member of the group (an index into Groups()) that
+// serves service and has the highest score for entity, passing over the
+// members for which skip (if not nil) returns true, so a client that
+// suspects the owner gets the next-best member of the same group. It
+// reports false if no member is left.
+func (r *Router) Owner(service string, group int, entity string, skip func(name string) bool) (Member, bool) {
+	return r.OwnerKey(service, group, KeyOf(entity), skip)
+}
+
+// OwnerKey is Owner for a precomputed key.
+func (r *Router) OwnerKey(service string, group int, k EntityKey, skip func(name string) bool) (Member, bool) {
+	sr := r.table.Load().services[service]
+	if sr == nil || group < 0 || group >= len(sr.byGroup) {
+		return Member{}, false
+	}
+	gr := &sr.byGroup[group]
+	eh := uint64(k)
+	best, found := -1, false
+	var bestScore uint64
+	for i, h := range gr.hashes {
+		s := score(eh, h)
+		// Members are sorted by name: on a tie the first (lower) name stays.
+		if found && s <= bestScore {
+			continue
+		}
+		if skip != nil && skip(gr.members[i].Name) {
+			continue
+		}
+		best, bestScore, found = i, s, true
+	}
+	if !found {
+		return Member{}, false
+	}
+	return gr.members[best], true
+}
+
+// Members returns every live member that serves service, ordered by group
+// index and then by name (the same on every node). The caller must not
+// modify it.
+func (r *Router) Members(service string) []Member {
+	if sr := r.table.Load().services[service]; sr != nil {
+		return sr.all
+	}
+	return nil
+}

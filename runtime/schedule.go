@@ -1,0 +1,108 @@
+package runtime
+
+// Entity scheduling. Every operation is queued, at arrival, on each of its
+// entities; it runs when it heads all of those queues, so each entity sees
+// operations in arrival order on every node, multi-entity ones included.
+// A hold operation is not queued while its entity is busy: it waits aside and
+// is queued when the entity goes idle, so later operations may overtake it.
+// The queues belong to the server, not to a handler goroutine, which is why a
+// panicking handler cannot lose a held operation.
+
+type entityQueue struct {
+	queue []*execution // queue[0] runs or waits for its other entities
+	held  []*execution // hold operations waiting for the entity to go idle
+}
+
+type execState uint8
+
+const (
+	stateQueued execState = iota
+	stateHeld
+	stateRunning
+	stateDone
+)
+
+func (st execState) String() string {
+	switch st {
+	case stateQueued:
+		return "queued"
+	case stateHeld:
+		return "held"
+	case stateRunning:
+		return "running"
+	}
+	return "done"
+}
+
+// schedule queues or holds e. Called with s.mu held.
+func (s *Server) schedule(e *execution) {
+	if e.hold {
+		for _, id := range e.entities {
+			if q := s.entities[id]; q != nil && len(q.queue) > 0 {
+				e.state = stateHeld
+				q.held = append(q.held, e)
+				return
+			}
+		}
+	}
+	e.state = stateQueued
+	for _, id := range e.entities {
+		q := s.entities[id]
+		if q == nil {
+			q = &entityQueue{}
+			s.entities[id] = q
+		}
+		q.queue = append(q.queue, e)
+	}
+	s.tryStart(e)
+}
+
+// tryStart runs e if it heads every one of its queues. Called with s.mu held.
+func (s *Server) tryStart(e *execution) {
+	if e.state != stateQueued {
+		return
+	}
+	for _, id := range e.entities {
+		if q := s.entities[id]; q == nil || len(q.queue) == 0 || q.queue[0] != e {
+			return
+		}
+	}
+	e.state = stateRunning
+	s.running.Add(1)
+	go e.run()
+}
+
+// release takes finished e off its queues and starts what may run next.
+// Called with s.mu held.
+func (s *Server) release(e *execution) {
+	e.state = stateDone
+	var next []*execution
+	for _, id := range e.entities {
+		q := s.entities[id]
+		if q == nil {
+			continue
+		}
+		if len(q.queue) > 0 && q.queue[0] == e {
+			q.queue[0] = nil
+			q.queue = q.queue[1:]
+		}
+		switch {
+		case len(q.queue) > 0:
+			next = append(next, q.queue[0])
+		case len(q.held) > 0:
+			held := q.held
+			q.held = nil
+			delete(s.entities, id)
+			next = append(next, held...)
+		default:
+			delete(s.entities, id)
+		}
+	}
+	for _, n := range next {
+		if n.state == stateHeld {
+			s.schedule(n)
+		} else {
+			s.tryStart(n)
+		}
+	}
+}

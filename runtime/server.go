@@ -1,0 +1,355 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime/codec"
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Settings supply the heartbeat interval and attempt timeout for
+	// attempts that carry none. Groups need not be set.
+	Settings Settings
+	// Codec decodes arguments and encodes results. Default codec.Binary.
+	Codec codec.Codec
+	// Metrics receives server events. Default NopMetrics.
+	Metrics Metrics
+	// Logger receives panics, forwards and dropped frames. Default slog.Default().
+	Logger *slog.Logger
+	// Membership resolves the node names handlers forward to (ForwardTo).
+	Membership Membership
+	// RememberResults bounds how many finished operations are remembered by
+	// ID, so a repeated attempt is answered instead of executed again.
+	// Default 16384.
+	RememberResults int
+	// RememberFor bounds how long they are remembered. Default one minute.
+	RememberFor time.Duration
+}
+
+// Server runs registered services for the fast-failover protocol: it
+// serializes operations per entity, heartbeats every attempt it holds, and
+// remembers results by operation ID. It implements transport.Handler.
+type Server struct {
+	cfg    ServerConfig
+	base   context.Context
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	services  map[string]*registered
+	execs     map[[16]byte]*execution
+	results   resultCache
+	entities  map[string]*entityQueue
+	conns     map[transport.Conn]*serverConn
+	listeners []transport.Listener
+	closed    bool
+	running   sync.WaitGroup
+}
+
+var _ transport.Handler = (*Server)(nil)
+var _ InFlighter = (*Server)(nil)
+
+type registered struct {
+	desc    *ServiceDesc
+	impl    any
+	methods map[string]*MethodDesc
+}
+
+// NewServer returns a server with no services.
+func NewServer(cfg ServerConfig) *Server {
+	d := DefaultSettings()
+	if cfg.Settings.HeartbeatInterval <= 0 {
+		cfg.Settings.HeartbeatInterval = d.HeartbeatInterval
+	}
+	if cfg.Settings.AttemptTimeout <= 0 {
+		cfg.Settings.AttemptTimeout = d.AttemptTimeout
+	}
+	if cfg.Codec == nil {
+		cfg.Codec = codec.Binary
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NopMetrics{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.RememberResults <= 0 {
+		cfg.RememberResults = 16384
+	}
+	if cfg.RememberFor <= 0 {
+		cfg.RememberFor = time.Minute
+	}
+	base, cancel := context.WithCancel(context.Background())
+	return &Server{
+		cfg:      cfg,
+		base:     base,
+		cancel:   cancel,
+		services: make(map[string]*registered),
+		execs:    make(map[[16]byte]*execution),
+		results:  resultCache{max: cfg.RememberResults, ttl: cfg.RememberFor, m: make(map[[16]byte]cachedResult)},
+		entities: make(map[string]*entityQueue),
+		conns:    make(map[transport.Conn]*serverConn),
+	}
+}
+
+// Register serves svc with impl, which generated code guarantees implements
+// the service's interface. A service can be registered once.
+func (s *Server) Register(svc *ServiceDesc, impl any) error {
+	if svc == nil || svc.Name == "" {
+		return errors.New("ffgen: Register: service descriptor has no name")
+	}
+	if impl == nil {
+		return fmt.Errorf("ffgen: Register %s: nil implementation", svc.Name)
+	}
+	r := &registered{desc: svc, impl: impl, methods: make(map[string]*MethodDesc, len(svc.Methods))}
+	for _, m := range svc.Methods {
+		if m.Handle == nil || m.NewArgs == nil {
+			return fmt.Errorf("ffgen: Register %s: method %s has no handler", svc.Name, m.Name)
+		}
+		r.methods[m.Name] = m
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.services[svc.Name]; dup {
+		return fmt.Errorf("ffgen: Register: service %s is already registered", svc.Name)
+	}
+	s.services[svc.Name] = r
+	return nil
+}
+
+// Services lists the registered service names, for membership metadata.
+func (s *Server) Services() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.services))
+	for name := range s.services {
+		out = append(out, name)
+	}
+	return out
+}
+
+// Serve listens on addr through t and serves every accepted connection.
+func (s *Server) Serve(t transport.Transport, addr string) (transport.Listener, error) {
+	l, err := t.Listen(addr, s)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		l.Close()
+		return nil, errors.New("ffgen: server is shut down")
+	}
+	s.listeners = append(s.listeners, l)
+	return l, nil
+}
+
+// Shutdown stops accepting connections, waits for running handlers until ctx
+// ends, then cancels the rest and returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	ls := s.listeners
+	s.listeners = nil
+	s.mu.Unlock()
+	for _, l := range ls {
+		l.Close()
+	}
+	done := make(chan struct{})
+	go func() {
+		s.running.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		s.cancel()
+		return nil
+	case <-ctx.Done():
+		s.cancel()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// HandleFrame implements transport.Handler.
+func (s *Server) HandleFrame(c transport.Conn, f transport.Frame) {
+	switch f := f.(type) {
+	case *transport.Attempt:
+		s.arrive(c, f)
+	case *transport.Cancel:
+		s.cancelCall(c, f.Call)
+	default:
+		// Heartbeats, results and redirects flow server to client only.
+		s.cfg.Logger.Debug("ffgen: server ignores frame", "type", f.Type(), "peer", c.Peer().Node)
+	}
+}
+
+// HandleClose implements transport.Handler. Operations keep running: the
+// client has failed over, and a half-run handler is worse than a finished
+// one whose result nobody reads.
+func (s *Server) HandleClose(c transport.Conn, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc := s.conns[c]
+	if sc == nil {
+		return
+	}
+	delete(s.conns, c)
+	for call, e := range sc.calls {
+		e.removeWaiter(sc, call)
+	}
+	sc.calls = nil
+	sc.stopHeartbeats()
+}
+
+func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
+	s.mu.Lock()
+	sc := s.connLocked(c)
+	if e := s.execs[a.OpID]; e != nil {
+		// The same operation is queued or running: this attempt joins it.
+		e.addWaiter(sc, a.Call, a.Heartbeat)
+		s.mu.Unlock()
+		return
+	}
+	if r, ok := s.results.get(a.OpID, time.Now()); ok {
+		s.mu.Unlock()
+		r.Call = a.Call
+		s.send(c, &r)
+		return
+	}
+	reg := s.services[a.Service]
+	var m *MethodDesc
+	if reg != nil {
+		m = reg.methods[a.Method]
+	}
+	if m == nil || s.closed {
+		s.mu.Unlock()
+		msg := fmt.Sprintf("node does not serve %s.%s", a.Service, a.Method)
+		if s.closed {
+			msg = "node is shutting down"
+		}
+		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeUnknownMethod, Message: msg})
+		return
+	}
+	args := m.NewArgs()
+	if err := s.cfg.Codec.Unmarshal(a.Payload, args); err != nil {
+		s.mu.Unlock()
+		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFail, Code: codeBadArgs,
+			Message: fmt.Sprintf("decode arguments of %s.%s: %v", a.Service, a.Method, err)})
+		return
+	}
+	timeout := a.Timeout
+	if timeout <= 0 {
+		timeout = s.cfg.Settings.AttemptTimeout
+	}
+	e := &execution{
+		s:        s,
+		method:   m,
+		impl:     reg.impl,
+		args:     args,
+		timeout:  timeout,
+		arrived:  time.Now(),
+		entities: uniqueEntities(a.Entities),
+		hold:     a.Flags&transport.FlagHold != 0,
+		scatter:  a.Flags&transport.FlagScatter != 0,
+	}
+	e.info = &AttemptInfo{
+		OpID:     a.OpID,
+		Number:   int(a.Number),
+		Entities: a.Entities,
+		Caller:   c.Peer().Node,
+		Progress: append([]byte(nil), a.Progress...),
+		exec:     e,
+	}
+	if len(a.Progress) == 0 {
+		e.info.Progress = nil
+	}
+	for _, p := range a.History {
+		e.info.History = append(e.info.History, PriorAttempt{Node: p.Node, Group: p.Group, Reason: Reason(p.Reason)})
+	}
+	s.execs[a.OpID] = e
+	e.addWaiter(sc, a.Call, a.Heartbeat)
+	s.schedule(e)
+	s.mu.Unlock()
+}
+
+func (s *Server) connLocked(c transport.Conn) *serverConn {
+	sc := s.conns[c]
+	if sc == nil {
+		sc = &serverConn{s: s, conn: c, calls: make(map[uint64]*execution)}
+		s.conns[c] = sc
+	}
+	return sc
+}
+
+func (s *Server) cancelCall(c transport.Conn, call uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc := s.conns[c]
+	if sc == nil {
+		return
+	}
+	e := sc.calls[call]
+	if e == nil {
+		return
+	}
+	e.removeWaiter(sc, call)
+	if len(e.waiters) == 0 && !e.scatter {
+		// Nobody wants the outcome any more. A scatter copy runs on so that
+		// every node applies the same writes.
+		e.abandoned = true
+		if e.cancel != nil {
+			e.cancel()
+		}
+	}
+}
+
+func (s *Server) send(c transport.Conn, f transport.Frame) {
+	if err := c.Send(f); err != nil {
+		s.cfg.Logger.Warn("ffgen: server could not send", "type", f.Type(), "peer", c.Peer().Node, "err", err)
+	}
+}
+
+// InFlight lists the operations queued, held or running on this server.
+func (s *Server) InFlight() []OpInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]OpInfo, 0, len(s.execs))
+	for id, e := range s.execs {
+		out = append(out, OpInfo{
+			Side:     "server",
+			OpID:     fmt.Sprintf("%x", id),
+			Service:  e.method.Service,
+			Method:   e.method.Name,
+			Entities: e.entities,
+			Attempt:  e.info.Number,
+			Node:     e.info.Caller,
+			Started:  e.arrived,
+			State:    e.state.String(),
+		})
+	}
+	return out
+}
+
+func uniqueEntities(ids []string) []string {
+	out := ids[:0:0]
+	for _, id := range ids {
+		dup := false
+		for _, o := range out {
+			if o == id {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -1,0 +1,258 @@
+package transport
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// sampleFrames returns one populated frame of every type, plus edge cases.
+func sampleFrames() map[string]Frame {
+	return map[string]Frame{
+		"hello": &Hello{Version: Version, Node: "node-a", Group: "zone-1"},
+		"attempt": &Attempt{
+			Call:      42,
+			OpID:      [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+			Number:    1,
+			Timeout:   5 * time.Second,
+			Heartbeat: 90 * time.Millisecond,
+			Service:   "Accounts",
+			Method:    "Withdraw",
+			Entities:  []string{"acct-1", "acct-2"},
+			Flags:     FlagHold | FlagHedge,
+			History:   []Prior{{Node: "node-b", Group: "zone-2", Reason: 3}},
+			Progress:  []byte("half"),
+			Payload:   []byte{0, 1, 2, 255},
+		},
+		"attempt-minimal": &Attempt{Service: "S", Method: "M", Timeout: -1},
+		"heartbeat": &Heartbeat{Items: []HeartbeatItem{
+			{Call: 1}, {Call: 1 << 40, Progress: []byte("p")},
+		}},
+		"heartbeat-empty": &Heartbeat{},
+		"result":          &Result{Call: 7, Status: StatusOK, Payload: []byte("ok")},
+		"result-fail":     &Result{Call: 8, Status: StatusFail, Code: "ErrInsufficientFunds", Message: "insufficient funds"},
+		"result-failover": &Result{Call: 9, Status: StatusFailover, Message: "busy"},
+		"cancel":          &Cancel{Call: 1<<64 - 1},
+		"redirect":        &Redirect{Call: 3, Node: "node-c", Addr: "10.0.0.3:7000"},
+	}
+}
+
+// frameOpts treats nil and empty slices alike, as the format does, and
+// compares byte slices whole rather than element by element.
+var frameOpts = cmp.Options{
+	cmp.FilterPath(func(p cmp.Path) bool { return p.Last().Type() != reflect.TypeFor[[]byte]() }, cmpopts.EquateEmpty()),
+	cmp.Comparer(bytes.Equal),
+}
+
+// encode returns f without its length prefix, as Decode takes it.
+func encode(t testing.TB, f Frame) []byte {
+	t.Helper()
+	b, err := AppendFrame(nil, f, 0)
+	if err != nil {
+		t.Fatalf("AppendFrame(%T): %v", f, err)
+	}
+	if n := binary.BigEndian.Uint32(b); int(n) != len(b)-4 {
+		t.Fatalf("length prefix %d, frame has %d bytes after it", n, len(b)-4)
+	}
+	return b[4:]
+}
+
+func TestFrameRoundTrip(t *testing.T) {
+	for name, f := range sampleFrames() {
+		t.Run(name, func(t *testing.T) {
+			got, err := Decode(encode(t, f))
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			if got.Type() != f.Type() {
+				t.Fatalf("type %s, want %s", got.Type(), f.Type())
+			}
+			if diff := cmp.Diff(f, got, frameOpts); diff != "" {
+				t.Errorf("round trip mismatch (-sent +decoded):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecodeMalformed(t *testing.T) {
+	valid := encode(t, &Result{Call: 7, Status: StatusFail, Code: "c", Message: "m"})
+	with := func(p []byte, edit func([]byte) []byte) []byte {
+		return edit(append([]byte(nil), p...))
+	}
+	tests := []struct {
+		name string
+		in   []byte
+		want error
+	}{
+		{"empty", nil, ErrMalformedFrame},
+		{"one byte", []byte{Version}, ErrMalformedFrame},
+		{"version 0", with(valid, func(p []byte) []byte { p[0] = 0; return p }), ErrBadVersion},
+		{"version 2", with(valid, func(p []byte) []byte { p[0] = 2; return p }), ErrBadVersion},
+		{"type 0", []byte{Version, 0}, ErrUnknownType},
+		{"type 99", []byte{Version, 99, 1, 2}, ErrUnknownType},
+		{"truncated body", valid[:len(valid)-1], ErrMalformedFrame},
+		{"trailing bytes", with(valid, func(p []byte) []byte { return append(p, 0) }), ErrMalformedFrame},
+		{"bad status", with(valid, func(p []byte) []byte { p[3] = 9; return p }), ErrMalformedFrame},
+		{"empty cancel", []byte{Version, byte(TypeCancel)}, ErrMalformedFrame},
+		{"varint overflow", append([]byte{Version, byte(TypeCancel)}, bytes.Repeat([]byte{0xff}, 11)...), ErrMalformedFrame},
+		{"forged heartbeat count", []byte{Version, byte(TypeHeartbeat), 0xff, 0xff, 0xff, 0xff, 0x0f}, ErrMalformedFrame},
+		{"forged string length", []byte{Version, byte(TypeRedirect), 1, 0xff, 0xff, 0x03, 'a'}, ErrMalformedFrame},
+		{"attempt number overflows uint32", attemptWithNumber(1 << 32), ErrMalformedFrame},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := Decode(tt.in)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Decode = %v, %v; want error matching %v", f, err, tt.want)
+			}
+			if f != nil {
+				t.Errorf("Decode returned frame %v with error", f)
+			}
+		})
+	}
+}
+
+// attemptWithNumber encodes an Attempt whose Number field holds n, which
+// may not fit the uint32 it decodes into.
+func attemptWithNumber(n uint64) []byte {
+	b := []byte{Version, byte(TypeAttempt), 1}
+	b = append(b, make([]byte, 16)...)
+	b = binary.AppendUvarint(b, n)
+	return append(b, make([]byte, 8)...)
+}
+
+func TestAppendFrameTooLarge(t *testing.T) {
+	prefix := []byte("keep")
+	b, err := AppendFrame(prefix, &Result{Payload: make([]byte, 100)}, 64)
+	if !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("err = %v, want ErrFrameTooLarge", err)
+	}
+	if string(b) != "keep" {
+		t.Errorf("buffer = %q after a failed append, want it unchanged", b)
+	}
+}
+
+func TestFrameLen(t *testing.T) {
+	tests := []struct {
+		n    uint32
+		want error
+	}{
+		{0, ErrMalformedFrame},
+		{1, ErrMalformedFrame},
+		{2, nil},
+		{DefaultMaxFrameSize, nil},
+		{DefaultMaxFrameSize + 1, ErrFrameTooLarge},
+		{1<<32 - 1, ErrFrameTooLarge},
+	}
+	for _, tt := range tests {
+		_, err := FrameLen(binary.BigEndian.AppendUint32(nil, tt.n), 0)
+		if !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
+			t.Errorf("FrameLen(%d) error = %v, want %v", tt.n, err, tt.want)
+		}
+	}
+}
+
+// A length prefix announcing 2 GiB must fail before the reader allocates
+// or waits for the body, which never comes.
+func TestFrameReaderLengthBomb(t *testing.T) {
+	bomb := binary.BigEndian.AppendUint32(nil, 2<<30)
+	src := bytes.NewReader(bomb)
+	fr := newFrameReader(src, DefaultMaxFrameSize)
+	allocs := testing.AllocsPerRun(100, func() {
+		src.Reset(bomb)
+		fr.br.Reset(src)
+		if _, err := fr.next(); !errors.Is(err, ErrFrameTooLarge) {
+			t.Fatalf("next() error = %v, want ErrFrameTooLarge", err)
+		}
+	})
+	// Formatting the error is all that allocates: a few small objects.
+	if allocs > 8 {
+		t.Errorf("rejecting a 2 GiB prefix allocated %v times per run", allocs)
+	}
+	if cap(fr.big) != 0 {
+		t.Errorf("reader allocated a %d-byte body buffer", cap(fr.big))
+	}
+}
+
+func TestFrameReaderStream(t *testing.T) {
+	big := &Result{Call: 1, Payload: bytes.Repeat([]byte{7}, readBufferSize+10)}
+	frames := []Frame{&Cancel{Call: 1}, big, &Heartbeat{Items: []HeartbeatItem{{Call: 2}}}, &Cancel{Call: 3}}
+	var stream []byte
+	for _, f := range frames {
+		var err error
+		if stream, err = AppendFrame(stream, f, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Reads of 1 and 4096 bytes in turn split frames and headers anywhere.
+	fr := newFrameReader(&shortReader{r: bytes.NewReader(stream)}, DefaultMaxFrameSize)
+	var d Decoder
+	for i, want := range frames {
+		p, err := fr.next()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		got, err := d.Decode(p)
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if diff := cmp.Diff(want, got, frameOpts); diff != "" {
+			t.Errorf("frame %d mismatch (-want +got):\n%s", i, diff)
+		}
+	}
+	if _, err := fr.next(); err != io.EOF {
+		t.Errorf("after the last frame: %v, want io.EOF", err)
+	}
+
+	// A stream cut inside a frame is an unexpected EOF, not a clean end.
+	for _, cut := range []int{2, 5, len(stream) - 1} {
+		fr := newFrameReader(bytes.NewReader(stream[:cut]), DefaultMaxFrameSize)
+		var err error
+		for err == nil {
+			_, err = fr.next()
+		}
+		if err != io.ErrUnexpectedEOF {
+			t.Errorf("stream cut at %d: %v, want io.ErrUnexpectedEOF", cut, err)
+		}
+	}
+}
+
+type shortReader struct {
+	r    io.Reader
+	long bool
+}
+
+func (s *shortReader) Read(p []byte) (int, error) {
+	n := 1
+	if s.long {
+		n = 4096
+	}
+	s.long = !s.long
+	return s.r.Read(p[:min(n, len(p))])
+}
+
+func TestFrameTypeAndStatusStrings(t *testing.T) {
+	for f := range strings.SplitSeq("hello attempt heartbeat result cancel redirect", " ") {
+		found := false
+		for _, fr := range sampleFrames() {
+			found = found || fr.Type().String() == f
+		}
+		if !found {
+			t.Errorf("no frame type prints as %q", f)
+		}
+	}
+	if got := FrameType(200).String(); got != "type(200)" {
+		t.Errorf("FrameType(200) = %q", got)
+	}
+	if got := Status(7).String(); got != "status(7)" {
+		t.Errorf("Status(7) = %q", got)
+	}
+}

@@ -1,0 +1,226 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Defaults for PoolConfig.
+const (
+	DefaultPoolDialTimeout = 2 * time.Second
+	DefaultBackoffMin      = 50 * time.Millisecond
+	DefaultBackoffMax      = 5 * time.Second
+)
+
+// PoolConfig configures a Pool.
+type PoolConfig struct {
+	// DialTimeout bounds one dial. Default DefaultPoolDialTimeout.
+	DialTimeout time.Duration
+	// BackoffMin is the wait after the first failed dial to an address;
+	// each further failure doubles it, up to BackoffMax. A success resets
+	// it. Defaults DefaultBackoffMin and DefaultBackoffMax.
+	BackoffMin, BackoffMax time.Duration
+}
+
+// Pool keeps one connection per peer address over any Transport. A
+// connection that closes is dropped and the next Get redials it. After a
+// failed dial, Gets for that address fail at once until the backoff window
+// ends, so callers fail over instead of waiting on a dead peer.
+type Pool struct {
+	t   Transport
+	h   Handler
+	cfg PoolConfig
+
+	ctx    context.Context // cancelled by Close, ending dials in progress
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	peers  map[string]*poolPeer
+	closed bool
+}
+
+type poolPeer struct {
+	conn     Conn
+	dialing  chan struct{} // closed when the dial in progress ends
+	err      error         // the last dial's error, while backing off
+	retryAt  time.Time
+	failures int
+}
+
+// NewPool returns a Pool that dials with t; h receives the frames and the
+// close of every pooled connection.
+func NewPool(t Transport, h Handler, cfg PoolConfig) *Pool {
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultPoolDialTimeout
+	}
+	if cfg.BackoffMin <= 0 {
+		cfg.BackoffMin = DefaultBackoffMin
+	}
+	if cfg.BackoffMax < cfg.BackoffMin {
+		cfg.BackoffMax = max(DefaultBackoffMax, cfg.BackoffMin)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Pool{t: t, h: h, cfg: cfg, ctx: ctx, cancel: cancel, peers: make(map[string]*poolPeer)}
+}
+
+// Get returns the live connection to addr, dialing one if there is none.
+// Concurrent Gets for one address share one dial; ctx bounds only this
+// caller's wait, not the shared dial. Within the backoff window after a
+// failed dial, Get fails at once with an error wrapping the dial's error.
+func (p *Pool) Get(ctx context.Context, addr string) (Conn, error) {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, fmt.Errorf("%w: pool is closed", ErrClosed)
+		}
+		pp := p.peers[addr]
+		if pp == nil {
+			pp = &poolPeer{}
+			p.peers[addr] = pp
+		}
+		if pp.conn != nil {
+			c := pp.conn
+			p.mu.Unlock()
+			return c, nil
+		}
+		if pp.dialing == nil {
+			if wait := time.Until(pp.retryAt); pp.err != nil && wait > 0 {
+				err := pp.err
+				p.mu.Unlock()
+				return nil, fmt.Errorf("transport: %s: not redialing for another %v after: %w", addr, wait.Round(time.Millisecond), err)
+			}
+			pp.dialing = make(chan struct{})
+			go p.dial(addr, pp)
+		}
+		done := pp.dialing
+		p.mu.Unlock()
+
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("transport: waiting for a connection to %s: %w", addr, context.Cause(ctx))
+		}
+		p.mu.Lock()
+		conn, err := pp.conn, pp.err
+		p.mu.Unlock()
+		switch {
+		case conn != nil:
+			return conn, nil
+		case err != nil:
+			return nil, err
+		}
+		// The new connection already closed: try again.
+	}
+}
+
+func (p *Pool) dial(addr string, pp *poolPeer) {
+	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
+	h := &pooledHandler{pool: p, addr: addr, h: p.h}
+	c, err := p.t.Dial(ctx, addr, h)
+	cancel()
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	defer close(pp.dialing)
+	pp.dialing = nil
+	if err != nil {
+		pp.err = err
+		pp.failures++
+		pp.retryAt = time.Now().Add(p.backoff(pp.failures))
+		return
+	}
+	pp.err, pp.failures, pp.retryAt = nil, 0, time.Time{}
+	switch {
+	case p.closed:
+		go c.Close()
+	case h.closed:
+		// It closed before Dial returned; HandleClose found nothing to drop.
+	default:
+		pp.conn = c
+	}
+}
+
+// backoff returns the wait after the n-th consecutive failure: BackoffMin
+// doubled per failure, capped at BackoffMax, with the upper half jittered
+// so that many clients do not redial in step.
+func (p *Pool) backoff(n int) time.Duration {
+	d := p.cfg.BackoffMax
+	if n-1 < 32 {
+		d = min(p.cfg.BackoffMin<<(n-1), p.cfg.BackoffMax)
+	}
+	if d < p.cfg.BackoffMin { // overflowed
+		d = p.cfg.BackoffMax
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// drop forgets c if it is addr's current connection.
+func (p *Pool) drop(addr string, c Conn, h *pooledHandler) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h.closed = true
+	pp := p.peers[addr]
+	if pp == nil || pp.conn != c {
+		return
+	}
+	pp.conn = nil
+	if pp.dialing == nil && pp.err == nil {
+		delete(p.peers, addr)
+	}
+}
+
+// Conns returns the live connections.
+func (p *Pool) Conns() []Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var cs []Conn
+	for _, pp := range p.peers {
+		if pp.conn != nil {
+			cs = append(cs, pp.conn)
+		}
+	}
+	return cs
+}
+
+// Close closes every pooled connection and ends dials in progress; later
+// Gets fail with ErrClosed.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.cancel()
+	var cs []Conn
+	for _, pp := range p.peers {
+		if pp.conn != nil {
+			cs = append(cs, pp.conn)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+	return nil
+}
+
+// pooledHandler forwards a pooled connection's events to the pool's
+// handler, dropping the connection from the pool first when it closes.
+type pooledHandler struct {
+	pool   *Pool
+	addr   string
+	h      Handler
+	closed bool // guarded by pool.mu
+}
+
+func (h *pooledHandler) HandleFrame(c Conn, f Frame) { h.h.HandleFrame(c, f) }
+
+func (h *pooledHandler) HandleClose(c Conn, err error) {
+	h.pool.drop(h.addr, c, h)
+	h.h.HandleClose(c, err)
+}

@@ -1,0 +1,251 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+var errDial = errors.New("no route to peer")
+
+// fakeTransport dials fakeConns; a test decides when each dial ends and
+// whether it fails.
+type fakeTransport struct {
+	dials   atomic.Int32
+	release chan struct{} // when non-nil, each dial waits for a value
+	fail    atomic.Bool
+}
+
+func (f *fakeTransport) Dial(ctx context.Context, addr string, h Handler) (Conn, error) {
+	f.dials.Add(1)
+	if f.release != nil {
+		select {
+		case <-f.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if f.fail.Load() {
+		return nil, errDial
+	}
+	return &fakeConn{addr: addr, h: h}, nil
+}
+
+func (f *fakeTransport) Listen(string, Handler) (Listener, error) {
+	return nil, errors.New("fake transport does not listen")
+}
+
+type fakeConn struct {
+	addr string
+	h    Handler
+	once sync.Once
+}
+
+func (c *fakeConn) Send(Frame) error { return nil }
+func (c *fakeConn) Peer() Hello      { return Hello{Node: c.addr} }
+func (c *fakeConn) Close() error {
+	c.once.Do(func() { c.h.HandleClose(c, nil) })
+	return nil
+}
+
+var (
+	_ Transport = (*fakeTransport)(nil)
+	_ Conn      = (*fakeConn)(nil)
+)
+
+func TestPoolSharesOneDial(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ft := &fakeTransport{release: make(chan struct{})}
+		p := NewPool(ft, newRecorder(), PoolConfig{})
+		defer p.Close()
+
+		const callers = 10
+		conns := make(chan Conn, callers)
+		for range callers {
+			go func() {
+				c, err := p.Get(context.Background(), "a:1")
+				if err != nil {
+					t.Error(err)
+				}
+				conns <- c
+			}()
+		}
+		synctest.Wait()
+		if n := ft.dials.Load(); n != 1 {
+			t.Fatalf("%d dials in progress for one address, want 1", n)
+		}
+		close(ft.release)
+		first := <-conns
+		for range callers - 1 {
+			if c := <-conns; c != first {
+				t.Fatalf("callers got different connections")
+			}
+		}
+		if n := ft.dials.Load(); n != 1 {
+			t.Errorf("%d dials, want 1", n)
+		}
+		if cs := p.Conns(); len(cs) != 1 || cs[0] != first {
+			t.Errorf("Conns() = %v", cs)
+		}
+	})
+}
+
+func TestPoolGetContextEndsOnlyTheWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ft := &fakeTransport{release: make(chan struct{})}
+		p := NewPool(ft, newRecorder(), PoolConfig{})
+		defer p.Close()
+
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		if _, err := p.Get(ctx, "a:1"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Get with an expiring context: %v, want DeadlineExceeded", err)
+		}
+		// The shared dial carries on for the next caller.
+		go func() { ft.release <- struct{}{} }()
+		if _, err := p.Get(context.Background(), "a:1"); err != nil {
+			t.Fatal(err)
+		}
+		if n := ft.dials.Load(); n != 1 {
+			t.Errorf("%d dials, want 1", n)
+		}
+	})
+}
+
+func TestPoolBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lo, hi = 100 * time.Millisecond, time.Second
+		ft := &fakeTransport{}
+		ft.fail.Store(true)
+		p := NewPool(ft, newRecorder(), PoolConfig{BackoffMin: lo, BackoffMax: hi})
+		defer p.Close()
+		ctx := context.Background()
+
+		window := lo
+		for failure := 1; failure <= 6; failure++ {
+			dials := ft.dials.Load()
+			if _, err := p.Get(ctx, "a:1"); !errors.Is(err, errDial) {
+				t.Fatalf("failure %d: Get = %v, want the dial error", failure, err)
+			}
+			if ft.dials.Load() != dials+1 {
+				t.Fatalf("failure %d: Get did not dial", failure)
+			}
+			// Jitter keeps the wait within [window/2, window].
+			time.Sleep(window/2 - time.Millisecond)
+			start := time.Now()
+			_, err := p.Get(ctx, "a:1")
+			if !errors.Is(err, errDial) || ft.dials.Load() != dials+1 {
+				t.Fatalf("failure %d: Get inside the backoff window = %v after %d dials; want the dial error and no dial", failure, err, ft.dials.Load())
+			}
+			if time.Since(start) != 0 {
+				t.Errorf("Get inside the backoff window waited")
+			}
+			time.Sleep(window/2 + 2*time.Millisecond)
+			window = min(2*window, hi)
+		}
+
+		// Success resets the backoff.
+		ft.fail.Store(false)
+		c, err := p.Get(ctx, "a:1")
+		if err != nil {
+			t.Fatalf("Get after the window: %v", err)
+		}
+		ft.fail.Store(true)
+		c.Close()
+		dials := ft.dials.Load()
+		if _, err := p.Get(ctx, "a:1"); !errors.Is(err, errDial) {
+			t.Fatal(err)
+		}
+		time.Sleep(lo + time.Millisecond)
+		p.Get(ctx, "a:1")
+		if n := ft.dials.Load(); n != dials+2 {
+			t.Errorf("after a reset, a failure backed off for more than BackoffMin (%d dials, want %d)", n, dials+2)
+		}
+	})
+}
+
+func TestPoolRedialsAfterClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ft := &fakeTransport{}
+		h := newRecorder()
+		p := NewPool(ft, h, PoolConfig{})
+		defer p.Close()
+		ctx := context.Background()
+
+		first, err := p.Get(ctx, "a:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := p.Get(ctx, "a:1"); again != first {
+			t.Fatal("second Get did not reuse the live connection")
+		}
+		first.Close()
+		if cl := <-h.closes; cl.c != first {
+			t.Fatalf("handler saw the close of %v", cl.c)
+		}
+		if cs := p.Conns(); len(cs) != 0 {
+			t.Errorf("Conns() after close = %v", cs)
+		}
+		second, err := p.Get(ctx, "a:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if second == first || ft.dials.Load() != 2 {
+			t.Errorf("no redial after close (%d dials)", ft.dials.Load())
+		}
+	})
+}
+
+func TestPoolForwardsFrames(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newRecorder()
+		p := NewPool(&fakeTransport{}, h, PoolConfig{})
+		defer p.Close()
+		c, err := p.Get(context.Background(), "a:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fc := c.(*fakeConn)
+		fc.h.HandleFrame(c, &Cancel{Call: 5})
+		if got := <-h.frames; got.c != c || got.f.(*Cancel).Call != 5 {
+			t.Errorf("handler got %v", got)
+		}
+	})
+}
+
+func TestPoolClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ft := &fakeTransport{}
+		h := newRecorder()
+		p := NewPool(ft, h, PoolConfig{})
+		c, err := p.Get(context.Background(), "a:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A dial in progress is abandoned.
+		ft.release = make(chan struct{})
+		errs := make(chan error, 1)
+		go func() {
+			_, err := p.Get(context.Background(), "b:2")
+			errs <- err
+		}()
+		synctest.Wait()
+		p.Close()
+		if cl := <-h.closes; cl.c != c {
+			t.Errorf("Close closed %v, want the pooled conn", cl.c)
+		}
+		if err := <-errs; !errors.Is(err, context.Canceled) {
+			t.Errorf("Get during Close: %v, want a cancelled dial", err)
+		}
+		if _, err := p.Get(context.Background(), "a:1"); !errors.Is(err, ErrClosed) {
+			t.Errorf("Get after Close: %v, want ErrClosed", err)
+		}
+		if err := p.Close(); err != nil {
+			t.Errorf("second Close: %v", err)
+		}
+	})
+}
