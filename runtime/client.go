@@ -104,6 +104,9 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// Conns lists the client's open connections, for tools and tests.
+func (c *Client) Conns() []transport.Conn { return c.pool.Conns() }
+
 // Router exposes the client's routing table, for tools and tests.
 func (c *Client) Router() *Router { return c.router }
 

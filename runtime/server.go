@@ -177,6 +177,29 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
+// Close stops the server at once, as a crash would look to clients: it
+// closes listeners and connections and cancels running handlers without
+// waiting for them.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	ls := s.listeners
+	s.listeners = nil
+	conns := make([]transport.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, l := range ls {
+		l.Close()
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	s.cancel()
+	return nil
+}
+
 // HandleFrame implements transport.Handler.
 func (s *Server) HandleFrame(c transport.Conn, f transport.Frame) {
 	switch f := f.(type) {

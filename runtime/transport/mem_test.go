@@ -706,7 +706,8 @@ func TestMemCloseFromHandler(t *testing.T) {
 				t.Errorf("Close in HandleFrame: %v", err)
 			}
 		}
-		memSendCancels(t, s.cli, 0, 3)
+		// One frame only: the close races with any later Send.
+		memSendCancels(t, s.cli, 0, 1)
 		synctest.Wait()
 		if got := s.srvRec.calls(); len(got) == 0 || got[0] != 0 {
 			t.Errorf("server received %v, want to start with 0", got)

@@ -209,6 +209,8 @@ func (p *Pool) Close() error {
 	return nil
 }
 
+var _ Handler = (*pooledHandler)(nil)
+
 // pooledHandler forwards a pooled connection's events to the pool's
 // handler, dropping the connection from the pool first when it closes.
 type pooledHandler struct {

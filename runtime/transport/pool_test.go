@@ -249,3 +249,58 @@ func TestPoolClose(t *testing.T) {
 		}
 	})
 }
+
+// The pool over the in-memory transport, in fake time: a reset drops the
+// connection, a dead address backs off, and a restarted listener is found.
+func TestPoolOverMemTransport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := NewMemNetwork()
+		defer n.Close()
+		srvT := n.Transport(Config{Node: "a1", Group: "a"})
+		l, err := srvT.Listen("a1", echoHandler{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli := newRecorder()
+		p := NewPool(n.Transport(Config{Node: "b1", Group: "b"}), cli, PoolConfig{BackoffMin: time.Second, BackoffMax: time.Second})
+		defer p.Close()
+		ctx := context.Background()
+
+		first, err := p.Get(ctx, "a1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Send(&Cancel{Call: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if got := (<-cli.frames).f.(*Cancel).Call; got != 1 {
+			t.Fatalf("echo %d", got)
+		}
+
+		l.Close()
+		n.ResetNode("a1")
+		if cl := <-cli.closes; cl.c != first || !errors.Is(cl.err, ErrClosed) {
+			t.Fatalf("close of %v with %v", cl.c, cl.err)
+		}
+		if _, err := p.Get(ctx, "a1"); !errors.Is(err, ErrRefused) {
+			t.Fatalf("Get with nothing listening: %v, want ErrRefused", err)
+		}
+		if _, err = srvT.Listen("a1", echoHandler{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Get(ctx, "a1"); !errors.Is(err, ErrRefused) {
+			t.Fatalf("Get inside the backoff window: %v, want the earlier ErrRefused", err)
+		}
+		time.Sleep(time.Second)
+		second, err := p.Get(ctx, "a1")
+		if err != nil || second == first {
+			t.Fatalf("Get after the window: %v, %v", second, err)
+		}
+		if err := second.Send(&Cancel{Call: 2}); err != nil {
+			t.Fatal(err)
+		}
+		if got := (<-cli.frames).f.(*Cancel).Call; got != 2 {
+			t.Fatalf("echo %d", got)
+		}
+	})
+}

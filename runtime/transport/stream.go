@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -15,8 +16,8 @@ const (
 	// readBufferSize is the per-connection read buffer. Frames that fit are
 	// decoded in place; larger ones are read into a separate buffer.
 	readBufferSize = 64 << 10
-	// maxRetainedBuffer bounds the write buffers a connection keeps between
-	// bursts, so one large burst does not pin memory for the connection's life.
+	// maxRetainedBuffer bounds the buffers a connection keeps between uses,
+	// so one large burst or frame does not pin memory for its whole life.
 	maxRetainedBuffer = 1 << 20
 	// closeFlushTimeout bounds how long Close waits to flush queued frames
 	// to a peer that does not read.
@@ -45,6 +46,9 @@ func (r *frameReader) next() ([]byte, error) {
 	if r.consume > 0 {
 		r.br.Discard(r.consume) // cannot fail: the bytes were peeked
 		r.consume = 0
+	}
+	if cap(r.big) > maxRetainedBuffer {
+		r.big = nil // a rare huge frame should not pin memory
 	}
 	hdr, err := r.br.Peek(4)
 	if err != nil {
@@ -377,6 +381,9 @@ func (s *stream) readFailed(err error) error {
 	case errors.Is(err, io.EOF):
 		err = fmt.Errorf("%w: %s closed the connection", ErrClosed, s.desc)
 		log.Debug("transport: peer closed the connection")
+	case errors.Is(err, syscall.ECONNRESET):
+		err = fmt.Errorf("%w: reading from %s: %w", ErrReset, s.desc, err)
+		log.Info("transport: connection reset", "err", err)
 	default:
 		err = fmt.Errorf("%w: reading from %s: %w", ErrClosed, s.desc, err)
 		log.Info("transport: connection lost", "err", err)

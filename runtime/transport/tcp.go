@@ -42,7 +42,10 @@ type TCP struct {
 	clientTLS *tls.Config
 }
 
-var _ Transport = (*TCP)(nil)
+var (
+	_ Transport = (*TCP)(nil)
+	_ Listener  = (*tcpListener)(nil)
+)
 
 // NewTCP returns a TCP transport. It fails if a TLS configuration cannot
 // work, such as a server configuration without certificates.
@@ -108,12 +111,13 @@ func (t *TCP) Dial(ctx context.Context, addr string, h Handler) (Conn, error) {
 		nc = tc
 	}
 	// The Hello exchange is where a TLS 1.3 client first hears that the
-	// server rejected its certificate.
-	timeout := t.cfg.HandshakeTimeout
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
-		timeout = time.Until(dl)
+	// server rejected its certificate. ctx ends it early by expiring the
+	// socket's deadline.
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	peer, fr, err := handshake(nc, t.cfg.Config, t.cfg.HandshakeTimeout)
+	if !stop() && err == nil {
+		err = context.Cause(ctx) // the deadline may have hit the new stream
 	}
-	peer, fr, err := handshake(nc, t.cfg.Config, timeout)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("%w: hello exchange with %s: %w", ErrRefused, addr, err)

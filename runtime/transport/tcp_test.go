@@ -568,3 +568,43 @@ func TestTCPPoolReconnectsAfterRestart(t *testing.T) {
 		t.Errorf("pool changed connection again")
 	}
 }
+
+func TestTCPPeerResetIsErrReset(t *testing.T) {
+	srv := newRecorder()
+	l := listen(t, newTCP(t, "server", nil), srv)
+	nc := rawHello(t, l.Addr())
+	nc.(*net.TCPConn).SetLinger(0) // close with a RST
+	nc.Close()
+	if cl := srv.nextClose(t); !errors.Is(cl.err, ErrReset) || !errors.Is(cl.err, ErrClosed) {
+		t.Errorf("server closed with %v, want ErrReset", cl.err)
+	}
+}
+
+func TestTCPDialContextEndsHello(t *testing.T) {
+	nl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	go func() {
+		for {
+			nc, err := nl.Accept()
+			if err != nil {
+				return
+			}
+			defer nc.Close()
+		}
+	}()
+	// The handshake timeout is long; the caller's context is not.
+	tr := newTCP(t, "client", func(c *TCPConfig) { c.HandshakeTimeout = time.Minute })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = tr.Dial(ctx, nl.Addr().String(), newRecorder())
+	if !errors.Is(err, ErrRefused) {
+		t.Errorf("Dial: %v, want ErrRefused", err)
+	}
+	if d := time.Since(start); d > waitLimit {
+		t.Errorf("Dial took %v after its context ended", d)
+	}
+}

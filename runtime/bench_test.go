@@ -1,0 +1,187 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/rpc"
+	goruntime "runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// BenchmarkInvokeTCP is one full call (client, loopback TCP, server
+// handler, result) per op, next to net/rpc doing the same work in the same
+// run. Allocations are client and server together: both live in this process.
+func BenchmarkInvokeTCP(b *testing.B) {
+	for _, callers := range []int{1, 64} {
+		b.Run(fmt.Sprintf("ffgen/callers=%d", callers), func(b *testing.B) {
+			e := newTCPEnv(b, testSettings())
+			ctx := context.Background()
+			if _, err := e.ledger.Add(ctx, "warm", 1); err != nil {
+				b.Fatal(err)
+			}
+			runCallers(b, callers, func(i int) error {
+				_, err := e.ledger.Add(ctx, accounts[i%len(accounts)], 1)
+				return err
+			})
+		})
+		b.Run(fmt.Sprintf("net-rpc/callers=%d", callers), func(b *testing.B) {
+			c := startNetRPC(b)
+			runCallers(b, callers, func(i int) error {
+				var reply int64
+				return c.Call("RPCLedger.Add", &RPCAddArgs{Account: accounts[i%len(accounts)], Amount: 1}, &reply)
+			})
+		})
+	}
+}
+
+var accounts = func() []string {
+	out := make([]string, 256)
+	for i := range out {
+		out[i] = fmt.Sprintf("acct-%d", i)
+	}
+	return out
+}()
+
+func runCallers(b *testing.B, callers int, call func(i int) error) {
+	b.ReportAllocs()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range callers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				if err := call(int(i)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// RPCLedger is the net/rpc twin of memLedger.Add.
+type RPCLedger struct {
+	mu  sync.Mutex
+	bal map[string]int64
+}
+
+type RPCAddArgs struct {
+	Account string
+	Amount  int64
+}
+
+func (l *RPCLedger) Add(a *RPCAddArgs, reply *int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.bal[a.Account] += a.Amount
+	*reply = l.bal[a.Account]
+	return nil
+}
+
+func startNetRPC(b *testing.B) *rpc.Client {
+	srv := rpc.NewServer()
+	if err := srv.Register(&RPCLedger{bal: map[string]int64{}}); err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Accept(ln)
+	c, err := rpc.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close(); ln.Close() })
+	return c
+}
+
+// BenchmarkInFlightHeartbeats holds 10,000 attempts open on one server and
+// measures what heartbeating them costs: frames and bytes per second, CPU
+// and allocations per second of wall time. One op is one second.
+func BenchmarkInFlightHeartbeats(b *testing.B) {
+	const inflight = 10000
+	s := testSettings()
+	s.Budget = runtime.BudgetSettings{} // unlimited
+	e := newTCPEnv(b, s)
+	release := make(chan struct{})
+	var running atomic.Int64
+	for _, l := range e.ledgers {
+		l.setHook(func(context.Context, string, int64) error {
+			running.Add(1)
+			<-release
+			return nil
+		})
+	}
+	var wg sync.WaitGroup
+	for i := range inflight {
+		wg.Go(func() { e.ledger.Add(context.Background(), fmt.Sprintf("hb-%d", i), 1) })
+	}
+	for running.Load() < inflight {
+		time.Sleep(10 * time.Millisecond)
+	}
+	frames := func() (n, bytes uint64) {
+		for _, c := range serverConns(e) {
+			st := c.Stats()
+			n += st.FramesSent
+			bytes += st.BytesSent
+		}
+		return
+	}
+	var ms0, ms1 goruntime.MemStats
+	var ru0, ru1 syscall.Rusage
+	f0, by0 := frames()
+	goruntime.ReadMemStats(&ms0)
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	b.ResetTimer()
+	for b.Loop() {
+		time.Sleep(time.Second)
+	}
+	b.StopTimer()
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	goruntime.ReadMemStats(&ms1)
+	f1, by1 := frames()
+	secs := float64(b.N)
+	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) / time.Duration(b.N)
+	b.ReportMetric(float64(f1-f0)/secs, "hb-frames/s")
+	b.ReportMetric(float64(by1-by0)/secs, "hb-bytes/s")
+	b.ReportMetric(float64(cpu.Milliseconds()), "cpu-ms/s")
+	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/secs, "allocs/s")
+	close(release)
+	wg.Wait()
+}
+
+// serverConns finds the servers' side of the client's connections through
+// the client's pool connections' peers: each server has one connection to
+// the client, so the client's received counts mirror the servers' sent ones.
+func serverConns(e *tcpEnv) []transport.StatsConn {
+	var out []transport.StatsConn
+	for _, c := range e.client.Conns() {
+		if sc, ok := c.(transport.StatsConn); ok {
+			out = append(out, receivedAsSent{sc})
+		}
+	}
+	return out
+}
+
+// receivedAsSent reports a client connection's received counts as the
+// server side's sent counts.
+type receivedAsSent struct{ transport.StatsConn }
+
+func (r receivedAsSent) Stats() transport.Stats {
+	st := r.StatsConn.Stats()
+	return transport.Stats{FramesSent: st.FramesReceived, BytesSent: st.BytesReceived}
+}

@@ -1,0 +1,201 @@
+package runtime_test
+
+// The essential scenarios again over real TCP on loopback. Real clocks: the
+// assertions are on outcomes, with only generous time bounds.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+type tcpEnv struct {
+	members *runtime.StaticMembership
+	ledgers map[string]*memLedger
+	servers map[string]*runtime.Server
+	lns     map[string]transport.Listener
+	tps     map[string]*transport.TCP
+	client  *runtime.Client
+	ledger  *ledgerClient
+	s       runtime.Settings
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newTCPEnv(tb testing.TB, s runtime.Settings) *tcpEnv {
+	tb.Helper()
+	if len(s.Groups) == 0 {
+		s.Groups = []string{"a", "b"}
+	}
+	e := &tcpEnv{
+		members: runtime.NewStaticMembership(),
+		ledgers: map[string]*memLedger{},
+		servers: map[string]*runtime.Server{},
+		lns:     map[string]transport.Listener{},
+		tps:     map[string]*transport.TCP{},
+		s:       s,
+	}
+	var ms []runtime.Member
+	for _, g := range s.Groups {
+		name := g + "1"
+		tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: name, Group: g, Logger: quietLogger()}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		srv := runtime.NewServer(runtime.ServerConfig{Settings: s, Logger: quietLogger()})
+		l := newMemLedger(name)
+		if err := srv.Register(ledgerDesc, l); err != nil {
+			tb.Fatal(err)
+		}
+		ln, err := srv.Serve(tp, "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		e.ledgers[name], e.servers[name], e.lns[name], e.tps[name] = l, srv, ln, tp
+		ms = append(ms, runtime.Member{Name: name, Group: g, Addr: ln.Addr(), Services: []string{ledgerDesc.Name}})
+	}
+	e.members.Set(ms)
+	ctp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: quietLogger()}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e.client, err = runtime.NewClient(runtime.ClientConfig{Transport: ctp, Membership: e.members, Settings: s, Logger: quietLogger()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e.ledger = newLedgerClient(e.client)
+	tb.Cleanup(func() {
+		e.client.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		for _, srv := range e.servers {
+			srv.Shutdown(ctx)
+		}
+	})
+	return e
+}
+
+func (e *tcpEnv) owners(tb testing.TB, entity string) []string {
+	r := e.client.Router()
+	var out []string
+	for _, g := range r.GroupOrder(entity, nil) {
+		m, ok := r.Owner(ledgerDesc.Name, g, entity, nil)
+		if !ok {
+			tb.Fatalf("no owner in group %d", g)
+		}
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+func testSettings() runtime.Settings {
+	s := runtime.DefaultSettings()
+	s.Groups = []string{"a", "b"}
+	return s
+}
+
+func TestTCPCallsAndDeclaredErrors(t *testing.T) {
+	e := newTCPEnv(t, testSettings())
+	if got, err := e.ledger.Add(t.Context(), "acct", 5); err != nil || got != 5 {
+		t.Fatalf("Add = %d, %v", got, err)
+	}
+	if _, err := e.ledger.Transfer(t.Context(), "acct", "other", 50); !errors.As(err, new(*LimitError)) {
+		t.Fatalf("Transfer over the limit: %v, want *LimitError", err)
+	}
+	own := e.owners(t, "acct")
+	e.ledgers[own[0]].setHook(func(context.Context, string, int64) error { return ErrBusy })
+	if got, err := e.ledger.Add(t.Context(), "acct", 1); err != nil || got != 1 {
+		t.Fatalf("Add after ErrBusy = %d, %v; want the secondary's fresh balance 1", got, err)
+	}
+	for _, l := range e.ledgers {
+		l.setHook(func(context.Context, string, int64) error { return ErrRejected })
+	}
+	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != ErrRejected {
+		t.Fatalf("err = %v, want ErrRejected", err)
+	}
+}
+
+func TestTCPKilledPrimaryFailsOver(t *testing.T) {
+	e := newTCPEnv(t, testSettings())
+	own := e.owners(t, "acct")
+	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+		t.Fatal(err)
+	}
+	// The primary dies mid-operation: its connections drop.
+	e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+		go e.servers[own[0]].Close()
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	start := time.Now()
+	got, err := e.ledger.Add(t.Context(), "acct", 2)
+	if err != nil || got != 2 {
+		t.Fatalf("Add = %d, %v; want 2 from %s", got, err, own[1])
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("failover after a broken connection took %v", took)
+	}
+}
+
+// A node that accepts connections and completes the handshake but then
+// never answers, like a frozen process.
+func TestTCPFrozenNodeFailsOverOnHeartbeatTimeout(t *testing.T) {
+	e := newTCPEnv(t, testSettings())
+	own := e.owners(t, "acct")
+	frozen, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Close()
+	go func() {
+		for {
+			c, err := frozen.Accept()
+			if err != nil {
+				return
+			}
+			hello, _ := transport.AppendFrame(nil, &transport.Hello{Version: transport.Version, Node: own[0], Group: "a"}, 0)
+			c.Write(hello)
+			go io.Copy(io.Discard, c) // reads everything, answers nothing
+		}
+	}()
+	ms := e.members.Members()
+	for i := range ms {
+		if ms[i].Name == own[0] {
+			ms[i].Addr = frozen.Addr().String()
+		}
+	}
+	e.members.Set(ms)
+	start := time.Now()
+	got, err := e.ledger.Add(t.Context(), "acct", 3)
+	if err != nil || got != 3 {
+		t.Fatalf("Add = %d, %v", got, err)
+	}
+	if took := time.Since(start); took < e.s.HeartbeatTimeout || took > 5*time.Second {
+		t.Errorf("failover took %v; want about the heartbeat timeout %v", took, e.s.HeartbeatTimeout)
+	}
+	if !e.client.Suspected(own[0]) {
+		t.Errorf("frozen node not suspected")
+	}
+}
+
+func TestTCPLongOperationDoesNotFailOver(t *testing.T) {
+	e := newTCPEnv(t, testSettings())
+	own := e.owners(t, "acct")
+	e.ledgers[own[0]].setHook(func(context.Context, string, int64) error {
+		time.Sleep(3 * e.s.HeartbeatTimeout)
+		return nil
+	})
+	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.ledgers[own[1]].executions(); n != 0 {
+		t.Errorf("secondary ran %d times: a heartbeating node was failed over", n)
+	}
+}
