@@ -1,0 +1,159 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Preset selects memberlist's timing.
+type Preset int
+
+const (
+	// PresetLAN is memberlist's DefaultLANConfig: a crash is declared dead
+	// after several seconds, with few false suspicions on a busy network.
+	PresetLAN Preset = iota
+	// PresetLocal is for many nodes on one machine or a quiet LAN: fast
+	// probes and short suspicion, so a crash is declared dead in 1-2 s.
+	PresetLocal
+)
+
+func (p Preset) String() string {
+	switch p {
+	case PresetLAN:
+		return "lan"
+	case PresetLocal:
+		return "local"
+	}
+	return fmt.Sprintf("preset(%d)", int(p))
+}
+
+// Config configures one cluster node. Start it from DefaultLANConfig or
+// DefaultLocalConfig and fill in the node's identity.
+type Config struct {
+	Name  string // unique node name; required
+	Group string // failure group; required
+
+	BindAddr      string // gossip listen address
+	BindPort      int    // gossip port (UDP and TCP); 0 picks a free one
+	AdvertiseAddr string // address others reach us on; empty: derived from BindAddr
+	AdvertisePort int    // 0: the bound port
+
+	RPCAddr  string   // the fast-failover server's address, published in metadata
+	Services []string // services this node serves, published in metadata
+
+	// Seeds are gossip addresses ("host:port") of nodes to join. Joining
+	// retries in the background with exponential backoff between
+	// JoinRetryMin and JoinRetryMax until one succeeds, so nodes may start
+	// in any order. No seeds: this node starts a new cluster.
+	Seeds        []string
+	JoinRetryMin time.Duration
+	JoinRetryMax time.Duration
+
+	// SecretKey enables gossip encryption (AES, 16, 24 or 32 bytes); every
+	// node must use the same key. Keyring, if set, wins (key rotation).
+	SecretKey []byte
+	Keyring   *memberlist.Keyring
+
+	Preset Preset
+
+	// ForgetAfter is how long dead and left nodes stay listed by AllMembers.
+	ForgetAfter time.Duration
+
+	// Logger receives this package's logs and memberlist's, at debug level
+	// except memberlist's errors. Nil discards them.
+	Logger *slog.Logger
+
+	// Tune, if set, adjusts the memberlist configuration after the preset
+	// and the fields above are applied: an escape hatch for rare settings.
+	Tune func(*memberlist.Config)
+}
+
+// DefaultLANConfig returns the settings for a cluster on a LAN.
+func DefaultLANConfig() Config {
+	return Config{
+		BindAddr:     "0.0.0.0",
+		BindPort:     7946,
+		JoinRetryMin: time.Second,
+		JoinRetryMax: 30 * time.Second,
+		Preset:       PresetLAN,
+		ForgetAfter:  10 * time.Minute,
+	}
+}
+
+// DefaultLocalConfig returns the settings for nodes on one machine:
+// loopback, a free port, fast failure detection.
+func DefaultLocalConfig() Config {
+	return Config{
+		BindAddr:     "127.0.0.1",
+		BindPort:     0,
+		JoinRetryMin: 100 * time.Millisecond,
+		JoinRetryMax: 2 * time.Second,
+		Preset:       PresetLocal,
+		ForgetAfter:  10 * time.Minute,
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.Name == "" {
+		errs = append(errs, errors.New("Name is required"))
+	}
+	if c.Group == "" {
+		errs = append(errs, errors.New("Group is required"))
+	}
+	if c.Preset != PresetLAN && c.Preset != PresetLocal {
+		errs = append(errs, fmt.Errorf("unknown %v", c.Preset))
+	}
+	if n := len(c.SecretKey); n != 0 && n != 16 && n != 24 && n != 32 {
+		errs = append(errs, fmt.Errorf("SecretKey is %d bytes, want 16, 24 or 32", n))
+	}
+	if c.JoinRetryMin <= 0 || c.JoinRetryMax < c.JoinRetryMin {
+		errs = append(errs, fmt.Errorf("join backoff %v..%v: want 0 < JoinRetryMin <= JoinRetryMax", c.JoinRetryMin, c.JoinRetryMax))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cluster: invalid config: %w", err)
+	}
+	return nil
+}
+
+// memberlistConfig translates c into memberlist's configuration.
+func (c *Config) memberlistConfig() *memberlist.Config {
+	var mc *memberlist.Config
+	switch c.Preset {
+	case PresetLocal:
+		mc = memberlist.DefaultLocalConfig()
+		mc.ProbeInterval = 200 * time.Millisecond
+		mc.ProbeTimeout = 100 * time.Millisecond
+		// Suspicion lasts 3 probe intervals, at most twice that while
+		// waiting for peers to confirm: short enough for ~1-2 s, long
+		// enough for a slow but alive node to refute.
+		mc.SuspicionMult = 3
+		mc.SuspicionMaxTimeoutMult = 2
+		mc.GossipInterval = 50 * time.Millisecond
+		mc.PushPullInterval = 5 * time.Second
+		mc.GossipToTheDeadTime = 5 * time.Second
+		mc.TCPTimeout = time.Second
+		// A restarted node usually gets a new port on one machine.
+		mc.DeadNodeReclaimTime = time.Millisecond
+	default:
+		mc = memberlist.DefaultLANConfig()
+	}
+	mc.Name = c.Name
+	mc.BindAddr = c.BindAddr
+	mc.BindPort = c.BindPort
+	mc.AdvertiseAddr = c.AdvertiseAddr
+	mc.AdvertisePort = c.AdvertisePort
+	if mc.AdvertisePort == 0 {
+		mc.AdvertisePort = c.BindPort
+	}
+	mc.SecretKey = c.SecretKey
+	mc.Keyring = c.Keyring
+	if c.Tune != nil {
+		c.Tune(mc)
+	}
+	return mc
+}

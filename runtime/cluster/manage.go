@@ -1,0 +1,255 @@
+package cluster
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/ffgen/ffgen/runtime"
+)
+
+// MemberSource lists the members; *Cluster implements it.
+type MemberSource interface {
+	AllMembers() []MemberStatus
+	Member(name string) (MemberStatus, bool)
+	Joined() bool
+}
+
+// MemberOperator carries out leave and down; *Cluster implements it.
+// Errors wrapping ErrUnknownMember, ErrBadOperation and ErrNotLocal map to
+// 404, 400 and 409.
+type MemberOperator interface {
+	Operate(name string, op Operation) error
+}
+
+// MetricsWriter writes metrics in the Prometheus text format;
+// *runtime.Stats implements it.
+type MetricsWriter interface {
+	WritePrometheus(w io.Writer) error
+}
+
+// ManagementConfig configures the management endpoints.
+type ManagementConfig struct {
+	Members  MemberSource   // required
+	Operator MemberOperator // nil: operations answer 501
+	Metrics  MetricsWriter  // nil: /metrics has the membership gauges only
+	Ops      []runtime.InFlighter
+
+	// ReadWrite enables leave and down; off, they answer 403.
+	ReadWrite bool
+	// Token, if set, is required on every request as
+	// "Authorization: Bearer <token>".
+	Token string
+	// Groups are the failure groups /health/ready requires a live member in.
+	Groups []string
+}
+
+// NewManagement returns the management API:
+//
+//	GET    /cluster/members          every known member with its state
+//	GET    /cluster/members/{name}   one member
+//	PUT    /cluster/members/{name}   {"operation":"leave"|"down"} (ReadWrite only)
+//	POST   /cluster/members/{name}   same as PUT
+//	DELETE /cluster/members/{name}   leave (ReadWrite only)
+//	GET    /health/alive             200 while the process serves HTTP
+//	GET    /health/ready             200 when joined and every group in Groups
+//	                                 has a live member, else 503 with the reason:
+//	                                 {"ready":false,"error":"..."}
+//	GET    /metrics                  Prometheus text format
+//	GET    /ops                      in-flight operations as JSON
+//
+// Errors are JSON {"error": "..."}.
+func NewManagement(cfg ManagementConfig) http.Handler {
+	m := &management{cfg: cfg}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /cluster/members", m.members)
+	mux.HandleFunc("GET /cluster/members/{name}", m.member)
+	mux.HandleFunc("PUT /cluster/members/{name}", m.operate)
+	mux.HandleFunc("POST /cluster/members/{name}", m.operate)
+	mux.HandleFunc("DELETE /cluster/members/{name}", m.operate)
+	mux.HandleFunc("GET /health/alive", m.alive)
+	mux.HandleFunc("GET /health/ready", m.ready)
+	mux.HandleFunc("GET /metrics", m.metrics)
+	mux.HandleFunc("GET /ops", m.ops)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
+	})
+	if cfg.Token == "" {
+		return mux
+	}
+	return bearer(cfg.Token, mux)
+}
+
+type management struct{ cfg ManagementConfig }
+
+// bearer rejects requests without the token, comparing in constant time.
+func bearer(token string, next http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ffgen"`)
+			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (m *management) members(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, m.cfg.Members.AllMembers())
+}
+
+func (m *management) member(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	st, ok := m.cfg.Members.Member(name)
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown member %q", name))
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// maxBody bounds an operation request; {"operation":"leave"} is tiny.
+const maxBody = 1 << 10
+
+func (m *management) operate(w http.ResponseWriter, r *http.Request) {
+	if !m.cfg.ReadWrite {
+		writeError(w, http.StatusForbidden, "management API is read-only")
+		return
+	}
+	op := OpLeave
+	if r.Method != http.MethodDelete {
+		var req struct {
+			Operation string `json:"operation"`
+		}
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf(`body must be {"operation":"leave"|"down"}: %v`, err))
+			return
+		}
+		op = Operation(strings.ToLower(req.Operation))
+		if op != OpLeave && op != OpDown {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf(`operation must be "leave" or "down", got %q`, req.Operation))
+			return
+		}
+	}
+	if m.cfg.Operator == nil {
+		writeError(w, http.StatusNotImplemented, "no member operator configured")
+		return
+	}
+	name := r.PathValue("name")
+	if err := m.cfg.Operator.Operate(name, op); err != nil {
+		status := http.StatusInternalServerError
+		switch {
+		case errors.Is(err, ErrUnknownMember):
+			status = http.StatusNotFound
+		case errors.Is(err, ErrBadOperation):
+			status = http.StatusBadRequest
+		case errors.Is(err, ErrNotLocal):
+			status = http.StatusConflict
+		}
+		writeError(w, status, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"member": name, "operation": string(op)})
+}
+
+func (m *management) alive(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]bool{"alive": true})
+}
+
+// readiness is the body of /health/ready; like every error body, a 503
+// carries its reason in "error".
+type readiness struct {
+	Ready  bool   `json:"ready"`
+	Reason string `json:"error,omitempty"`
+}
+
+func (m *management) ready(w http.ResponseWriter, r *http.Request) {
+	if reason := m.notReady(); reason != "" {
+		writeJSON(w, http.StatusServiceUnavailable, readiness{Reason: reason})
+		return
+	}
+	writeJSON(w, http.StatusOK, readiness{Ready: true})
+}
+
+// notReady returns why the node is not ready, or "".
+func (m *management) notReady() string {
+	if !m.cfg.Members.Joined() {
+		reason := "not joined to the cluster"
+		if je, ok := m.cfg.Members.(interface{ JoinErr() error }); ok && je.JoinErr() != nil {
+			reason += ": " + je.JoinErr().Error()
+		}
+		return reason
+	}
+	all := m.cfg.Members.AllMembers()
+	var missing []string
+	for _, g := range m.cfg.Groups {
+		if !slices.ContainsFunc(all, func(s MemberStatus) bool { return s.Group == g && isLive(s.State) }) {
+			missing = append(missing, g)
+		}
+	}
+	if len(missing) > 0 {
+		return "no live member in failure group(s) " + strings.Join(missing, ", ")
+	}
+	return ""
+}
+
+func (m *management) metrics(w http.ResponseWriter, r *http.Request) {
+	var buf bytes.Buffer
+	if m.cfg.Metrics != nil {
+		if err := m.cfg.Metrics.WritePrometheus(&buf); err != nil {
+			writeError(w, http.StatusInternalServerError, "metrics: "+err.Error())
+			return
+		}
+	}
+	buf.Write(memberGauges(m.cfg.Members.AllMembers()))
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	w.Write(buf.Bytes())
+}
+
+// memberGauges counts members by state, every state listed.
+func memberGauges(all []MemberStatus) []byte {
+	counts := map[State]int{}
+	for _, s := range all {
+		counts[s.State]++
+	}
+	var p runtime.PromWriter
+	p.Family("ffgen_cluster_members", "gauge", "Cluster members known to this node, by state.")
+	for _, st := range []State{StateAlive, StateSuspect, StateLeaving, StateDead, StateLeft} {
+		p.Sample("ffgen_cluster_members", []string{"state", string(st)}, float64(counts[st]))
+	}
+	return p.Bytes()
+}
+
+func (m *management) ops(w http.ResponseWriter, r *http.Request) {
+	out := []runtime.OpInfo{}
+	for _, src := range m.cfg.Ops {
+		out = append(out, src.InFlight()...)
+	}
+	slices.SortStableFunc(out, func(a, b runtime.OpInfo) int { return a.Started.Compare(b.Started) })
+	writeJSON(w, http.StatusOK, out)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":"encoding the response failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}

@@ -1,0 +1,98 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// DefaultManagementAddr is where the management API listens by default:
+// loopback only.
+const DefaultManagementAddr = "127.0.0.1:8558"
+
+// ErrInsecureManagement is returned when the management API would listen
+// beyond loopback with neither a bearer token nor mutual TLS.
+var ErrInsecureManagement = errors.New("cluster: management API beyond loopback needs a bearer token or mutual TLS")
+
+// ManagementServer serves the management API on its own listener.
+type ManagementServer struct {
+	srv *http.Server
+	ln  net.Listener
+	err chan error
+
+	once    sync.Once
+	stopErr error
+}
+
+// ServeManagement listens on addr (DefaultManagementAddr if empty) and
+// serves NewManagement(cfg). tlsConfig, if set, serves HTTPS; it counts as
+// mutual TLS only with ClientAuth RequireAndVerifyClientCert. An address
+// other than loopback requires cfg.Token or mutual TLS.
+func ServeManagement(addr string, cfg ManagementConfig, tlsConfig *tls.Config) (*ManagementServer, error) {
+	if addr == "" {
+		addr = DefaultManagementAddr
+	}
+	mutualTLS := tlsConfig != nil && tlsConfig.ClientAuth == tls.RequireAndVerifyClientCert
+	if cfg.Token == "" && !mutualTLS {
+		loop, err := isLoopback(addr)
+		if err != nil {
+			return nil, err
+		}
+		if !loop {
+			return nil, fmt.Errorf("%w: refusing to listen on %s", ErrInsecureManagement, addr)
+		}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: management listen: %w", err)
+	}
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+	}
+	s := &ManagementServer{
+		srv: &http.Server{
+			Handler:           NewManagement(cfg),
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      10 * time.Second,
+		},
+		ln:  ln,
+		err: make(chan error, 1),
+	}
+	go func() { s.err <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// isLoopback reports whether every address host may resolve to is a
+// loopback one; an empty host means every interface.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("cluster: management address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}
+
+// Addr returns the address the server listens on.
+func (s *ManagementServer) Addr() net.Addr { return s.ln.Addr() }
+
+// Shutdown stops accepting requests and waits for the running ones until
+// ctx ends.
+func (s *ManagementServer) Shutdown(ctx context.Context) error {
+	s.once.Do(func() {
+		s.stopErr = s.srv.Shutdown(ctx)
+		if err := <-s.err; !errors.Is(err, http.ErrServerClosed) {
+			s.stopErr = errors.Join(s.stopErr, err)
+		}
+	})
+	return s.stopErr
+}

@@ -1,0 +1,283 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime"
+)
+
+type fakeMembers struct {
+	all    []MemberStatus
+	joined bool
+}
+
+func (f *fakeMembers) AllMembers() []MemberStatus { return f.all }
+func (f *fakeMembers) Joined() bool               { return f.joined }
+func (f *fakeMembers) Member(name string) (MemberStatus, bool) {
+	for _, m := range f.all {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return MemberStatus{}, false
+}
+
+type fakeOperator struct{ calls []string }
+
+func (f *fakeOperator) Operate(name string, op Operation) error {
+	f.calls = append(f.calls, name+":"+string(op))
+	switch name {
+	case "local":
+		return nil
+	case "remote":
+		return fmt.Errorf("%w: remote", ErrNotLocal)
+	}
+	return fmt.Errorf("%w %q", ErrUnknownMember, name)
+}
+
+type fakeMetrics struct{ err error }
+
+func (f fakeMetrics) WritePrometheus(w io.Writer) error {
+	if f.err != nil {
+		return f.err
+	}
+	_, err := io.WriteString(w, "ffgen_x_total 1\n")
+	return err
+}
+
+type fakeOps []runtime.OpInfo
+
+func (f fakeOps) InFlight() []runtime.OpInfo { return f }
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func testMembers() *fakeMembers {
+	return &fakeMembers{joined: true, all: []MemberStatus{
+		{Name: "local", Group: "g0", Address: "10.0.0.1:9000", GossipAddress: "10.0.0.1:7946", Services: []string{"bank.Accounts"}, State: StateAlive, Since: t0, Local: true},
+		{Name: "remote", Group: "g1", Address: "10.0.0.2:9000", GossipAddress: "10.0.0.2:7946", Services: []string{"bank.Accounts"}, State: StateSuspect, Since: t0},
+		{Name: "gone", Group: "g2", Address: "10.0.0.3:9000", State: StateDead, Since: t0},
+	}}
+}
+
+type call struct {
+	method, path, body, token string
+	status                    int
+	contains                  string
+}
+
+func do(t *testing.T, h http.Handler, c call) string {
+	t.Helper()
+	var body io.Reader
+	if c.body != "" {
+		body = strings.NewReader(c.body)
+	}
+	req := httptest.NewRequest(c.method, c.path, body)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	got := rec.Body.String()
+	if rec.Code != c.status {
+		t.Errorf("%s %s: status %d, want %d; body %s", c.method, c.path, rec.Code, c.status, got)
+	}
+	if !strings.Contains(got, c.contains) {
+		t.Errorf("%s %s: body %q does not contain %q", c.method, c.path, got, c.contains)
+	}
+	if rec.Code >= 400 {
+		var e struct{ Error string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error == "" {
+			t.Errorf("%s %s: error body is not {\"error\":...}: %q", c.method, c.path, got)
+		}
+	}
+	return got
+}
+
+func TestManagementReadRoutes(t *testing.T) {
+	ops := fakeOps{
+		{Side: "server", OpID: "b", Service: "s", Method: "M", Started: t0.Add(time.Second)},
+		{Side: "client", OpID: "a", Service: "s", Method: "M", Started: t0},
+	}
+	h := NewManagement(ManagementConfig{Members: testMembers(), Metrics: fakeMetrics{}, Ops: []runtime.InFlighter{ops}, Groups: []string{"g0", "g1"}})
+
+	body := do(t, h, call{method: "GET", path: "/cluster/members", status: 200})
+	var all []MemberStatus
+	if err := json.Unmarshal([]byte(body), &all); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(all, testMembers().all) {
+		t.Errorf("members = %+v", all)
+	}
+	do(t, h, call{method: "GET", path: "/cluster/members/remote", status: 200,
+		contains: `{"name":"remote","group":"g1","address":"10.0.0.2:9000","gossip_address":"10.0.0.2:7946","services":["bank.Accounts"],"state":"suspect","since":"2026-01-02T03:04:05Z"}`})
+	do(t, h, call{method: "GET", path: "/cluster/members/nobody", status: 404, contains: `unknown member \"nobody\"`})
+	do(t, h, call{method: "GET", path: "/health/alive", status: 200, contains: `{"alive":true}`})
+	do(t, h, call{method: "GET", path: "/health/ready", status: 200, contains: `{"ready":true}`})
+	do(t, h, call{method: "GET", path: "/metrics", status: 200, contains: "ffgen_x_total 1\n" +
+		"# HELP ffgen_cluster_members Cluster members known to this node, by state.\n" +
+		"# TYPE ffgen_cluster_members gauge\n" +
+		"ffgen_cluster_members{state=\"alive\"} 1\n" +
+		"ffgen_cluster_members{state=\"suspect\"} 1\n" +
+		"ffgen_cluster_members{state=\"leaving\"} 0\n" +
+		"ffgen_cluster_members{state=\"dead\"} 1\n" +
+		"ffgen_cluster_members{state=\"left\"} 0\n"})
+	body = do(t, h, call{method: "GET", path: "/ops", status: 200})
+	var got []runtime.OpInfo
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].OpID != "a" || got[1].OpID != "b" {
+		t.Errorf("ops = %+v, want a then b (by start time)", got)
+	}
+	do(t, h, call{method: "GET", path: "/nothing", status: 404, contains: "no endpoint"})
+}
+
+func TestManagementEmptyOpsAndNoMetrics(t *testing.T) {
+	h := NewManagement(ManagementConfig{Members: testMembers()})
+	do(t, h, call{method: "GET", path: "/ops", status: 200, contains: "[]"})
+	do(t, h, call{method: "GET", path: "/metrics", status: 200, contains: `ffgen_cluster_members{state="alive"} 1`})
+}
+
+func TestManagementMetricsError(t *testing.T) {
+	h := NewManagement(ManagementConfig{Members: testMembers(), Metrics: fakeMetrics{err: errors.New("boom")}})
+	do(t, h, call{method: "GET", path: "/metrics", status: 500, contains: "boom"})
+}
+
+func TestManagementReadiness(t *testing.T) {
+	m := testMembers()
+	h := NewManagement(ManagementConfig{Members: m, Groups: []string{"g0", "g1", "g2", "g3"}})
+	// g2's only member is dead, g3 has none.
+	do(t, h, call{method: "GET", path: "/health/ready", status: 503, contains: `{"ready":false,"error":"no live member in failure group(s) g2, g3"}`})
+	m.joined = false
+	do(t, h, call{method: "GET", path: "/health/ready", status: 503, contains: `not joined`})
+	// Liveness does not depend on the cluster.
+	do(t, h, call{method: "GET", path: "/health/alive", status: 200})
+}
+
+func TestManagementOperations(t *testing.T) {
+	ro := &fakeOperator{}
+	h := NewManagement(ManagementConfig{Members: testMembers(), Operator: ro})
+	for _, method := range []string{"PUT", "POST", "DELETE"} {
+		do(t, h, call{method: method, path: "/cluster/members/local", body: `{"operation":"leave"}`, status: 403, contains: "read-only"})
+	}
+	if len(ro.calls) != 0 {
+		t.Fatalf("read-only handler operated: %v", ro.calls)
+	}
+
+	op := &fakeOperator{}
+	h = NewManagement(ManagementConfig{Members: testMembers(), Operator: op, ReadWrite: true})
+	do(t, h, call{method: "PUT", path: "/cluster/members/local", body: `{"operation":"leave"}`, status: 200, contains: `"operation":"leave"`})
+	do(t, h, call{method: "POST", path: "/cluster/members/local", body: `{"operation":"Down"}`, status: 200, contains: `"operation":"down"`})
+	do(t, h, call{method: "DELETE", path: "/cluster/members/local", status: 200, contains: `"operation":"leave"`})
+	do(t, h, call{method: "PUT", path: "/cluster/members/local", body: `{"operation":"explode"}`, status: 400, contains: "explode"})
+	do(t, h, call{method: "PUT", path: "/cluster/members/local", body: `not json`, status: 400, contains: "body must be"})
+	do(t, h, call{method: "PUT", path: "/cluster/members/local", body: `{"operation":"leave","x":1}`, status: 400, contains: "unknown field"})
+	do(t, h, call{method: "PUT", path: "/cluster/members/local", body: `{"operation":"` + strings.Repeat("x", 2000) + `"}`, status: 400, contains: "too large"})
+	do(t, h, call{method: "PUT", path: "/cluster/members/nobody", body: `{"operation":"leave"}`, status: 404, contains: "unknown member"})
+	do(t, h, call{method: "PUT", path: "/cluster/members/remote", body: `{"operation":"down"}`, status: 409, contains: "local node only"})
+	want := []string{"local:leave", "local:down", "local:leave", "nobody:leave", "remote:down"}
+	if !reflect.DeepEqual(op.calls, want) {
+		t.Errorf("operations = %v, want %v", op.calls, want)
+	}
+
+	h = NewManagement(ManagementConfig{Members: testMembers(), ReadWrite: true})
+	do(t, h, call{method: "DELETE", path: "/cluster/members/local", status: 501, contains: "no member operator"})
+}
+
+func TestManagementToken(t *testing.T) {
+	h := NewManagement(ManagementConfig{Members: testMembers(), Operator: &fakeOperator{}, Token: "s3cret"})
+	for _, path := range []string{"/cluster/members", "/health/alive", "/metrics", "/ops"} {
+		do(t, h, call{method: "GET", path: path, status: 401, contains: "bearer token"})
+		do(t, h, call{method: "GET", path: path, token: "wrong", status: 401, contains: "bearer token"})
+		do(t, h, call{method: "GET", path: path, token: "s3cret", status: 200})
+	}
+	// The token authenticates; it does not make a read-only API writable.
+	do(t, h, call{method: "DELETE", path: "/cluster/members/local", token: "s3cret", status: 403, contains: "read-only"})
+}
+
+func TestServeManagementRefusesInsecureBind(t *testing.T) {
+	cfg := ManagementConfig{Members: testMembers()}
+	for _, addr := range []string{"0.0.0.0:0", ":0", "10.1.2.3:0"} {
+		if _, err := ServeManagement(addr, cfg, nil); !errors.Is(err, ErrInsecureManagement) {
+			t.Errorf("ServeManagement(%s) = %v, want ErrInsecureManagement", addr, err)
+		}
+	}
+	// Server TLS without client certificates is not mutual TLS.
+	if _, err := ServeManagement("0.0.0.0:0", cfg, &tls.Config{}); !errors.Is(err, ErrInsecureManagement) {
+		t.Errorf("plain TLS accepted: %v", err)
+	}
+	if _, err := ServeManagement("no-port", cfg, nil); err == nil || !strings.Contains(err.Error(), "no-port") {
+		t.Errorf("bad address: %v", err)
+	}
+	// With a token, any address is allowed.
+	cfg.Token = "t"
+	s, err := ServeManagement("0.0.0.0:0", cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServeManagementLoopback(t *testing.T) {
+	s, err := ServeManagement("127.0.0.1:0", ManagementConfig{Members: testMembers()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	resp, err := http.Get("http://" + s.Addr().String() + "/health/alive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+}
+
+// The real Cluster behind the handler: members, readiness, and leave.
+func TestManagementOnCluster(t *testing.T) {
+	a := startNode(t, "a", "g0")
+	b := startNode(t, "b", "g1", seeds(a))
+	eventually(t, detectBound, "a sees b", func() bool { return len(a.Members()) == 2 })
+	stats := runtime.NewStats()
+	stats.Failover("bank.Accounts", "Deposit", runtime.ReasonHeartbeatTimeout)
+	h := NewManagement(ManagementConfig{Members: a, Operator: a, Metrics: stats, ReadWrite: true, Groups: []string{"g0", "g1"}})
+
+	body := do(t, h, call{method: "GET", path: "/cluster/members", status: 200})
+	var all []MemberStatus
+	if err := json.Unmarshal([]byte(body), &all); err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || all[0].Name != "a" || !all[0].Local || all[1].Name != "b" || all[1].Address != "rpc-b:9000" {
+		t.Fatalf("members = %+v", all)
+	}
+	do(t, h, call{method: "GET", path: "/health/ready", status: 200})
+	do(t, h, call{method: "GET", path: "/metrics", status: 200, contains: `ffgen_failovers_total{service="bank.Accounts",method="Deposit",reason="heartbeat-timeout"} 1`})
+	do(t, h, call{method: "PUT", path: "/cluster/members/b", body: `{"operation":"leave"}`, status: 409, contains: "local node only"})
+	do(t, h, call{method: "GET", path: "/cluster/members/zz", status: 404})
+
+	// b leaves through its own endpoint; a then is not ready for g1.
+	hb := NewManagement(ManagementConfig{Members: b, Operator: b, ReadWrite: true})
+	do(t, hb, call{method: "DELETE", path: "/cluster/members/b", status: 200})
+	eventually(t, detectBound, "a sees b leave", func() bool {
+		st := state(a, "b")
+		if st == StateDead {
+			t.Fatalf("a sees b as dead, not left")
+		}
+		return st == StateLeaving || st == StateLeft
+	})
+	do(t, h, call{method: "GET", path: "/health/ready", status: 503, contains: "g1"})
+}

@@ -1,0 +1,327 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime"
+)
+
+// detectBound is a generous bound for the Local preset's crash detection
+// (about 1-2 s when idle), leaving room for the race detector on 2 cores.
+const detectBound = 10 * time.Second
+
+type nodeOpt func(*Config)
+
+func startNode(t *testing.T, name, group string, opts ...nodeOpt) *Cluster {
+	t.Helper()
+	cfg := DefaultLocalConfig()
+	cfg.Name, cfg.Group = name, group
+	cfg.RPCAddr = "rpc-" + name + ":9000"
+	cfg.Services = []string{"bank.Accounts"}
+	cfg.JoinRetryMin, cfg.JoinRetryMax = 20*time.Millisecond, 200*time.Millisecond
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c, err := Start(cfg)
+	if err != nil {
+		t.Fatalf("Start(%s): %v", name, err)
+	}
+	t.Cleanup(func() { c.halt() })
+	return c
+}
+
+func seeds(cs ...*Cluster) nodeOpt {
+	return func(cfg *Config) {
+		for _, c := range cs {
+			cfg.Seeds = append(cfg.Seeds, c.localAddr())
+		}
+	}
+}
+
+// eventually polls cond until it holds or the bound passes.
+func eventually(t *testing.T, bound time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", bound, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func state(c *Cluster, name string) State {
+	st, _ := c.Member(name)
+	return st.State
+}
+
+func names(ms []runtime.Member) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+func startCluster(t *testing.T, n int) []*Cluster {
+	t.Helper()
+	first := startNode(t, "n0", "g0")
+	cs := []*Cluster{first}
+	for i := 1; i < n; i++ {
+		cs = append(cs, startNode(t, fmt.Sprintf("n%d", i), fmt.Sprintf("g%d", i), seeds(first)))
+	}
+	for _, c := range cs {
+		eventually(t, detectBound, c.cfg.Name+" sees every node", func() bool { return len(c.Members()) == n })
+	}
+	return cs
+}
+
+func TestJoinPublishesMetadata(t *testing.T) {
+	cs := startCluster(t, 3)
+	want := []runtime.Member{
+		{Name: "n0", Group: "g0", Addr: "rpc-n0:9000", Services: []string{"bank.Accounts"}},
+		{Name: "n1", Group: "g1", Addr: "rpc-n1:9000", Services: []string{"bank.Accounts"}},
+		{Name: "n2", Group: "g2", Addr: "rpc-n2:9000", Services: []string{"bank.Accounts"}},
+	}
+	for _, c := range cs {
+		if got := c.Members(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: Members() = %+v, want %+v", c.cfg.Name, got, want)
+		}
+		if !c.Joined() {
+			t.Errorf("%s: not joined", c.cfg.Name)
+		}
+		local := c.LocalNode()
+		if !local.Local || local.Name != c.cfg.Name || local.State != StateAlive || local.GossipAddress == "" {
+			t.Errorf("%s: LocalNode() = %+v", c.cfg.Name, local)
+		}
+		for _, st := range c.AllMembers() {
+			if st.State != StateAlive || st.Since.IsZero() {
+				t.Errorf("%s sees %s as %s since %v", c.cfg.Name, st.Name, st.State, st.Since)
+			}
+		}
+	}
+}
+
+func TestCrashIsDetectedAsDead(t *testing.T) {
+	cs := startCluster(t, 3)
+	var mu sync.Mutex
+	var updates [][]string
+	cancel := cs[0].Subscribe(func(ms []runtime.Member) {
+		mu.Lock()
+		updates = append(updates, names(ms))
+		mu.Unlock()
+	})
+	defer cancel()
+
+	crashed := time.Now()
+	if err := cs[2].halt(); err != nil {
+		t.Fatal(err)
+	}
+	// Suspicion shows on the nodes whose own probe failed; it lasts the
+	// suspicion timeout (hundreds of ms), so polling catches it.
+	sawSuspect := false
+	eventually(t, detectBound, "n2 dead on every other node", func() bool {
+		for _, c := range cs[:2] {
+			if state(c, "n2") == StateSuspect {
+				sawSuspect = true
+			}
+		}
+		return state(cs[0], "n2") == StateDead && state(cs[1], "n2") == StateDead
+	})
+	t.Logf("crash to dead on every node: %v", time.Since(crashed))
+	if !sawSuspect {
+		t.Error("n2 never seen as suspect before dead")
+	}
+	for _, c := range cs[:2] {
+		if got := names(c.Members()); !reflect.DeepEqual(got, []string{"n0", "n1"}) {
+			t.Errorf("%s: Members() = %v after the crash", c.cfg.Name, got)
+		}
+	}
+	eventually(t, time.Second, "subscriber sees the crash", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return reflect.DeepEqual(updates[len(updates)-1], []string{"n0", "n1"})
+	})
+	mu.Lock()
+	if !reflect.DeepEqual(updates[0], []string{"n0", "n1", "n2"}) {
+		t.Errorf("first subscriber call = %v, want the full set", updates[0])
+	}
+	mu.Unlock()
+}
+
+func TestLeaveIsSeenAsLeft(t *testing.T) {
+	cs := startCluster(t, 3)
+	if err := cs[1].Leave(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Leaving: no new operations, gossip still running.
+	eventually(t, detectBound, "n1 leaving or left on n0", func() bool {
+		st := state(cs[0], "n1")
+		return st == StateLeaving || st == StateLeft
+	})
+	if err := cs[1].Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	// A leave is gossiped, not detected: well within the crash bound.
+	eventually(t, detectBound, "n1 left on n0 and n2", func() bool {
+		return state(cs[0], "n1") == StateLeft && state(cs[2], "n1") == StateLeft
+	})
+	if got := names(cs[0].Members()); !reflect.DeepEqual(got, []string{"n0", "n2"}) {
+		t.Errorf("Members() = %v after leave", got)
+	}
+	if err := cs[1].Shutdown(); err != nil {
+		t.Errorf("second Shutdown: %v", err)
+	}
+	if err := cs[1].Leave(time.Second); err != nil {
+		t.Errorf("Leave after Shutdown = %v, want the first result (nil)", err)
+	}
+}
+
+func TestRejoinAfterCrash(t *testing.T) {
+	for _, samePort := range []bool{true, false} {
+		t.Run(fmt.Sprintf("samePort=%v", samePort), func(t *testing.T) {
+			cs := startCluster(t, 3)
+			old := cs[2].LocalNode()
+			cs[2].halt()
+			eventually(t, detectBound, "n2 dead", func() bool { return state(cs[0], "n2") == StateDead })
+
+			restart := func(cfg *Config) {
+				cfg.RPCAddr = "rpc-n2-restarted:9001"
+				if samePort {
+					_, port, _ := net.SplitHostPort(old.GossipAddress)
+					fmt.Sscan(port, &cfg.BindPort)
+				}
+			}
+			startNode(t, "n2", "g2", seeds(cs[0]), restart)
+			for _, c := range cs[:2] {
+				eventually(t, detectBound, c.cfg.Name+" sees n2 alive again", func() bool {
+					st, _ := c.Member("n2")
+					return st.State == StateAlive && st.Address == "rpc-n2-restarted:9001"
+				})
+				if got := names(c.Members()); !reflect.DeepEqual(got, []string{"n0", "n1", "n2"}) {
+					t.Errorf("%s: Members() = %v after rejoin", c.cfg.Name, got)
+				}
+			}
+		})
+	}
+}
+
+func TestWrongKeyCannotJoin(t *testing.T) {
+	key := func(b byte) nodeOpt {
+		return func(cfg *Config) { cfg.SecretKey = []byte(strings.Repeat(string(b), 16)) }
+	}
+	a := startNode(t, "a", "g0", key('a'))
+	b := startNode(t, "b", "g1", key('b'), seeds(a))
+	eventually(t, detectBound, "a join error", func() bool { return b.JoinErr() != nil })
+	err := b.JoinErr()
+	if !strings.Contains(err.Error(), "same key") {
+		t.Errorf("join error does not say why: %v", err)
+	}
+	if b.Joined() || len(b.Members()) != 1 || len(a.Members()) != 1 {
+		t.Errorf("joined=%v; b sees %v, a sees %v", b.Joined(), names(b.Members()), names(a.Members()))
+	}
+	// The same key joins.
+	c := startNode(t, "c", "g2", key('a'), seeds(a))
+	eventually(t, detectBound, "c joins a", func() bool { return c.Joined() && len(a.Members()) == 2 })
+}
+
+func TestSeedStartedLater(t *testing.T) {
+	port := freePort(t)
+	seed := fmt.Sprintf("127.0.0.1:%d", port)
+	b := startNode(t, "b", "g1", func(cfg *Config) { cfg.Seeds = []string{seed} })
+	eventually(t, detectBound, "a join error while the seed is down", func() bool { return b.JoinErr() != nil })
+	if b.Joined() {
+		t.Fatal("joined before the seed started")
+	}
+	a := startNode(t, "a", "g0", func(cfg *Config) { cfg.BindPort = port })
+	select {
+	case <-b.JoinedChan():
+	case <-time.After(detectBound):
+		t.Fatalf("b did not join once the seed started; last error: %v", b.JoinErr())
+	}
+	if b.JoinErr() != nil {
+		t.Errorf("JoinErr() = %v after joining", b.JoinErr())
+	}
+	eventually(t, detectBound, "a sees b", func() bool { return len(a.Members()) == 2 })
+}
+
+// freePort finds a port free for both TCP and UDP on loopback.
+func freePort(t *testing.T) int {
+	t.Helper()
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+func TestStartRejects(t *testing.T) {
+	long := make([]string, 40)
+	for i := range long {
+		long[i] = fmt.Sprintf("example.very.long.service.Name%02d", i)
+	}
+	cases := []struct {
+		name string
+		mod  func(*Config)
+		want string
+		is   error
+	}{
+		{"metadata over the limit", func(c *Config) { c.Services = long }, "limit 512", ErrMetaTooLarge},
+		{"no name", func(c *Config) { c.Name = "" }, "Name is required", nil},
+		{"no group", func(c *Config) { c.Group = "" }, "Group is required", nil},
+		{"bad key", func(c *Config) { c.SecretKey = []byte("short") }, "SecretKey is 5 bytes", nil},
+		{"bad backoff", func(c *Config) { c.JoinRetryMax = time.Nanosecond }, "join backoff", nil},
+		{"bad preset", func(c *Config) { c.Preset = 7 }, "preset(7)", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultLocalConfig()
+			cfg.Name, cfg.Group = "x", "g"
+			tc.mod(&cfg)
+			c, err := Start(cfg)
+			if err == nil {
+				c.halt()
+				t.Fatal("Start succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) || (tc.is != nil && !errors.Is(err, tc.is)) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSubscribeCancel(t *testing.T) {
+	a := startNode(t, "a", "g0")
+	calls := make(chan []runtime.Member, 16)
+	cancel := a.Subscribe(func(ms []runtime.Member) { calls <- ms })
+	if got := names(<-calls); !reflect.DeepEqual(got, []string{"a"}) {
+		t.Fatalf("initial call = %v", got)
+	}
+	cancel()
+	cancel() // idempotent
+	b := startNode(t, "b", "g1", seeds(a))
+	eventually(t, detectBound, "a sees b", func() bool { return len(a.Members()) == 2 })
+	select {
+	case ms := <-calls:
+		t.Fatalf("call after cancel: %v", names(ms))
+	case <-time.After(100 * time.Millisecond):
+	}
+	_ = b
+}

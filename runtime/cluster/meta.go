@@ -1,0 +1,76 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/codec"
+	"github.com/hashicorp/memberlist"
+)
+
+// metaVersion leads the node metadata so that the format can evolve; a
+// node ignores peers whose metadata it cannot read.
+const metaVersion = 1
+
+// ErrMetaTooLarge is returned by Start when the node's metadata (group,
+// RPC address, services) does not fit memberlist's limit.
+var ErrMetaTooLarge = errors.New("cluster: node metadata too large")
+
+// nodeMeta is what a node publishes about itself through memberlist.
+type nodeMeta struct {
+	Leaving  bool // set by Leave before the leave message, see Cluster.Leave
+	Group    string
+	RPCAddr  string
+	Services []string
+}
+
+// metaLeaving is the flag bit of nodeMeta.Leaving.
+const metaLeaving = 1
+
+// encode returns the compact binary form: version, flags, group, RPC
+// address, then the count and names of the services, each length-prefixed.
+func (m nodeMeta) encode() ([]byte, error) {
+	var flags byte
+	if m.Leaving {
+		flags |= metaLeaving
+	}
+	b := []byte{metaVersion, flags}
+	b = codec.AppendString(b, m.Group)
+	b = codec.AppendString(b, m.RPCAddr)
+	b = codec.AppendUvarint(b, uint64(len(m.Services)))
+	for _, s := range m.Services {
+		b = codec.AppendString(b, s)
+	}
+	if len(b) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("%w: %d bytes for group, RPC address and %d services, limit %d",
+			ErrMetaTooLarge, len(b), len(m.Services), memberlist.MetaMaxSize)
+	}
+	return b, nil
+}
+
+func decodeMeta(b []byte) (nodeMeta, error) {
+	if len(b) == 0 {
+		return nodeMeta{}, errors.New("cluster: node has no metadata")
+	}
+	if b[0] != metaVersion {
+		return nodeMeta{}, fmt.Errorf("cluster: node metadata version %d, want %d", b[0], metaVersion)
+	}
+	r := codec.NewReader(b[1:])
+	flags := r.Byte()
+	m := nodeMeta{Leaving: flags&metaLeaving != 0, Group: r.String(), RPCAddr: r.String()}
+	if n := r.Len32(); n > 0 {
+		m.Services = make([]string, n)
+		for i := range m.Services {
+			m.Services[i] = r.String()
+		}
+	}
+	if err := r.Done(); err != nil {
+		return nodeMeta{}, fmt.Errorf("cluster: bad node metadata: %w", err)
+	}
+	return m, nil
+}
+
+func (m nodeMeta) member(name string) runtime.Member {
+	return runtime.Member{Name: name, Group: m.Group, Addr: m.RPCAddr, Services: m.Services}
+}
