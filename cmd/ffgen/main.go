@@ -1,0 +1,72 @@
+// Command ffgen generates typed fast-failover clients and servers from Go
+// interfaces annotated with //ff: directives. Run it from go generate:
+//
+//	//go:generate ffgen
+//
+// Usage:
+//
+//	ffgen [flags] [packages]
+//
+// See docs/ffgen.md for the directives. Exit status: 0 on success, 1 for a
+// mistake in the code (or stale files with -check), 2 for a usage error.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+
+	"github.com/ffgen/ffgen/internal/generator"
+)
+
+// version is set at link time by release builds.
+var version = "devel"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ffgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	types := fs.String("type", "", "comma-separated interfaces to generate (default: every //ff:service interface)")
+	output := fs.String("output", "", "output file (default: <snake_case interface>_ff.go beside the interface); only with one interface")
+	tags := fs.String("tags", "", "comma-separated build tags to load the packages with")
+	check := fs.Bool("check", false, "write nothing; exit 1 and name the files that would change")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: ffgen [flags] [packages]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return generator.ExitOK
+		}
+		return generator.ExitUsage
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "ffgen", version)
+		return generator.ExitOK
+	}
+	cfg := &generator.Config{
+		Patterns: fs.Args(),
+		Output:   *output,
+		Tags:     *tags,
+		Check:    *check,
+	}
+	if *types != "" {
+		for t := range strings.SplitSeq(*types, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				cfg.Types = append(cfg.Types, t)
+			}
+		}
+	}
+	return generator.Run(ctx, cfg, stdout, stderr)
+}

@@ -1,0 +1,328 @@
+package generator
+
+import (
+	"go/ast"
+	"go/token"
+	"go/types"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"unicode"
+
+	"golang.org/x/tools/go/packages"
+
+	"github.com/ffgen/ffgen/internal/generator/model"
+)
+
+// builder turns loaded packages into validated model files, collecting
+// every mistake in diags.
+type builder struct {
+	cfg   *Config
+	fset  *token.FileSet
+	diags *diagnostics
+
+	methodDocs map[token.Pos]*methodDoc  // by the position of the method name
+	fileScopes map[string]*types.Scope   // by file name
+	consumed   map[token.Pos]bool        // directives that belong to a service
+	selected   map[string]bool           // -type, nil for all
+	found      map[string]bool           // -type names met
+	outputs    map[string]*model.Service // by output path
+}
+
+// methodDoc is the doc comment of a method of some interface type.
+type methodDoc struct {
+	iface string
+	doc   *ast.CommentGroup
+}
+
+func newBuilder(cfg *Config, fset *token.FileSet, diags *diagnostics) *builder {
+	b := &builder{
+		cfg:        cfg,
+		fset:       fset,
+		diags:      diags,
+		methodDocs: map[token.Pos]*methodDoc{},
+		fileScopes: map[string]*types.Scope{},
+		consumed:   map[token.Pos]bool{},
+		found:      map[string]bool{},
+		outputs:    map[string]*model.Service{},
+	}
+	if len(cfg.Types) > 0 {
+		b.selected = map[string]bool{}
+		for _, t := range cfg.Types {
+			b.selected[t] = true
+		}
+	}
+	return b
+}
+
+// build returns one model file per selected service.
+func (b *builder) build(pkgs []*packages.Package) []*model.File {
+	for _, p := range pkgs {
+		b.index(p)
+	}
+	var files []*model.File
+	for _, p := range pkgs {
+		files = append(files, b.buildPackage(p)...)
+	}
+	// With -type, other services are not looked at, so their directives
+	// cannot be told from misplaced ones.
+	if b.selected == nil {
+		for _, p := range pkgs {
+			b.reportStray(p)
+		}
+	}
+	for _, name := range b.cfg.Types {
+		if !b.found[name] {
+			b.diags.add(token.Position{}, "-type "+name+": no //ff:service interface of that name in "+strings.Join(b.cfg.Patterns, " "))
+		}
+	}
+	if len(b.cfg.Types) == 0 && len(files) == 0 && b.diags.empty() {
+		b.diags.add(token.Position{}, "no //ff:service interface in "+strings.Join(b.cfg.Patterns, " "))
+	}
+	return files
+}
+
+// index records the file scopes and the doc comment of every interface
+// method, so that methods reached through embedding find their directives.
+func (b *builder) index(p *packages.Package) {
+	if p.TypesInfo == nil {
+		return
+	}
+	for _, f := range p.Syntax {
+		if s := p.TypesInfo.Scopes[f]; s != nil {
+			b.fileScopes[b.fset.File(f.Pos()).Name()] = s
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			ts, ok := n.(*ast.TypeSpec)
+			if !ok {
+				return true
+			}
+			if it, ok := ts.Type.(*ast.InterfaceType); ok {
+				for _, m := range it.Methods.List {
+					if len(m.Names) == 1 {
+						b.methodDocs[m.Names[0].Pos()] = &methodDoc{iface: ts.Name.Name, doc: m.Doc}
+					}
+				}
+			}
+			return true
+		})
+	}
+}
+
+func (b *builder) buildPackage(p *packages.Package) []*model.File {
+	if p.Types == nil || p.TypesInfo == nil {
+		return nil
+	}
+	var files []*model.File
+	for _, f := range p.Syntax {
+		for _, decl := range f.Decls {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok || gd.Tok != token.TYPE {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				ts := spec.(*ast.TypeSpec)
+				doc := ts.Doc
+				if doc == nil && !gd.Lparen.IsValid() {
+					doc = gd.Doc
+				}
+				if file := b.typeSpec(p, f, ts, doc); file != nil {
+					files = append(files, file)
+				}
+			}
+		}
+	}
+	return files
+}
+
+// typeSpec builds the service declared by ts, if ts carries //ff:service.
+func (b *builder) typeSpec(p *packages.Package, f *ast.File, ts *ast.TypeSpec, doc *ast.CommentGroup) *model.File {
+	dirs, _ := directivesOf(doc)
+	var svcDir *directive
+	for _, d := range dirs {
+		if d.Name == "service" {
+			svcDir = d
+		}
+	}
+	if svcDir == nil {
+		return nil
+	}
+	name := ts.Name.Name
+	if b.selected != nil && !b.selected[name] {
+		return nil
+	}
+	b.found[name] = true
+	for _, d := range dirs {
+		b.consumed[d.Pos] = true
+	}
+	// A rejected service must not also report its methods' directives.
+	if it, ok := ts.Type.(*ast.InterfaceType); ok {
+		for _, m := range it.Methods.List {
+			if m.Doc != nil {
+				for _, c := range m.Doc.List {
+					b.consumed[c.Slash] = true
+				}
+			}
+		}
+	}
+	obj, _ := p.TypesInfo.Defs[ts.Name].(*types.TypeName)
+	if obj == nil {
+		return nil
+	}
+	named, _ := types.Unalias(obj.Type()).(*types.Named)
+	iface, _ := obj.Type().Underlying().(*types.Interface)
+	switch {
+	case ts.Assign.IsValid():
+		b.diags.errorf(svcDir.Pos, "//ff:service is on the alias %s; put it on the interface type itself", name)
+		return nil
+	case iface == nil || named == nil:
+		b.diags.errorf(svcDir.Pos, "//ff:service is on %s, which is not an interface type; only interfaces can be services", name)
+		return nil
+	case ts.TypeParams != nil:
+		b.diags.errorf(svcDir.Pos, "service %s is generic; a service interface cannot have type parameters", name)
+		return nil
+	}
+	svc := &model.Service{
+		Name: name,
+		Wire: p.Types.Name() + "." + name,
+		Type: named,
+	}
+	base := b.serviceDefaults(svc, dirs)
+	b.methods(p, svc, iface, base)
+
+	source := b.fset.File(ts.Pos()).Name()
+	out := filepath.Join(filepath.Dir(source), snakeCase(name)+"_ff.go")
+	if b.cfg.Output != "" {
+		out = b.cfg.Output
+		if !filepath.IsAbs(out) {
+			out = filepath.Join(b.cfg.dir(), out)
+		}
+		if filepath.Dir(out) != filepath.Dir(source) {
+			b.diags.errorf(svcDir.Pos, "-output %s is not in the directory of package %s (%s)", b.cfg.Output, p.Types.Name(), filepath.Dir(source))
+		}
+	}
+	if other := b.outputs[out]; other != nil {
+		b.diags.errorf(svcDir.Pos, "services %s and %s would both generate %s; use -output to separate them", other.Name, name, relative(out, b.cfg.dir()))
+	}
+	b.outputs[out] = svc
+
+	taken := map[string]bool{}
+	for _, n := range p.Types.Scope().Names() {
+		taken[n] = true
+	}
+	b.checkExported(p, svc, taken)
+	return &model.File{
+		Path:    out,
+		Source:  filepath.Base(source),
+		Command: b.cfg.command(),
+		Pkg:     p.Types,
+		Taken:   taken,
+		Service: svc,
+	}
+}
+
+// checkExported reports user declarations that take a name the generated
+// file exports.
+func (b *builder) checkExported(p *packages.Package, svc *model.Service, taken map[string]bool) {
+	for _, n := range ExportedNames(svc.Name) {
+		if !taken[n] {
+			continue
+		}
+		obj := p.Types.Scope().Lookup(n)
+		b.diags.errorf(obj.Pos(), "%s is already declared in package %s; ffgen generates it for service %s (rename one of them)", n, p.Types.Name(), svc.Name)
+	}
+}
+
+// ExportedNames lists the names a generated file exports for service name.
+func ExportedNames(name string) []string {
+	return []string{name + "Desc", name + "Client", "New" + name + "Client", "Register" + name + "Server"}
+}
+
+// reportStray reports every directive that belongs to no service.
+func (b *builder) reportStray(p *packages.Package) {
+	for _, f := range p.Syntax {
+		owner := map[token.Pos]string{}
+		for _, md := range b.methodDocs {
+			if md.doc != nil && b.fset.File(md.doc.Pos()) == b.fset.File(f.Pos()) {
+				for _, c := range md.doc.List {
+					owner[c.Slash] = md.iface
+				}
+			}
+		}
+		for _, cg := range f.Comments {
+			for _, c := range cg.List {
+				d, ok := parseDirective(c)
+				if !ok || b.consumed[d.Pos] {
+					continue
+				}
+				switch iface, inIface := owner[d.Pos]; {
+				case d.Name == "service":
+					b.diags.errorf(d.Pos, "//ff:service must be in the doc comment of an interface type declaration")
+				case inIface:
+					b.diags.errorf(d.Pos, "%s is on a method of %s, which is not an //ff:service interface nor embedded in one", d, iface)
+				default:
+					b.diags.errorf(d.Pos, "%s must be in the doc comment of an //ff:service interface or of one of its methods", d)
+				}
+			}
+		}
+	}
+}
+
+// snakeCase turns an interface name into a file name stem:
+// Accounts → accounts, HTTPServer → http_server, UserAPI → user_api.
+func snakeCase(s string) string {
+	r := []rune(s)
+	var out []rune
+	for i, c := range r {
+		if unicode.IsUpper(c) {
+			if i > 0 && (unicode.IsLower(r[i-1]) || unicode.IsDigit(r[i-1]) ||
+				(i+1 < len(r) && unicode.IsLower(r[i+1]) && unicode.IsUpper(r[i-1]))) {
+				out = append(out, '_')
+			}
+			c = unicode.ToLower(c)
+		}
+		out = append(out, c)
+	}
+	return string(out)
+}
+
+// sortedByPos returns the explicit methods of iface in source order.
+func sortedByPos(iface *types.Interface) []*types.Func {
+	var fns []*types.Func
+	for i := range iface.NumExplicitMethods() {
+		fns = append(fns, iface.ExplicitMethod(i))
+	}
+	sort.SliceStable(fns, func(i, j int) bool { return fns[i].Pos() < fns[j].Pos() })
+	return fns
+}
+
+// methodsInOrder lists the methods of a service: its own in source order,
+// then those of each embedded interface in the order embedded.
+func methodsInOrder(iface *types.Interface) []*types.Func {
+	var out []*types.Func
+	seen := map[string]bool{}
+	var walk func(it *types.Interface)
+	walk = func(it *types.Interface) {
+		for _, fn := range sortedByPos(it) {
+			if !seen[fn.Name()] {
+				seen[fn.Name()] = true
+				out = append(out, fn)
+			}
+		}
+		for i := range it.NumEmbeddeds() {
+			if e, ok := it.EmbeddedType(i).Underlying().(*types.Interface); ok {
+				walk(e)
+			}
+		}
+	}
+	walk(iface)
+	// Every method of the type set must be there, whatever the walk missed.
+	for i := range iface.NumMethods() {
+		if fn := iface.Method(i); !seen[fn.Name()] {
+			seen[fn.Name()] = true
+			out = append(out, fn)
+		}
+	}
+	return slices.Clip(out)
+}

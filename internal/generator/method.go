@@ -1,0 +1,263 @@
+package generator
+
+import (
+	"go/token"
+	"go/types"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/tools/go/packages"
+
+	"github.com/ffgen/ffgen/internal/generator/model"
+)
+
+// serviceDefaults applies the interface's own directives and returns the
+// settings every method starts from.
+func (b *builder) serviceDefaults(svc *model.Service, dirs []*directive) *model.Method {
+	base := &model.Method{}
+	for _, d := range dirs {
+		switch d.Name {
+		case "service":
+			if len(d.Args) > 0 {
+				b.diags.errorf(d.Args[0].Pos, "//ff:service takes no arguments (on %s)", svc.Name)
+			}
+		case "default":
+			b.applyDefault(svc.Name, d, base)
+		case "timeout":
+			b.applyTimeout(svc.Name, d, base)
+		default:
+			if _, ok := knownDirectives[d.Name]; ok {
+				b.diags.errorf(d.Pos, "%s belongs on a method of %s, not on the interface; the interface takes //ff:service, //ff:default and //ff:timeout", d, svc.Name)
+			} else {
+				b.unknown(svc.Name, d)
+			}
+		}
+	}
+	return base
+}
+
+func (b *builder) unknown(where string, d *directive) {
+	names := make([]string, 0, len(knownDirectives))
+	for n := range knownDirectives {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	b.diags.errorf(d.Pos, "unknown directive %s on %s; known directives: %s", d, where, strings.Join(names, ", "))
+}
+
+func (b *builder) methods(p *packages.Package, svc *model.Service, iface *types.Interface, base *model.Method) {
+	set := &codecSet{pkg: p.Types}
+	for _, fn := range methodsInOrder(iface) {
+		if m := b.method(svc, fn, base); m != nil {
+			b.codecCheck(set, svc.Name+"."+fn.Name(), fn, m)
+			svc.Methods = append(svc.Methods, m)
+		}
+	}
+	if iface.NumMethods() == 0 {
+		b.diags.errorf(svc.Type.Obj().Pos(), "service %s has no methods", svc.Name)
+	}
+	svc.Codec = set.list
+}
+
+// method validates one method and its directives.
+func (b *builder) method(svc *model.Service, fn *types.Func, base *model.Method) *model.Method {
+	where := svc.Name + "." + fn.Name()
+	var doc *methodDoc
+	if md := b.methodDocs[fn.Pos()]; md != nil {
+		doc = md
+	}
+	var dirs []*directive
+	m := &model.Method{}
+	*m = *base
+	m.Name = fn.Name()
+	if doc != nil {
+		dirs, m.Doc = directivesOf(doc.doc)
+	}
+	for _, d := range dirs {
+		b.consumed[d.Pos] = true
+	}
+	ok := b.signature(where, fn, m)
+
+	var entity *directive
+	var hold, scatter, hedge *directive
+	for _, d := range dirs {
+		switch d.Name {
+		case "entity":
+			if entity != nil {
+				b.diags.errorf(d.Pos, "%s has two //ff:entity lines; name every entity path on one line, the routing one first", where)
+				continue
+			}
+			entity = d
+			if len(d.Args) == 0 {
+				b.diags.errorf(d.Pos, "//ff:entity on %s needs a path, e.g. //ff:entity id or //ff:entity req.AccountID", where)
+			}
+		case "fail", "failover":
+			if len(d.Args) == 0 {
+				b.diags.errorf(d.Pos, "%s on %s needs error names, e.g. %s ErrNotFound *LimitError", d, where, d)
+			}
+		case "hold":
+			hold = d
+			b.noArgs(where, d)
+			m.Hold = true
+		case "scatter":
+			scatter = d
+			b.noArgs(where, d)
+			m.Mode = model.Scatter
+		case "hedge":
+			hedge = d
+			if len(d.Args) != 1 {
+				b.diags.errorf(d.Pos, "//ff:hedge on %s takes one duration, e.g. //ff:hedge 20ms", where)
+				continue
+			}
+			if v, ok := b.duration(where, d, d.Args[0].Text, d.Args[0].Pos); ok {
+				m.Hedge = v
+				m.Mode = model.Hedge
+			}
+		case "timeout":
+			b.applyTimeout(where, d, m)
+		case "default":
+			b.applyDefault(where, d, m)
+		case "service":
+			b.diags.errorf(d.Pos, "//ff:service is on the method %s; it belongs in the doc comment of the interface type", where)
+		default:
+			b.unknown(where, d)
+		}
+	}
+	if scatter != nil && hold != nil {
+		b.diags.errorf(hold.Pos, "%s is both //ff:hold and //ff:scatter; a scattered operation cannot wait for its entity", where)
+	}
+	if scatter != nil && hedge != nil {
+		b.diags.errorf(hedge.Pos, "%s is both //ff:hedge and //ff:scatter; scatter already sends to every node", where)
+	}
+	if !ok {
+		return nil
+	}
+	if entity == nil {
+		b.diags.errorf(fn.Pos(), "%s has no //ff:entity; name the parameter (or field path) that holds the entity ID, e.g. //ff:entity id", where)
+	} else {
+		for _, a := range entity.Args {
+			if e := b.entity(where, fn, m, a); e != nil {
+				m.Entities = append(m.Entities, e)
+			}
+		}
+	}
+	b.errorRules(where, fn, m, dirs)
+	return m
+}
+
+func (b *builder) noArgs(where string, d *directive) {
+	if len(d.Args) > 0 {
+		b.diags.errorf(d.Args[0].Pos, "%s on %s takes no arguments", d, where)
+	}
+}
+
+// signature checks the method's shape: a context first, an error last.
+func (b *builder) signature(where string, fn *types.Func, m *model.Method) bool {
+	sig := fn.Signature()
+	params, results := sig.Params(), sig.Results()
+	ok := true
+	if params.Len() == 0 || !isContext(params.At(0).Type()) {
+		b.diags.errorf(fn.Pos(), "the first parameter of %s must be a context.Context", where)
+		ok = false
+	} else {
+		m.CtxName = params.At(0).Name()
+	}
+	if results.Len() == 0 || !model.IsError(results.At(results.Len()-1).Type()) {
+		b.diags.errorf(fn.Pos(), "the last result of %s must be an error", where)
+		ok = false
+	} else {
+		m.ErrName = results.At(results.Len() - 1).Name()
+	}
+	if !ok {
+		return false
+	}
+	m.Variadic = sig.Variadic()
+	for i := 1; i < params.Len(); i++ {
+		v := params.At(i)
+		if isContext(v.Type()) {
+			b.diags.errorf(v.Pos(), "%s has a second context.Context (%s); only the first parameter may be a context", where, v.Name())
+		}
+		m.Params = append(m.Params, &model.Var{Name: v.Name(), Type: v.Type()})
+	}
+	for i := 0; i < results.Len()-1; i++ {
+		v := results.At(i)
+		m.Results = append(m.Results, &model.Var{Name: v.Name(), Type: v.Type()})
+	}
+	return true
+}
+
+func isContext(t types.Type) bool {
+	n, ok := types.Unalias(t).(*types.Named)
+	return ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == "context" && n.Obj().Name() == "Context"
+}
+
+func (b *builder) applyDefault(where string, d *directive, m *model.Method) {
+	if len(d.Args) != 1 || (d.Args[0].Text != "fail" && d.Args[0].Text != "failover") {
+		b.diags.errorf(d.Pos, "//ff:default on %s takes fail or failover", where)
+		return
+	}
+	m.DefaultFailover = d.Args[0].Text == "failover"
+}
+
+// applyTimeout parses key=value settings: attempt, operation and heartbeat
+// durations, and failovers, a count.
+func (b *builder) applyTimeout(where string, d *directive, m *model.Method) {
+	if len(d.Args) == 0 {
+		b.diags.errorf(d.Pos, "//ff:timeout on %s needs settings, e.g. //ff:timeout attempt=2s operation=4s heartbeat=300ms failovers=2", where)
+	}
+	seen := map[string]bool{}
+	for _, a := range d.Args {
+		key, val, found := strings.Cut(a.Text, "=")
+		if !found || val == "" {
+			b.diags.errorf(a.Pos, "malformed //ff:timeout option %q on %s; write key=value with key attempt, operation, heartbeat or failovers", a.Text, where)
+			continue
+		}
+		if seen[key] {
+			b.diags.errorf(a.Pos, "//ff:timeout on %s sets %s twice", where, key)
+			continue
+		}
+		seen[key] = true
+		valPos := a.Pos + token.Pos(len(key)+1)
+		switch key {
+		case "attempt", "operation", "heartbeat":
+			v, ok := b.duration(where, d, val, valPos)
+			if !ok {
+				continue
+			}
+			switch key {
+			case "attempt":
+				m.AttemptTimeout = v
+			case "operation":
+				m.OperationTimeout = v
+			default:
+				m.HeartbeatTimeout = v
+			}
+		case "failovers":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 {
+				b.diags.errorf(valPos, "malformed failovers=%s on %s; want a count, 0 or more", val, where)
+				continue
+			}
+			m.MaxFailovers = &n
+		default:
+			b.diags.errorf(a.Pos, "unknown //ff:timeout option %q on %s; known: attempt, operation, heartbeat, failovers", key, where)
+		}
+	}
+	if m.AttemptTimeout > 0 && m.OperationTimeout > 0 && m.AttemptTimeout > m.OperationTimeout {
+		b.diags.errorf(d.Pos, "//ff:timeout on %s: attempt=%v is longer than operation=%v", where, m.AttemptTimeout, m.OperationTimeout)
+	}
+	if m.AttemptTimeout > 0 && m.HeartbeatTimeout > 0 && m.AttemptTimeout <= m.HeartbeatTimeout {
+		b.diags.errorf(d.Pos, "//ff:timeout on %s: attempt=%v must be longer than heartbeat=%v", where, m.AttemptTimeout, m.HeartbeatTimeout)
+	}
+}
+
+func (b *builder) duration(where string, d *directive, s string, pos token.Pos) (time.Duration, bool) {
+	v, err := time.ParseDuration(s)
+	if err != nil || v <= 0 {
+		b.diags.errorf(pos, "malformed duration %q in %s on %s; want a positive Go duration such as 250ms or 2s", s, d, where)
+		return 0, false
+	}
+	return v, true
+}

@@ -1,0 +1,147 @@
+// Package golden holds ffgen's golden tests: every directory under testdata
+// is a package of this module. A case with a want.stderr file is bad input
+// and must produce exactly those diagnostics; any other case must generate
+// exactly its committed *_ff.go files, which must build and vet.
+//
+// go test ./internal/golden -update rewrites the expectations. Directories
+// named timing_* are inputs for the benchmarks only.
+package golden
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ffgen/ffgen/internal/generator"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected files")
+
+// cases returns the good and the bad case directories, as ./testdata/<case>.
+func cases(t *testing.T) (good, bad []string) {
+	t.Helper()
+	entries, err := os.ReadDir("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		// timing_ cases are inputs for the benchmarks only.
+		if !e.IsDir() || strings.HasPrefix(e.Name(), "timing_") {
+			continue
+		}
+		dir := "./" + filepath.ToSlash(filepath.Join("testdata", e.Name()))
+		if _, err := os.Stat(filepath.Join(dir, "want.stderr")); err == nil {
+			bad = append(bad, dir)
+		} else {
+			good = append(good, dir)
+		}
+	}
+	return good, bad
+}
+
+func TestGolden(t *testing.T) {
+	good, _ := cases(t)
+	abs, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One load for every good case keeps the test fast.
+	res, err := generator.Generate(context.Background(), &generator.Config{Dir: abs, Patterns: good})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Diagnostics) > 0 {
+		t.Fatalf("diagnostics for good cases: %v", res.Diagnostics)
+	}
+	got := map[string][]byte{}
+	for _, f := range res.Files {
+		got[f.Path] = f.Content
+	}
+	for _, dir := range good {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			existing, _ := filepath.Glob(filepath.Join(abs, dir, "*_ff.go"))
+			var produced []string
+			for p := range got {
+				if filepath.Dir(p) == filepath.Join(abs, dir) {
+					produced = append(produced, p)
+				}
+			}
+			slices.Sort(produced)
+			if len(produced) == 0 {
+				t.Fatal("no file generated")
+			}
+			for _, p := range produced {
+				compare(t, p, got[p])
+			}
+			for _, p := range existing {
+				if _, ok := got[p]; !ok {
+					if *update {
+						os.Remove(p)
+						continue
+					}
+					t.Errorf("%s is committed but no longer generated", filepath.Base(p))
+				}
+			}
+		})
+	}
+}
+
+func TestDiagnostics(t *testing.T) {
+	_, bad := cases(t)
+	for _, dir := range bad {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			t.Parallel()
+			abs, err := filepath.Abs(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			code := generator.Run(context.Background(), &generator.Config{Dir: abs}, &stdout, &stderr)
+			if code != generator.ExitMistake {
+				t.Errorf("exit code %d, want %d", code, generator.ExitMistake)
+			}
+			compare(t, filepath.Join(abs, "want.stderr"), stderr.Bytes())
+			if matches, _ := filepath.Glob(filepath.Join(abs, "*_ff.go")); len(matches) > 0 {
+				t.Errorf("bad input wrote %v", matches)
+			}
+		})
+	}
+}
+
+// TestCompile builds and vets every good case with its generated files.
+func TestCompile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go vet")
+	}
+	good, _ := cases(t)
+	cmd := exec.Command("go", append([]string{"vet"}, good...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go vet: %v\n%s", err, out)
+	}
+}
+
+func compare(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", filepath.Base(path), diff)
+	}
+}

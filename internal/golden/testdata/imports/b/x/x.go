@@ -1,0 +1,4 @@
+// Package x is the other package named x.
+package x
+
+type Key struct{ Shard int }
