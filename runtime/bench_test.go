@@ -3,7 +3,10 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"net"
+	"os"
 	"net/rpc"
 	goruntime "runtime"
 	"sync"
@@ -23,6 +26,9 @@ func BenchmarkInvokeTCP(b *testing.B) {
 	for _, callers := range []int{1, 64} {
 		b.Run(fmt.Sprintf("ffgen/callers=%d", callers), func(b *testing.B) {
 			e := newTCPEnv(b, testSettings())
+			for _, l := range e.ledgers {
+				l.lean = true
+			}
 			ctx := context.Background()
 			if _, err := e.ledger.Add(ctx, "warm", 1); err != nil {
 				b.Fatal(err)
@@ -100,6 +106,8 @@ func startNetRPC(b *testing.B) *rpc.Client {
 	if err != nil {
 		b.Fatal(err)
 	}
+	log.SetOutput(io.Discard) // net/rpc logs the listener's close
+	b.Cleanup(func() { log.SetOutput(os.Stderr) })
 	go srv.Accept(ln)
 	c, err := rpc.Dial("tcp", ln.Addr().String())
 	if err != nil {

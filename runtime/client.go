@@ -130,8 +130,10 @@ func (c *Client) Invoke(ctx context.Context, m *MethodDesc, args, reply codec.Me
 	if err != nil {
 		return fmt.Errorf("ffgen: %s.%s: encode arguments: %w", m.Service, m.Name, err)
 	}
-	ctx, cancel := context.WithDeadline(ctx, start.Add(s.OperationTimeout))
-	defer cancel()
+	// The operation deadline is kept as data, not as a derived context:
+	// the sequential path enforces it with the attempt timer and spares an
+	// allocation-heavy context per call.
+	op.deadline = start.Add(s.OperationTimeout)
 	c.track(op, true)
 	defer c.track(op, false)
 

@@ -18,7 +18,8 @@ type execution struct {
 	method   *MethodDesc
 	impl     any
 	args     codec.Message
-	info     *AttemptInfo
+	info     AttemptInfo // embedded: one allocation fewer per attempt
+	actx     attemptCtx
 	entities []string
 	timeout  time.Duration
 	arrived  time.Time
@@ -29,6 +30,7 @@ type execution struct {
 	// Guarded by s.mu.
 	state     execState
 	waiters   []waiter
+	waitBuf   [1]waiter
 	deadline  time.Time // heartbeats stop here, even if the handler does not
 	cancel    context.CancelFunc
 	abandoned bool
@@ -44,6 +46,9 @@ func (e *execution) setProgress(p []byte) { e.progress.set(p) }
 
 // addWaiter is called with s.mu held.
 func (e *execution) addWaiter(sc *serverConn, call uint64, interval time.Duration) {
+	if e.waiters == nil {
+		e.waiters = e.waitBuf[:0]
+	}
 	e.waiters = append(e.waiters, waiter{conn: sc, call: call})
 	sc.calls[call] = e
 	sc.startHeartbeats(interval)
@@ -63,7 +68,10 @@ func (e *execution) removeWaiter(sc *serverConn, call uint64) {
 func (e *execution) run() {
 	s := e.s
 	defer s.running.Done()
-	ctx, cancel := context.WithTimeout(s.base, e.timeout)
+	// The parent is Background, not a server-wide context: Shutdown and
+	// Close cancel executions one by one, which spares every attempt a
+	// registration in a shared parent.
+	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
 	defer cancel()
 	s.mu.Lock()
 	e.cancel = cancel
@@ -77,7 +85,8 @@ func (e *execution) run() {
 	} else {
 		m := e.method
 		s.cfg.Metrics.ServerAttempt(m.Service, m.Name, 1)
-		res, err := e.call(context.WithValue(ctx, attemptKey{}, e.info))
+		e.actx = attemptCtx{Context: ctx, info: &e.info}
+		res, err := e.call(&e.actx)
 		s.cfg.Metrics.ServerAttempt(m.Service, m.Name, -1)
 		var fwd *ForwardError
 		if errors.As(err, &fwd) {
@@ -118,6 +127,19 @@ func (e *execution) call(ctx context.Context) (res codec.Message, err error) {
 		}
 	}()
 	return e.method.Handle(ctx, e.impl, e.args)
+}
+
+// attemptCtx carries the AttemptInfo without a context.WithValue allocation.
+type attemptCtx struct {
+	context.Context
+	info *AttemptInfo
+}
+
+func (c *attemptCtx) Value(key any) any {
+	if key == (attemptKey{}) {
+		return c.info
+	}
+	return c.Context.Value(key)
 }
 
 type panicError struct{ value any }

@@ -16,12 +16,16 @@ type serverConn struct {
 
 	// Guarded by s.mu.
 	ticking  bool
+	idle     int // ticks in a row with nothing to heartbeat
 	interval time.Duration
 	reset    chan time.Duration // a shorter interval for the running ticker
 	stop     chan struct{}
 
 	hb transport.Heartbeat // used by the ticker goroutine only
 }
+
+// idleTicks is how many empty ticks a connection's ticker survives.
+const idleTicks = 8
 
 // startHeartbeats is called with s.mu held.
 func (sc *serverConn) startHeartbeats(interval time.Duration) {
@@ -77,10 +81,18 @@ func (sc *serverConn) beat() bool {
 	now := time.Now()
 	s.mu.Lock()
 	if len(sc.calls) == 0 {
+		// Linger a few ticks: a busy connection's next attempt then
+		// finds the ticker running instead of starting a goroutine.
+		sc.idle++
+		if sc.idle < idleTicks {
+			s.mu.Unlock()
+			return true
+		}
 		sc.ticking = false
 		s.mu.Unlock()
 		return false
 	}
+	sc.idle = 0
 	items := sc.hb.Items[:0]
 	for call, e := range sc.calls {
 		if !e.deadline.IsZero() && now.After(e.deadline) {

@@ -121,7 +121,7 @@ func (op *operation) attempt(ctx context.Context, member Member, number int, fla
 
 // sent is an attempt handed to a connection, not yet answered.
 type sent struct {
-	l     *leg
+	l     leg
 	a     transport.Attempt
 	out   outcome
 	start time.Time
@@ -139,37 +139,40 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	}
 	c.cfg.Metrics.AttemptStarted(op.m.Service, op.m.Name)
 
-	// A node that cannot even be connected to within a heartbeat timeout
-	// is as good as one that stopped heartbeating.
-	dctx, cancel := context.WithTimeout(ctx, s.HeartbeatTimeout)
-	conn, err := c.pool.Get(dctx, member.Addr)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return fail(ReasonDeadline, context.Cause(ctx))
+	conn := c.pool.Lookup(member.Addr)
+	if conn == nil {
+		// A node that cannot be connected to within a heartbeat timeout
+		// is as good as one that stopped heartbeating.
+		dctx, cancel := context.WithTimeout(ctx, s.HeartbeatTimeout)
+		var err error
+		conn, err = c.pool.Get(dctx, member.Addr)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return fail(ReasonDeadline, context.Cause(ctx))
+			}
+			c.suspect(member.Name, ReasonDialFailed)
+			return fail(ReasonDialFailed, fmt.Errorf("dial %s (%s): %w", member.Name, member.Addr, err))
 		}
-		c.suspect(member.Name, ReasonDialFailed)
-		return fail(ReasonDialFailed, fmt.Errorf("dial %s (%s): %w", member.Name, member.Addr, err))
 	}
-	p.l = &leg{
-		call: c.nextCall.Add(1),
-		conn: conn,
-		beat: make(chan struct{}, 1),
-		done: make(chan legEvent, 1),
-	}
+	l := &p.l
+	l.call = c.nextCall.Add(1)
+	l.conn = conn
+	l.beat = make(chan struct{}, 1)
+	l.done = make(chan legEvent, 1)
 	c.mu.Lock()
-	c.legs[p.l.call] = p.l
+	c.legs[l.call] = l
 	c.mu.Unlock()
 
-	timeout := s.AttemptTimeout
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
-		timeout = time.Until(dl)
+	timeout := min(s.AttemptTimeout, time.Until(op.deadline))
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
 	}
 	if op.m.Hold {
 		flags |= transport.FlagHold
 	}
 	p.a = transport.Attempt{
-		Call:      p.l.call,
+		Call:      l.call,
 		OpID:      op.id,
 		Number:    uint32(number),
 		Timeout:   timeout,
@@ -183,7 +186,7 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 		Payload:   op.payload,
 	}
 	if err := conn.Send(&p.a); err != nil {
-		c.forget(p.l)
+		c.forget(l)
 		if errors.Is(err, transport.ErrQueueFull) {
 			return fail(ReasonQueueFull, fmt.Errorf("send to %s: %w", member.Name, err))
 		}
@@ -200,46 +203,41 @@ func (c *Client) forget(l *leg) {
 }
 
 // await watches a sent attempt until it is answered, times out, breaks or
-// ctx ends.
+// ctx ends. One timer serves both timeouts: a heartbeat only moves the
+// heartbeat deadline, and the timer re-arms itself when it fires early.
 func (op *operation) await(ctx context.Context, p *sent, detach bool) outcome {
-	c, s, l, a := op.c, op.s, p.l, &p.a
+	c, s, l, a := op.c, op.s, &p.l, &p.a
 	defer c.forget(l)
 	out := p.out
 	member := out.member
 	start := p.start
-	timeout := a.Timeout
 	end := func(r Reason, err error) outcome {
 		out.reason, out.err, out.dur = r, err, time.Since(start)
-		return out
-	}
-	hb := time.NewTimer(s.HeartbeatTimeout)
-	defer hb.Stop()
-	at := time.NewTimer(timeout)
-	defer at.Stop()
-	cancelRemote := func() {
-		if !detach {
-			l.conn.Send(&transport.Cancel{Call: l.call}) // best effort
-		}
-	}
-	defer func() {
 		if l.acked.Load() {
 			out.delivery = Acknowledged
 		}
-		if p := l.latest.Load(); p != nil {
-			op.setProgress(*p)
+		if pr := l.latest.Load(); pr != nil {
+			op.setProgress(*pr)
 		}
-	}()
+		if r != ReasonNone && r != ReasonFailoverError && r != ReasonPanic && !detach {
+			l.conn.Send(&transport.Cancel{Call: l.call}) // best effort
+		}
+		return out
+	}
+	attemptEnd := start.Add(a.Timeout)
+	beatEnd := start.Add(s.HeartbeatTimeout)
+	timer := time.NewTimer(min(s.HeartbeatTimeout, a.Timeout))
+	defer timer.Stop()
 	hops := 0
 	for {
 		select {
 		case <-l.beat:
-			hb.Reset(s.HeartbeatTimeout)
+			beatEnd = time.Now().Add(s.HeartbeatTimeout)
 		case ev := <-l.done:
 			switch {
 			case ev.result != nil:
 				c.alive(member.Name)
 				out.result = ev.result
-				out.delivery = Acknowledged
 				return op.judge(end, ev.result, member.Name)
 			case ev.redirect != nil:
 				// The handler passed the attempt on: watch the new node.
@@ -254,29 +252,37 @@ func (op *operation) await(ctx context.Context, p *sent, detach bool) outcome {
 				c.mu.Lock()
 				l.conn = nc
 				c.mu.Unlock()
-				out.member = Member{Name: ev.redirect.Node, Addr: ev.redirect.Addr, Group: member.Group}
-				member = out.member
+				member = Member{Name: ev.redirect.Node, Addr: ev.redirect.Addr, Group: member.Group}
+				out.member = member
 				if err := nc.Send(a); err != nil {
 					return end(ReasonConnBroken, fmt.Errorf("send to %s: %w", member.Name, err))
 				}
-				hb.Reset(s.HeartbeatTimeout)
+				beatEnd = time.Now().Add(s.HeartbeatTimeout)
 			default:
 				c.suspect(member.Name, ReasonConnBroken)
 				return end(ReasonConnBroken, fmt.Errorf("connection to %s broke: %w", member.Name, ev.err))
 			}
-		case <-hb.C:
-			cancelRemote()
-			c.suspect(member.Name, ReasonHeartbeatTimeout)
-			return end(ReasonHeartbeatTimeout, fmt.Errorf("no heartbeat from %s within %s: %w", member.Name, s.HeartbeatTimeout, context.DeadlineExceeded))
-		case <-at.C:
-			cancelRemote()
-			if ctx.Err() != nil {
-				return end(ReasonDeadline, context.Cause(ctx))
+		case now := <-timer.C:
+			switch {
+			case !now.Before(attemptEnd):
+				if !now.Before(op.deadline) {
+					return end(ReasonDeadline, fmt.Errorf("operation timeout %s passed: %w", s.OperationTimeout, context.DeadlineExceeded))
+				}
+				if ctx.Err() != nil {
+					return end(ReasonDeadline, context.Cause(ctx))
+				}
+				c.suspect(member.Name, ReasonAttemptTimeout)
+				return end(ReasonAttemptTimeout, fmt.Errorf("attempt on %s took longer than %s: %w", member.Name, a.Timeout, context.DeadlineExceeded))
+			case !now.Before(beatEnd):
+				c.suspect(member.Name, ReasonHeartbeatTimeout)
+				return end(ReasonHeartbeatTimeout, fmt.Errorf("no heartbeat from %s within %s: %w", member.Name, s.HeartbeatTimeout, context.DeadlineExceeded))
 			}
-			c.suspect(member.Name, ReasonAttemptTimeout)
-			return end(ReasonAttemptTimeout, fmt.Errorf("attempt on %s took longer than %s: %w", member.Name, timeout, context.DeadlineExceeded))
+			next := attemptEnd
+			if beatEnd.Before(next) {
+				next = beatEnd
+			}
+			timer.Reset(next.Sub(now))
 		case <-ctx.Done():
-			cancelRemote()
 			return end(ReasonDeadline, context.Cause(ctx))
 		}
 	}

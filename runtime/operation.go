@@ -21,9 +21,11 @@ type operation struct {
 	payload  []byte
 	entities []string
 	start    time.Time
+	deadline time.Time // the operation deadline; ctx may end sooner
 
 	entityBuf [2]string
 	groupBuf  [8]int
+	histBuf   [2]historyEntry
 
 	mu       sync.Mutex // guards the fields below: hedge and scatter legs run concurrently
 	history  []historyEntry
@@ -38,9 +40,11 @@ func (op *operation) sequential(ctx context.Context) error {
 	order := op.c.router.GroupOrder(op.entities[0], op.groupBuf[:0])
 	var last outcome
 	for n := 0; n <= op.s.MaxFailovers; n++ {
+		if n > 0 && !time.Now().Before(op.deadline) {
+			break
+		}
 		if n > 0 && paidFailover(last.reason) {
-			op.c.cfg.Metrics.Failover(op.m.Service, op.m.Name, last.reason)
-			if err := op.c.budget.Take(ctx); err != nil {
+			if err := op.takeBudget(ctx, last.reason); err != nil {
 				return op.fail(ReasonBudget, err)
 			}
 		}
@@ -53,6 +57,15 @@ func (op *operation) sequential(ctx context.Context) error {
 		}
 	}
 	return op.fail(last.reason, last.err)
+}
+
+// takeBudget spends a failover token, waiting no longer than the operation
+// deadline.
+func (op *operation) takeBudget(ctx context.Context, why Reason) error {
+	op.c.cfg.Metrics.Failover(op.m.Service, op.m.Name, why)
+	ctx, cancel := context.WithDeadline(ctx, op.deadline)
+	defer cancel()
+	return op.c.budget.Take(ctx)
 }
 
 // paidFailover reports whether a failover after r spends the budget: only
@@ -103,7 +116,7 @@ func (op *operation) pick(group int) (Member, Reason) {
 // The first final answer wins; the others are cancelled.
 func (op *operation) concurrent(ctx context.Context, delay time.Duration) error {
 	order := op.c.router.GroupOrder(op.entities[0], op.groupBuf[:0])
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithDeadline(ctx, op.deadline)
 	defer cancel()
 	results := make(chan outcome, op.s.MaxFailovers+1)
 	hedge := time.NewTimer(delay)
@@ -130,8 +143,7 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 			}
 			if next <= op.s.MaxFailovers && running == 0 {
 				if paidFailover(o.reason) {
-					op.c.cfg.Metrics.Failover(op.m.Service, op.m.Name, o.reason)
-					if err := op.c.budget.Take(ctx); err != nil {
+					if err := op.takeBudget(ctx, o.reason); err != nil {
 						return op.fail(ReasonBudget, err)
 					}
 				}
@@ -156,7 +168,7 @@ func (op *operation) scatter(ctx context.Context) error {
 	if len(members) == 0 {
 		return op.fail(ReasonNoMember, ErrNoRoute)
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithDeadline(ctx, op.deadline)
 	defer cancel()
 	results := make(chan outcome, len(members))
 	// Sends happen under one lock, so every node's connection carries this
@@ -238,6 +250,9 @@ type historyEntry struct {
 func (op *operation) record(o outcome) {
 	op.c.cfg.Metrics.AttemptEnded(op.m.Service, op.m.Name, o.reason, o.dur)
 	op.mu.Lock()
+	if op.history == nil {
+		op.history = op.histBuf[:0]
+	}
 	op.history = append(op.history, historyEntry{
 		AttemptRecord: AttemptRecord{Number: o.number, Node: o.member.Name, Group: o.member.Group, Reason: o.reason, Duration: o.dur, Err: o.err},
 		delivery:      o.delivery,

@@ -37,9 +37,7 @@ type ServerConfig struct {
 // serializes operations per entity, heartbeats every attempt it holds, and
 // remembers results by operation ID. It implements transport.Handler.
 type Server struct {
-	cfg    ServerConfig
-	base   context.Context
-	cancel context.CancelFunc
+	cfg ServerConfig
 
 	mu        sync.Mutex
 	services  map[string]*registered
@@ -85,11 +83,8 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.RememberFor <= 0 {
 		cfg.RememberFor = time.Minute
 	}
-	base, cancel := context.WithCancel(context.Background())
 	return &Server{
 		cfg:      cfg,
-		base:     base,
-		cancel:   cancel,
 		services: make(map[string]*registered),
 		execs:    make(map[[16]byte]*execution),
 		results:  resultCache{max: cfg.RememberResults, ttl: cfg.RememberFor, m: make(map[[16]byte]cachedResult)},
@@ -168,10 +163,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
-		s.cancel()
 		return nil
 	case <-ctx.Done():
-		s.cancel()
+		s.cancelAll()
 		<-done
 		return ctx.Err()
 	}
@@ -196,8 +190,19 @@ func (s *Server) Close() error {
 	for _, c := range conns {
 		c.Close()
 	}
-	s.cancel()
+	s.cancelAll()
 	return nil
+}
+
+// cancelAll cancels the context of every running handler.
+func (s *Server) cancelAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.execs {
+		if e.cancel != nil {
+			e.cancel()
+		}
+	}
 }
 
 // HandleFrame implements transport.Handler.
@@ -282,16 +287,15 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		hold:     a.Flags&transport.FlagHold != 0,
 		scatter:  a.Flags&transport.FlagScatter != 0,
 	}
-	e.info = &AttemptInfo{
+	e.info = AttemptInfo{
 		OpID:     a.OpID,
 		Number:   int(a.Number),
 		Entities: a.Entities,
 		Caller:   c.Peer().Node,
-		Progress: append([]byte(nil), a.Progress...),
 		exec:     e,
 	}
-	if len(a.Progress) == 0 {
-		e.info.Progress = nil
+	if len(a.Progress) > 0 {
+		e.info.Progress = append([]byte(nil), a.Progress...)
 	}
 	for _, p := range a.History {
 		e.info.History = append(e.info.History, PriorAttempt{Node: p.Node, Group: p.Group, Reason: Reason(p.Reason)})
@@ -361,6 +365,9 @@ func (s *Server) InFlight() []OpInfo {
 }
 
 func uniqueEntities(ids []string) []string {
+	if len(ids) < 2 {
+		return ids
+	}
 	out := ids[:0:0]
 	for _, id := range ids {
 		dup := false

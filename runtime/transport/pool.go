@@ -173,6 +173,17 @@ func (p *Pool) drop(addr string, c Conn, h *pooledHandler) {
 	}
 }
 
+// Lookup returns the live connection to addr, or nil, without dialing: the
+// fast path that spares callers a dial context when a connection exists.
+func (p *Pool) Lookup(addr string) Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pp := p.peers[addr]; pp != nil && pp.conn != nil {
+		return pp.conn
+	}
+	return nil
+}
+
 // Conns returns the live connections.
 func (p *Pool) Conns() []Conn {
 	p.mu.Lock()
