@@ -1,0 +1,114 @@
+package bank
+
+import (
+	"context"
+	"errors"
+)
+
+//go:generate go run github.com/ffgen/ffgen/cmd/ffgen
+
+// Accounts is a ledger of bank accounts, replicated on every node: writes
+// are scattered to every node, reads go to one node and fail over.
+//
+//ff:service
+//ff:default fail
+type Accounts interface {
+	// Open creates an account holding req.Initial.
+	//
+	//ff:entity req.AccountID
+	//ff:scatter
+	//ff:fail ErrAccountExists ErrAccountClosed ErrInvalidRequest
+	//ff:failover ErrLedgerBusy
+	Open(ctx context.Context, req OpenRequest) (Balance, error)
+
+	// Deposit adds req.Amount to an open account.
+	//
+	//ff:entity req.AccountID
+	//ff:scatter
+	//ff:fail ErrUnknownAccount ErrAccountClosed ErrInvalidRequest
+	//ff:failover ErrLedgerBusy
+	Deposit(ctx context.Context, req DepositRequest) (Balance, error)
+
+	// Withdraw takes req.Amount out of an open account that holds at
+	// least that much.
+	//
+	//ff:entity req.AccountID
+	//ff:scatter
+	//ff:fail ErrInsufficientFunds ErrUnknownAccount ErrAccountClosed ErrInvalidRequest
+	//ff:failover ErrLedgerBusy
+	Withdraw(ctx context.Context, req WithdrawRequest) (Balance, error)
+
+	// Transfer moves req.Amount from one open account to another and
+	// returns the source account's balance. It is serialized with every
+	// other operation on both accounts.
+	//
+	//ff:entity req.From req.To
+	//ff:scatter
+	//ff:fail ErrInsufficientFunds ErrUnknownAccount ErrAccountClosed ErrInvalidRequest
+	//ff:failover ErrLedgerBusy
+	Transfer(ctx context.Context, req TransferRequest) (Balance, error)
+
+	// Balance returns an account's balance as one node sees it: a write
+	// acknowledged by another node may not have reached it yet.
+	//
+	//ff:entity id
+	//ff:fail ErrUnknownAccount
+	//ff:failover ErrLedgerBusy
+	Balance(ctx context.Context, id string) (Balance, error)
+
+	// Close closes an empty account once no operation on it is running;
+	// later writes to it fail with ErrAccountClosed. Close runs on one
+	// node only (a held operation cannot be scattered), so the other
+	// replicas still see the account open: close an account only when
+	// nothing will write to it again.
+	//
+	//ff:entity id
+	//ff:hold
+	//ff:fail ErrUnknownAccount ErrAccountClosed ErrBalanceNotZero
+	//ff:failover ErrLedgerBusy
+	Close(ctx context.Context, id string) error
+}
+
+// OpenRequest opens an account.
+type OpenRequest struct {
+	AccountID string
+	Initial   int64 // in cents, zero or more
+}
+
+// DepositRequest adds money to an account.
+type DepositRequest struct {
+	AccountID string
+	Amount    int64 // in cents, positive
+}
+
+// WithdrawRequest takes money out of an account.
+type WithdrawRequest struct {
+	AccountID string
+	Amount    int64 // in cents, positive
+}
+
+// TransferRequest moves money between two different accounts.
+type TransferRequest struct {
+	From, To string
+	Amount   int64 // in cents, positive
+}
+
+// Balance is an account's balance after an operation.
+type Balance struct {
+	AccountID string
+	Amount    int64 // in cents
+}
+
+// Errors of the Accounts service. All but ErrLedgerBusy are final: the
+// caller gets them back as themselves (errors.Is works across the wire).
+var (
+	ErrInsufficientFunds = errors.New("bank: insufficient funds")
+	ErrUnknownAccount    = errors.New("bank: unknown account")
+	ErrAccountClosed     = errors.New("bank: account closed")
+	ErrAccountExists     = errors.New("bank: account already exists")
+	ErrBalanceNotZero    = errors.New("bank: balance is not zero")
+	ErrInvalidRequest    = errors.New("bank: invalid request")
+	// ErrLedgerBusy means this node cannot serve now (it is draining);
+	// the client fails over to another group.
+	ErrLedgerBusy = errors.New("bank: ledger busy")
+)

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/ffgen/ffgen/examples/bank"
+	"github.com/ffgen/ffgen/runtime"
+)
+
+// opKind is what a caller does next.
+type opKind int
+
+const (
+	opBalance opKind = iota
+	opDeposit
+	opWithdraw
+	opTransfer
+	numKinds
+)
+
+var kindNames = [numKinds]string{"Balance", "Deposit", "Withdraw", "Transfer"}
+
+// declared are the service's errors, by name, for the summary.
+var declared = []struct {
+	name string
+	err  error
+}{
+	{"ErrInsufficientFunds", bank.ErrInsufficientFunds},
+	{"ErrUnknownAccount", bank.ErrUnknownAccount},
+	{"ErrAccountClosed", bank.ErrAccountClosed},
+	{"ErrAccountExists", bank.ErrAccountExists},
+	{"ErrBalanceNotZero", bank.ErrBalanceNotZero},
+	{"ErrInvalidRequest", bank.ErrInvalidRequest},
+	{"ErrLedgerBusy", bank.ErrLedgerBusy},
+}
+
+// errorKind names an error for the summary: a declared error's name, or
+// the reason a *runtime.Error ended the operation.
+func errorKind(err error) (kind string, timeout bool) {
+	for _, d := range declared {
+		if errors.Is(err, d.err) {
+			return d.name, false
+		}
+	}
+	var re *runtime.Error
+	if errors.As(err, &re) {
+		return re.Reason.String(), errors.Is(err, context.DeadlineExceeded)
+	}
+	return "other", false
+}
+
+// live are the counters the progress line reads while callers run.
+type live struct {
+	ops, errs, timeouts, failovers atomic.Uint64
+	maxNs                          atomic.Int64 // the slowest operation since the last progress line
+}
+
+func (l *live) observe(d time.Duration) {
+	for {
+		cur := l.maxNs.Load()
+		if int64(d) <= cur || l.maxNs.CompareAndSwap(cur, int64(d)) {
+			return
+		}
+	}
+}
+
+// tally is one caller's record, merged into the summary at the end.
+type tally struct {
+	ops, ok        uint64
+	latencies      []time.Duration // every operation
+	byKind         [numKinds]uint64
+	errors         map[string]uint64
+	timeouts       uint64
+	uncertain      uint64
+	failovers      map[string]uint64 // by reason
+	failoverLat    []time.Duration   // reads that failed over
+	failoverLatBy  map[string][]time.Duration
+	overdue        uint64 // operations that outlived the deadline plus margin
+	maxLatencyKind opKind
+	maxLatency     time.Duration
+}
+
+func newTally() *tally {
+	return &tally{errors: map[string]uint64{}, failovers: map[string]uint64{}, failoverLatBy: map[string][]time.Duration{}}
+}
+
+// caller runs operations until stop says so.
+type caller struct {
+	accounts []string
+	writes   *bank.AccountsClient // shared: one order of writes to every node
+	reads    *bank.AccountsClient // its own, with probe attached
+	probe    *probe
+	model    *ledgerModel
+	live     *live
+	t        *tally
+	rng      *rand.Rand
+	maxWait  time.Duration // operation timeout plus margin
+	readPct  int
+}
+
+func (c *caller) run(next func() bool) {
+	for next() {
+		c.one()
+	}
+}
+
+func (c *caller) amount() int64 { return 1 + c.rng.Int64N(500) }
+
+func (c *caller) account() string { return c.accounts[c.rng.IntN(len(c.accounts))] }
+
+func (c *caller) pick() opKind {
+	if c.rng.IntN(100) < c.readPct {
+		return opBalance
+	}
+	return opKind(1 + c.rng.IntN(int(numKinds)-1))
+}
+
+// one runs one operation and records its outcome. Its context is never
+// cancelled, so that stopping the load never turns an operation into an
+// uncertain one; the runtime bounds each by its deadline.
+func (c *caller) one() {
+	ctx := context.Background()
+	kind := c.pick()
+	a := c.account()
+	amt := c.amount()
+	start := time.Now()
+	var err error
+	switch kind {
+	case opBalance:
+		_, err = c.reads.Balance(ctx, a)
+	case opDeposit:
+		_, err = c.writes.Deposit(ctx, bank.DepositRequest{AccountID: a, Amount: amt})
+		c.model.record(classify(err), delta{a, amt})
+	case opWithdraw:
+		_, err = c.writes.Withdraw(ctx, bank.WithdrawRequest{AccountID: a, Amount: amt})
+		c.model.record(classify(err), delta{a, -amt})
+	case opTransfer:
+		to := c.account()
+		for to == a {
+			to = c.account()
+		}
+		_, err = c.writes.Transfer(ctx, bank.TransferRequest{From: a, To: to, Amount: amt})
+		c.model.record(classify(err), delta{a, -amt}, delta{to, amt})
+	}
+	d := time.Since(start)
+	t := c.t
+	t.ops++
+	t.byKind[kind]++
+	t.latencies = append(t.latencies, d)
+	if d > c.maxWait {
+		t.overdue++
+	}
+	c.live.ops.Add(1)
+	c.live.observe(d)
+	if kind != opBalance && classify(err) == unknown {
+		t.uncertain++
+	}
+	if err == nil {
+		t.ok++
+	} else {
+		k, timeout := errorKind(err)
+		t.errors[kindNames[kind]+": "+k]++
+		c.live.errs.Add(1)
+		if timeout {
+			t.timeouts++
+			c.live.timeouts.Add(1)
+		}
+	}
+	if kind == opBalance {
+		if fo := c.probe.take(); len(fo) > 0 {
+			for _, r := range fo {
+				t.failovers[r.String()]++
+			}
+			c.live.failovers.Add(uint64(len(fo)))
+			t.failoverLat = append(t.failoverLat, d)
+			first := fo[0].String()
+			t.failoverLatBy[first] = append(t.failoverLatBy[first], d)
+		}
+	}
+}

@@ -1,0 +1,349 @@
+// Command bankload drives a bank cluster with concurrent callers, prints a
+// progress line every second and a summary at the end, and audits every
+// node: each balance must equal what the acknowledged operations imply.
+// It exits 1 when the audit fails or a caller waited past the operation
+// deadline, 2 when it cannot start.
+//
+// It joins the cluster's gossip as a member that serves nothing, so its
+// routing follows the same membership as the nodes. Writes share one
+// client, so that every node receives them in the same order; each caller
+// reads through a client of its own, so a failover is attributed to the
+// read that paid for it.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	mrand "math/rand/v2"
+	"net"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/ffgen/ffgen/examples/bank"
+	"github.com/ffgen/ffgen/examples/bank/internal/cli"
+	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/cluster"
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+const usage = `Runs load against a bank cluster and audits every node's balances.
+`
+
+// deadlineMargin is how far past the operation timeout a caller may wait
+// before the run counts it as overdue: scheduling on a busy machine.
+const deadlineMargin = time.Second
+
+type config struct {
+	name, groups, seeds, mgmt, gossip, preset, key, logLevel, jsonPath string
+	accounts, callers, ops, readPct, rate                              int
+	initial                                                            int
+	duration, progress, auditTimeout, joinTimeout                      time.Duration
+}
+
+func main() {
+	f := cli.NewFlags("bankload", usage)
+	var (
+		name     = f.String("name", "", "bankload-"+strconv.Itoa(os.Getpid()), "gossip member name of this load generator")
+		groups   = f.String("groups", runtime.EnvGroups, "", "every failure group, comma-separated, as the nodes list them (required)")
+		seeds    = f.String("seeds", "FFGEN_SEEDS", "", "gossip addresses of cluster nodes, comma-separated (required)")
+		mgmt     = f.String("mgmt", "FFGEN_MANAGEMENT_ADDRS", "", "management addresses of the nodes to audit, comma-separated (required)")
+		gossip   = f.String("gossip", "", "127.0.0.1:0", "memberlist bind address of this load generator")
+		preset   = f.String("gossip-preset", "FFGEN_GOSSIP_PRESET", "lan", "memberlist timing, as the nodes use: lan or local")
+		key      = f.String("gossip-key", "FFGEN_GOSSIP_KEY", "", "gossip encryption key, base64, as the nodes use")
+		logLevel = f.String("log-level", "FFGEN_LOG_LEVEL", "warn", "runtime log level: debug, info, warn or error")
+		jsonPath = f.String("json", "", "", "also write the summary as JSON to this file")
+		accounts = f.Int("accounts", "", 100, "accounts to open and use")
+		callers  = f.Int("callers", "", 16, "concurrent callers")
+		ops      = f.Int("ops", "", 0, "stop after this many operations (0: run for -duration)")
+		readPct  = f.Int("reads", "", 40, "percentage of operations that are Balance reads")
+		rate     = f.Int("rate", "", 0, "operations per second, all callers together (0: as fast as they go)")
+		initial  = f.Int("initial", "", 5000, "opening balance of each account, in cents")
+		duration = f.Duration("duration", "", 20*time.Second, "how long to run when -ops is 0")
+		progress = f.Duration("progress", "", time.Second, "interval between progress lines (0: none)")
+		auditTO  = f.Duration("audit-timeout", "", 15*time.Second, "how long the audit waits for nodes to converge")
+		joinTO   = f.Duration("join-timeout", "", 15*time.Second, "how long to wait for a member of every group")
+	)
+	f.Parse(os.Args[1:])
+	c := config{
+		name: *name, groups: *groups, seeds: *seeds, mgmt: *mgmt, gossip: *gossip, preset: *preset,
+		key: *key, logLevel: *logLevel, jsonPath: *jsonPath,
+		accounts: *accounts, callers: *callers, ops: *ops, readPct: *readPct, rate: *rate, initial: *initial,
+		duration: *duration, progress: *progress, auditTimeout: *auditTO, joinTimeout: *joinTO,
+	}
+	log, err := cli.Logger(c.logLevel)
+	if err == nil {
+		err = errors.Join(f.Errs...)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bankload:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(run(ctx, c, log))
+}
+
+// run returns the exit code.
+func run(ctx context.Context, c config, log *slog.Logger) int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "bankload:", err)
+		return 2
+	}
+	if c.seeds == "" || c.mgmt == "" {
+		return fail(errors.New("-seeds and -mgmt are required"))
+	}
+	if c.accounts < 2 || c.callers < 1 || c.readPct < 0 || c.readPct > 100 || c.initial < 0 || c.rate < 0 {
+		return fail(errors.New("want -accounts >= 2, -callers >= 1, 0 <= -reads <= 100, -initial >= 0, -rate >= 0"))
+	}
+	settings, err := runtime.SettingsFromEnv(runtime.DefaultSettings())
+	if err != nil {
+		return fail(err)
+	}
+	if c.groups != "" {
+		settings.Groups = cli.List(c.groups)
+	}
+	if err := settings.Validate(); err != nil {
+		return fail(err)
+	}
+
+	cl, err := joinCluster(ctx, c, settings.Groups)
+	if err != nil {
+		return fail(err)
+	}
+	defer cl.Shutdown()
+
+	rtLog := slog.New(newOnceHandler(log.Handler()))
+	tcp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: c.name, Group: "bankload", Logger: rtLog}})
+	if err != nil {
+		return fail(err)
+	}
+	newClient := func(m runtime.Metrics) (*runtime.Client, error) {
+		return runtime.NewClient(runtime.ClientConfig{Transport: tcp, Membership: cl, Settings: settings, Metrics: m, Logger: rtLog})
+	}
+	writeProbe := newProbe()
+	wc, err := newClient(writeProbe)
+	if err != nil {
+		return fail(err)
+	}
+	defer wc.Close()
+	writes := bank.NewAccountsClient(wc)
+
+	run := runID()
+	ids := make([]string, c.accounts)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%05d", run, i)
+	}
+	if err := openAll(ctx, writes, ids, int64(c.initial), c.callers); err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(os.Stderr, "bankload: run %s: %d accounts open, %d callers, groups %v\n", run, len(ids), c.callers, settings.Groups)
+
+	model := newModel(ids, int64(c.initial))
+	lv := &live{}
+	callers := make([]*caller, c.callers)
+	for i := range callers {
+		p := newProbe()
+		rc, err := newClient(p)
+		if err != nil {
+			return fail(err)
+		}
+		defer rc.Close()
+		callers[i] = &caller{
+			accounts: ids, writes: writes, reads: bank.NewAccountsClient(rc), probe: p,
+			model: model, live: lv, t: newTally(), rng: mrand.New(mrand.NewPCG(uint64(i), mrand.Uint64())),
+			maxWait: settings.OperationTimeout + deadlineMargin, readPct: c.readPct,
+		}
+	}
+
+	loadCtx := ctx
+	if c.ops == 0 {
+		var cancel context.CancelFunc
+		loadCtx, cancel = context.WithTimeout(ctx, c.duration)
+		defer cancel()
+	}
+	start := time.Now()
+	next := pacer(loadCtx, start, c.ops, c.rate)
+	stopProgress := startProgress(c.progress, lv, start)
+	var wg sync.WaitGroup
+	for _, cr := range callers {
+		wg.Go(func() { cr.run(next) })
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	stopProgress()
+
+	tallies := make([]*tally, len(callers))
+	for i, cr := range callers {
+		tallies[i] = cr.t
+	}
+	sum := summarize(run, elapsed, tallies, settings)
+	for r, n := range writeProbe.ends() {
+		if r != runtime.ReasonNone {
+			sum.ScatterLegs[r.String()] += n
+		}
+	}
+	sum.MissedWrites = slices.Sorted(maps.Keys(wc.MissedWrites()))
+	fmt.Fprintf(os.Stderr, "bankload: load done; auditing %s\n", c.mgmt)
+	sum.Nodes, sum.AuditPassed = audit(context.WithoutCancel(ctx), model, cli.List(c.mgmt), run+"-", c.auditTimeout)
+	printSummary(os.Stdout, sum)
+	if c.jsonPath != "" {
+		if err := writeJSON(c.jsonPath, sum); err != nil {
+			return fail(err)
+		}
+	}
+	if !sum.AuditPassed || sum.Overdue > 0 {
+		return 1
+	}
+	return 0
+}
+
+// pacer returns the callers' gate: it admits operations until ops have
+// started (ops > 0) or ctx ends, at most rate per second (rate > 0).
+func pacer(ctx context.Context, start time.Time, ops, rate int) func() bool {
+	var started atomic.Int64
+	return func() bool {
+		n := started.Add(1)
+		if ops > 0 && n > int64(ops) {
+			return false
+		}
+		if rate > 0 {
+			due := start.Add(time.Duration(float64(n-1) / float64(rate) * float64(time.Second)))
+			if wait := time.Until(due); wait > 0 {
+				t := time.NewTimer(wait)
+				defer t.Stop()
+				select {
+				case <-ctx.Done():
+				case <-t.C:
+				}
+			}
+		}
+		return ctx.Err() == nil
+	}
+}
+
+// joinCluster joins the gossip as a member with no services and waits until
+// every group has a member serving the bank.
+func joinCluster(ctx context.Context, c config, groups []string) (*cluster.Cluster, error) {
+	cfg, err := cli.ClusterConfig(c.preset)
+	if err != nil {
+		return nil, err
+	}
+	host, port, err := net.SplitHostPort(c.gossip)
+	if err != nil {
+		return nil, fmt.Errorf("-gossip %q: %w", c.gossip, err)
+	}
+	if cfg.BindPort, err = strconv.Atoi(port); err != nil {
+		return nil, fmt.Errorf("-gossip %q: bad port", c.gossip)
+	}
+	cfg.BindAddr = host
+	cfg.Name, cfg.Group = c.name, "bankload" // no configured group: never routed to
+	cfg.Seeds = cli.List(c.seeds)
+	if c.key != "" {
+		if cfg.SecretKey, err = base64.StdEncoding.DecodeString(c.key); err != nil {
+			return nil, fmt.Errorf("-gossip-key: not base64: %w", err)
+		}
+	}
+	cl, err := cluster.Start(cfg)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.After(c.joinTimeout)
+	for {
+		missing := missingGroups(cl.Members(), groups)
+		if len(missing) == 0 {
+			return cl, nil
+		}
+		select {
+		case <-ctx.Done():
+			cl.Shutdown()
+			return nil, ctx.Err()
+		case <-deadline:
+			err := fmt.Errorf("after %v: no member serving %s in group(s) %v (join error: %v)", c.joinTimeout, bank.AccountsDesc.Name, missing, cl.JoinErr())
+			cl.Shutdown()
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func missingGroups(members []runtime.Member, groups []string) []string {
+	var missing []string
+	for _, g := range groups {
+		if !slices.ContainsFunc(members, func(m runtime.Member) bool { return m.Group == g && m.Serves(bank.AccountsDesc.Name) }) {
+			missing = append(missing, g)
+		}
+	}
+	return missing
+}
+
+// openAll opens the accounts with n callers. Load has not started, so
+// every Open must succeed.
+func openAll(ctx context.Context, a *bank.AccountsClient, ids []string, initial int64, n int) error {
+	work := make(chan string)
+	errs := make(chan error, len(ids))
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for id := range work {
+				if _, err := a.Open(ctx, bank.OpenRequest{AccountID: id, Initial: initial}); err != nil {
+					errs <- fmt.Errorf("open %s: %w", id, err)
+				}
+			}
+		})
+	}
+	for _, id := range ids {
+		work <- id
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	return <-errs // nil when closed and empty
+}
+
+// runID names this run; account IDs start with it, so runs never collide.
+func runID() string {
+	var b [3]byte
+	rand.Read(b[:])
+	return "r" + hex.EncodeToString(b[:])
+}
+
+// startProgress prints a line every interval until the returned stop.
+func startProgress(every time.Duration, lv *live, start time.Time) (stop func()) {
+	if every <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		var lastOps uint64
+		last := start
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				ops := lv.ops.Load()
+				rate := float64(ops-lastOps) / now.Sub(last).Seconds()
+				lastOps, last = ops, now
+				fmt.Fprintf(os.Stderr, "%5.0fs  ops %8d  %7.0f/s  errors %5d  timeouts %3d  failovers %4d  slowest %6.1fms\n",
+					now.Sub(start).Seconds(), ops, rate, lv.errs.Load(), lv.timeouts.Load(), lv.failovers.Load(),
+					ms(time.Duration(lv.maxNs.Swap(0))))
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime"
+)
+
+// probe is a runtime.Metrics for one client. A client whose operations run
+// one at a time, as each caller's read client does, reports every event of
+// an operation before Invoke returns, so take() attributes the failovers
+// to the operation that paid for them.
+type probe struct {
+	mu          sync.Mutex
+	failovers   []runtime.Reason // of the current operation
+	attemptEnds map[runtime.Reason]uint64
+}
+
+func newProbe() *probe { return &probe{attemptEnds: make(map[runtime.Reason]uint64)} }
+
+var _ runtime.Metrics = (*probe)(nil)
+
+func (p *probe) AttemptStarted(string, string) {}
+
+func (p *probe) AttemptEnded(_, _ string, r runtime.Reason, _ time.Duration) {
+	p.mu.Lock()
+	p.attemptEnds[r]++
+	p.mu.Unlock()
+}
+
+func (p *probe) Failover(_, _ string, r runtime.Reason) {
+	p.mu.Lock()
+	p.failovers = append(p.failovers, r)
+	p.mu.Unlock()
+}
+
+func (p *probe) OperationEnded(string, string, bool, time.Duration) {}
+func (p *probe) ServerAttempt(string, string, int)                  {}
+
+// take returns the failovers since the last call and forgets them.
+func (p *probe) take() []runtime.Reason {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.failovers
+	p.failovers = nil
+	return f
+}
+
+// ends returns how attempts ended, by reason.
+func (p *probe) ends() map[runtime.Reason]uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[runtime.Reason]uint64, len(p.attemptEnds))
+	for r, n := range p.attemptEnds {
+		out[r] = n
+	}
+	return out
+}
+
+// onceHandler passes each distinct message about each node once: a dead
+// node would otherwise log a line for every write it misses.
+type onceHandler struct {
+	slog.Handler
+	mu   *sync.Mutex
+	seen map[string]bool
+}
+
+func newOnceHandler(h slog.Handler) *onceHandler {
+	return &onceHandler{Handler: h, mu: new(sync.Mutex), seen: make(map[string]bool)}
+}
+
+func (h *onceHandler) Handle(ctx context.Context, r slog.Record) error {
+	key := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "node" || a.Key == "reason" {
+			key += "\x00" + a.Value.String()
+		}
+		return true
+	})
+	h.mu.Lock()
+	dup := h.seen[key]
+	h.seen[key] = true
+	h.mu.Unlock()
+	if dup {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *onceHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &onceHandler{Handler: h.Handler.WithAttrs(as), mu: h.mu, seen: h.seen}
+}
+
+func (h *onceHandler) WithGroup(name string) slog.Handler {
+	return &onceHandler{Handler: h.Handler.WithGroup(name), mu: h.mu, seen: h.seen}
+}

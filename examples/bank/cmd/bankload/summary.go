@@ -1,0 +1,141 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ffgen/ffgen/examples/bank/internal/cli"
+	"github.com/ffgen/ffgen/runtime"
+)
+
+func latency(ds []time.Duration) cli.Latency {
+	if len(ds) == 0 {
+		return cli.Latency{}
+	}
+	slices.Sort(ds)
+	at := func(q float64) float64 { return ms(ds[int(q*float64(len(ds)-1))]) }
+	return cli.Latency{Count: len(ds), P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: ms(ds[len(ds)-1])}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func fmtLatency(l cli.Latency) string {
+	if l.Count == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("p50 %.1fms  p90 %.1fms  p99 %.1fms  max %.1fms  (%d)", l.P50, l.P90, l.P99, l.Max, l.Count)
+}
+
+func summarize(run string, elapsed time.Duration, ts []*tally, s runtime.Settings) *cli.Summary {
+	sum := &cli.Summary{
+		Run: run, Duration: elapsed.Seconds(),
+		ByMethod: map[string]uint64{}, Errors: map[string]uint64{}, Failovers: map[string]uint64{},
+		ScatterLegs: map[string]uint64{}, FailoverByReason: map[string]cli.Latency{},
+		OperationTimeout: ms(s.OperationTimeout), HeartbeatTimeout: ms(s.HeartbeatTimeout),
+	}
+	var lat, folat []time.Duration
+	byReason := map[string][]time.Duration{}
+	for _, t := range ts {
+		sum.Operations += t.ops
+		sum.Successes += t.ok
+		sum.Timeouts += t.timeouts
+		sum.Uncertain += t.uncertain
+		sum.Overdue += t.overdue
+		for k, n := range t.byKind {
+			if n > 0 {
+				sum.ByMethod[kindNames[k]] += n
+			}
+		}
+		for k, n := range t.errors {
+			sum.Errors[k] += n
+		}
+		for k, n := range t.failovers {
+			sum.Failovers[k] += n
+		}
+		lat = append(lat, t.latencies...)
+		folat = append(folat, t.failoverLat...)
+		for r, ds := range t.failoverLatBy {
+			byReason[r] = append(byReason[r], ds...)
+		}
+	}
+	if elapsed > 0 {
+		sum.OpsPerSecond = float64(sum.Operations) / elapsed.Seconds()
+	}
+	sum.Latency = latency(lat)
+	sum.FailoverLatency = latency(folat)
+	for r, ds := range byReason {
+		sum.FailoverByReason[r] = latency(ds)
+	}
+	return sum
+}
+
+func printSummary(w io.Writer, s *cli.Summary) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("")
+	p("== bankload run %s ==", s.Run)
+	p("operations      %d in %.1fs (%.0f ops/s), %d ok", s.Operations, s.Duration, s.OpsPerSecond, s.Successes)
+	p("by method       %s", counts(s.ByMethod))
+	p("errors          %s", counts(s.Errors))
+	p("timeouts        %d", s.Timeouts)
+	p("uncertain       %d writes of unknown outcome (the audit accepts either outcome for them)", s.Uncertain)
+	p("failovers       %s", counts(s.Failovers))
+	p("scatter copies  ended unanswered: %s", counts(s.ScatterLegs))
+	if len(s.MissedWrites) > 0 {
+		p("missed writes   %s (these nodes are behind; not audited if gone)", strings.Join(s.MissedWrites, ", "))
+	}
+	p("latency         %s", fmtLatency(s.Latency))
+	p("failed over     %s", fmtLatency(s.FailoverLatency))
+	for _, r := range slices.Sorted(maps.Keys(s.FailoverByReason)) {
+		p("  after %-17s %s", r, fmtLatency(s.FailoverByReason[r]))
+	}
+	if l, ok := s.FailoverByReason[runtime.ReasonHeartbeatTimeout.String()]; ok {
+		verdict := "within"
+		if l.P99 > s.HeartbeatTimeout+100 {
+			verdict = "over"
+		}
+		p("failover p99 after a freeze: %.1fms, %s the target of heartbeat timeout + 100ms (%.0fms); longest %.1fms",
+			l.P99, verdict, s.HeartbeatTimeout+100, l.Max)
+	}
+	p("overdue         %d operations waited past the operation timeout (%.0fms) plus margin", s.Overdue, s.OperationTimeout)
+	p("audit:")
+	for _, n := range s.Nodes {
+		switch {
+		case !n.Reachable:
+			p("  %-22s unreachable, not audited: %s", n.Addr, n.Error)
+		case n.Passed:
+			p("  %-22s %s (group %s): %d accounts match; %d writes applied, %d repeats answered from memory", n.Addr, n.Node, n.Group, n.Accounts, n.Applied, n.Replayed)
+		default:
+			p("  %-22s %s (group %s): MISMATCH %s", n.Addr, n.Node, n.Group, strings.Join(n.Mismatches, "; "))
+		}
+	}
+	if s.AuditPassed {
+		p("AUDIT PASSED: no acknowledged write lost or applied twice on any audited node")
+	} else {
+		p("AUDIT FAILED")
+	}
+}
+
+func counts(m map[string]uint64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func writeJSON(path string, s *cli.Summary) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

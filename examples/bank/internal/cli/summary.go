@@ -1,0 +1,50 @@
+package cli
+
+// The summary bankload prints, and writes as JSON with -json.
+
+// Latency is a latency distribution, in milliseconds for the JSON form.
+type Latency struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+	Max   float64 `json:"max_ms"`
+}
+
+// Summary is the outcome of a run; -json writes it.
+type Summary struct {
+	Run              string             `json:"run"`
+	Duration         float64            `json:"duration_s"`
+	Operations       uint64             `json:"operations"`
+	OpsPerSecond     float64            `json:"ops_per_second"`
+	Successes        uint64             `json:"successes"`
+	ByMethod         map[string]uint64  `json:"by_method"`
+	Errors           map[string]uint64  `json:"errors"` // "Method: kind"
+	Timeouts         uint64             `json:"timeouts"`
+	Uncertain        uint64             `json:"uncertain_writes"`
+	Failovers        map[string]uint64  `json:"failovers"`          // reads, by reason
+	ScatterLegs      map[string]uint64  `json:"scatter_legs_ended"` // write copies that ended unanswered, by reason
+	MissedWrites     []string           `json:"missed_writes"`      // nodes a write could not be queued to
+	Latency          Latency            `json:"latency"`
+	FailoverLatency  Latency            `json:"failover_latency"` // reads that failed over
+	FailoverByReason map[string]Latency `json:"failover_latency_by_reason"`
+	OperationTimeout float64            `json:"operation_timeout_ms"`
+	HeartbeatTimeout float64            `json:"heartbeat_timeout_ms"`
+	Overdue          uint64             `json:"overdue"` // waited past the operation timeout plus margin
+	Nodes            []NodeAudit        `json:"nodes"`
+	AuditPassed      bool               `json:"audit_passed"`
+}
+
+// NodeAudit is the audit of one node.
+type NodeAudit struct {
+	Addr       string   `json:"addr"`
+	Node       string   `json:"node,omitempty"`
+	Group      string   `json:"group,omitempty"`
+	Reachable  bool     `json:"reachable"`
+	Error      string   `json:"error,omitempty"`
+	Applied    uint64   `json:"applied"`
+	Replayed   uint64   `json:"replayed"`
+	Accounts   int      `json:"accounts"`
+	Mismatches []string `json:"mismatches,omitempty"` // the first few
+	Passed     bool     `json:"passed"`
+}

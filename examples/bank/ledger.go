@@ -1,0 +1,271 @@
+package bank
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ffgen/ffgen/runtime"
+)
+
+// DefaultRemember is how many operation IDs a Ledger remembers by default.
+const DefaultRemember = 1 << 17
+
+// Ledger is an in-memory Accounts for one node. The server runs one
+// operation per account at a time, in arrival order; the ledger adds
+// idempotency: a write it has executed under an operation ID is answered
+// from memory when the same operation arrives again (a failover back to
+// this node, a late duplicate), so no write is ever applied twice. The
+// server remembers results too, for a while; the ledger's memory is bounded
+// by count only and outlives the server's. It is safe for concurrent use.
+type Ledger struct {
+	busy atomic.Bool
+	opID func(context.Context) ([16]byte, bool) // the idempotency key of a call
+
+	mu       sync.Mutex
+	accounts map[string]*account
+	seen     map[[16]byte]outcome
+	ring     [][16]byte // remembered IDs, oldest at next once full
+	next     int
+	applied  uint64
+	rejected uint64
+	replayed uint64
+}
+
+type account struct {
+	balance int64
+	closed  bool
+}
+
+// outcome is a remembered answer to a write.
+type outcome struct {
+	bal Balance
+	err error
+}
+
+var _ Accounts = (*Ledger)(nil)
+
+// NewLedger returns an empty ledger that remembers the outcomes of the
+// last remember writes (DefaultRemember if remember <= 0).
+func NewLedger(remember int) *Ledger {
+	if remember <= 0 {
+		remember = DefaultRemember
+	}
+	return &Ledger{
+		opID:     attemptOpID,
+		accounts: make(map[string]*account),
+		seen:     make(map[[16]byte]outcome, remember),
+		ring:     make([][16]byte, 0, remember),
+	}
+}
+
+// SetBusy makes every call fail with ErrLedgerBusy while busy is true, so
+// that clients fail over to another group: for a node that is draining or
+// knows its state is behind the others'.
+func (l *Ledger) SetBusy(busy bool) { l.busy.Store(busy) }
+
+// attemptOpID returns the ID of the operation whose handler runs with ctx.
+func attemptOpID(ctx context.Context) ([16]byte, bool) {
+	if a := runtime.AttemptFrom(ctx); a != nil {
+		return a.OpID, true
+	}
+	return [16]byte{}, false
+}
+
+// write runs apply under the ledger's lock, exactly once per operation ID.
+// Calls outside a handler (no operation ID) are never deduplicated.
+func (l *Ledger) write(ctx context.Context, apply func() (Balance, error)) (Balance, error) {
+	if l.busy.Load() {
+		return Balance{}, ErrLedgerBusy
+	}
+	id, keyed := l.opID(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if keyed {
+		if o, ok := l.seen[id]; ok {
+			l.replayed++
+			return o.bal, o.err
+		}
+	}
+	bal, err := apply()
+	if err != nil {
+		l.rejected++
+	} else {
+		l.applied++
+	}
+	if keyed {
+		l.remember(id, outcome{bal, err})
+	}
+	return bal, err
+}
+
+// remember records an outcome, forgetting the oldest once full. Called
+// with mu held.
+func (l *Ledger) remember(id [16]byte, o outcome) {
+	if len(l.ring) < cap(l.ring) {
+		l.ring = append(l.ring, id)
+	} else {
+		delete(l.seen, l.ring[l.next])
+		l.ring[l.next] = id
+		l.next = (l.next + 1) % len(l.ring)
+	}
+	l.seen[id] = o
+}
+
+// open returns the open account id, or the error saying why not. Called
+// with mu held.
+func (l *Ledger) open(id string) (*account, error) {
+	acc := l.accounts[id]
+	switch {
+	case acc == nil:
+		return nil, ErrUnknownAccount
+	case acc.closed:
+		return nil, ErrAccountClosed
+	}
+	return acc, nil
+}
+
+// Open implements Accounts.
+func (l *Ledger) Open(ctx context.Context, req OpenRequest) (Balance, error) {
+	return l.write(ctx, func() (Balance, error) {
+		if req.AccountID == "" || req.Initial < 0 {
+			return Balance{}, ErrInvalidRequest
+		}
+		if acc := l.accounts[req.AccountID]; acc != nil {
+			if acc.closed {
+				return Balance{}, ErrAccountClosed
+			}
+			return Balance{}, ErrAccountExists
+		}
+		l.accounts[req.AccountID] = &account{balance: req.Initial}
+		return Balance{AccountID: req.AccountID, Amount: req.Initial}, nil
+	})
+}
+
+// Deposit implements Accounts.
+func (l *Ledger) Deposit(ctx context.Context, req DepositRequest) (Balance, error) {
+	return l.write(ctx, func() (Balance, error) {
+		if req.Amount <= 0 {
+			return Balance{}, ErrInvalidRequest
+		}
+		acc, err := l.open(req.AccountID)
+		if err != nil {
+			return Balance{}, err
+		}
+		if acc.balance > math.MaxInt64-req.Amount {
+			return Balance{}, ErrInvalidRequest
+		}
+		acc.balance += req.Amount
+		return Balance{AccountID: req.AccountID, Amount: acc.balance}, nil
+	})
+}
+
+// Withdraw implements Accounts.
+func (l *Ledger) Withdraw(ctx context.Context, req WithdrawRequest) (Balance, error) {
+	return l.write(ctx, func() (Balance, error) {
+		if req.Amount <= 0 {
+			return Balance{}, ErrInvalidRequest
+		}
+		acc, err := l.open(req.AccountID)
+		if err != nil {
+			return Balance{}, err
+		}
+		if acc.balance < req.Amount {
+			return Balance{}, ErrInsufficientFunds
+		}
+		acc.balance -= req.Amount
+		return Balance{AccountID: req.AccountID, Amount: acc.balance}, nil
+	})
+}
+
+// Transfer implements Accounts.
+func (l *Ledger) Transfer(ctx context.Context, req TransferRequest) (Balance, error) {
+	return l.write(ctx, func() (Balance, error) {
+		if req.Amount <= 0 || req.From == req.To {
+			return Balance{}, ErrInvalidRequest
+		}
+		from, err := l.open(req.From)
+		if err != nil {
+			return Balance{}, err
+		}
+		to, err := l.open(req.To)
+		if err != nil {
+			return Balance{}, err
+		}
+		if from.balance < req.Amount {
+			return Balance{}, ErrInsufficientFunds
+		}
+		if to.balance > math.MaxInt64-req.Amount {
+			return Balance{}, ErrInvalidRequest
+		}
+		from.balance -= req.Amount
+		to.balance += req.Amount
+		return Balance{AccountID: req.From, Amount: from.balance}, nil
+	})
+}
+
+// Balance implements Accounts. A closed account reports its last balance.
+func (l *Ledger) Balance(ctx context.Context, id string) (Balance, error) {
+	if l.busy.Load() {
+		return Balance{}, ErrLedgerBusy
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	acc := l.accounts[id]
+	if acc == nil {
+		return Balance{}, ErrUnknownAccount
+	}
+	return Balance{AccountID: id, Amount: acc.balance}, nil
+}
+
+// Close implements Accounts.
+func (l *Ledger) Close(ctx context.Context, id string) error {
+	_, err := l.write(ctx, func() (Balance, error) {
+		acc, err := l.open(id)
+		if err != nil {
+			return Balance{}, err
+		}
+		if acc.balance != 0 {
+			return Balance{}, ErrBalanceNotZero
+		}
+		acc.closed = true
+		return Balance{AccountID: id}, nil
+	})
+	return err
+}
+
+// Snapshot is a consistent view of a ledger, for audits.
+type Snapshot struct {
+	Balances map[string]int64 `json:"balances"`         // every account, closed ones too
+	Closed   []string         `json:"closed,omitempty"` // sorted
+	Applied  uint64           `json:"applied"`          // writes that changed the ledger
+	Rejected uint64           `json:"rejected"`         // writes answered with an error
+	Replayed uint64           `json:"replayed"`         // repeated operations answered from memory
+}
+
+// Snapshot returns the accounts whose ID starts with prefix ("" for all)
+// and the ledger's counters, all taken at one instant.
+func (l *Ledger) Snapshot(prefix string) Snapshot {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := Snapshot{
+		Balances: make(map[string]int64),
+		Applied:  l.applied,
+		Rejected: l.rejected,
+		Replayed: l.replayed,
+	}
+	for id, acc := range l.accounts {
+		if !strings.HasPrefix(id, prefix) {
+			continue
+		}
+		s.Balances[id] = acc.balance
+		if acc.closed {
+			s.Closed = append(s.Closed, id)
+		}
+	}
+	slices.Sort(s.Closed)
+	return s
+}

@@ -1,0 +1,209 @@
+package bank_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ffgen/ffgen/examples/bank"
+	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/fftest"
+)
+
+// bankCluster is two groups of two nodes, each with its own ledger.
+type bankCluster struct {
+	*fftest.Cluster
+	ledgers map[string]*bank.Ledger
+	client  *runtime.Client
+	accts   *bank.AccountsClient
+}
+
+func newBankCluster(t *testing.T) *bankCluster {
+	c := &bankCluster{
+		Cluster: fftest.New(t, fftest.Config{PerGroup: 2}),
+		ledgers: map[string]*bank.Ledger{},
+	}
+	c.Serve(t, bank.AccountsDesc, func(n *fftest.Node) any {
+		l := bank.NewLedger(0)
+		c.ledgers[n.Name] = l
+		return l
+	})
+	c.client = c.Client(t)
+	c.accts = bank.NewAccountsClient(c.client)
+	return c
+}
+
+// owner returns the node that serves id's reads first.
+func (c *bankCluster) owner(id string) string {
+	r := c.client.Router()
+	m, _ := r.Owner(bank.AccountsDesc.Name, r.GroupOrder(id, nil)[0], id, nil)
+	return m.Name
+}
+
+// accountOwnedBy returns an account ID whose reads go first to node.
+func (c *bankCluster) accountOwnedBy(t *testing.T, node string) string {
+	for i := range 1000 {
+		if id := fmt.Sprintf("acct-%d", i); c.owner(id) == node {
+			return id
+		}
+	}
+	t.Fatalf("no account owned by %s", node)
+	return ""
+}
+
+// wantReplicasEqual checks that the named nodes hold the same balances.
+func (c *bankCluster) wantReplicasEqual(t *testing.T, nodes ...string) map[string]int64 {
+	t.Helper()
+	first := c.ledgers[nodes[0]].Snapshot("").Balances
+	for _, n := range nodes[1:] {
+		if got := c.ledgers[n].Snapshot("").Balances; !maps.Equal(got, first) {
+			t.Fatalf("replicas differ: %s has %v, %s has %v", nodes[0], first, n, got)
+		}
+	}
+	return first
+}
+
+func TestScatteredWritesReachEveryReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newBankCluster(t)
+		ctx := context.Background()
+		for _, id := range []string{"x", "y"} {
+			if _, err := c.accts.Open(ctx, bank.OpenRequest{AccountID: id, Initial: 100}); err != nil {
+				t.Fatalf("Open(%s): %v", id, err)
+			}
+		}
+		if b, err := c.accts.Transfer(ctx, bank.TransferRequest{From: "x", To: "y", Amount: 60}); err != nil || b.Amount != 40 {
+			t.Fatalf("Transfer = %+v, %v; want x at 40", b, err)
+		}
+		_, err := c.accts.Withdraw(ctx, bank.WithdrawRequest{AccountID: "x", Amount: 41})
+		if !errors.Is(err, bank.ErrInsufficientFunds) {
+			t.Fatalf("Withdraw = %v, want ErrInsufficientFunds across the wire", err)
+		}
+		if _, err := c.accts.Deposit(ctx, bank.DepositRequest{AccountID: "nope", Amount: 1}); !errors.Is(err, bank.ErrUnknownAccount) {
+			t.Fatalf("Deposit to unknown = %v, want ErrUnknownAccount", err)
+		}
+		synctest.Wait() // the losing replicas finish their copies
+		got := c.wantReplicasEqual(t, "a1", "a2", "b1", "b2")
+		if want := map[string]int64{"x": 40, "y": 160}; !maps.Equal(got, want) {
+			t.Fatalf("balances = %v, want %v", got, want)
+		}
+	})
+}
+
+// A frozen node delays nothing: writes are answered by the others, reads
+// fail over within the heartbeat timeout, and once it thaws the node
+// applies what it missed, in order, so every replica is equal again.
+func TestFrozenNodeCatchesUpAndReadsFailOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newBankCluster(t)
+		ctx := context.Background()
+		id := c.accountOwnedBy(t, "a1")
+		if _, err := c.accts.Open(ctx, bank.OpenRequest{AccountID: id, Initial: 10}); err != nil {
+			t.Fatal(err)
+		}
+		c.Net.Pause("a1")
+		start := time.Now()
+		for range 5 {
+			if _, err := c.accts.Deposit(ctx, bank.DepositRequest{AccountID: id, Amount: 1}); err != nil {
+				t.Fatalf("Deposit with a1 frozen: %v", err)
+			}
+		}
+		if d := time.Since(start); d >= c.Settings.HeartbeatTimeout {
+			t.Errorf("writes with a1 frozen took %v; want no wait for the frozen node", d)
+		}
+		start = time.Now()
+		b, err := c.accts.Balance(ctx, id)
+		if err != nil || b.Amount != 15 {
+			t.Fatalf("Balance with owner frozen = %+v, %v; want 15 from another group", b, err)
+		}
+		if d := time.Since(start); d < c.Settings.HeartbeatTimeout || d > c.Settings.HeartbeatTimeout+c.Settings.HeartbeatInterval {
+			t.Errorf("Balance took %v; want one heartbeat timeout (%v)", d, c.Settings.HeartbeatTimeout)
+		}
+		if got := c.ledgers["a1"].Snapshot("").Balances[id]; got != 10 {
+			t.Fatalf("frozen a1 applied writes: balance %d, want 10", got)
+		}
+		c.Net.Resume("a1")
+		synctest.Wait()
+		got := c.wantReplicasEqual(t, "a1", "a2", "b1", "b2")
+		if got[id] != 15 {
+			t.Fatalf("balance after thaw = %d, want 15", got[id])
+		}
+		for name, l := range c.ledgers {
+			if s := l.Snapshot(""); s.Applied != 6 {
+				t.Errorf("%s applied %d writes, want 6 (each once)", name, s.Applied)
+			}
+		}
+	})
+}
+
+// A crashed node misses writes; the survivors stay equal and serve reads.
+func TestCrashedNodeLeavesSurvivorsEqual(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newBankCluster(t)
+		ctx := context.Background()
+		id := c.accountOwnedBy(t, "b2")
+		if _, err := c.accts.Open(ctx, bank.OpenRequest{AccountID: id}); err != nil {
+			t.Fatal(err)
+		}
+		c.Crash("b2")
+		for range 3 {
+			if _, err := c.accts.Deposit(ctx, bank.DepositRequest{AccountID: id, Amount: 7}); err != nil {
+				t.Fatalf("Deposit after crash: %v", err)
+			}
+		}
+		if b, err := c.accts.Balance(ctx, id); err != nil || b.Amount != 21 {
+			t.Fatalf("Balance = %+v, %v; want 21", b, err)
+		}
+		synctest.Wait()
+		if got := c.wantReplicasEqual(t, "a1", "a2", "b1"); got[id] != 21 {
+			t.Fatalf("balance = %d, want 21", got[id])
+		}
+		if _, missed := c.client.MissedWrites()["b2"]; !missed {
+			t.Error("client does not report the writes b2 missed")
+		}
+	})
+}
+
+// Close waits for the account to be idle and is refused while money is in it.
+func TestCloseThroughTheCluster(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newBankCluster(t)
+		ctx := context.Background()
+		if _, err := c.accts.Open(ctx, bank.OpenRequest{AccountID: "z", Initial: 5}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.accts.Close(ctx, "z"); !errors.Is(err, bank.ErrBalanceNotZero) {
+			t.Fatalf("Close non-empty = %v, want ErrBalanceNotZero", err)
+		}
+		if _, err := c.accts.Withdraw(ctx, bank.WithdrawRequest{AccountID: "z", Amount: 5}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.accts.Close(ctx, "z"); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if err := c.accts.Close(ctx, "z"); !errors.Is(err, bank.ErrAccountClosed) {
+			t.Fatalf("second Close = %v, want ErrAccountClosed", err)
+		}
+	})
+}
+
+// A busy node answers ErrLedgerBusy, which fails reads over to the next group.
+func TestBusyNodeFailsOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newBankCluster(t)
+		ctx := context.Background()
+		id := c.accountOwnedBy(t, "a2")
+		if _, err := c.accts.Open(ctx, bank.OpenRequest{AccountID: id, Initial: 3}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		c.ledgers["a2"].SetBusy(true)
+		if b, err := c.accts.Balance(ctx, id); err != nil || b.Amount != 3 {
+			t.Fatalf("Balance with owner busy = %+v, %v; want 3 from the next group", b, err)
+		}
+	})
+}
