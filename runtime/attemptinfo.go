@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"sync"
+	"sync/atomic"
 )
 
 // PriorAttempt is an earlier attempt of the operation, as the handler sees it.
@@ -55,24 +56,24 @@ func ReportProgress(ctx context.Context, p []byte) {
 type progressCell struct {
 	mu      sync.Mutex
 	value   []byte
-	version uint64
+	version atomic.Uint64 // read without the lock on every heartbeat
 }
 
 func (c *progressCell) set(p []byte) {
 	v := append([]byte(nil), p...) // a new slice: readers keep the old one safely
 	c.mu.Lock()
 	c.value = v
-	c.version++
+	c.version.Add(1)
 	c.mu.Unlock()
 }
 
 // since returns the progress if its version is newer than seen, and the
 // current version.
 func (c *progressCell) since(seen uint64) ([]byte, uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.version == seen {
+	if c.version.Load() == seen {
 		return nil, seen
 	}
-	return c.value, c.version
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.value, c.version.Load()
 }

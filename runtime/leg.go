@@ -11,12 +11,12 @@ import (
 )
 
 // A leg is one attempt in flight on one connection. The connection's read
-// goroutine feeds it through channels; the leg's owner waits on them with its
-// heartbeat and attempt timers.
+// goroutine records heartbeats in it and hands it the final event; the leg's
+// owner waits with one timer for both timeouts.
 type leg struct {
 	call   uint64
 	conn   transport.Conn
-	beat   chan struct{}          // a heartbeat arrived (coalesced)
+	beat   atomic.Int64           // when the last heartbeat arrived, UnixNano
 	done   chan legEvent          // result, redirect or broken connection
 	acked  atomic.Bool            // a heartbeat or result arrived
 	latest atomic.Pointer[[]byte] // last progress reported
@@ -49,20 +49,21 @@ func (h *clientHandler) HandleFrame(conn transport.Conn, f transport.Frame) {
 	c := (*Client)(h)
 	switch f := f.(type) {
 	case *transport.Heartbeat:
+		now := time.Now().UnixNano()
 		c.mu.Lock()
 		for _, it := range f.Items {
 			l := c.legs[it.Call]
 			if l == nil || l.conn != conn {
 				continue
 			}
+			// No wakeup per heartbeat: the waiter reads the time when
+			// its timer fires, so 10,000 attempts cost a map lookup and
+			// a store each.
+			l.beat.Store(now)
 			l.acked.Store(true)
 			if it.Progress != nil {
 				p := append([]byte(nil), it.Progress...)
 				l.latest.Store(&p)
-			}
-			select {
-			case l.beat <- struct{}{}:
-			default:
 			}
 		}
 		c.mu.Unlock()
@@ -158,7 +159,7 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	l := &p.l
 	l.call = c.nextCall.Add(1)
 	l.conn = conn
-	l.beat = make(chan struct{}, 1)
+	l.beat.Store(p.start.UnixNano())
 	l.done = make(chan legEvent, 1)
 	c.mu.Lock()
 	c.legs[l.call] = l
@@ -225,14 +226,11 @@ func (op *operation) await(ctx context.Context, p *sent, detach bool) outcome {
 		return out
 	}
 	attemptEnd := start.Add(a.Timeout)
-	beatEnd := start.Add(s.HeartbeatTimeout)
 	timer := time.NewTimer(min(s.HeartbeatTimeout, a.Timeout))
 	defer timer.Stop()
 	hops := 0
 	for {
 		select {
-		case <-l.beat:
-			beatEnd = time.Now().Add(s.HeartbeatTimeout)
 		case ev := <-l.done:
 			switch {
 			case ev.result != nil:
@@ -257,12 +255,13 @@ func (op *operation) await(ctx context.Context, p *sent, detach bool) outcome {
 				if err := nc.Send(a); err != nil {
 					return end(ReasonConnBroken, fmt.Errorf("send to %s: %w", member.Name, err))
 				}
-				beatEnd = time.Now().Add(s.HeartbeatTimeout)
+				l.beat.Store(time.Now().UnixNano())
 			default:
 				c.suspect(member.Name, ReasonConnBroken)
 				return end(ReasonConnBroken, fmt.Errorf("connection to %s broke: %w", member.Name, ev.err))
 			}
 		case now := <-timer.C:
+			beatEnd := time.Unix(0, l.beat.Load()).Add(s.HeartbeatTimeout)
 			switch {
 			case !now.Before(attemptEnd):
 				if !now.Before(op.deadline) {
