@@ -49,13 +49,36 @@ func (s *Server) schedule(e *execution) {
 	for _, id := range e.entities {
 		q := s.entities[id]
 		if q == nil {
-			q = &entityQueue{}
+			q = s.newQueue()
 			s.entities[id] = q
 		}
 		q.queue = append(q.queue, e)
 	}
 	s.tryStart(e)
 }
+
+// newQueue reuses an idle entity's queue: most entities are busy briefly,
+// and recycling spares two allocations per operation. Called with s.mu held.
+func (s *Server) newQueue() *entityQueue {
+	if n := len(s.freeQueues); n > 0 {
+		q := s.freeQueues[n-1]
+		s.freeQueues = s.freeQueues[:n-1]
+		return q
+	}
+	return &entityQueue{}
+}
+
+// dropQueue forgets entity id's queue, now empty. Called with s.mu held.
+func (s *Server) dropQueue(id string, q *entityQueue) {
+	delete(s.entities, id)
+	if len(s.freeQueues) < maxFreeQueues && cap(q.queue) <= 8 {
+		q.queue = q.queue[:0]
+		q.held = nil
+		s.freeQueues = append(s.freeQueues, q)
+	}
+}
+
+const maxFreeQueues = 1024
 
 // tryStart runs e if it heads every one of its queues. Called with s.mu held.
 func (s *Server) tryStart(e *execution) {
@@ -92,10 +115,10 @@ func (s *Server) release(e *execution) {
 		case len(q.held) > 0:
 			held := q.held
 			q.held = nil
-			delete(s.entities, id)
+			s.dropQueue(id, q)
 			next = append(next, held...)
 		default:
-			delete(s.entities, id)
+			s.dropQueue(id, q)
 		}
 	}
 	for _, n := range next {

@@ -39,15 +39,16 @@ type ServerConfig struct {
 type Server struct {
 	cfg ServerConfig
 
-	mu        sync.Mutex
-	services  map[string]*registered
-	execs     map[[16]byte]*execution
-	results   resultCache
-	entities  map[string]*entityQueue
-	conns     map[transport.Conn]*serverConn
-	listeners []transport.Listener
-	closed    bool
-	running   sync.WaitGroup
+	mu         sync.Mutex
+	services   map[string]*registered
+	execs      map[[16]byte]*execution
+	results    resultCache
+	entities   map[string]*entityQueue
+	freeQueues []*entityQueue
+	conns      map[transport.Conn]*serverConn
+	listeners  []transport.Listener
+	closed     bool
+	running    sync.WaitGroup
 }
 
 var _ transport.Handler = (*Server)(nil)

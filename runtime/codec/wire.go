@@ -20,6 +20,8 @@ var ErrShort = errors.New("codec: input ends inside a value")
 // ErrOverflow reports a varint that does not fit in 64 bits.
 var ErrOverflow = errors.New("codec: varint overflows 64 bits")
 
+var errBadBool = errors.New("codec: bool byte is neither 0 nor 1")
+
 // AppendUvarint appends v as an unsigned varint.
 func AppendUvarint(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
 
@@ -55,8 +57,37 @@ func AppendBytes(b []byte, p []byte) []byte {
 // sticks: later reads return zero values, and Err reports it, so decoders can
 // read a whole struct and check once.
 type Reader struct {
-	buf []byte
-	err error
+	buf     []byte
+	err     error
+	symbols map[string]string
+}
+
+// maxSymbols bounds the symbol table, so hostile input cannot grow it.
+const maxSymbols = 1024
+
+// UseSymbols makes Symbol reuse strings across decodes through table, which
+// the caller keeps (nil turns it off).
+func (r *Reader) UseSymbols(table map[string]string) { r.symbols = table }
+
+// Symbol reads a length-prefixed string that recurs across messages, such as
+// a service or method name: with a symbol table it allocates only the first
+// time it sees a value.
+func (r *Reader) Symbol() string {
+	p := r.Bytes()
+	if len(p) == 0 {
+		return ""
+	}
+	if r.symbols == nil {
+		return string(p)
+	}
+	if s, ok := r.symbols[string(p)]; ok {
+		return s
+	}
+	s := string(p)
+	if len(r.symbols) < maxSymbols {
+		r.symbols[s] = s
+	}
+	return s
 }
 
 // NewReader returns a Reader over b. Byte slices it returns alias b.
@@ -85,15 +116,9 @@ func (r *Reader) Uvarint() uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(r.buf)
-	switch {
-	case n == 0:
-		r.Fail(ErrShort)
-		return 0
-	case n < 0:
-		r.Fail(ErrOverflow)
+	if !r.skipVarint(n) {
 		return 0
 	}
-	r.buf = r.buf[n:]
 	return v
 }
 
@@ -103,16 +128,25 @@ func (r *Reader) Varint() int64 {
 		return 0
 	}
 	v, n := binary.Varint(r.buf)
+	if !r.skipVarint(n) {
+		return 0
+	}
+	return v
+}
+
+// skipVarint consumes a varint of n bytes, n as the binary package's
+// decoders report it: 0 for short input, negative for an overflow.
+func (r *Reader) skipVarint(n int) bool {
 	switch {
 	case n == 0:
 		r.Fail(ErrShort)
-		return 0
+		return false
 	case n < 0:
 		r.Fail(ErrOverflow)
-		return 0
+		return false
 	}
 	r.buf = r.buf[n:]
-	return v
+	return true
 }
 
 // Byte reads one byte.
@@ -137,7 +171,7 @@ func (r *Reader) Bool() bool {
 	case 1:
 		return true
 	default:
-		r.Fail(errors.New("codec: bool byte is neither 0 nor 1"))
+		r.Fail(errBadBool)
 		return false
 	}
 }

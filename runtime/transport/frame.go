@@ -210,8 +210,8 @@ func (f *Attempt) decodeBody(r *codec.Reader) {
 	f.Number = uint32From(r)
 	f.Timeout = time.Duration(r.Varint())
 	f.Heartbeat = time.Duration(r.Varint())
-	f.Service = r.String()
-	f.Method = r.String()
+	f.Service = r.Symbol()
+	f.Method = r.Symbol()
 	if n := r.Len32(); n > 0 {
 		f.Entities = make([]string, n)
 		for i := range f.Entities {
@@ -271,7 +271,7 @@ func (f *Result) decodeBody(r *codec.Reader) {
 	if f.Status > StatusFailover {
 		r.Fail(fmt.Errorf("unknown result status %d", f.Status))
 	}
-	f.Code = r.String()
+	f.Code = r.Symbol()
 	f.Message = r.String()
 	f.Payload = r.Bytes()
 }
@@ -340,8 +340,9 @@ func FrameLen(hdr []byte, max int) (int, error) {
 // until the next Decode. Byte slices in decoded frames alias the input.
 // A Decoder is not safe for concurrent use.
 type Decoder struct {
-	hb Heartbeat
-	r  codec.Reader
+	hb      Heartbeat
+	r       codec.Reader
+	symbols map[string]string // service, method and error-code names seen on this connection
 }
 
 // Decode decodes one frame from p: the version byte, the type byte and the
@@ -369,6 +370,10 @@ func (d *Decoder) Decode(p []byte) (Frame, error) {
 		f = new(Redirect)
 	default:
 		return nil, fmt.Errorf("%w: %d", ErrUnknownType, p[1])
+	}
+	if d.symbols == nil {
+		d.symbols = make(map[string]string)
+		d.r.UseSymbols(d.symbols)
 	}
 	d.r.Reset(p[2:])
 	f.decodeBody(&d.r)
