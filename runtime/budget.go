@@ -144,6 +144,6 @@ func (b *Budget) Available() int {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ahead := max(b.tat.Sub(time.Now()), 0) // time already spent in advance
+	ahead := max(time.Until(b.tat), 0) // time already spent in advance
 	return max(int((b.slack+b.interval-ahead)/b.interval), 0)
 }

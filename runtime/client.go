@@ -62,6 +62,19 @@ type methodSettings struct {
 	err error
 }
 
+// withDefaults fills the collaborators clients and servers share.
+func withDefaults(cd *codec.Codec, m *Metrics, l **slog.Logger) {
+	if *cd == nil {
+		*cd = codec.Binary
+	}
+	if *m == nil {
+		*m = NopMetrics{}
+	}
+	if *l == nil {
+		*l = slog.Default()
+	}
+}
+
 // NewClient validates cfg and subscribes to the membership.
 func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Transport == nil {
@@ -73,15 +86,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err := cfg.Settings.Validate(); err != nil {
 		return nil, fmt.Errorf("ffgen: NewClient: %w", err)
 	}
-	if cfg.Codec == nil {
-		cfg.Codec = codec.Binary
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = NopMetrics{}
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	withDefaults(&cfg.Codec, &cfg.Metrics, &cfg.Logger)
 	c := &Client{
 		cfg:      cfg,
 		router:   NewRouter(cfg.Settings.Groups),

@@ -69,15 +69,7 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.Settings.AttemptTimeout <= 0 {
 		cfg.Settings.AttemptTimeout = d.AttemptTimeout
 	}
-	if cfg.Codec == nil {
-		cfg.Codec = codec.Binary
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = NopMetrics{}
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	withDefaults(&cfg.Codec, &cfg.Metrics, &cfg.Logger)
 	if cfg.RememberResults <= 0 {
 		cfg.RememberResults = 16384
 	}

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -36,7 +37,7 @@ var numReasons = len(reasonNames)
 // Stats is the Metrics implementation that the management endpoint exports
 // in the Prometheus text format. Counters live per service/method and are
 // created on first use; after that every event is a few atomic adds with no
-// lock and no allocation.
+// lock and no allocation. Create one with NewStats.
 type Stats struct {
 	// methods is copy-on-write: readers load the current map without a
 	// lock, the rare first event of a method copies it under mu.
@@ -98,10 +99,7 @@ func (s *Stats) get(service, method string) *methodStats {
 		attemptEnds: make([]atomic.Uint64, numReasons),
 		failovers:   make([]atomic.Uint64, numReasons),
 	}
-	next := make(map[methodKey]*methodStats, len(cur)+1)
-	for key, v := range cur {
-		next[key] = v
-	}
+	next := maps.Clone(cur)
 	next[k] = ms
 	s.methods.Store(&next)
 	return ms

@@ -25,9 +25,28 @@ func (g *gen) client() {
 		jen.Return(jen.Op("&").Id(n.client).Values(jen.Dict{jen.Id(n.clientField): jen.Id(c)})),
 	)
 	g.f.Line()
+	recv := g.clientRecv()
 	for _, m := range g.svc.Methods {
-		g.clientMethod(m)
+		g.clientMethod(m, recv)
 	}
+}
+
+// clientRecv picks the receiver name of every client method: one name for
+// all of them, free of the file's names and of every parameter and result
+// name the methods keep.
+func (g *gen) clientRecv() string {
+	sc := newScope(g.n.file)
+	for _, m := range g.svc.Methods {
+		sc.reserve(m.CtxName)
+		sc.reserve(m.ErrName)
+		for _, p := range m.Params {
+			sc.reserve(p.Name)
+		}
+		for _, r := range m.Results {
+			sc.reserve(r.Name)
+		}
+	}
+	return sc.name("c")
 }
 
 // keep returns name for a parameter of generated code when it is usable
@@ -43,9 +62,10 @@ func keep(sc *scope, name, fallback string) string {
 	return name
 }
 
-func (g *gen) clientMethod(m *model.Method) {
+func (g *gen) clientMethod(m *model.Method, recv string) {
 	mn := g.n.methods[m]
 	sc := newScope(g.n.file)
+	sc.reserve(recv)
 	ctx := keep(sc, m.CtxName, "ctx")
 	params := []jen.Code{jen.Id(ctx).Qual("context", "Context")}
 	var argVals []jen.Code
@@ -80,7 +100,6 @@ func (g *gen) clientMethod(m *model.Method) {
 	} else {
 		results = append(results, jen.Error())
 	}
-	recv := sc.name("c")
 	args, reply, err := sc.name("args"), sc.name("reply"), sc.name("err")
 	invoke := jen.Id(recv).Dot(g.n.clientField).Dot("Invoke").Call(
 		jen.Id(ctx), jen.Id(mn.desc), jen.Op("&").Id(args), jen.Op("&").Id(reply))

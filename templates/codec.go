@@ -91,28 +91,10 @@ func (g *gen) appendValue(b string, t types.Type, p place) []jen.Code {
 
 // readValue returns the statements that decode into p, of type t.
 func (g *gen) readValue(r reader, t types.Type, p place) []jen.Code {
-	set := func(x jen.Code) []jen.Code { return []jen.Code{jen.Add(p.val).Op("=").Add(x)} }
-	switch model.Classify(t) {
-	case model.Bool:
-		return set(g.fromBasic(t, types.Bool, r.call("Bool")))
-	case model.String:
-		return set(g.fromBasic(t, types.String, r.call("String")))
-	case model.Int:
-		return set(g.fromBasic(t, types.Int64, r.call("Varint")))
-	case model.Uint:
-		return set(g.fromBasic(t, types.Uint64, r.call("Uvarint")))
-	case model.Float:
-		return set(g.fromBasic(t, types.Float64, r.call("Float64")))
-	case model.Complex:
-		return set(g.fromBasic(t, types.Complex128, jen.Complex(r.call("Float64"), r.call("Float64"))))
-	case model.Bytes:
-		// Copy: the reader aliases a buffer the transport reuses.
-		cp := jen.Append(jen.Index().Byte().Parens(jen.Nil()), r.call("Bytes").Op("..."))
-		if types.Identical(t, types.NewSlice(types.Typ[types.Byte])) {
-			return set(cp)
-		}
-		return set(jen.Add(g.typ(t)).Call(cp))
-	case model.Error:
+	if x := g.readExpr(r, t); x != nil {
+		return []jen.Code{jen.Add(p.val).Op("=").Add(x)}
+	}
+	if model.Classify(t) == model.Error {
 		return []jen.Code{jen.If(r.call("Bool")).Block(
 			jen.Add(p.val).Op("=").Qual("errors", "New").Call(r.call("String")),
 		).Else().Block(
@@ -121,6 +103,42 @@ func (g *gen) readValue(r reader, t types.Type, p place) []jen.Code {
 	}
 	h := g.n.helper(t)
 	return []jen.Code{jen.Id(h.read).Call(r.ptr(), p.addr())}
+}
+
+// readExpr returns an expression of type t that decodes one value, or nil
+// when t needs statements (an error, or a type with its own helper).
+func (g *gen) readExpr(r reader, t types.Type) jen.Code {
+	switch model.Classify(t) {
+	case model.Bool:
+		return g.fromBasic(t, types.Bool, r.call("Bool"))
+	case model.String:
+		return g.fromBasic(t, types.String, r.call("String"))
+	case model.Int:
+		return g.fromBasic(t, types.Int64, r.call("Varint"))
+	case model.Uint:
+		return g.fromBasic(t, types.Uint64, r.call("Uvarint"))
+	case model.Float:
+		return g.fromBasic(t, types.Float64, r.call("Float64"))
+	case model.Complex:
+		return g.fromBasic(t, types.Complex128, jen.Complex(r.call("Float64"), r.call("Float64")))
+	case model.Bytes:
+		// Copy: the reader aliases a buffer the transport reuses.
+		cp := jen.Append(jen.Index().Byte().Parens(jen.Nil()), r.call("Bytes").Op("..."))
+		if types.Identical(t, types.NewSlice(types.Typ[types.Byte])) {
+			return cp
+		}
+		return jen.Add(g.typ(t)).Call(cp)
+	}
+	return nil
+}
+
+// readLocal returns the statements that declare the local name, of type t,
+// and decode into it: a short declaration where one expression does.
+func (g *gen) readLocal(r reader, t types.Type, name string) []jen.Code {
+	if x := g.readExpr(r, t); x != nil {
+		return []jen.Code{jen.Id(name).Op(":=").Add(x)}
+	}
+	return append([]jen.Code{jen.Var().Id(name).Add(g.typ(t))}, g.readValue(r, t, place{val: jen.Id(name)})...)
 }
 
 // codec emits the encode and decode functions of every type that has one.
@@ -153,11 +171,7 @@ func (g *gen) appendHelper(t types.Type) {
 		)
 	case model.Struct:
 		s := u.(*types.Struct)
-		for i := range s.NumFields() {
-			f := s.Field(i)
-			if f.Name() == "_" {
-				continue
-			}
+		for f := range model.EncodedFields(s) {
 			body = append(body, g.appendValue(b, f.Type(), place{val: jen.Id(v).Dot(f.Name())})...)
 		}
 		body = append(body, jen.Return(jen.Id(b)))
@@ -227,11 +241,7 @@ func (g *gen) readHelper(t types.Type) {
 		))
 	case model.Struct:
 		s := u.(*types.Struct)
-		for i := range s.NumFields() {
-			f := s.Field(i)
-			if f.Name() == "_" {
-				continue
-			}
+		for f := range model.EncodedFields(s) {
 			body = append(body, g.readValue(r, f.Type(), place{val: jen.Id(v).Dot(f.Name())})...)
 		}
 	case model.Pointer:
@@ -269,10 +279,8 @@ func (g *gen) readHelper(t types.Type) {
 	case model.Map:
 		m := u.(*types.Map)
 		n, k, e := sc.name("n"), sc.name("k"), sc.name("e")
-		loop := []jen.Code{jen.Var().Id(k).Add(g.typ(m.Key()))}
-		loop = append(loop, g.readValue(r, m.Key(), place{val: jen.Id(k)})...)
-		loop = append(loop, jen.Var().Id(e).Add(g.typ(m.Elem())))
-		loop = append(loop, g.readValue(r, m.Elem(), place{val: jen.Id(e)})...)
+		loop := g.readLocal(r, m.Key(), k)
+		loop = append(loop, g.readLocal(r, m.Elem(), e)...)
 		loop = append(loop, jen.Parens(jen.Op("*").Id(v)).Index(jen.Id(k)).Op("=").Id(e))
 		body = append(body,
 			jen.Id(n).Op(":=").Add(r.call("Len32")),

@@ -2,6 +2,7 @@ package templates
 
 import (
 	"go/types"
+	"strconv"
 
 	"github.com/dave/jennifer/jen"
 
@@ -206,7 +207,7 @@ func (g *gen) handle(m *model.Method) jen.Code {
 	var results []jen.Code
 	var reply []jen.Code
 	for i := range m.Results {
-		r := sc.name("r" + itoa(i))
+		r := sc.name("r" + strconv.Itoa(i))
 		results = append(results, jen.Id(r))
 		reply = append(reply, kv(mn.results[i], jen.Id(r)))
 	}
@@ -286,12 +287,4 @@ func (g *gen) errorRule(r *model.ErrorRule) jen.Code {
 	)
 	d = append(d, kv("Decode", jen.Func().Params(jen.Id("_").String(), jen.Id(detail).Index().Byte()).Error().Block(decBody...)))
 	return jen.Values(multiline(d)...)
-}
-
-func itoa(i int) string {
-	const digits = "0123456789"
-	if i < 10 {
-		return digits[i : i+1]
-	}
-	return itoa(i/10) + digits[i%10:i%10+1]
 }

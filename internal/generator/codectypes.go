@@ -50,11 +50,7 @@ func (c *codecSet) walk(t types.Type, path string) string {
 		if enc == model.Marshaler {
 			return ""
 		}
-		for i := range u.NumFields() {
-			f := u.Field(i)
-			if f.Name() == "_" {
-				continue
-			}
+		for f := range model.EncodedFields(u) {
 			if !f.Exported() && f.Pkg() != c.pkg {
 				return fmt.Sprintf("%s has the unexported field %s of package %s, which generated code cannot reach", typeString(t, c.pkg), f.Name(), f.Pkg().Path())
 			}

@@ -100,10 +100,10 @@ func DefaultLocalConfig() Config {
 func (c *Config) validate() error {
 	var errs []error
 	if c.Name == "" {
-		errs = append(errs, errors.New("Name is required"))
+		errs = append(errs, errors.New("missing Name"))
 	}
 	if c.Group == "" {
-		errs = append(errs, errors.New("Group is required"))
+		errs = append(errs, errors.New("missing Group"))
 	}
 	if c.Preset != PresetLAN && c.Preset != PresetLocal {
 		errs = append(errs, fmt.Errorf("unknown %v", c.Preset))

@@ -91,7 +91,7 @@ func Start(cfg Config) (*Cluster, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	meta, err := nodeMeta{Group: cfg.Group, RPCAddr: cfg.RPCAddr, Services: cfg.Services}.encode()
+	meta, err := cfg.meta(false).encode()
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +194,7 @@ func (c *Cluster) Leave(timeout time.Duration) error {
 			c.leaveErr = ErrShutdown
 			return
 		}
-		meta, err := nodeMeta{Leaving: true, Group: c.cfg.Group, RPCAddr: c.cfg.RPCAddr, Services: c.cfg.Services}.encode()
+		meta, err := c.cfg.meta(true).encode()
 		if err == nil {
 			c.meta.Store(&meta)
 			err = c.ml.UpdateNode(timeout)

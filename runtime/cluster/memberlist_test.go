@@ -284,8 +284,8 @@ func TestStartRejects(t *testing.T) {
 		is   error
 	}{
 		{"metadata over the limit", func(c *Config) { c.Services = long }, "limit 512", ErrMetaTooLarge},
-		{"no name", func(c *Config) { c.Name = "" }, "Name is required", nil},
-		{"no group", func(c *Config) { c.Group = "" }, "Group is required", nil},
+		{"no name", func(c *Config) { c.Name = "" }, "missing Name", nil},
+		{"no group", func(c *Config) { c.Group = "" }, "missing Group", nil},
 		{"bad key", func(c *Config) { c.SecretKey = []byte("short") }, "SecretKey is 5 bytes", nil},
 		{"bad backoff", func(c *Config) { c.JoinRetryMax = time.Nanosecond }, "join backoff", nil},
 		{"bad preset", func(c *Config) { c.Preset = 7 }, "preset(7)", nil},

@@ -25,6 +25,11 @@ type nodeMeta struct {
 	Services []string
 }
 
+// meta is what the node configured by c publishes.
+func (c *Config) meta(leaving bool) nodeMeta {
+	return nodeMeta{Leaving: leaving, Group: c.Group, RPCAddr: c.RPCAddr, Services: c.Services}
+}
+
 // metaLeaving is the flag bit of nodeMeta.Leaving.
 const metaLeaving = 1
 

@@ -41,9 +41,9 @@ import (
 // down. It matches ErrClosed.
 var ErrReset = fmt.Errorf("transport: connection reset: %w", ErrClosed)
 
-// memErrPeerClosed is the reason an end gets when its peer closed the
+// errMemPeerClosed is the reason an end gets when its peer closed the
 // connection.
-var memErrPeerClosed = fmt.Errorf("%w by the peer", ErrClosed)
+var errMemPeerClosed = fmt.Errorf("%w by the peer", ErrClosed)
 
 // MemNetwork is an in-process network of MemTransports with switchable
 // faults. The zero value is not usable; call NewMemNetwork. Its methods are
@@ -542,7 +542,7 @@ func (p *memPipe) nextLocked() memStep {
 		return memStep{buf: p.pop().buf}
 	}
 	if p.eof {
-		return memStep{close: true, err: memErrPeerClosed}
+		return memStep{close: true, err: errMemPeerClosed}
 	}
 	return memStep{wait: n.changed}
 }

@@ -456,14 +456,17 @@ func TestTCPSendTooLarge(t *testing.T) {
 	}
 }
 
-func TestTCPHandshakeTimeout(t *testing.T) {
-	// A server that accepts but never says Hello.
+// silentListener accepts TCP connections and never says Hello; it closes
+// them when the test ends.
+func silentListener(t *testing.T) net.Listener {
+	t.Helper()
 	nl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nl.Close()
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		for {
 			nc, err := nl.Accept()
 			if err != nil {
@@ -472,8 +475,18 @@ func TestTCPHandshakeTimeout(t *testing.T) {
 			defer nc.Close()
 		}
 	}()
+	t.Cleanup(func() {
+		nl.Close()
+		<-done
+	})
+	return nl
+}
+
+func TestTCPHandshakeTimeout(t *testing.T) {
+	// A server that accepts but never says Hello.
+	nl := silentListener(t)
 	tr := newTCP(t, "client", func(c *TCPConfig) { c.HandshakeTimeout = 50 * time.Millisecond })
-	_, err = tr.Dial(context.Background(), nl.Addr().String(), newRecorder())
+	_, err := tr.Dial(context.Background(), nl.Addr().String(), newRecorder())
 	if !errors.Is(err, ErrRefused) || !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("Dial to a silent server: %v, want ErrRefused and a deadline error", err)
 	}
@@ -581,26 +594,13 @@ func TestTCPPeerResetIsErrReset(t *testing.T) {
 }
 
 func TestTCPDialContextEndsHello(t *testing.T) {
-	nl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nl.Close()
-	go func() {
-		for {
-			nc, err := nl.Accept()
-			if err != nil {
-				return
-			}
-			defer nc.Close()
-		}
-	}()
+	nl := silentListener(t)
 	// The handshake timeout is long; the caller's context is not.
 	tr := newTCP(t, "client", func(c *TCPConfig) { c.HandshakeTimeout = time.Minute })
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = tr.Dial(ctx, nl.Addr().String(), newRecorder())
+	_, err := tr.Dial(ctx, nl.Addr().String(), newRecorder())
 	if !errors.Is(err, ErrRefused) {
 		t.Errorf("Dial: %v, want ErrRefused", err)
 	}

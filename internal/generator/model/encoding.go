@@ -2,6 +2,7 @@ package model
 
 import (
 	"go/types"
+	"iter"
 )
 
 // Encoding is how the codec carries a type.
@@ -72,6 +73,18 @@ func Classify(t types.Type) Encoding {
 		return Map
 	}
 	return Unsupported
+}
+
+// EncodedFields yields the fields of s the codec carries, in order: all but
+// blank ones, which a program cannot read or set.
+func EncodedFields(s *types.Struct) iter.Seq[*types.Var] {
+	return func(yield func(*types.Var) bool) {
+		for i := range s.NumFields() {
+			if f := s.Field(i); f.Name() != "_" && !yield(f) {
+				return
+			}
+		}
+	}
 }
 
 var errorType = types.Universe.Lookup("error").Type()

@@ -70,18 +70,16 @@ func (l *live) observe(d time.Duration) {
 
 // tally is one caller's record, merged into the summary at the end.
 type tally struct {
-	ops, ok        uint64
-	latencies      []time.Duration // every operation
-	byKind         [numKinds]uint64
-	errors         map[string]uint64
-	timeouts       uint64
-	uncertain      uint64
-	failovers      map[string]uint64 // by reason
-	failoverLat    []time.Duration   // reads that failed over
-	failoverLatBy  map[string][]time.Duration
-	overdue        uint64 // operations that outlived the deadline plus margin
-	maxLatencyKind opKind
-	maxLatency     time.Duration
+	ops, ok       uint64
+	latencies     []time.Duration // every operation
+	byKind        [numKinds]uint64
+	errors        map[string]uint64
+	timeouts      uint64
+	uncertain     uint64
+	failovers     map[string]uint64 // by reason
+	failoverLat   []time.Duration   // reads that failed over
+	failoverLatBy map[string][]time.Duration
+	overdue       uint64 // operations that outlived the deadline plus margin
 }
 
 func newTally() *tally {

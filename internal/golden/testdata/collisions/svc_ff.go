@@ -157,17 +157,17 @@ func (c1 *SvcClient) Get(ctx1 context.Context, runtime2 string, c Client, args [
 }
 
 // Unnamed calls Svc.Unnamed on the cluster.
-func (c *SvcClient) Unnamed(ctx1 context.Context, id int64, arg2 bool, arg3 string) error {
+func (c1 *SvcClient) Unnamed(ctx1 context.Context, id int64, arg2 bool, arg3 string) error {
 	args := svcUnnamedArgs{ID: id, A1: arg2, A2: arg3}
 	var reply svcUnnamedReply
-	return c.client.Invoke(ctx1, svcUnnamedDesc, &args, &reply)
+	return c1.client.Invoke(ctx1, svcUnnamedDesc, &args, &reply)
 }
 
 // Locals calls Svc.Locals on the cluster.
-func (c *SvcClient) Locals(ctx1 context.Context, b uint16, m map[string]int, r []byte, v *Client, a [2]Client, impl string, dst string) (reply int, zero string, err error) {
+func (c1 *SvcClient) Locals(ctx1 context.Context, b uint16, m map[string]int, r []byte, v *Client, a [2]Client, impl string, dst string) (reply int, zero string, err error) {
 	args := svcLocalsArgs{B: b, M: m, R: r, V: v, A: a, Impl: impl, Dst: dst}
 	var reply1 svcLocalsReply
-	if err1 := c.client.Invoke(ctx1, svcLocalsDesc, &args, &reply1); err1 != nil {
+	if err1 := c1.client.Invoke(ctx1, svcLocalsDesc, &args, &reply1); err1 != nil {
 		var zero1 svcLocalsReply
 		return zero1.Reply, zero1.Zero, err1
 	}
@@ -175,10 +175,10 @@ func (c *SvcClient) Locals(ctx1 context.Context, b uint16, m map[string]int, r [
 }
 
 // Failing calls Svc.Failing on the cluster.
-func (c *SvcClient) Failing(ctx1 context.Context, target string, detail string) error {
+func (c1 *SvcClient) Failing(ctx1 context.Context, target string, detail string) error {
 	args := svcFailingArgs{Target: target, Detail: detail}
 	var reply svcFailingReply
-	return c.client.Invoke(ctx1, svcFailingDesc, &args, &reply)
+	return c1.client.Invoke(ctx1, svcFailingDesc, &args, &reply)
 }
 
 // RegisterSvcServer registers impl with s to serve Svc.
@@ -415,10 +415,8 @@ func svcReadMapStringInt(r *codec1.Reader, v *map[string]int) {
 	}
 	*v = make(map[string]int, n)
 	for range n {
-		var k string
-		k = r.String()
-		var e int
-		e = int(r.Varint())
+		k := r.String()
+		e := int(r.Varint())
 		(*v)[k] = e
 	}
 }

@@ -271,10 +271,8 @@ func catalogReadMapStringBool(r *codec.Reader, v *Set[string]) {
 	}
 	*v = make(Set[string], n)
 	for range n {
-		var k string
-		k = r.String()
-		var e bool
-		e = r.Bool()
+		k := r.String()
+		e := r.Bool()
 		(*v)[k] = e
 	}
 }

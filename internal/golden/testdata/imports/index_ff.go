@@ -214,8 +214,7 @@ func indexReadMapIDSliceKey(r *codec.Reader, v *map[x1.ID][]x2.Key) {
 	}
 	*v = make(map[x1.ID][]x2.Key, n)
 	for range n {
-		var k x1.ID
-		k = x1.ID(r.String())
+		k := x1.ID(r.String())
 		var e []x2.Key
 		indexReadSliceKey(r, &e)
 		(*v)[k] = e

@@ -580,8 +580,7 @@ func shapesReadMapLevelSliceUint(r *codec.Reader, v *map[Level][]uint) {
 	}
 	*v = make(map[Level][]uint, n)
 	for range n {
-		var k Level
-		k = Level(r.Varint())
+		k := Level(r.Varint())
 		var e []uint
 		shapesReadSliceUint(r, &e)
 		(*v)[k] = e
