@@ -181,6 +181,9 @@ func (c *Client) track(op *operation, on bool) {
 // suspect marks node as locally suspected, so operations skip it for
 // SuspectFor without paying a timeout again.
 func (c *Client) suspect(node string, why Reason) {
+	if c.cfg.Settings.SuspectFor <= 0 {
+		return
+	}
 	c.mu.Lock()
 	_, already := c.suspects[node]
 	c.suspects[node] = time.Now().Add(c.cfg.Settings.SuspectFor)

@@ -618,3 +618,51 @@ func TestScatterMarksNodeThatMissedWrites(t *testing.T) {
 		}
 	})
 }
+
+func TestNoMemberAnywhereIsErrNoRoute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		e.Members.Set(nil)
+		_, err := e.ledger.Add(t.Context(), "acct", 1)
+		if !errors.Is(err, runtime.ErrNoRoute) || runtime.MaybeExecuted(err) {
+			t.Fatalf("err = %v, want ErrNoRoute, never delivered", err)
+		}
+	})
+}
+
+// An attempt that waited in its entity's queue past its timeout is not run:
+// the client has long failed over.
+func TestExpiredQueuedAttemptDoesNotRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := runtime.DefaultSettings()
+		s.AttemptTimeout = time.Second
+		s.OperationTimeout = 2 * time.Second
+		e := newEnv(t, fftest.Config{Settings: s})
+		own := e.owners(t, "acct")
+		primary := e.ledgers[own[0]]
+		var slow atomic.Bool
+		slow.Store(true)
+		primary.setHook(func(ctx context.Context, _ string, amount int64) error {
+			if amount == 1 && slow.CompareAndSwap(true, false) {
+				time.Sleep(1500 * time.Millisecond) // ignores its context
+			}
+			return nil
+		})
+		var wg sync.WaitGroup
+		wg.Go(func() { e.ledger.Add(t.Context(), "acct", 1) })
+		synctest.Wait()
+		second := make(chan error, 1)
+		go func() { _, err := e.ledger.Add(t.Context(), "acct", 2); second <- err }()
+		synctest.Wait()
+		// The client's Cancel must not be what stops the queued attempt.
+		e.Net.Cut("client1", own[0])
+		if err := <-second; err != nil {
+			t.Fatalf("second Add: %v (want the secondary's answer)", err)
+		}
+		wg.Wait()
+		time.Sleep(time.Second) // the slow handler finishes; the queued one would run now
+		if got := primary.balances()["acct"]; got != 1 {
+			t.Errorf("primary balance %d: the expired queued attempt ran", got)
+		}
+	})
+}

@@ -109,6 +109,7 @@ const (
 	codePanic         = "ffgen.panic"
 	codeUnknownMethod = "ffgen.unknown-method"
 	codeBadArgs       = "ffgen.bad-arguments"
+	codeBadResult     = "ffgen.bad-result"
 	codeTimeout       = "ffgen.timeout"
 )
 

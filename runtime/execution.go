@@ -71,17 +71,26 @@ func (e *execution) run() {
 	// The parent is Background, not a server-wide context: Shutdown and
 	// Close cancel executions one by one, which spares every attempt a
 	// registration in a shared parent.
-	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+	// The attempt's time counts from its arrival, as the client's does:
+	// time spent queued behind the entity's other operations is included.
+	// A scatter copy is the exception: every node must apply it, however
+	// long it queued, so its time starts when it runs.
+	now := time.Now()
+	deadline := e.arrived.Add(e.timeout)
+	if e.scatter {
+		deadline = now.Add(e.timeout)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	s.mu.Lock()
 	e.cancel = cancel
-	e.deadline = time.Now().Add(e.timeout)
-	skip := e.abandoned
+	e.deadline = deadline
+	skip := e.abandoned || !now.Before(deadline)
 	s.mu.Unlock()
 
 	var r transport.Result
 	if skip {
-		r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "attempt cancelled before it ran"}
+		r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "attempt cancelled or expired before it ran"}
 	} else {
 		m := e.method
 		s.cfg.Metrics.ServerAttempt(m.Service, m.Name, 1)
@@ -152,7 +161,7 @@ func (e *execution) result(res codec.Message, err error) transport.Result {
 	if err == nil {
 		payload, cerr := e.s.cfg.Codec.Append(nil, res)
 		if cerr != nil {
-			return transport.Result{Status: transport.StatusFail, Code: codeBadArgs, Message: "encode result: " + cerr.Error()}
+			return transport.Result{Status: transport.StatusFail, Code: codeBadResult, Message: "encode result: " + cerr.Error()}
 		}
 		return transport.Result{Status: transport.StatusOK, Payload: payload}
 	}

@@ -144,7 +144,7 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	if conn == nil {
 		// A node that cannot be connected to within a heartbeat timeout
 		// is as good as one that stopped heartbeating.
-		dctx, cancel := context.WithTimeout(ctx, s.HeartbeatTimeout)
+		dctx, cancel := context.WithDeadline(ctx, op.dialDeadline())
 		var err error
 		conn, err = c.pool.Get(dctx, member.Addr)
 		cancel()
@@ -197,6 +197,15 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	return p, outcome{}, true
 }
 
+// dialDeadline bounds a dial by a heartbeat timeout and the operation deadline.
+func (op *operation) dialDeadline() time.Time {
+	dl := time.Now().Add(op.s.HeartbeatTimeout)
+	if op.deadline.Before(dl) {
+		return op.deadline
+	}
+	return dl
+}
+
 func (c *Client) forget(l *leg) {
 	c.mu.Lock()
 	delete(c.legs, l.call)
@@ -243,7 +252,9 @@ func (op *operation) await(ctx context.Context, p *sent, detach bool) outcome {
 				if hops > maxRedirects {
 					return end(ReasonFailoverError, fmt.Errorf("more than %d redirects", maxRedirects))
 				}
-				nc, err := c.pool.Get(ctx, ev.redirect.Addr)
+				dctx, cancel := context.WithDeadline(ctx, op.dialDeadline())
+				nc, err := c.pool.Get(dctx, ev.redirect.Addr)
+				cancel()
 				if err != nil {
 					return end(ReasonDialFailed, fmt.Errorf("dial redirect target %s: %w", ev.redirect.Node, err))
 				}

@@ -39,6 +39,7 @@ type operation struct {
 func (op *operation) sequential(ctx context.Context) error {
 	order := op.c.router.GroupOrder(op.entities[0], op.groupBuf[:0])
 	var last outcome
+	routed := false
 	for n := 0; n <= op.s.MaxFailovers; n++ {
 		if n > 0 && !time.Now().Before(op.deadline) {
 			break
@@ -52,9 +53,13 @@ func (op *operation) sequential(ctx context.Context) error {
 		if last.final() {
 			return op.finish(last)
 		}
+		routed = routed || last.member.Name != ""
 		if last.reason == ReasonDeadline {
 			break
 		}
+	}
+	if !routed {
+		return op.fail(last.reason, fmt.Errorf("%w: %s", ErrNoRoute, last.err))
 	}
 	return op.fail(last.reason, last.err)
 }
@@ -168,28 +173,44 @@ func (op *operation) scatter(ctx context.Context) error {
 	if len(members) == 0 {
 		return op.fail(ReasonNoMember, ErrNoRoute)
 	}
-	ctx, cancel := context.WithDeadline(ctx, op.deadline)
-	defer cancel()
+	// Copies that lose the race keep running after the caller has its
+	// answer, so their outcomes can still reveal a node that missed the
+	// write; they end by their own timers.
+	legCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), op.deadline)
 	results := make(chan outcome, len(members))
+	op.c.connect(ctx, members, op.s.HeartbeatTimeout)
 	// Sends happen under one lock, so every node's connection carries this
 	// client's scatter operations in the same order: replicas apply them in
-	// the same order (see docs/ARCHITECTURE.md for several clients).
+	// the same order (see docs/ARCHITECTURE.md for several clients). The
+	// connections were made above, outside the lock.
+	var legs sync.WaitGroup
 	op.c.scatterMu.Lock()
 	for i, m := range members {
-		p, o, ok := op.send(ctx, m, i, transport.FlagScatter)
+		p, o, ok := op.send(legCtx, m, i, transport.FlagScatter)
 		if !ok {
-			if o.reason == ReasonQueueFull || o.reason == ReasonConnBroken || o.reason == ReasonDialFailed {
-				op.c.missedWrite(m.Name)
-			}
+			op.c.noteScatterLoss(m.Name, o.reason)
 			results <- o
 			continue
 		}
-		go func() { results <- op.await(ctx, p, true) }()
+		legs.Go(func() {
+			o := op.await(legCtx, p, true)
+			op.c.noteScatterLoss(m.Name, o.reason)
+			results <- o
+		})
 	}
 	op.c.scatterMu.Unlock()
+	go func() {
+		legs.Wait()
+		cancel()
+	}()
 	var last outcome
 	for range members {
-		o := <-results
+		var o outcome
+		select {
+		case o = <-results:
+		case <-ctx.Done():
+			return op.fail(ReasonDeadline, context.Cause(ctx))
+		}
 		op.record(o)
 		if o.final() {
 			return op.finish(o)
@@ -197,6 +218,33 @@ func (op *operation) scatter(ctx context.Context) error {
 		last = o
 	}
 	return op.fail(last.reason, last.err)
+}
+
+// noteScatterLoss marks node as having missed a scatter write when the way
+// its copy ended shows it did not apply it. A copy that timed out is not
+// marked: a frozen node applies its queue when it resumes.
+func (c *Client) noteScatterLoss(node string, r Reason) {
+	switch r {
+	case ReasonQueueFull, ReasonConnBroken, ReasonDialFailed, ReasonFailoverError, ReasonPanic:
+		c.missedWrite(node)
+	}
+}
+
+// connect dials, in parallel, the members that have no connection, waiting
+// at most timeout: a scatter must not hold its ordering lock while it dials.
+func (c *Client) connect(ctx context.Context, members []Member, timeout time.Duration) {
+	var wg sync.WaitGroup
+	for _, m := range members {
+		if c.pool.Lookup(m.Addr) != nil {
+			continue
+		}
+		wg.Go(func() {
+			dctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			c.pool.Get(dctx, m.Addr) // a failure is found again, at once, by send
+		})
+	}
+	wg.Wait()
 }
 
 // finish ends the operation with a final outcome.
@@ -248,7 +296,9 @@ type historyEntry struct {
 }
 
 func (op *operation) record(o outcome) {
-	op.c.cfg.Metrics.AttemptEnded(op.m.Service, op.m.Name, o.reason, o.dur)
+	if o.member.Name != "" { // an attempt was started, not a group skipped
+		op.c.cfg.Metrics.AttemptEnded(op.m.Service, op.m.Name, o.reason, o.dur)
+	}
 	op.mu.Lock()
 	if op.history == nil {
 		op.history = op.histBuf[:0]
