@@ -131,7 +131,22 @@ func (c *Client) Invoke(ctx context.Context, m *MethodDesc, args, reply codec.Me
 	if len(op.entities) == 0 {
 		return fmt.Errorf("ffgen: %s.%s: no entity ID", m.Service, m.Name)
 	}
-	op.payload, err = c.cfg.Codec.Append(nil, args)
+	// In the failover mode every attempt has ended when Invoke returns, so
+	// the argument buffer can be reused; hedge and scatter copies may
+	// outlive the call and keep their own.
+	var buf *[]byte
+	if m.Mode == ModeFailover {
+		buf = payloadPool.Get().(*[]byte)
+		defer func() {
+			if cap(*buf) <= maxPooledPayload {
+				*buf = op.payload[:0]
+				payloadPool.Put(buf)
+			}
+		}()
+	} else {
+		buf = new([]byte)
+	}
+	op.payload, err = c.cfg.Codec.Append((*buf)[:0], args)
 	if err != nil {
 		return fmt.Errorf("ffgen: %s.%s: encode arguments: %w", m.Service, m.Name, err)
 	}
@@ -153,6 +168,10 @@ func (c *Client) Invoke(ctx context.Context, m *MethodDesc, args, reply codec.Me
 	c.cfg.Metrics.OperationEnded(m.Service, m.Name, err == nil, time.Since(start))
 	return err
 }
+
+var payloadPool = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledPayload = 64 << 10
 
 func (c *Client) settingsFor(m *MethodDesc) (Settings, error) {
 	if v, ok := c.settings.Load(m); ok {

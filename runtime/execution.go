@@ -19,6 +19,7 @@ type execution struct {
 	impl     any
 	args     codec.Message
 	info     AttemptInfo // embedded: one allocation fewer per attempt
+	res      transport.Result
 	actx     attemptCtx
 	entities []string
 	timeout  time.Duration
@@ -88,28 +89,43 @@ func (e *execution) run() {
 	skip := e.abandoned || !now.Before(deadline)
 	s.mu.Unlock()
 
-	var r transport.Result
+	r := &e.res
 	if skip {
-		r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "attempt cancelled or expired before it ran"}
+		*r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "attempt cancelled or expired before it ran"}
 	} else {
 		m := e.method
 		s.cfg.Metrics.ServerAttempt(m.Service, m.Name, 1)
 		e.actx = attemptCtx{Context: ctx, info: &e.info}
 		res, err := e.call(&e.actx)
 		s.cfg.Metrics.ServerAttempt(m.Service, m.Name, -1)
-		var fwd *ForwardError
-		if errors.As(err, &fwd) {
+		if fwd := asForward(err); fwd != nil {
 			if rd, ok := e.redirect(fwd); ok {
 				e.finish(nil, rd)
 				return
 			}
 			err = fmt.Errorf("forward to %s: node unknown", fwd.Node)
-			r = transport.Result{Status: transport.StatusFailover, Message: err.Error()}
+			*r = transport.Result{Status: transport.StatusFailover, Message: err.Error()}
 		} else {
-			r = e.result(res, err)
+			*r = e.result(res, err)
 		}
 	}
-	e.finish(&r, nil)
+	e.finish(r, nil)
+}
+
+// asForward finds a ForwardError in err. The variable errors.As needs is
+// declared only on the rare path, so the common one does not allocate it.
+func asForward(err error) *ForwardError {
+	if err == nil {
+		return nil
+	}
+	if fwd, ok := err.(*ForwardError); ok {
+		return fwd
+	}
+	var fwd *ForwardError
+	if errors.As(err, &fwd) {
+		return fwd
+	}
+	return nil
 }
 
 // redirect resolves the node a handler forwarded to.

@@ -68,9 +68,7 @@ func (h *clientHandler) HandleFrame(conn transport.Conn, f transport.Frame) {
 		}
 		c.mu.Unlock()
 	case *transport.Result:
-		r := *f
-		r.Payload = append([]byte(nil), f.Payload...)
-		c.deliver(conn, f.Call, legEvent{result: &r})
+		c.deliver(conn, f.Call, legEvent{result: ownResult(f)})
 	case *transport.Redirect:
 		rd := *f
 		c.deliver(conn, f.Call, legEvent{redirect: &rd})
@@ -94,6 +92,24 @@ func (h *clientHandler) HandleClose(conn transport.Conn, err error) {
 			}
 		}
 	}
+}
+
+// resultBox holds a copied Result and, when it fits, its payload: one
+// allocation for the common small answer instead of two.
+type resultBox struct {
+	r      transport.Result
+	inline [64]byte
+}
+
+// ownResult copies f out of the connection's read buffer.
+func ownResult(f *transport.Result) *transport.Result {
+	b := &resultBox{r: *f}
+	if len(f.Payload) <= len(b.inline) {
+		b.r.Payload = append(b.inline[:0:len(b.inline)], f.Payload...)
+	} else {
+		b.r.Payload = append([]byte(nil), f.Payload...)
+	}
+	return &b.r
 }
 
 func (c *Client) deliver(conn transport.Conn, call uint64, ev legEvent) {

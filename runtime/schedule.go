@@ -106,8 +106,11 @@ func (s *Server) release(e *execution) {
 			continue
 		}
 		if len(q.queue) > 0 && q.queue[0] == e {
-			q.queue[0] = nil
-			q.queue = q.queue[1:]
+			// Shift rather than reslice, so the queue keeps its backing
+			// array when it is recycled; queues are short.
+			n := copy(q.queue, q.queue[1:])
+			q.queue[n] = nil
+			q.queue = q.queue[:n]
 		}
 		switch {
 		case len(q.queue) > 0:

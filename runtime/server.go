@@ -240,8 +240,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	}
 	if r, ok := s.results.get(a.OpID, time.Now()); ok {
 		s.mu.Unlock()
-		r.Call = a.Call
-		s.send(c, &r)
+		s.sendCached(c, a.Call, r)
 		return
 	}
 	reg := s.services[a.Service]
@@ -328,6 +327,13 @@ func (s *Server) cancelCall(c transport.Conn, call uint64) {
 			e.cancel()
 		}
 	}
+}
+
+// sendCached answers a repeated attempt from memory. The copy escapes here,
+// on the rare hit, not in arrive on every attempt.
+func (s *Server) sendCached(c transport.Conn, call uint64, r transport.Result) {
+	r.Call = call
+	s.send(c, &r)
 }
 
 func (s *Server) send(c transport.Conn, f transport.Frame) {
