@@ -24,8 +24,10 @@ type Config struct {
 	// PerGroup is the number of nodes in each group; default 1. Nodes are
 	// named after their group and a number: a1, a2, b1, …
 	PerGroup int
-	// Settings for clients and servers; zero fields take the defaults and
-	// Groups is always set from Config.Groups.
+	// Settings for clients and servers: the zero value means
+	// runtime.DefaultSettings(); anything else is used as it is (so a test
+	// can set MaxFailovers or SuspectFor to zero). Groups is always set
+	// from Config.Groups.
 	Settings runtime.Settings
 	// Logger defaults to one that discards, to keep test output readable.
 	Logger *slog.Logger
@@ -87,28 +89,14 @@ func New(tb testing.TB, cfg Config) *Cluster {
 	return c
 }
 
+// withDefaults returns the defaults for zero settings, and s itself
+// otherwise: a test that sets anything sets everything (start from
+// runtime.DefaultSettings), so it can also switch things off with zeros.
 func withDefaults(s runtime.Settings) runtime.Settings {
-	d := runtime.DefaultSettings()
-	if s.HeartbeatInterval == 0 {
-		s.HeartbeatInterval = d.HeartbeatInterval
-	}
-	if s.HeartbeatTimeout == 0 {
-		s.HeartbeatTimeout = d.HeartbeatTimeout
-	}
-	if s.AttemptTimeout == 0 {
-		s.AttemptTimeout = d.AttemptTimeout
-	}
-	if s.OperationTimeout == 0 {
-		s.OperationTimeout = d.OperationTimeout
-	}
-	if s.MaxFailovers == 0 {
-		s.MaxFailovers = d.MaxFailovers
-	}
-	if s.SuspectFor == 0 {
-		s.SuspectFor = d.SuspectFor
-	}
-	if s.Budget == (runtime.BudgetSettings{}) {
-		s.Budget = d.Budget
+	if s.HeartbeatInterval == 0 && s.HeartbeatTimeout == 0 && s.AttemptTimeout == 0 &&
+		s.OperationTimeout == 0 && s.MaxFailovers == 0 && s.SuspectFor == 0 &&
+		s.Budget == (runtime.BudgetSettings{}) {
+		return runtime.DefaultSettings()
 	}
 	return s
 }
