@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -48,6 +50,24 @@ type ManagementConfig struct {
 	Token string
 	// Groups are the failure groups /health/ready requires a live member in.
 	Groups []string
+	// Routes mounts extra read-only endpoints beside the built-in ones,
+	// behind the same token. Keys are http.ServeMux patterns of the form
+	// "GET /path" (GET also answers HEAD), without a host; a path may not
+	// start with a built-in route's first segment (/cluster, /health,
+	// /metrics, /ops), so that no extra route takes a request from a
+	// built-in one, now or when routes are added there. See Validate.
+	Routes map[string]http.Handler
+}
+
+// ErrBadRoute is returned for an extra management route that is malformed,
+// not read-only, reserved, or in conflict with another route.
+var ErrBadRoute = errors.New("cluster: bad management route")
+
+// Validate reports what NewManagement would panic on: a missing Members or
+// an extra route that Routes does not allow (wrapping ErrBadRoute).
+func (c ManagementConfig) Validate() error {
+	_, err := newManagement(c)
+	return err
 }
 
 // NewManagement returns the management API:
@@ -64,26 +84,85 @@ type ManagementConfig struct {
 //	GET    /metrics                  Prometheus text format
 //	GET    /ops                      in-flight operations as JSON
 //
-// Errors are JSON {"error": "..."}.
+// plus cfg.Routes. Errors are JSON {"error": "..."}.
+//
+// NewManagement panics, as http.ServeMux.Handle does, if cfg is invalid;
+// cfg.Validate reports it as an error, and ServeManagement returns it.
 func NewManagement(cfg ManagementConfig) http.Handler {
+	h, err := newManagement(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+type builtinRoute struct {
+	pattern string
+	handle  func(*management, http.ResponseWriter, *http.Request)
+}
+
+var builtinRoutes = []builtinRoute{
+	{"GET /cluster/members", (*management).members},
+	{"GET /cluster/members/{name}", (*management).member},
+	{"PUT /cluster/members/{name}", (*management).operate},
+	{"POST /cluster/members/{name}", (*management).operate},
+	{"DELETE /cluster/members/{name}", (*management).operate},
+	{"GET /health/alive", (*management).alive},
+	{"GET /health/ready", (*management).ready},
+	{"GET /metrics", (*management).metrics},
+	{"GET /ops", (*management).ops},
+}
+
+func newManagement(cfg ManagementConfig) (http.Handler, error) {
+	if cfg.Members == nil {
+		return nil, errors.New("cluster: ManagementConfig.Members is required")
+	}
 	m := &management{cfg: cfg}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /cluster/members", m.members)
-	mux.HandleFunc("GET /cluster/members/{name}", m.member)
-	mux.HandleFunc("PUT /cluster/members/{name}", m.operate)
-	mux.HandleFunc("POST /cluster/members/{name}", m.operate)
-	mux.HandleFunc("DELETE /cluster/members/{name}", m.operate)
-	mux.HandleFunc("GET /health/alive", m.alive)
-	mux.HandleFunc("GET /health/ready", m.ready)
-	mux.HandleFunc("GET /metrics", m.metrics)
-	mux.HandleFunc("GET /ops", m.ops)
+	for _, r := range builtinRoutes {
+		mux.HandleFunc(r.pattern, func(w http.ResponseWriter, req *http.Request) { r.handle(m, w, req) })
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
-	if cfg.Token == "" {
-		return mux
+	// Sorted, so that the same config always reports the same error.
+	for _, pattern := range slices.Sorted(maps.Keys(cfg.Routes)) {
+		if err := mountRoute(mux, pattern, cfg.Routes[pattern]); err != nil {
+			return nil, err
+		}
 	}
-	return bearer(cfg.Token, mux)
+	if cfg.Token == "" {
+		return mux, nil
+	}
+	return bearer(cfg.Token, mux), nil
+}
+
+// mountRoute adds one extra route, leaving conflicts among wildcards to
+// the mux, which is the authority on them.
+func mountRoute(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
+	fields := strings.Fields(pattern)
+	if len(fields) != 2 || fields[0] != http.MethodGet || !strings.HasPrefix(fields[1], "/") {
+		return fmt.Errorf(`%w %q: want "GET /path": extra routes are read-only and take no host`, ErrBadRoute, pattern)
+	}
+	first, _, _ := strings.Cut(fields[1][1:], "/")
+	if u, err := url.PathUnescape(first); err == nil {
+		first = u
+	}
+	for _, r := range builtinRoutes {
+		if reserved, _, _ := strings.Cut(strings.Fields(r.pattern)[1][1:], "/"); first == reserved {
+			return fmt.Errorf("%w %q: /%s is reserved for the built-in routes", ErrBadRoute, pattern, reserved)
+		}
+	}
+	if h == nil {
+		return fmt.Errorf("%w %q: nil handler", ErrBadRoute, pattern)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w %q: %v", ErrBadRoute, pattern, r)
+		}
+	}()
+	mux.Handle(pattern, h)
+	return nil
 }
 
 type management struct{ cfg ManagementConfig }

@@ -30,22 +30,20 @@ type ManagementServer struct {
 }
 
 // ServeManagement listens on addr (DefaultManagementAddr if empty) and
-// serves NewManagement(cfg). tlsConfig, if set, serves HTTPS; it counts as
-// mutual TLS only with ClientAuth RequireAndVerifyClientCert. An address
-// other than loopback requires cfg.Token or mutual TLS.
+// serves NewManagement(cfg), returning cfg's validation error, if any,
+// before it listens. tlsConfig, if set, serves HTTPS; it counts as mutual
+// TLS only with ClientAuth RequireAndVerifyClientCert. An address other
+// than loopback requires cfg.Token or mutual TLS.
 func ServeManagement(addr string, cfg ManagementConfig, tlsConfig *tls.Config) (*ManagementServer, error) {
 	if addr == "" {
 		addr = DefaultManagementAddr
 	}
-	mutualTLS := tlsConfig != nil && tlsConfig.ClientAuth == tls.RequireAndVerifyClientCert
-	if cfg.Token == "" && !mutualTLS {
-		loop, err := isLoopback(addr)
-		if err != nil {
-			return nil, err
-		}
-		if !loop {
-			return nil, fmt.Errorf("%w: refusing to listen on %s", ErrInsecureManagement, addr)
-		}
+	handler, err := newManagement(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckManagementAddr(addr, cfg.Token, tlsConfig); err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -56,7 +54,7 @@ func ServeManagement(addr string, cfg ManagementConfig, tlsConfig *tls.Config) (
 	}
 	s := &ManagementServer{
 		srv: &http.Server{
-			Handler:           NewManagement(cfg),
+			Handler:           handler,
 			ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout:       10 * time.Second,
 			WriteTimeout:      10 * time.Second,
@@ -66,6 +64,25 @@ func ServeManagement(addr string, cfg ManagementConfig, tlsConfig *tls.Config) (
 	}
 	go func() { s.err <- s.srv.Serve(ln) }()
 	return s, nil
+}
+
+// CheckManagementAddr returns the error ServeManagement would return for
+// addr (DefaultManagementAddr if empty), the token and tlsConfig: a
+// malformed address, or ErrInsecureManagement. A node can call it before it
+// joins the cluster, to fail before anyone has seen it.
+func CheckManagementAddr(addr, token string, tlsConfig *tls.Config) error {
+	if addr == "" {
+		addr = DefaultManagementAddr
+	}
+	loop, err := isLoopback(addr)
+	if err != nil {
+		return err
+	}
+	mutualTLS := tlsConfig != nil && tlsConfig.ClientAuth == tls.RequireAndVerifyClientCert
+	if !loop && token == "" && !mutualTLS {
+		return fmt.Errorf("%w: refusing to listen on %s", ErrInsecureManagement, addr)
+	}
+	return nil
 }
 
 // isLoopback reports whether every address host may resolve to is a

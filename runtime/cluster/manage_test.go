@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -280,4 +283,130 @@ func TestManagementOnCluster(t *testing.T) {
 		return st == StateLeaving || st == StateLeft
 	})
 	do(t, h, call{method: "GET", path: "/health/ready", status: 503, contains: "g1"})
+}
+
+func TestManagementExtraRoutes(t *testing.T) {
+	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"hello": r.PathValue("who")})
+	})
+	h := NewManagement(ManagementConfig{Members: testMembers(), Token: "s3cret", Routes: map[string]http.Handler{
+		"GET /app/hello/{who}": hello,
+		"GET /app/status":      hello,
+	}})
+	do(t, h, call{method: "GET", path: "/app/hello/bob", token: "s3cret", status: 200, contains: `{"hello":"bob"}`})
+	do(t, h, call{method: "HEAD", path: "/app/status", token: "s3cret", status: 200})
+	// The token guards extra routes like the built-in ones.
+	do(t, h, call{method: "GET", path: "/app/hello/bob", status: 401, contains: "bearer token"})
+	do(t, h, call{method: "GET", path: "/app/hello/bob", token: "wrong", status: 401, contains: "bearer token"})
+	// Read-only: another method finds no endpoint.
+	do(t, h, call{method: "POST", path: "/app/status", token: "s3cret", status: 404, contains: "no endpoint POST /app/status"})
+	// Built-in routes are unaffected.
+	do(t, h, call{method: "GET", path: "/health/alive", token: "s3cret", status: 200, contains: `{"alive":true}`})
+	do(t, h, call{method: "GET", path: "/app/nothing", token: "s3cret", status: 404, contains: "no endpoint"})
+}
+
+func TestManagementBadRoutes(t *testing.T) {
+	ok := http.NotFoundHandler()
+	for _, tc := range []struct {
+		routes   map[string]http.Handler
+		contains string
+	}{
+		{map[string]http.Handler{"GET /metrics": ok}, "/metrics is reserved"},
+		{map[string]http.Handler{"GET /cluster/members/{name}/x": ok}, "/cluster is reserved"},
+		{map[string]http.Handler{"GET /health": ok}, "/health is reserved"},
+		{map[string]http.Handler{"GET /%6Fps/x": ok}, "/ops is reserved"},
+		// Overlaps GET /cluster/members/{name} with neither more specific.
+		{map[string]http.Handler{"GET /{any}/members/bob": ok}, "conflicts with"},
+		{map[string]http.Handler{"GET /a/{x}": ok, "GET /a/{y}": ok}, "conflicts with"},
+		{map[string]http.Handler{"POST /app/x": ok}, "read-only"},
+		{map[string]http.Handler{"/app/x": ok}, "read-only"},
+		{map[string]http.Handler{"GET example.com/app": ok}, "no host"},
+		{map[string]http.Handler{"GET /app/{bad": ok}, "bad wildcard"},
+		{map[string]http.Handler{"GET /app/x": nil}, "nil handler"},
+	} {
+		cfg := ManagementConfig{Members: testMembers(), Token: "t", Routes: tc.routes}
+		err := cfg.Validate()
+		if !errors.Is(err, ErrBadRoute) || !strings.Contains(err.Error(), tc.contains) {
+			t.Errorf("routes %v: Validate = %v, want ErrBadRoute containing %q", slices.Collect(maps.Keys(tc.routes)), err, tc.contains)
+			continue
+		}
+		if s, err := ServeManagement("127.0.0.1:0", cfg, nil); !errors.Is(err, ErrBadRoute) {
+			if s != nil {
+				s.Shutdown(context.Background())
+			}
+			t.Errorf("routes %v: ServeManagement = %v, want ErrBadRoute", slices.Collect(maps.Keys(tc.routes)), err)
+		}
+		func() {
+			defer func() {
+				if r, _ := recover().(error); !errors.Is(r, ErrBadRoute) {
+					t.Errorf("routes %v: NewManagement panicked with %v, want ErrBadRoute", slices.Collect(maps.Keys(tc.routes)), r)
+				}
+			}()
+			NewManagement(cfg)
+		}()
+	}
+	if err := (ManagementConfig{}).Validate(); err == nil || !strings.Contains(err.Error(), "Members is required") {
+		t.Errorf("config without Members: Validate = %v", err)
+	}
+	if err := (ManagementConfig{Members: testMembers(), Routes: map[string]http.Handler{"GET /": ok, "GET /app/{rest...}": ok}}).Validate(); err != nil {
+		t.Errorf("valid routes rejected: %v", err)
+	}
+}
+
+// Extra routes over a real socket, beyond loopback with a token.
+func TestServeManagementExtraRouteWithToken(t *testing.T) {
+	cfg := ManagementConfig{Members: testMembers(), Token: "s3cret", Routes: map[string]http.Handler{
+		"GET /app/balances": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "42") }),
+	}}
+	s, err := ServeManagement("0.0.0.0:0", cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	url := fmt.Sprintf("http://127.0.0.1:%d/app/balances", s.Addr().(*net.TCPAddr).Port)
+	get := func(token string) (int, string) {
+		req, _ := http.NewRequest("GET", url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("s3cret"); code != 200 || body != "42" {
+		t.Errorf("with token: %d %q", code, body)
+	}
+	if code, _ := get(""); code != 401 {
+		t.Errorf("without token: %d, want 401", code)
+	}
+}
+
+func TestCheckManagementAddr(t *testing.T) {
+	for _, ok := range []string{"", "127.0.0.1:8558", "localhost:1", "[::1]:2"} {
+		if err := CheckManagementAddr(ok, "", nil); err != nil {
+			t.Errorf("CheckManagementAddr(%q) = %v", ok, err)
+		}
+	}
+	mutual := &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert}
+	for _, addr := range []string{"0.0.0.0:8558", ":8558", "10.0.0.1:1", "example.com:1"} {
+		if err := CheckManagementAddr(addr, "", nil); !errors.Is(err, ErrInsecureManagement) {
+			t.Errorf("CheckManagementAddr(%s) = %v, want ErrInsecureManagement", addr, err)
+		}
+		if err := CheckManagementAddr(addr, "", &tls.Config{ClientAuth: tls.RequireAnyClientCert}); !errors.Is(err, ErrInsecureManagement) {
+			t.Errorf("CheckManagementAddr(%s) with unverified client certs = %v, want ErrInsecureManagement", addr, err)
+		}
+		if err := CheckManagementAddr(addr, "t", nil); err != nil {
+			t.Errorf("CheckManagementAddr(%s) with a token = %v", addr, err)
+		}
+		if err := CheckManagementAddr(addr, "", mutual); err != nil {
+			t.Errorf("CheckManagementAddr(%s) with mutual TLS = %v", addr, err)
+		}
+	}
+	if err := CheckManagementAddr("no-port", "t", nil); err == nil || !strings.Contains(err.Error(), "no-port") {
+		t.Errorf("bad address with a token: %v", err)
+	}
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,6 +41,9 @@ type Scenario struct {
 
 	Out io.Writer // the scenario's timeline and bankload's summary
 	Err io.Writer // bankload's progress lines
+
+	env   []string // of every process: ours, Env, and the management token
+	token string   // the nodes' management bearer token
 }
 
 // Result is what a run produced.
@@ -81,6 +85,12 @@ var groups = []string{"a", "b"}
 // returns, also when ctx is cancelled (Ctrl-C) or a step fails.
 func (s *Scenario) Run(ctx context.Context) (*Result, error) {
 	s.Out, s.Err = lockedWriter(s.Out), lockedWriter(s.Err)
+	s.env = append(os.Environ(), s.Env...)
+	if s.token = lastEnv(s.env, cli.ManageTokenEnv); s.token == "" {
+		// Guard the nodes' management endpoints as a deployment would.
+		s.token = rand.Text()
+		s.env = append(s.env, cli.ManageTokenEnv+"="+s.token)
+	}
 	ports, err := freePorts(12)
 	if err != nil {
 		return nil, err
@@ -105,7 +115,7 @@ func (s *Scenario) Run(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 	}
-	if err := waitReady(ctx, nodes, 30*time.Second); err != nil {
+	if err := waitReady(ctx, s.client(), nodes, 30*time.Second); err != nil {
 		return nil, err
 	}
 	s.logf("4 nodes ready: %s", describe(nodes))
@@ -115,7 +125,7 @@ func (s *Scenario) Run(ctx context.Context) (*Result, error) {
 		"-groups", strings.Join(groups, ","), "-seeds", strings.Join(seeds, ","), "-mgmt", strings.Join(mgmts, ","),
 		"-duration", s.Duration.String(), "-accounts", strconv.Itoa(s.Accounts), "-callers", strconv.Itoa(s.Callers),
 		"-rate", strconv.Itoa(s.Rate), "-json", summaryPath)
-	load.Env = append(os.Environ(), s.Env...)
+	load.Env = s.env
 	load.Stdout, load.Stderr = s.Out, s.Err
 	load.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C reaches us, and we stop it
 	if err := load.Start(); err != nil {
@@ -182,7 +192,7 @@ wait:
 // watchDeclaredDead reports when the membership, as observer sees it,
 // declares the killed node dead: seconds after operations failed over.
 func (s *Scenario) watchDeclaredDead(ctx context.Context, observer *node, name string, stop <-chan struct{}) {
-	hc := &http.Client{Timeout: time.Second}
+	hc := s.client()
 	begin := time.Now()
 	for {
 		select {
@@ -206,6 +216,21 @@ func (s *Scenario) watchDeclaredDead(ctx context.Context, observer *node, name s
 	}
 }
 
+// client returns an HTTP client for the nodes' management endpoints.
+func (s *Scenario) client() *http.Client { return cli.ManagementClient(time.Second, s.token) }
+
+// lastEnv returns the value of key in env, the last one winning as in
+// exec.Cmd, or "".
+func lastEnv(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
 func (s *Scenario) logf(format string, args ...any) {
 	fmt.Fprintf(s.Out, "demo: "+format+"\n", args...)
 }
@@ -226,7 +251,7 @@ func (s *Scenario) start(n *node, seeds []string) error {
 	n.cmd = exec.Command(filepath.Join(s.BinDir, "banknode"),
 		"-name", n.name, "-group", n.group, "-groups", strings.Join(groups, ","),
 		"-rpc", n.rpc, "-gossip", n.gossip, "-mgmt", n.mgmt, "-seeds", strings.Join(seeds, ","))
-	n.cmd.Env = append(os.Environ(), s.Env...)
+	n.cmd.Env = s.env
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
 	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := n.cmd.Start(); err != nil {
@@ -292,8 +317,7 @@ func (s *Scenario) stopAll(nodes []*node) {
 }
 
 // waitReady polls every node's /health/ready.
-func waitReady(ctx context.Context, nodes []*node, timeout time.Duration) error {
-	hc := &http.Client{Timeout: time.Second}
+func waitReady(ctx context.Context, hc *http.Client, nodes []*node, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for _, n := range nodes {
 		for {

@@ -152,8 +152,7 @@ func (m *ledgerModel) check(r cli.Report) (mismatches []string) {
 // the model and has nothing in flight, or until timeout: a node that was
 // frozen may still be applying the writes it received meanwhile. A node
 // that does not answer (killed) is reported and skipped.
-func audit(ctx context.Context, m *ledgerModel, addrs []string, prefix string, timeout time.Duration) (nodes []cli.NodeAudit, passed bool) {
-	hc := &http.Client{Timeout: 2 * time.Second}
+func audit(ctx context.Context, hc *http.Client, m *ledgerModel, addrs []string, prefix string, timeout time.Duration) (nodes []cli.NodeAudit, passed bool) {
 	deadline := time.Now().Add(timeout)
 	nodes = make([]cli.NodeAudit, len(addrs))
 	for i, a := range addrs {

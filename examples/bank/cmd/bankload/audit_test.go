@@ -74,6 +74,8 @@ func TestModelRangeBeyondExactLimit(t *testing.T) {
 	}
 }
 
+var testClient = cli.ManagementClient(2*time.Second, "")
+
 // serveReports serves /bank/balances from reports, one per request, the
 // last one repeatedly.
 func serveReports(t *testing.T, reports ...cli.Report) string {
@@ -96,7 +98,7 @@ func TestAuditWaitsForLaggingNodeAndSkipsDeadOne(t *testing.T) {
 	good := cli.Report{Node: "n1", Snapshot: bank.Snapshot{Balances: map[string]int64{"run-a": 15}}}
 	lagging := cli.Report{Node: "n2", InFlight: 3, Snapshot: bank.Snapshot{Balances: map[string]int64{"run-a": 10}}}
 	dead := "127.0.0.1:1" // nothing listens on port 1
-	nodes, passed := audit(context.Background(), m, []string{serveReports(t, good), serveReports(t, lagging, lagging, good), dead}, "run-", 5*time.Second)
+	nodes, passed := audit(context.Background(), testClient, m, []string{serveReports(t, good), serveReports(t, lagging, lagging, good), dead}, "run-", 5*time.Second)
 	if !passed {
 		t.Fatalf("audit failed: %+v", nodes)
 	}
@@ -108,11 +110,11 @@ func TestAuditWaitsForLaggingNodeAndSkipsDeadOne(t *testing.T) {
 func TestAuditFailsOnDivergence(t *testing.T) {
 	m := newModel([]string{"run-a"}, 10)
 	bad := cli.Report{Node: "n1", Snapshot: bank.Snapshot{Balances: map[string]int64{"run-a": 20}}}
-	nodes, passed := audit(context.Background(), m, []string{serveReports(t, bad)}, "run-", 300*time.Millisecond)
+	nodes, passed := audit(context.Background(), testClient, m, []string{serveReports(t, bad)}, "run-", 300*time.Millisecond)
 	if passed || nodes[0].Passed || len(nodes[0].Mismatches) != 1 {
 		t.Fatalf("audit of a diverged node passed: %+v", nodes)
 	}
-	if _, passed := audit(context.Background(), m, []string{"127.0.0.1:1"}, "run-", 300*time.Millisecond); passed {
+	if _, passed := audit(context.Background(), testClient, m, []string{"127.0.0.1:1"}, "run-", 300*time.Millisecond); passed {
 		t.Fatal("audit with no reachable node passed")
 	}
 }

@@ -46,10 +46,11 @@ const usage = `Runs load against a bank cluster and audits every node's balances
 const deadlineMargin = time.Second
 
 type config struct {
-	name, groups, seeds, mgmt, gossip, preset, key, logLevel, jsonPath string
-	accounts, callers, ops, readPct, rate                              int
-	initial                                                            int
-	duration, progress, auditTimeout, joinTimeout                      time.Duration
+	name, groups, seeds, mgmt, token, gossip, preset, key string
+	logLevel, jsonPath                                    string
+	accounts, callers, ops, readPct, rate                 int
+	initial                                               int
+	duration, progress, auditTimeout, joinTimeout         time.Duration
 }
 
 func main() {
@@ -59,6 +60,7 @@ func main() {
 		groups   = f.String("groups", runtime.EnvGroups, "", "every failure group, comma-separated, as the nodes list them (required)")
 		seeds    = f.String("seeds", "FFGEN_SEEDS", "", "gossip addresses of cluster nodes, comma-separated (required)")
 		mgmt     = f.String("mgmt", "FFGEN_MANAGEMENT_ADDRS", "", "management addresses of the nodes to audit, comma-separated (required)")
+		token    = f.String("manage-token", cli.ManageTokenEnv, "", "bearer token of the nodes' management endpoints, if they require one")
 		gossip   = f.String("gossip", "", "127.0.0.1:0", "memberlist bind address of this load generator")
 		preset   = f.String("gossip-preset", "FFGEN_GOSSIP_PRESET", "lan", "memberlist timing, as the nodes use: lan or local")
 		key      = f.String("gossip-key", "FFGEN_GOSSIP_KEY", "", "gossip encryption key, base64, as the nodes use")
@@ -77,7 +79,7 @@ func main() {
 	)
 	f.Parse(os.Args[1:])
 	c := config{
-		name: *name, groups: *groups, seeds: *seeds, mgmt: *mgmt, gossip: *gossip, preset: *preset,
+		name: *name, groups: *groups, seeds: *seeds, mgmt: *mgmt, token: *token, gossip: *gossip, preset: *preset,
 		key: *key, logLevel: *logLevel, jsonPath: *jsonPath,
 		accounts: *accounts, callers: *callers, ops: *ops, readPct: *readPct, rate: *rate, initial: *initial,
 		duration: *duration, progress: *progress, auditTimeout: *auditTO, joinTimeout: *joinTO,
@@ -196,7 +198,7 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 	}
 	sum.MissedWrites = slices.Sorted(maps.Keys(wc.MissedWrites()))
 	fmt.Fprintf(os.Stderr, "bankload: load done; auditing %s\n", c.mgmt)
-	sum.Nodes, sum.AuditPassed = audit(context.WithoutCancel(ctx), model, cli.List(c.mgmt), run+"-", c.auditTimeout)
+	sum.Nodes, sum.AuditPassed = audit(context.WithoutCancel(ctx), cli.ManagementClient(2*time.Second, c.token), model, cli.List(c.mgmt), run+"-", c.auditTimeout)
 	printSummary(os.Stdout, sum)
 	if c.jsonPath != "" {
 		if err := writeJSON(c.jsonPath, sum); err != nil {

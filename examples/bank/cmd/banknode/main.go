@@ -34,13 +34,15 @@ import (
 )
 
 const usage = `Runs one node of the bank example: the Accounts service over TCP,
-memberlist gossip, and management HTTP (loopback only) with /bank/balances.
+memberlist gossip, and management HTTP with /bank/balances (beyond loopback
+only with a token).
 `
 
 type config struct {
 	name, group, groups           string
 	rpc, advertise, gossip, seeds string
-	mgmt, preset, key, logLevel   string
+	mgmt, token, preset, key      string
+	logLevel                      string
 	drain                         time.Duration
 	remember                      int
 }
@@ -55,7 +57,8 @@ func main() {
 		advertise = f.String("rpc-advertise", "FFGEN_RPC_ADVERTISE", "", "fast-failover address published to others (default: the listen address)")
 		gossip    = f.String("gossip", "FFGEN_GOSSIP_ADDR", "127.0.0.1:7946", "memberlist bind address (UDP and TCP)")
 		seeds     = f.String("seeds", "FFGEN_SEEDS", "", "gossip addresses of nodes to join, comma-separated (none: start a cluster)")
-		mgmt      = f.String("mgmt", "FFGEN_MANAGEMENT_ADDR", cluster.DefaultManagementAddr, "management HTTP address (loopback)")
+		mgmt      = f.String("mgmt", "FFGEN_MANAGEMENT_ADDR", cluster.DefaultManagementAddr, "management HTTP address; beyond loopback it needs -manage-token")
+		token     = f.String("manage-token", cli.ManageTokenEnv, "", "bearer token required on every management request (prefer the variable: flags show in ps)")
 		preset    = f.String("gossip-preset", "FFGEN_GOSSIP_PRESET", "lan", "memberlist timing: lan (dead after seconds) or local (about 1-2 s)")
 		key       = f.String("gossip-key", "FFGEN_GOSSIP_KEY", "", "gossip encryption key, base64 of 16, 24 or 32 bytes")
 		logLevel  = f.String("log-level", "FFGEN_LOG_LEVEL", "info", "debug, info, warn or error")
@@ -66,7 +69,7 @@ func main() {
 	c := config{
 		name: *name, group: *group, groups: *groups,
 		rpc: *rpc, advertise: *advertise, gossip: *gossip, seeds: *seeds,
-		mgmt: *mgmt, preset: *preset, key: *key, logLevel: *logLevel,
+		mgmt: *mgmt, token: *token, preset: *preset, key: *key, logLevel: *logLevel,
 		drain: *drain, remember: *remember,
 	}
 	log, err := cli.Logger(c.logLevel)
@@ -106,8 +109,8 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := loopbackOnly(c.mgmt); err != nil {
-		return err
+	if err := cluster.CheckManagementAddr(c.mgmt, c.token, nil); err != nil {
+		return fmt.Errorf("-mgmt: %w", err)
 	}
 	clusterLog := log // the cluster adds the node name itself
 	log = log.With("node", c.name)
@@ -139,29 +142,14 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	}
 	defer cl.Shutdown()
 
-	mux := http.NewServeMux()
-	mux.Handle("/", cluster.NewManagement(cluster.ManagementConfig{
-		Members:  cl,
-		Operator: cl,
-		Metrics:  stats,
-		Ops:      []runtime.InFlighter{srv},
-		Groups:   settings.Groups,
-	}))
-	mux.HandleFunc("GET "+cli.BalancesPath, func(w http.ResponseWriter, r *http.Request) {
-		rep := cli.Report{Node: c.name, Group: c.group, InFlight: len(srv.InFlight()), Snapshot: ledger.Snapshot(r.URL.Query().Get("prefix"))}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(rep)
-	})
-	mln, err := net.Listen("tcp", c.mgmt)
+	ms, err := cluster.ServeManagement(c.mgmt, management(c, settings.Groups, cl, stats, srv, ledger), nil)
 	if err != nil {
-		return fmt.Errorf("management listen: %w", err)
+		return err
 	}
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 10 * time.Second}
-	go hs.Serve(mln)
-	defer hs.Close()
+	defer ms.Shutdown(context.Background())
 
 	log.Info("banknode serving", "group", c.group, "groups", settings.Groups, "rpc", ccfg.RPCAddr,
-		"gossip", cl.LocalNode().GossipAddress, "mgmt", mln.Addr().String(), "seeds", ccfg.Seeds, "preset", c.preset)
+		"gossip", cl.LocalNode().GossipAddress, "mgmt", ms.Addr().String(), "mgmt_token", c.token != "", "seeds", ccfg.Seeds, "preset", c.preset)
 
 	<-ctx.Done()
 	log.Info("banknode stopping: refusing new work, leaving the cluster")
@@ -178,7 +166,9 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		// Typically the leave broadcast found nobody left to tell.
 		log.Warn("cluster shutdown", "err", err)
 	}
-	hs.Shutdown(dctx)
+	if err := ms.Shutdown(dctx); err != nil {
+		log.Warn("management shutdown", "err", err)
+	}
 	log.Info("banknode stopped")
 	return nil
 }
@@ -210,15 +200,24 @@ func clusterConfig(c config) (cluster.Config, error) {
 	return cfg, nil
 }
 
-// loopbackOnly refuses a management address beyond loopback: this example
-// serves it without authentication.
-func loopbackOnly(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("-mgmt %q: %w", addr, err)
+// management configures the management API: the cluster's routes plus
+// the ledger report that bankload audits, all behind c.token if set.
+func management(c config, groups []string, cl interface {
+	cluster.MemberSource
+	cluster.MemberOperator
+}, stats *runtime.Stats, srv *runtime.Server, ledger *bank.Ledger) cluster.ManagementConfig {
+	balances := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rep := cli.Report{Node: c.name, Group: c.group, InFlight: len(srv.InFlight()), Snapshot: ledger.Snapshot(r.URL.Query().Get("prefix"))}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(rep)
+	})
+	return cluster.ManagementConfig{
+		Members:  cl,
+		Operator: cl,
+		Metrics:  stats,
+		Ops:      []runtime.InFlighter{srv},
+		Groups:   groups,
+		Token:    c.token,
+		Routes:   map[string]http.Handler{"GET " + cli.BalancesPath: balances},
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("%w: -mgmt %s", cluster.ErrInsecureManagement, addr)
-	}
-	return nil
 }

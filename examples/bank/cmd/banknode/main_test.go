@@ -1,11 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/ffgen/ffgen/examples/bank"
+	"github.com/ffgen/ffgen/examples/bank/internal/cli"
+	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/cluster"
 )
 
@@ -31,15 +41,68 @@ func TestClusterConfig(t *testing.T) {
 	}
 }
 
-func TestManagementLoopbackOnly(t *testing.T) {
-	for _, ok := range []string{"127.0.0.1:8558", "localhost:1", "[::1]:2"} {
-		if err := loopbackOnly(ok); err != nil {
-			t.Errorf("loopbackOnly(%s) = %v", ok, err)
-		}
+type fakeCluster struct{}
+
+func (fakeCluster) AllMembers() []cluster.MemberStatus {
+	return []cluster.MemberStatus{{Name: "a1", Group: "a", State: cluster.StateAlive, Local: true}}
+}
+func (fakeCluster) Joined() bool { return true }
+func (fakeCluster) Member(string) (cluster.MemberStatus, bool) {
+	return cluster.MemberStatus{}, false
+}
+func (fakeCluster) Operate(string, cluster.Operation) error { return cluster.ErrNotLocal }
+
+// The balances report is served beside the cluster's routes, on any
+// address once a token guards them.
+func TestManagementServesBalancesBehindToken(t *testing.T) {
+	ledger := bank.NewLedger(16)
+	if _, err := ledger.Open(context.Background(), bank.OpenRequest{AccountID: "run-a", Initial: 70}); err != nil {
+		t.Fatal(err)
 	}
-	for _, bad := range []string{"0.0.0.0:8558", ":8558", "10.0.0.1:1", "example.com:1"} {
-		if err := loopbackOnly(bad); !errors.Is(err, cluster.ErrInsecureManagement) {
-			t.Errorf("loopbackOnly(%s) = %v, want ErrInsecureManagement", bad, err)
-		}
+	srv := runtime.NewServer(runtime.ServerConfig{})
+	c := config{name: "a1", group: "a", token: "s3cret"}
+	cfg := management(c, []string{"a"}, fakeCluster{}, runtime.NewStats(), srv, ledger)
+
+	ms, err := cluster.ServeManagement("0.0.0.0:0", cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Shutdown(context.Background())
+	addr := fmt.Sprintf("127.0.0.1:%d", ms.Addr().(*net.TCPAddr).Port)
+
+	r, err := cli.FetchReport(context.Background(), cli.ManagementClient(5*time.Second, c.token), addr, "run-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Node != "a1" || r.Group != "a" || r.Balances["run-a"] != 70 || len(r.Balances) != 1 {
+		t.Fatalf("report = %+v", r)
+	}
+	if _, err := cli.FetchReport(context.Background(), cli.ManagementClient(5*time.Second, ""), addr, "run-"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("report without the token: %v, want 401", err)
+	}
+	resp, err := cli.ManagementClient(5*time.Second, c.token).Get("http://" + addr + "/health/ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/health/ready: %s", resp.Status)
+	}
+
+	// Without a token the same address is refused.
+	c.token = ""
+	if _, err := cluster.ServeManagement("0.0.0.0:0", management(c, []string{"a"}, fakeCluster{}, runtime.NewStats(), srv, ledger), nil); !errors.Is(err, cluster.ErrInsecureManagement) {
+		t.Fatalf("no token beyond loopback: %v, want ErrInsecureManagement", err)
+	}
+}
+
+// A management address beyond loopback without a token stops the node
+// before it listens or joins anything.
+func TestRunRefusesInsecureManagement(t *testing.T) {
+	c := config{name: "a1", group: "a", groups: "a,b", gossip: "127.0.0.1:0", preset: "local", mgmt: "0.0.0.0:0"}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // were it to start, it would stop at once
+	if err := run(ctx, c, slog.New(slog.DiscardHandler)); !errors.Is(err, cluster.ErrInsecureManagement) {
+		t.Fatalf("run = %v, want ErrInsecureManagement", err)
 	}
 }
