@@ -34,7 +34,8 @@ type execution struct {
 	waitBuf   [1]waiter
 	deadline  time.Time // heartbeats stop here, even if the handler does not
 	cancel    context.CancelFunc
-	abandoned bool
+	abandoned bool // cancelled by every waiter
+	rerun     bool // an attempt joined after the cancel: run again once stopped
 }
 
 type waiter struct {
@@ -86,7 +87,7 @@ func (e *execution) run() {
 	s.mu.Lock()
 	e.cancel = cancel
 	e.deadline = deadline
-	skip := e.abandoned || !now.Before(deadline)
+	skip := e.abandoned || s.halted || (!e.scatter && !now.Before(deadline))
 	s.mu.Unlock()
 
 	r := &e.res
@@ -98,18 +99,43 @@ func (e *execution) run() {
 		e.actx = attemptCtx{Context: ctx, info: &e.info}
 		res, err := e.call(&e.actx)
 		s.cfg.Metrics.ServerAttempt(m.Service, m.Name, -1)
-		if fwd := asForward(err); fwd != nil {
+		switch fwd := asForward(err); {
+		case fwd != nil:
 			if rd, ok := e.redirect(fwd); ok {
 				e.finish(nil, rd)
 				return
 			}
 			err = fmt.Errorf("forward to %s: node unknown", fwd.Node)
 			*r = transport.Result{Status: transport.StatusFailover, Message: err.Error()}
-		} else {
-			*r = e.result(res, err)
+		case err != nil && ctx.Err() != nil:
+			// The engine ended the handler (a cancel, the attempt
+			// timeout, a shutdown): its error says nothing about the
+			// operation, so the answer is Failover, and not remembered.
+			if e.restart() {
+				return
+			}
+			*r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "handler stopped: " + err.Error()}
+		default:
+			*r = e.safeResult(res, err)
 		}
 	}
 	e.finish(r, nil)
+}
+
+// restart runs a cancelled execution again, still heading its queues, when
+// an attempt joined it after the cancel: that attempt wants it done.
+func (e *execution) restart() bool {
+	s := e.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !e.rerun || len(e.waiters) == 0 || s.halted {
+		return false
+	}
+	e.rerun, e.abandoned = false, false
+	e.arrived = time.Now()
+	s.running.Add(1)
+	go e.run()
+	return true
 }
 
 // asForward finds a ForwardError in err. The variable errors.As needs is
@@ -170,6 +196,20 @@ func (c *attemptCtx) Value(key any) any {
 type panicError struct{ value any }
 
 func (p *panicError) Error() string { return fmt.Sprintf("handler panicked: %v", p.value) }
+
+// safeResult is result with user code (error matchers, encoders) behind a
+// recover: a panic there must not take the node down either.
+func (e *execution) safeResult(res codec.Message, err error) (r transport.Result) {
+	defer func() {
+		if v := recover(); v != nil {
+			e.s.cfg.Logger.Error("ffgen: mapping a handler's result panicked; answering failover",
+				"service", e.method.Service, "method", e.method.Name, "op", e.info.OpIDString(),
+				"panic", v, "stack", string(debug.Stack()))
+			r = transport.Result{Status: transport.StatusFailover, Code: codePanic, Message: fmt.Sprintf("result mapping panicked: %v", v)}
+		}
+	}()
+	return e.result(res, err)
+}
 
 // result maps the handler's outcome to a Result frame.
 func (e *execution) result(res codec.Message, err error) transport.Result {

@@ -29,16 +29,16 @@ const idleTicks = 8
 
 // startHeartbeats is called with s.mu held.
 func (sc *serverConn) startHeartbeats(interval time.Duration) {
-	if interval <= 0 {
-		interval = sc.s.cfg.Settings.HeartbeatInterval
-	}
 	if sc.ticking {
 		if interval < sc.interval {
 			sc.interval = interval
+			// Replace a pending reset rather than drop this one; only
+			// the ticker receives, so the send cannot block.
 			select {
-			case sc.reset <- interval:
+			case <-sc.reset:
 			default:
 			}
+			sc.reset <- interval
 		}
 		return
 	}
@@ -94,9 +94,20 @@ func (sc *serverConn) beat() bool {
 	}
 	sc.idle = 0
 	items := sc.hb.Items[:0]
+	var expired []*execution
 	for call, e := range sc.calls {
 		if !e.deadline.IsZero() && now.After(e.deadline) {
 			continue // the handler overran its attempt timeout: let the client time out
+		}
+		if e.state != stateRunning && !e.scatter && now.After(e.arrived.Add(e.timeout)) {
+			// Queued past its time behind a slow operation: the client
+			// has given up on it, so it leaves the queue now rather than
+			// pile up behind a handler that may never return.
+			if e.state != stateDone {
+				e.state = stateDone
+				expired = append(expired, e)
+			}
+			continue
 		}
 		it := transport.HeartbeatItem{Call: call}
 		for i := range e.waiters {
@@ -109,6 +120,10 @@ func (sc *serverConn) beat() bool {
 	}
 	sc.hb.Items = items
 	s.mu.Unlock()
+	for _, e := range expired {
+		e.res = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "attempt expired while queued"}
+		e.finish(&e.res, nil)
+	}
 	if len(items) > 0 {
 		s.send(sc.conn, &sc.hb)
 	}

@@ -20,9 +20,14 @@ type leg struct {
 	done   chan legEvent          // result, redirect or broken connection
 	acked  atomic.Bool            // a heartbeat or result arrived
 	latest atomic.Pointer[[]byte] // last progress reported
+	// orphan marks a scatter copy whose waiter stopped before it was
+	// answered: it stays registered so that a close of its connection
+	// still reveals a node that missed the write. Guarded by Client.mu.
+	orphan bool
 }
 
 type legEvent struct {
+	conn     transport.Conn // the connection it came from: a leg that moved on ignores the old one
 	result   *transport.Result
 	redirect *transport.Redirect
 	err      error // the connection broke
@@ -68,10 +73,10 @@ func (h *clientHandler) HandleFrame(conn transport.Conn, f transport.Frame) {
 		}
 		c.mu.Unlock()
 	case *transport.Result:
-		c.deliver(conn, f.Call, legEvent{result: ownResult(f)})
+		c.deliver(conn, f.Call, legEvent{conn: conn, result: ownResult(f)})
 	case *transport.Redirect:
 		rd := *f
-		c.deliver(conn, f.Call, legEvent{redirect: &rd})
+		c.deliver(conn, f.Call, legEvent{conn: conn, redirect: &rd})
 	default:
 		c.cfg.Logger.Debug("ffgen: client ignores frame", "type", f.Type(), "peer", conn.Peer().Node)
 	}
@@ -82,15 +87,27 @@ func (h *clientHandler) HandleClose(conn transport.Conn, err error) {
 	if err == nil {
 		err = transport.ErrClosed
 	}
+	var missed bool
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, l := range c.legs {
-		if l.conn == conn {
-			select {
-			case l.done <- legEvent{err: err}:
-			default:
-			}
+	for call, l := range c.legs {
+		if l.conn != conn {
+			continue
 		}
+		if l.orphan {
+			// A scatter copy that was never answered is lost with its
+			// connection.
+			delete(c.legs, call)
+			missed = true
+			continue
+		}
+		select {
+		case l.done <- legEvent{conn: conn, err: err}:
+		default:
+		}
+	}
+	c.mu.Unlock()
+	if missed {
+		c.missedWrite(conn.Peer().Node)
 	}
 }
 
@@ -115,21 +132,29 @@ func ownResult(f *transport.Result) *transport.Result {
 func (c *Client) deliver(conn transport.Conn, call uint64, ev legEvent) {
 	c.mu.Lock()
 	l := c.legs[call]
-	c.mu.Unlock()
 	if l == nil || l.conn != conn {
+		c.mu.Unlock()
 		return // a leg we stopped waiting for
 	}
+	if l.orphan {
+		delete(c.legs, call) // the late answer of a scatter copy: it was applied
+		c.mu.Unlock()
+		return
+	}
 	l.acked.Store(true)
+	// Sent under the lock, so a waiter that gives up (and may orphan the
+	// leg, also under the lock) either sees this event or is seen.
 	select {
 	case l.done <- ev:
 	default:
 	}
+	c.mu.Unlock()
 }
 
 // attempt runs one attempt on member until it ends. detach, for scatter,
 // means a caller that stops waiting does not cancel it on the server.
 func (op *operation) attempt(ctx context.Context, member Member, number int, flags transport.AttemptFlags, detach bool) outcome {
-	p, o, ok := op.send(ctx, member, number, flags)
+	p, o, ok := op.send(ctx, member, number, flags, true)
 	if !ok {
 		return o
 	}
@@ -144,9 +169,10 @@ type sent struct {
 	start time.Time
 }
 
-// send dials member and sends the attempt; on failure it returns the
-// outcome and false.
-func (op *operation) send(ctx context.Context, member Member, number int, flags transport.AttemptFlags) (*sent, outcome, bool) {
+// send sends the attempt to member, dialing it first if dial is set and
+// there is no connection; on failure it returns the outcome and false.
+// Nothing is sent once the deadline has passed.
+func (op *operation) send(ctx context.Context, member Member, number int, flags transport.AttemptFlags, dial bool) (*sent, outcome, bool) {
 	c := op.c
 	s := op.s
 	p := &sent{start: time.Now(), out: outcome{member: member, number: number}}
@@ -156,7 +182,20 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	}
 	c.cfg.Metrics.AttemptStarted(op.m.Service, op.m.Name)
 
+	timeout := min(s.AttemptTimeout, time.Until(op.deadline))
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	if ctx.Err() != nil {
+		return fail(ctxReason(ctx), context.Cause(ctx))
+	}
+	if timeout <= 0 {
+		return fail(ReasonDeadline, fmt.Errorf("no time left to send: %w", context.DeadlineExceeded))
+	}
 	conn := c.pool.Lookup(member.Addr)
+	if conn == nil && !dial {
+		return fail(ReasonDialFailed, fmt.Errorf("no connection to %s (%s)", member.Name, member.Addr))
+	}
 	if conn == nil {
 		// A node that cannot be connected to within a heartbeat timeout
 		// is as good as one that stopped heartbeating.
@@ -166,7 +205,7 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return fail(ReasonDeadline, context.Cause(ctx))
+				return fail(ctxReason(ctx), context.Cause(ctx))
 			}
 			c.suspect(member.Name, ReasonDialFailed)
 			return fail(ReasonDialFailed, fmt.Errorf("dial %s (%s): %w", member.Name, member.Addr, err))
@@ -181,10 +220,6 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	c.legs[l.call] = l
 	c.mu.Unlock()
 
-	timeout := min(s.AttemptTimeout, time.Until(op.deadline))
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, time.Until(dl))
-	}
 	if op.m.Hold {
 		flags |= transport.FlagHold
 	}
@@ -233,12 +268,34 @@ func (c *Client) forget(l *leg) {
 // heartbeat deadline, and the timer re-arms itself when it fires early.
 func (op *operation) await(ctx context.Context, p *sent, detach bool) outcome {
 	c, s, l, a := op.c, op.s, &p.l, &p.a
-	defer c.forget(l)
 	out := p.out
 	member := out.member
 	start := p.start
+	keep := false // orphan the leg instead of forgetting it
+	defer func() {
+		lost := false
+		c.mu.Lock()
+		if keep {
+			select {
+			case ev := <-l.done:
+				lost = ev.err != nil // it broke just now: the write is lost
+			default:
+				l.orphan = true
+				c.mu.Unlock()
+				return
+			}
+		}
+		delete(c.legs, l.call)
+		c.mu.Unlock()
+		if lost {
+			c.missedWrite(member.Name)
+		}
+	}()
 	end := func(r Reason, err error) outcome {
 		out.reason, out.err, out.dur = r, err, time.Since(start)
+		// A scatter copy that timed out may still be applied: keep
+		// watching its connection (see leg.orphan).
+		keep = detach && (r == ReasonHeartbeatTimeout || r == ReasonAttemptTimeout || r == ReasonDeadline || r == ReasonCancelled)
 		if l.acked.Load() {
 			out.delivery = Acknowledged
 		}
@@ -257,6 +314,9 @@ func (op *operation) await(ctx context.Context, p *sent, detach bool) outcome {
 	for {
 		select {
 		case ev := <-l.done:
+			if ev.conn != l.conn {
+				continue // from the connection a redirect left behind
+			}
 			switch {
 			case ev.result != nil:
 				c.alive(member.Name)
@@ -309,12 +369,21 @@ func (op *operation) await(ctx context.Context, p *sent, detach bool) outcome {
 			}
 			timer.Reset(next.Sub(now))
 		case <-ctx.Done():
-			return end(ReasonDeadline, context.Cause(ctx))
+			return end(ctxReason(ctx), context.Cause(ctx))
 		}
 	}
 }
 
 const maxRedirects = 4
+
+// ctxReason tells a cancelled context (a hedge loser, a caller that gave
+// up) from one whose deadline passed.
+func ctxReason(ctx context.Context) Reason {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return ReasonCancelled
+	}
+	return ReasonDeadline
+}
 
 // judge turns a Result into an outcome.
 func (op *operation) judge(end func(Reason, error) outcome, r *transport.Result, node string) outcome {

@@ -49,12 +49,12 @@ func (op *operation) sequential(ctx context.Context) error {
 				return op.fail(ReasonBudget, err)
 			}
 		}
-		last = op.try(ctx, order, n, 0)
+		last = op.try(ctx, order, n, 0, n == op.s.MaxFailovers && !routed)
 		if last.final() {
 			return op.finish(last)
 		}
 		routed = routed || last.member.Name != ""
-		if last.reason == ReasonDeadline {
+		if last.reason == ReasonDeadline || last.reason == ReasonCancelled {
 			break
 		}
 	}
@@ -85,10 +85,12 @@ func paidFailover(r Reason) bool {
 }
 
 // try makes attempt n in group order[n % len(order)].
-func (op *operation) try(ctx context.Context, order []int, n int, flags transport.AttemptFlags) outcome {
+// lastChance ignores suspicion: when every earlier attempt was skipped, the
+// last one goes to a suspected owner rather than fail without trying.
+func (op *operation) try(ctx context.Context, order []int, n int, flags transport.AttemptFlags, lastChance bool) outcome {
 	group := order[n%len(order)]
 	groupName := op.c.router.Groups()[group]
-	member, reason := op.pick(group)
+	member, reason := op.pick(group, lastChance)
 	if reason != ReasonNone {
 		o := outcome{number: n, member: Member{Group: groupName}, reason: reason,
 			err: fmt.Errorf("group %s: %s", groupName, reason)}
@@ -105,12 +107,15 @@ func (op *operation) try(ctx context.Context, order []int, n int, flags transpor
 }
 
 // pick chooses the entity's owner in group, skipping suspected nodes.
-func (op *operation) pick(group int) (Member, Reason) {
+func (op *operation) pick(group int, ignoreSuspicion bool) (Member, Reason) {
 	r := op.c.router
 	if m, ok := r.Owner(op.m.Service, group, op.entities[0], op.c.Suspected); ok {
 		return m, ReasonNone
 	}
-	if _, ok := r.Owner(op.m.Service, group, op.entities[0], nil); ok {
+	if m, ok := r.Owner(op.m.Service, group, op.entities[0], nil); ok {
+		if ignoreSuspicion {
+			return m, ReasonNone
+		}
 		return Member{}, ReasonSuspected
 	}
 	return Member{}, ReasonNoMember
@@ -131,7 +136,7 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 		n := next
 		next++
 		running++
-		go func() { results <- op.try(ctx, order, n, transport.FlagHedge) }()
+		go func() { results <- op.try(ctx, order, n, transport.FlagHedge, false) }()
 	}
 	start()
 	var last outcome
@@ -143,7 +148,7 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 				return op.finish(o)
 			}
 			last = o
-			if o.reason == ReasonDeadline {
+			if o.reason == ReasonDeadline || o.reason == ReasonCancelled {
 				continue
 			}
 			if next <= op.s.MaxFailovers && running == 0 {
@@ -186,7 +191,9 @@ func (op *operation) scatter(ctx context.Context) error {
 	var legs sync.WaitGroup
 	op.c.scatterMu.Lock()
 	for i, m := range members {
-		p, o, ok := op.send(legCtx, m, i, transport.FlagScatter)
+		// No dialing under the lock: a node still without a connection
+		// misses this write.
+		p, o, ok := op.send(legCtx, m, i, transport.FlagScatter, false)
 		if !ok {
 			op.c.noteScatterLoss(m.Name, o.reason)
 			results <- o

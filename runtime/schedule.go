@@ -95,8 +95,9 @@ func (s *Server) tryStart(e *execution) {
 	go e.run()
 }
 
-// release takes finished e off its queues and starts what may run next.
-// Called with s.mu held.
+// release takes e off its queues, wherever it stands (a finished operation
+// heads them; an expired one may be anywhere, or held), and starts what may
+// run next. Called with s.mu held.
 func (s *Server) release(e *execution) {
 	e.state = stateDone
 	var next []*execution
@@ -105,13 +106,8 @@ func (s *Server) release(e *execution) {
 		if q == nil {
 			continue
 		}
-		if len(q.queue) > 0 && q.queue[0] == e {
-			// Shift rather than reslice, so the queue keeps its backing
-			// array when it is recycled; queues are short.
-			n := copy(q.queue, q.queue[1:])
-			q.queue[n] = nil
-			q.queue = q.queue[:n]
-		}
+		q.queue = without(q.queue, e)
+		q.held = without(q.held, e)
 		switch {
 		case len(q.queue) > 0:
 			next = append(next, q.queue[0])
@@ -131,4 +127,17 @@ func (s *Server) release(e *execution) {
 			s.tryStart(n)
 		}
 	}
+}
+
+// without removes e from list in place, keeping the order and the backing
+// array (recycled queues keep their capacity); lists are short.
+func without(list []*execution, e *execution) []*execution {
+	for i, x := range list {
+		if x == e {
+			n := copy(list[i:], list[i+1:])
+			list[i+n] = nil
+			return list[:i+n]
+		}
+	}
+	return list
 }

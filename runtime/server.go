@@ -31,6 +31,9 @@ type ServerConfig struct {
 	RememberResults int
 	// RememberFor bounds how long they are remembered. Default one minute.
 	RememberFor time.Duration
+	// MaxAttemptTimeout caps the attempt timeout a client may ask for.
+	// Default ten minutes.
+	MaxAttemptTimeout time.Duration
 }
 
 // Server runs registered services for the fast-failover protocol: it
@@ -47,7 +50,8 @@ type Server struct {
 	freeQueues []*entityQueue
 	conns      map[transport.Conn]*serverConn
 	listeners  []transport.Listener
-	closed     bool
+	closed     bool // no new operations
+	halted     bool // queued operations end without running
 	running    sync.WaitGroup
 }
 
@@ -75,6 +79,9 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	if cfg.RememberFor <= 0 {
 		cfg.RememberFor = time.Minute
+	}
+	if cfg.MaxAttemptTimeout <= 0 {
+		cfg.MaxAttemptTimeout = 10 * time.Minute
 	}
 	return &Server{
 		cfg:      cfg,
@@ -170,6 +177,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
+	s.halted = true
 	ls := s.listeners
 	s.listeners = nil
 	conns := make([]transport.Conn, 0, len(s.conns))
@@ -187,10 +195,12 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// cancelAll cancels the context of every running handler.
+// cancelAll cancels the context of every running handler and makes queued
+// operations end without running.
 func (s *Server) cancelAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.halted = true
 	for _, e := range s.execs {
 		if e.cancel != nil {
 			e.cancel()
@@ -234,7 +244,13 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	sc := s.connLocked(c)
 	if e := s.execs[a.OpID]; e != nil {
 		// The same operation is queued or running: this attempt joins it.
-		e.addWaiter(sc, a.Call, a.Heartbeat)
+		switch {
+		case e.state != stateRunning:
+			e.abandoned = false // someone wants it again
+		case e.abandoned:
+			e.rerun = true // its handler is being stopped: run it again after
+		}
+		e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
 		s.mu.Unlock()
 		return
 	}
@@ -264,9 +280,11 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 			Message: fmt.Sprintf("decode arguments of %s.%s: %v", a.Service, a.Method, err)})
 		return
 	}
+	// Both come from the network: bounded, so one frame cannot make the
+	// server heartbeat in a busy loop or hold an entity for a day.
 	timeout := a.Timeout
-	if timeout <= 0 {
-		timeout = s.cfg.Settings.AttemptTimeout
+	if timeout <= 0 || timeout > s.cfg.MaxAttemptTimeout {
+		timeout = min(s.cfg.Settings.AttemptTimeout, s.cfg.MaxAttemptTimeout)
 	}
 	e := &execution{
 		s:        s,
@@ -293,9 +311,19 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		e.info.History = append(e.info.History, PriorAttempt{Node: p.Node, Group: p.Group, Reason: Reason(p.Reason)})
 	}
 	s.execs[a.OpID] = e
-	e.addWaiter(sc, a.Call, a.Heartbeat)
+	e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
 	s.schedule(e)
 	s.mu.Unlock()
+}
+
+// MinHeartbeatInterval is the shortest heartbeat interval a client may ask for.
+const MinHeartbeatInterval = time.Millisecond
+
+func (s *Server) clampInterval(d time.Duration) time.Duration {
+	if d <= 0 {
+		return s.cfg.Settings.HeartbeatInterval
+	}
+	return max(d, MinHeartbeatInterval)
 }
 
 func (s *Server) connLocked(c transport.Conn) *serverConn {
