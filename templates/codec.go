@@ -147,6 +147,7 @@ func (g *gen) codec() {
 		g.appendHelper(t)
 		g.readHelper(t)
 	}
+	g.errorCodecs()
 }
 
 func (g *gen) appendHelper(t types.Type) {

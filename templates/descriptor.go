@@ -22,6 +22,7 @@ func (g *gen) descriptor() {
 		kv("Methods", jen.Index().Op("*").Add(rt("MethodDesc")).Values(multiline(methods)...)),
 	})...)
 	g.f.Line()
+	g.errorRules()
 	for _, m := range g.svc.Methods {
 		g.methodDesc(m)
 	}
@@ -52,11 +53,7 @@ func (g *gen) methodDesc(m *model.Method) {
 		fields = append(fields, jen.Id("Default").Op(":").Add(rt("Failover")))
 	}
 	if len(m.Errors) > 0 {
-		rules := make([]jen.Code, len(m.Errors))
-		for i, r := range m.Errors {
-			rules[i] = g.errorRule(r)
-		}
-		fields = append(fields, jen.Id("Errors").Op(":").Index().Add(rt("ErrorRule")).Values(rules...))
+		fields = append(fields, jen.Id("Errors").Op(":").Add(g.methodErrors(m)))
 	}
 	fields = append(fields,
 		jen.Id("Entities").Op(":").Add(g.entities(m)),
@@ -222,69 +219,4 @@ func (g *gen) handle(m *model.Method) jen.Code {
 		jen.If(jen.Id(err).Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id(err))),
 		jen.Return(jen.Op("&").Id(mn.reply).Values(reply...), jen.Nil()),
 	)
-}
-
-// errorRule emits one declared error: errors.Is for a value, errors.As and
-// the codec for a type.
-func (g *gen) errorRule(r *model.ErrorRule) jen.Code {
-	directive := rt("Fail")
-	if r.Failover {
-		directive = rt("Failover")
-	}
-	d := []jen.Code{kv("Code", jen.Lit(r.Code)), kv("Directive", directive)}
-	sc := newScope(g.n.file)
-	err := sc.name("err")
-	if r.Value != nil {
-		val := g.qual(r.Value)
-		d = append(d,
-			kv("Match", jen.Func().Params(jen.Id(err).Error()).Bool().Block(
-				jen.Return(jen.Qual("errors", "Is").Call(jen.Id(err), val)),
-			)),
-			kv("Decode", jen.Func().Params(jen.String(), jen.Index().Byte()).Error().Block(
-				jen.Return(g.qual(r.Value)),
-			)),
-		)
-		return jen.Values(multiline(d)...)
-	}
-	target := sc.name("target")
-	var targetType jen.Code = g.typ(r.Type)
-	if r.Pointer {
-		targetType = jen.Op("*").Add(g.typ(r.Type))
-	}
-	d = append(d, kv("Match", jen.Func().Params(jen.Id(err).Error()).Bool().Block(
-		jen.Var().Id(target).Add(targetType),
-		jen.Return(jen.Qual("errors", "As").Call(jen.Id(err), jen.Op("&").Id(target))),
-	)))
-	b := sc.name("b")
-	notFound := jen.Op("!").Qual("errors", "As").Call(jen.Id(err), jen.Op("&").Id(target))
-	val := place{val: jen.Id(target)}
-	if r.Pointer {
-		notFound = notFound.Op("||").Id(target).Op("==").Nil()
-		val = place{val: jen.Op("*").Id(target), ptr: jen.Id(target)}
-	}
-	encBody := []jen.Code{
-		jen.Var().Id(target).Add(targetType),
-		jen.If(notFound).Block(jen.Return(jen.Nil())),
-	}
-	encBody = append(encBody, jen.Var().Id(b).Index().Byte())
-	encBody = append(encBody, g.appendValue(b, r.Type, val)...)
-	encBody = append(encBody, jen.Return(jen.Id(b)))
-	d = append(d, kv("Encode", jen.Func().Params(jen.Id(err).Error()).Index().Byte().Block(encBody...)))
-
-	detail, rd := sc.name("detail"), sc.name("r")
-	rdr := reader{name: rd, byValue: true}
-	decBody := []jen.Code{}
-	if r.Pointer {
-		decBody = append(decBody, jen.Id(target).Op(":=").New(g.typ(r.Type)))
-	} else {
-		decBody = append(decBody, jen.Var().Id(target).Add(g.typ(r.Type)))
-	}
-	decBody = append(decBody, jen.Id(rd).Op(":=").Add(cd("NewReader")).Call(jen.Id(detail)))
-	decBody = append(decBody, g.readValue(rdr, r.Type, val)...)
-	decBody = append(decBody,
-		jen.If(jen.Id(err).Op(":=").Id(rd).Dot("Done").Call(), jen.Id(err).Op("!=").Nil()).Block(jen.Return(jen.Id(err))),
-		jen.Return(jen.Id(target)),
-	)
-	d = append(d, kv("Decode", jen.Func().Params(jen.Id("_").String(), jen.Id(detail).Index().Byte()).Error().Block(decBody...)))
-	return jen.Values(multiline(d)...)
 }

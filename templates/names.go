@@ -60,6 +60,7 @@ type names struct {
 
 	methods map[*model.Method]*methodNames
 	helpers typeutil.Map // types.Type → *helperNames
+	errs    errorNames
 }
 
 type methodNames struct {
@@ -144,6 +145,7 @@ func newNames(f *model.File) *names {
 			read:   root.name(prefix + "Read" + stem),
 		})
 	}
+	n.allocErrors(svc, prefix)
 	return n
 }
 

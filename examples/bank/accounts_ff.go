@@ -6,7 +6,6 @@ package bank
 
 import (
 	"context"
-	"errors"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 )
@@ -24,47 +23,27 @@ var AccountsDesc = &runtime.ServiceDesc{
 	},
 }
 
+// The errors Accounts declares, one rule per error and directive.
+var (
+	accountsErrAccountExistsFail     = runtime.ErrorValue("ErrAccountExists", runtime.Fail, ErrAccountExists)
+	accountsErrAccountClosedFail     = runtime.ErrorValue("ErrAccountClosed", runtime.Fail, ErrAccountClosed)
+	accountsErrInvalidRequestFail    = runtime.ErrorValue("ErrInvalidRequest", runtime.Fail, ErrInvalidRequest)
+	accountsErrLedgerBusyFailover    = runtime.ErrorValue("ErrLedgerBusy", runtime.Failover, ErrLedgerBusy)
+	accountsErrUnknownAccountFail    = runtime.ErrorValue("ErrUnknownAccount", runtime.Fail, ErrUnknownAccount)
+	accountsErrInsufficientFundsFail = runtime.ErrorValue("ErrInsufficientFunds", runtime.Fail, ErrInsufficientFunds)
+	accountsErrBalanceNotZeroFail    = runtime.ErrorValue("ErrBalanceNotZero", runtime.Fail, ErrBalanceNotZero)
+)
+
 var accountsOpenDesc = &runtime.MethodDesc{
 	Service: "bank.Accounts",
 	Name:    "Open",
 	Mode:    runtime.ModeScatter,
-	Errors: []runtime.ErrorRule{{
-		Code:      "ErrAccountExists",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrAccountExists)
-		},
-		Decode: func(string, []byte) error {
-			return ErrAccountExists
-		},
-	}, {
-		Code:      "ErrAccountClosed",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrAccountClosed)
-		},
-		Decode: func(string, []byte) error {
-			return ErrAccountClosed
-		},
-	}, {
-		Code:      "ErrInvalidRequest",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrInvalidRequest)
-		},
-		Decode: func(string, []byte) error {
-			return ErrInvalidRequest
-		},
-	}, {
-		Code:      "ErrLedgerBusy",
-		Directive: runtime.Failover,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrLedgerBusy)
-		},
-		Decode: func(string, []byte) error {
-			return ErrLedgerBusy
-		},
-	}},
+	Errors: []runtime.ErrorRule{
+		accountsErrAccountExistsFail,
+		accountsErrAccountClosedFail,
+		accountsErrInvalidRequestFail,
+		accountsErrLedgerBusyFailover,
+	},
 	Entities: func(args codec.Message, dst []string) []string {
 		a := args.(*accountsOpenArgs)
 		dst = append(dst, a.Req.AccountID)
@@ -87,43 +66,12 @@ var accountsDepositDesc = &runtime.MethodDesc{
 	Service: "bank.Accounts",
 	Name:    "Deposit",
 	Mode:    runtime.ModeScatter,
-	Errors: []runtime.ErrorRule{{
-		Code:      "ErrUnknownAccount",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrUnknownAccount)
-		},
-		Decode: func(string, []byte) error {
-			return ErrUnknownAccount
-		},
-	}, {
-		Code:      "ErrAccountClosed",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrAccountClosed)
-		},
-		Decode: func(string, []byte) error {
-			return ErrAccountClosed
-		},
-	}, {
-		Code:      "ErrInvalidRequest",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrInvalidRequest)
-		},
-		Decode: func(string, []byte) error {
-			return ErrInvalidRequest
-		},
-	}, {
-		Code:      "ErrLedgerBusy",
-		Directive: runtime.Failover,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrLedgerBusy)
-		},
-		Decode: func(string, []byte) error {
-			return ErrLedgerBusy
-		},
-	}},
+	Errors: []runtime.ErrorRule{
+		accountsErrUnknownAccountFail,
+		accountsErrAccountClosedFail,
+		accountsErrInvalidRequestFail,
+		accountsErrLedgerBusyFailover,
+	},
 	Entities: func(args codec.Message, dst []string) []string {
 		a := args.(*accountsDepositArgs)
 		dst = append(dst, a.Req.AccountID)
@@ -146,52 +94,13 @@ var accountsWithdrawDesc = &runtime.MethodDesc{
 	Service: "bank.Accounts",
 	Name:    "Withdraw",
 	Mode:    runtime.ModeScatter,
-	Errors: []runtime.ErrorRule{{
-		Code:      "ErrInsufficientFunds",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrInsufficientFunds)
-		},
-		Decode: func(string, []byte) error {
-			return ErrInsufficientFunds
-		},
-	}, {
-		Code:      "ErrUnknownAccount",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrUnknownAccount)
-		},
-		Decode: func(string, []byte) error {
-			return ErrUnknownAccount
-		},
-	}, {
-		Code:      "ErrAccountClosed",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrAccountClosed)
-		},
-		Decode: func(string, []byte) error {
-			return ErrAccountClosed
-		},
-	}, {
-		Code:      "ErrInvalidRequest",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrInvalidRequest)
-		},
-		Decode: func(string, []byte) error {
-			return ErrInvalidRequest
-		},
-	}, {
-		Code:      "ErrLedgerBusy",
-		Directive: runtime.Failover,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrLedgerBusy)
-		},
-		Decode: func(string, []byte) error {
-			return ErrLedgerBusy
-		},
-	}},
+	Errors: []runtime.ErrorRule{
+		accountsErrInsufficientFundsFail,
+		accountsErrUnknownAccountFail,
+		accountsErrAccountClosedFail,
+		accountsErrInvalidRequestFail,
+		accountsErrLedgerBusyFailover,
+	},
 	Entities: func(args codec.Message, dst []string) []string {
 		a := args.(*accountsWithdrawArgs)
 		dst = append(dst, a.Req.AccountID)
@@ -214,52 +123,13 @@ var accountsTransferDesc = &runtime.MethodDesc{
 	Service: "bank.Accounts",
 	Name:    "Transfer",
 	Mode:    runtime.ModeScatter,
-	Errors: []runtime.ErrorRule{{
-		Code:      "ErrInsufficientFunds",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrInsufficientFunds)
-		},
-		Decode: func(string, []byte) error {
-			return ErrInsufficientFunds
-		},
-	}, {
-		Code:      "ErrUnknownAccount",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrUnknownAccount)
-		},
-		Decode: func(string, []byte) error {
-			return ErrUnknownAccount
-		},
-	}, {
-		Code:      "ErrAccountClosed",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrAccountClosed)
-		},
-		Decode: func(string, []byte) error {
-			return ErrAccountClosed
-		},
-	}, {
-		Code:      "ErrInvalidRequest",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrInvalidRequest)
-		},
-		Decode: func(string, []byte) error {
-			return ErrInvalidRequest
-		},
-	}, {
-		Code:      "ErrLedgerBusy",
-		Directive: runtime.Failover,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrLedgerBusy)
-		},
-		Decode: func(string, []byte) error {
-			return ErrLedgerBusy
-		},
-	}},
+	Errors: []runtime.ErrorRule{
+		accountsErrInsufficientFundsFail,
+		accountsErrUnknownAccountFail,
+		accountsErrAccountClosedFail,
+		accountsErrInvalidRequestFail,
+		accountsErrLedgerBusyFailover,
+	},
 	Entities: func(args codec.Message, dst []string) []string {
 		a := args.(*accountsTransferArgs)
 		dst = append(dst, a.Req.From)
@@ -282,25 +152,10 @@ var accountsTransferDesc = &runtime.MethodDesc{
 var accountsBalanceDesc = &runtime.MethodDesc{
 	Service: "bank.Accounts",
 	Name:    "Balance",
-	Errors: []runtime.ErrorRule{{
-		Code:      "ErrUnknownAccount",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrUnknownAccount)
-		},
-		Decode: func(string, []byte) error {
-			return ErrUnknownAccount
-		},
-	}, {
-		Code:      "ErrLedgerBusy",
-		Directive: runtime.Failover,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrLedgerBusy)
-		},
-		Decode: func(string, []byte) error {
-			return ErrLedgerBusy
-		},
-	}},
+	Errors: []runtime.ErrorRule{
+		accountsErrUnknownAccountFail,
+		accountsErrLedgerBusyFailover,
+	},
 	Entities: func(args codec.Message, dst []string) []string {
 		a := args.(*accountsBalanceArgs)
 		dst = append(dst, a.ID)
@@ -323,43 +178,12 @@ var accountsCloseDesc = &runtime.MethodDesc{
 	Service: "bank.Accounts",
 	Name:    "Close",
 	Hold:    true,
-	Errors: []runtime.ErrorRule{{
-		Code:      "ErrUnknownAccount",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrUnknownAccount)
-		},
-		Decode: func(string, []byte) error {
-			return ErrUnknownAccount
-		},
-	}, {
-		Code:      "ErrAccountClosed",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrAccountClosed)
-		},
-		Decode: func(string, []byte) error {
-			return ErrAccountClosed
-		},
-	}, {
-		Code:      "ErrBalanceNotZero",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrBalanceNotZero)
-		},
-		Decode: func(string, []byte) error {
-			return ErrBalanceNotZero
-		},
-	}, {
-		Code:      "ErrLedgerBusy",
-		Directive: runtime.Failover,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrLedgerBusy)
-		},
-		Decode: func(string, []byte) error {
-			return ErrLedgerBusy
-		},
-	}},
+	Errors: []runtime.ErrorRule{
+		accountsErrUnknownAccountFail,
+		accountsErrAccountClosedFail,
+		accountsErrBalanceNotZeroFail,
+		accountsErrLedgerBusyFailover,
+	},
 	Entities: func(args codec.Message, dst []string) []string {
 		a := args.(*accountsCloseArgs)
 		dst = append(dst, a.ID)

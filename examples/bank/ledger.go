@@ -147,37 +147,36 @@ func (l *Ledger) Open(ctx context.Context, req OpenRequest) (Balance, error) {
 
 // Deposit implements Accounts.
 func (l *Ledger) Deposit(ctx context.Context, req DepositRequest) (Balance, error) {
-	return l.write(ctx, func() (Balance, error) {
-		if req.Amount <= 0 {
-			return Balance{}, ErrInvalidRequest
-		}
-		acc, err := l.open(req.AccountID)
-		if err != nil {
-			return Balance{}, err
-		}
-		if acc.balance > math.MaxInt64-req.Amount {
-			return Balance{}, ErrInvalidRequest
-		}
-		acc.balance += req.Amount
-		return Balance{AccountID: req.AccountID, Amount: acc.balance}, nil
-	})
+	return l.adjust(ctx, req.AccountID, req.Amount, true)
 }
 
 // Withdraw implements Accounts.
 func (l *Ledger) Withdraw(ctx context.Context, req WithdrawRequest) (Balance, error) {
+	return l.adjust(ctx, req.AccountID, req.Amount, false)
+}
+
+// adjust credits amount to the open account id, or debits it; amount must
+// be positive, and the balance may neither overflow nor go negative.
+func (l *Ledger) adjust(ctx context.Context, id string, amount int64, credit bool) (Balance, error) {
 	return l.write(ctx, func() (Balance, error) {
-		if req.Amount <= 0 {
+		if amount <= 0 {
 			return Balance{}, ErrInvalidRequest
 		}
-		acc, err := l.open(req.AccountID)
+		acc, err := l.open(id)
 		if err != nil {
 			return Balance{}, err
 		}
-		if acc.balance < req.Amount {
+		switch {
+		case credit && acc.balance > math.MaxInt64-amount:
+			return Balance{}, ErrInvalidRequest
+		case credit:
+			acc.balance += amount
+		case acc.balance < amount:
 			return Balance{}, ErrInsufficientFunds
+		default:
+			acc.balance -= amount
 		}
-		acc.balance -= req.Amount
-		return Balance{AccountID: req.AccountID, Amount: acc.balance}, nil
+		return Balance{AccountID: id, Amount: acc.balance}, nil
 	})
 }
 

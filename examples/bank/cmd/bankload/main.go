@@ -23,12 +23,10 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/ffgen/ffgen/examples/bank"
@@ -84,15 +82,7 @@ func main() {
 		accounts: *accounts, callers: *callers, ops: *ops, readPct: *readPct, rate: *rate, initial: *initial,
 		duration: *duration, progress: *progress, auditTimeout: *auditTO, joinTimeout: *joinTO,
 	}
-	log, err := cli.Logger(c.logLevel)
-	if err == nil {
-		err = errors.Join(f.Errs...)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bankload:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop, log := f.Start(c.logLevel)
 	defer stop()
 	os.Exit(run(ctx, c, log))
 }

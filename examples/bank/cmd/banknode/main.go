@@ -20,10 +20,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/ffgen/ffgen/examples/bank"
@@ -72,15 +70,7 @@ func main() {
 		mgmt: *mgmt, token: *token, preset: *preset, key: *key, logLevel: *logLevel,
 		drain: *drain, remember: *remember,
 	}
-	log, err := cli.Logger(c.logLevel)
-	if err == nil {
-		err = errors.Join(f.Errs...)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "banknode:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop, log := f.Start(c.logLevel)
 	defer stop()
 	if err := run(ctx, c, log); err != nil {
 		log.Error("banknode failed", "err", err)

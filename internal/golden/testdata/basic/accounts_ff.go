@@ -6,7 +6,6 @@ package basic
 
 import (
 	"context"
-	"errors"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 	"time"
@@ -24,6 +23,13 @@ var AccountsDesc = &runtime.ServiceDesc{
 	},
 }
 
+// The errors Accounts declares, one rule per error and directive.
+var (
+	accountsErrInsufficientFundsFail = runtime.ErrorValue("ErrInsufficientFunds", runtime.Fail, ErrInsufficientFunds)
+	accountsNotFoundErrorFail        = runtime.ErrorType("*NotFoundError", runtime.Fail, accountsEncodeNotFoundError, accountsDecodeNotFoundError)
+	accountsErrLedgerBusyFailover    = runtime.ErrorValue("ErrLedgerBusy", runtime.Failover, ErrLedgerBusy)
+)
+
 var accountsWithdrawDesc = &runtime.MethodDesc{
 	Service: "basic.Accounts",
 	Name:    "Withdraw",
@@ -33,50 +39,11 @@ var accountsWithdrawDesc = &runtime.MethodDesc{
 		HeartbeatTimeout: 300 * time.Millisecond,
 		MaxFailovers:     new(2),
 	},
-	Errors: []runtime.ErrorRule{{
-		Code:      "ErrInsufficientFunds",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrInsufficientFunds)
-		},
-		Decode: func(string, []byte) error {
-			return ErrInsufficientFunds
-		},
-	}, {
-		Code:      "*NotFoundError",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			var target *NotFoundError
-			return errors.As(err, &target)
-		},
-		Encode: func(err error) []byte {
-			var target *NotFoundError
-			if !errors.As(err, &target) || target == nil {
-				return nil
-			}
-			var b []byte
-			b = accountsAppendNotFoundError(b, target)
-			return b
-		},
-		Decode: func(_ string, detail []byte) error {
-			target := new(NotFoundError)
-			r := codec.NewReader(detail)
-			accountsReadNotFoundError(&r, target)
-			if err := r.Done(); err != nil {
-				return err
-			}
-			return target
-		},
-	}, {
-		Code:      "ErrLedgerBusy",
-		Directive: runtime.Failover,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrLedgerBusy)
-		},
-		Decode: func(string, []byte) error {
-			return ErrLedgerBusy
-		},
-	}},
+	Errors: []runtime.ErrorRule{
+		accountsErrInsufficientFundsFail,
+		accountsNotFoundErrorFail,
+		accountsErrLedgerBusyFailover,
+	},
 	Entities: func(args codec.Message, dst []string) []string {
 		a := args.(*accountsWithdrawArgs)
 		dst = append(dst, string(a.Req.AccountID))
@@ -514,4 +481,20 @@ func accountsReadTransferRequest(r *codec.Reader, v *TransferRequest) {
 	v.From = AccountID(r.String())
 	v.To = AccountID(r.String())
 	v.Amount = Money(r.Varint())
+}
+
+func accountsEncodeNotFoundError(e *NotFoundError) []byte {
+	if e == nil {
+		return nil
+	}
+	var b []byte
+	b = accountsAppendNotFoundError(b, e)
+	return b
+}
+
+func accountsDecodeNotFoundError(_ string, detail []byte) (*NotFoundError, error) {
+	e := new(NotFoundError)
+	r := codec.NewReader(detail)
+	accountsReadNotFoundError(&r, e)
+	return e, r.Done()
 }

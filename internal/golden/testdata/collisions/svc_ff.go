@@ -6,7 +6,6 @@ package collisions
 
 import (
 	"context"
-	errors1 "errors"
 	runtime1 "github.com/ffgen/ffgen/runtime"
 	codec1 "github.com/ffgen/ffgen/runtime/codec"
 	strconv1 "strconv"
@@ -22,6 +21,9 @@ var SvcDesc = &runtime1.ServiceDesc{
 		svcFailingDesc,
 	},
 }
+
+// The errors Svc declares, one rule per error and directive.
+var svcFailureFail = runtime1.ErrorType("*Failure", runtime1.Fail, svcEncodeFailure, svcDecodeFailure)
 
 var svcGetDesc = &runtime1.MethodDesc{
 	Service: "collisions.Svc",
@@ -89,32 +91,9 @@ var svcLocalsDesc = &runtime1.MethodDesc{
 var svcFailingDesc = &runtime1.MethodDesc{
 	Service: "collisions.Svc",
 	Name:    "Failing",
-	Errors: []runtime1.ErrorRule{{
-		Code:      "*Failure",
-		Directive: runtime1.Fail,
-		Match: func(err error) bool {
-			var target *Failure
-			return errors1.As(err, &target)
-		},
-		Encode: func(err error) []byte {
-			var target *Failure
-			if !errors1.As(err, &target) || target == nil {
-				return nil
-			}
-			var b []byte
-			b = svcAppendFailure(b, target)
-			return b
-		},
-		Decode: func(_ string, detail []byte) error {
-			target := new(Failure)
-			r := codec1.NewReader(detail)
-			svcReadFailure(&r, target)
-			if err := r.Done(); err != nil {
-				return err
-			}
-			return target
-		},
-	}},
+	Errors: []runtime1.ErrorRule{
+		svcFailureFail,
+	},
 	Entities: func(args codec1.Message, dst []string) []string {
 		a := args.(*svcFailingArgs)
 		dst = append(dst, a.Target)
@@ -463,4 +442,20 @@ func svcReadFailure(r *codec1.Reader, v *Failure) {
 	v.target = r.String()
 	v.r = r.String()
 	v.detail = r.String()
+}
+
+func svcEncodeFailure(e *Failure) []byte {
+	if e == nil {
+		return nil
+	}
+	var b []byte
+	b = svcAppendFailure(b, e)
+	return b
+}
+
+func svcDecodeFailure(_ string, detail []byte) (*Failure, error) {
+	e := new(Failure)
+	r := codec1.NewReader(detail)
+	svcReadFailure(&r, e)
+	return e, r.Done()
 }

@@ -6,7 +6,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 	"time"
@@ -25,78 +24,23 @@ var LedgerDesc = &runtime.ServiceDesc{
 	},
 }
 
+// The errors Ledger declares, one rule per error and directive.
+var (
+	ledgerErrInsufficientFail = runtime.ErrorValue("ErrInsufficient", runtime.Fail, ErrInsufficient)
+	ledgerNotFoundErrorFail   = runtime.ErrorType("*NotFoundError", runtime.Fail, ledgerEncodeNotFoundError, ledgerDecodeNotFoundError)
+	ledgerLimitErrorFail      = runtime.ErrorType("LimitError", runtime.Fail, ledgerEncodeLimitError, ledgerDecodeLimitError)
+	ledgerErrBusyFailover     = runtime.ErrorValue("ErrBusy", runtime.Failover, ErrBusy)
+)
+
 var ledgerWithdrawDesc = &runtime.MethodDesc{
 	Service: "e2e.Ledger",
 	Name:    "Withdraw",
-	Errors: []runtime.ErrorRule{{
-		Code:      "ErrInsufficient",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrInsufficient)
-		},
-		Decode: func(string, []byte) error {
-			return ErrInsufficient
-		},
-	}, {
-		Code:      "*NotFoundError",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			var target *NotFoundError
-			return errors.As(err, &target)
-		},
-		Encode: func(err error) []byte {
-			var target *NotFoundError
-			if !errors.As(err, &target) || target == nil {
-				return nil
-			}
-			var b []byte
-			b = ledgerAppendNotFoundError(b, target)
-			return b
-		},
-		Decode: func(_ string, detail []byte) error {
-			target := new(NotFoundError)
-			r := codec.NewReader(detail)
-			ledgerReadNotFoundError(&r, target)
-			if err := r.Done(); err != nil {
-				return err
-			}
-			return target
-		},
-	}, {
-		Code:      "LimitError",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			var target LimitError
-			return errors.As(err, &target)
-		},
-		Encode: func(err error) []byte {
-			var target LimitError
-			if !errors.As(err, &target) {
-				return nil
-			}
-			var b []byte
-			b = ledgerAppendLimitError(b, &target)
-			return b
-		},
-		Decode: func(_ string, detail []byte) error {
-			var target LimitError
-			r := codec.NewReader(detail)
-			ledgerReadLimitError(&r, &target)
-			if err := r.Done(); err != nil {
-				return err
-			}
-			return target
-		},
-	}, {
-		Code:      "ErrBusy",
-		Directive: runtime.Failover,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrBusy)
-		},
-		Decode: func(string, []byte) error {
-			return ErrBusy
-		},
-	}},
+	Errors: []runtime.ErrorRule{
+		ledgerErrInsufficientFail,
+		ledgerNotFoundErrorFail,
+		ledgerLimitErrorFail,
+		ledgerErrBusyFailover,
+	},
 	Entities: func(args codec.Message, dst []string) []string {
 		a := args.(*ledgerWithdrawArgs)
 		dst = append(dst, a.W.Account)
@@ -607,4 +551,33 @@ func ledgerReadSliceString(r *codec.Reader, v *[]string) {
 	for i := range *v {
 		(*v)[i] = r.String()
 	}
+}
+
+func ledgerEncodeNotFoundError(e *NotFoundError) []byte {
+	if e == nil {
+		return nil
+	}
+	var b []byte
+	b = ledgerAppendNotFoundError(b, e)
+	return b
+}
+
+func ledgerDecodeNotFoundError(_ string, detail []byte) (*NotFoundError, error) {
+	e := new(NotFoundError)
+	r := codec.NewReader(detail)
+	ledgerReadNotFoundError(&r, e)
+	return e, r.Done()
+}
+
+func ledgerEncodeLimitError(e LimitError) []byte {
+	var b []byte
+	b = ledgerAppendLimitError(b, &e)
+	return b
+}
+
+func ledgerDecodeLimitError(_ string, detail []byte) (LimitError, error) {
+	var e LimitError
+	r := codec.NewReader(detail)
+	ledgerReadLimitError(&r, &e)
+	return e, r.Done()
 }

@@ -6,7 +6,6 @@ package embedded
 
 import (
 	"context"
-	"errors"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 	"time"
@@ -21,6 +20,9 @@ var StoreDesc = &runtime.ServiceDesc{
 		storePutDesc,
 	},
 }
+
+// The errors Store declares, one rule per error and directive.
+var storeErrMissingFail = runtime.ErrorValue("ErrMissing", runtime.Fail, ErrMissing)
 
 var storeDeleteDesc = &runtime.MethodDesc{
 	Service: "embedded.Store",
@@ -53,16 +55,9 @@ var storeGetDesc = &runtime.MethodDesc{
 	Settings: runtime.MethodSettings{
 		AttemptTimeout: time.Second,
 	},
-	Errors: []runtime.ErrorRule{{
-		Code:      "ErrMissing",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, ErrMissing)
-		},
-		Decode: func(string, []byte) error {
-			return ErrMissing
-		},
-	}},
+	Errors: []runtime.ErrorRule{
+		storeErrMissingFail,
+	},
 	Entities: func(args codec.Message, dst []string) []string {
 		a := args.(*storeGetArgs)
 		dst = append(dst, a.Key)

@@ -24,53 +24,21 @@ var IndexDesc = &runtime.ServiceDesc{
 	},
 }
 
+// The errors Index declares, one rule per error and directive.
+var (
+	indexEOFFail                  = runtime.ErrorValue("io.EOF", runtime.Fail, io.EOF)
+	indexPathErrorFail            = runtime.ErrorType("*fs.PathError", runtime.Fail, indexEncodePathError, indexDecodePathError)
+	indexErrUnexpectedEOFFailover = runtime.ErrorValue("io.ErrUnexpectedEOF", runtime.Failover, io.ErrUnexpectedEOF)
+)
+
 var indexLookupDesc = &runtime.MethodDesc{
 	Service: "imports.Index",
 	Name:    "Lookup",
-	Errors: []runtime.ErrorRule{{
-		Code:      "io.EOF",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			return errors.Is(err, io.EOF)
-		},
-		Decode: func(string, []byte) error {
-			return io.EOF
-		},
-	}, {
-		Code:      "*fs.PathError",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			var target *fs.PathError
-			return errors.As(err, &target)
-		},
-		Encode: func(err error) []byte {
-			var target *fs.PathError
-			if !errors.As(err, &target) || target == nil {
-				return nil
-			}
-			var b []byte
-			b = indexAppendPathError(b, target)
-			return b
-		},
-		Decode: func(_ string, detail []byte) error {
-			target := new(fs.PathError)
-			r := codec.NewReader(detail)
-			indexReadPathError(&r, target)
-			if err := r.Done(); err != nil {
-				return err
-			}
-			return target
-		},
-	}, {
-		Code:      "io.ErrUnexpectedEOF",
-		Directive: runtime.Failover,
-		Match: func(err error) bool {
-			return errors.Is(err, io.ErrUnexpectedEOF)
-		},
-		Decode: func(string, []byte) error {
-			return io.ErrUnexpectedEOF
-		},
-	}},
+	Errors: []runtime.ErrorRule{
+		indexEOFFail,
+		indexPathErrorFail,
+		indexErrUnexpectedEOFFailover,
+	},
 	Entities: func(args codec.Message, dst []string) []string {
 		a := args.(*indexLookupArgs)
 		dst = append(dst, string(a.ID))
@@ -261,4 +229,20 @@ func indexReadPathError(r *codec.Reader, v *fs.PathError) {
 	} else {
 		v.Err = nil
 	}
+}
+
+func indexEncodePathError(e *fs.PathError) []byte {
+	if e == nil {
+		return nil
+	}
+	var b []byte
+	b = indexAppendPathError(b, e)
+	return b
+}
+
+func indexDecodePathError(_ string, detail []byte) (*fs.PathError, error) {
+	e := new(fs.PathError)
+	r := codec.NewReader(detail)
+	indexReadPathError(&r, e)
+	return e, r.Done()
 }

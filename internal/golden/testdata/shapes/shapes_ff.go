@@ -24,6 +24,9 @@ var ShapesDesc = &runtime.ServiceDesc{
 	},
 }
 
+// The errors Shapes declares, one rule per error and directive.
+var shapesNotFoundFail = runtime.ErrorType("NotFound", runtime.Fail, shapesEncodeNotFound, shapesDecodeNotFound)
+
 var shapesLogDesc = &runtime.MethodDesc{
 	Service: "shapes.Shapes",
 	Name:    "Log",
@@ -87,32 +90,9 @@ var shapesBigDesc = &runtime.MethodDesc{
 	Service: "shapes.Shapes",
 	Name:    "Big",
 	Default: runtime.Failover,
-	Errors: []runtime.ErrorRule{{
-		Code:      "NotFound",
-		Directive: runtime.Fail,
-		Match: func(err error) bool {
-			var target NotFound
-			return errors.As(err, &target)
-		},
-		Encode: func(err error) []byte {
-			var target NotFound
-			if !errors.As(err, &target) {
-				return nil
-			}
-			var b []byte
-			b = shapesAppendNotFound(b, &target)
-			return b
-		},
-		Decode: func(_ string, detail []byte) error {
-			var target NotFound
-			r := codec.NewReader(detail)
-			shapesReadNotFound(&r, &target)
-			if err := r.Done(); err != nil {
-				return err
-			}
-			return target
-		},
-	}},
+	Errors: []runtime.ErrorRule{
+		shapesNotFoundFail,
+	},
 	Entities: func(args codec.Message, dst []string) []string {
 		a := args.(*shapesBigArgs)
 		dst = append(dst, a.Req.Embedded.Tenant)
@@ -661,4 +641,17 @@ func shapesAppendNotFound(b []byte, v *NotFound) []byte {
 
 func shapesReadNotFound(r *codec.Reader, v *NotFound) {
 	v.Key = r.String()
+}
+
+func shapesEncodeNotFound(e NotFound) []byte {
+	var b []byte
+	b = shapesAppendNotFound(b, &e)
+	return b
+}
+
+func shapesDecodeNotFound(_ string, detail []byte) (NotFound, error) {
+	var e NotFound
+	r := codec.NewReader(detail)
+	shapesReadNotFound(&r, &e)
+	return e, r.Done()
 }
