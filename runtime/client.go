@@ -43,7 +43,8 @@ type Client struct {
 	unsub  func()
 
 	nextCall  atomic.Uint64
-	scatterMu sync.Mutex // orders scatter sends across every connection
+	closed    atomic.Bool // connections closing now are not a node's fault
+	scatterMu sync.Mutex  // orders scatter sends across every connection
 
 	mu       sync.Mutex
 	legs     map[uint64]*leg
@@ -104,6 +105,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // Close stops the client: it unsubscribes and closes its connections.
 // Operations in flight end with connection errors.
 func (c *Client) Close() error {
+	c.closed.Store(true)
 	c.unsub()
 	c.pool.Close()
 	return nil

@@ -65,7 +65,7 @@ func (h *clientHandler) HandleClose(conn transport.Conn, err error) {
 		}
 	}
 	c.mu.Unlock()
-	if missed {
+	if missed && !c.closed.Load() {
 		c.missedWrite(conn.Peer().Node)
 	}
 }
