@@ -105,6 +105,7 @@ func TestFrozenNodeCatchesUpAndReadsFailOver(t *testing.T) {
 		if _, err := c.accts.Open(ctx, bank.OpenRequest{AccountID: id, Initial: 10}); err != nil {
 			t.Fatal(err)
 		}
+		synctest.Wait() // every copy of the Open is applied, a1's too, before it freezes
 		c.Net.Pause("a1")
 		start := time.Now()
 		for range 5 {
