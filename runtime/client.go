@@ -49,6 +49,7 @@ type Client struct {
 	mu       sync.Mutex
 	legs     map[uint64]*leg
 	suspects map[string]time.Time // node → suspected until
+	nsuspect atomic.Int32         // len(suspects), read without the lock on every pick
 	missed   map[string]time.Time // node → when a scatter write could not be queued to it
 	ops      map[*operation]struct{}
 
@@ -208,6 +209,7 @@ func (c *Client) suspect(node string, why Reason) {
 	c.mu.Lock()
 	_, already := c.suspects[node]
 	c.suspects[node] = time.Now().Add(c.cfg.Settings.SuspectFor)
+	c.nsuspect.Store(int32(len(c.suspects)))
 	c.mu.Unlock()
 	if !already {
 		c.cfg.Logger.Warn("ffgen: node suspected", "node", node, "reason", why.String(), "for", c.cfg.Settings.SuspectFor)
@@ -218,6 +220,7 @@ func (c *Client) suspect(node string, why Reason) {
 func (c *Client) alive(node string) {
 	c.mu.Lock()
 	delete(c.suspects, node)
+	c.nsuspect.Store(int32(len(c.suspects)))
 	c.mu.Unlock()
 }
 
@@ -228,6 +231,7 @@ func (c *Client) Suspected(node string) bool {
 	until, ok := c.suspects[node]
 	if ok && time.Now().After(until) {
 		delete(c.suspects, node)
+		c.nsuspect.Store(int32(len(c.suspects)))
 		return false
 	}
 	return ok

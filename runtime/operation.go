@@ -74,8 +74,9 @@ func (op *operation) takeBudget(ctx context.Context, why Reason) error {
 }
 
 // paidFailover reports whether a failover after r spends the budget: only
-// failovers that follow a sent attempt do; routing around a suspected or
-// absent node costs the cluster nothing.
+// failovers that follow a tried attempt do (sent, or its node could not be
+// dialed or its queue was full); routing around a suspected or absent node
+// costs the cluster nothing.
 func paidFailover(r Reason) bool {
 	switch r {
 	case ReasonSuspected, ReasonNoMember, ReasonNone:
@@ -109,7 +110,11 @@ func (op *operation) try(ctx context.Context, order []int, n int, flags transpor
 // pick chooses the entity's owner in group, skipping suspected nodes.
 func (op *operation) pick(group int, ignoreSuspicion bool) (Member, Reason) {
 	r := op.c.router
-	if m, ok := r.Owner(op.m.Service, group, op.entities[0], op.c.Suspected); ok {
+	var skip func(string) bool
+	if op.c.nsuspect.Load() > 0 { // the common case takes no lock at all
+		skip = op.c.Suspected
+	}
+	if m, ok := r.Owner(op.m.Service, group, op.entities[0], skip); ok {
 		return m, ReasonNone
 	}
 	if m, ok := r.Owner(op.m.Service, group, op.entities[0], nil); ok {
