@@ -50,6 +50,7 @@ type Client struct {
 	legs     map[uint64]*leg
 	suspects map[string]time.Time // node → suspected until
 	nsuspect atomic.Int32         // len(suspects), read without the lock on every pick
+	lastView map[string]bool      // member names in the previous membership view
 	missed   map[string]time.Time // node → when a scatter write could not be queued to it
 	ops      map[*operation]struct{}
 
@@ -99,8 +100,28 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		ops:      make(map[*operation]struct{}),
 	}
 	c.pool = transport.NewPool(cfg.Transport, (*clientHandler)(c), cfg.Pool)
-	c.unsub = cfg.Membership.Subscribe(func(ms []Member) { c.router.Update(ms) })
+	c.unsub = cfg.Membership.Subscribe(c.membershipChanged)
 	return c, nil
+}
+
+// membershipChanged updates routing. A node that reappears (it left the
+// view and came back, a new incarnation) is no longer suspected: the
+// membership has just vouched for it. Calls are serialized by Subscribe.
+func (c *Client) membershipChanged(ms []Member) {
+	c.router.Update(ms)
+	seen := make(map[string]bool, len(ms))
+	for _, m := range ms {
+		seen[m.Name] = true
+	}
+	c.mu.Lock()
+	for name := range seen {
+		if !c.lastView[name] {
+			delete(c.suspects, name)
+		}
+	}
+	c.nsuspect.Store(int32(len(c.suspects)))
+	c.lastView = seen
+	c.mu.Unlock()
 }
 
 // Close stops the client: it unsubscribes and closes its connections.

@@ -666,3 +666,38 @@ func TestExpiredQueuedAttemptDoesNotRun(t *testing.T) {
 		}
 	})
 }
+
+// A node that leaves the membership and comes back (a restart, a new
+// incarnation) is routed to again at once, not after its suspicion expires.
+func TestRejoinedNodeIsNoLongerSuspected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		e.Net.Pause(own[0])
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		if !e.client.Suspected(own[0]) {
+			t.Fatalf("%s not suspected after a heartbeat timeout", own[0])
+		}
+		e.Net.Resume(own[0])
+		primary := e.Node(own[0]).Member()
+		e.Members.Remove(own[0])
+		synctest.Wait()
+		if !e.client.Suspected(own[0]) {
+			t.Fatalf("leaving the view must not clear the suspicion yet")
+		}
+		e.Members.Add(primary)
+		synctest.Wait()
+		if e.client.Suspected(own[0]) {
+			t.Fatalf("%s still suspected after it rejoined the membership", own[0])
+		}
+		before := e.ledgers[own[0]].executions()
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		if e.ledgers[own[0]].executions() != before+1 {
+			t.Errorf("the rejoined primary did not get the next operation")
+		}
+	})
+}
