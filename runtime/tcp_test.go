@@ -20,8 +20,6 @@ type tcpEnv struct {
 	members *runtime.StaticMembership
 	ledgers map[string]*memLedger
 	servers map[string]*runtime.Server
-	lns     map[string]transport.Listener
-	tps     map[string]*transport.TCP
 	client  *runtime.Client
 	ledger  *ledgerClient
 	s       runtime.Settings
@@ -38,8 +36,6 @@ func newTCPEnv(tb testing.TB, s runtime.Settings) *tcpEnv {
 		members: runtime.NewStaticMembership(),
 		ledgers: map[string]*memLedger{},
 		servers: map[string]*runtime.Server{},
-		lns:     map[string]transport.Listener{},
-		tps:     map[string]*transport.TCP{},
 		s:       s,
 	}
 	var ms []runtime.Member
@@ -58,7 +54,7 @@ func newTCPEnv(tb testing.TB, s runtime.Settings) *tcpEnv {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		e.ledgers[name], e.servers[name], e.lns[name], e.tps[name] = l, srv, ln, tp
+		e.ledgers[name], e.servers[name] = l, srv
 		ms = append(ms, runtime.Member{Name: name, Group: g, Addr: ln.Addr(), Services: []string{ledgerDesc.Name}})
 	}
 	e.members.Set(ms)
