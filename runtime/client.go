@@ -42,16 +42,14 @@ type Client struct {
 	budget *Budget
 	unsub  func()
 
-	nextCall  atomic.Uint64
-	closed    atomic.Bool // connections closing now are not a node's fault
-	scatterMu sync.Mutex  // orders scatter sends across every connection
+	nextCall atomic.Uint64
+	closed   atomic.Bool // connections closing now are not a node's fault
 
 	mu       sync.Mutex
 	legs     map[uint64]*leg
 	suspects map[string]time.Time // node → suspected until
 	nsuspect atomic.Int32         // len(suspects), read without the lock on every pick
 	lastView map[string]bool      // member names in the previous membership view
-	missed   map[string]time.Time // node → when a scatter write could not be queued to it
 	ops      map[*operation]struct{}
 
 	settings sync.Map // *MethodDesc → methodSettings
@@ -96,7 +94,6 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		budget:   NewBudget(cfg.Settings.Budget),
 		legs:     make(map[uint64]*leg),
 		suspects: make(map[string]time.Time),
-		missed:   make(map[string]time.Time),
 		ops:      make(map[*operation]struct{}),
 	}
 	c.pool = transport.NewPool(cfg.Transport, (*clientHandler)(c), cfg.Pool)
@@ -155,11 +152,15 @@ func (c *Client) Invoke(ctx context.Context, m *MethodDesc, args, reply codec.Me
 	if len(op.entities) == 0 {
 		return fmt.Errorf("ffgen: %s.%s: no entity ID", m.Service, m.Name)
 	}
-	// In the failover mode every attempt has ended when Invoke returns, so
-	// the argument buffer can be reused; hedge and scatter copies may
-	// outlive the call and keep their own.
+	op.key = op.entities[0]
+	if m.Mode == ModeScatter {
+		op.key = sequencerKey(m.Service)
+	}
+	// Failover and scatter attempts have all ended when Invoke returns, so
+	// the argument buffer can be reused; hedged attempts may outlive the
+	// call and keep their own.
 	var buf *[]byte
-	if m.Mode == ModeFailover {
+	if m.Mode != ModeHedge {
 		buf = payloadPool.Get().(*[]byte)
 		defer func() {
 			if cap(*buf) <= maxPooledPayload {
@@ -183,11 +184,11 @@ func (c *Client) Invoke(ctx context.Context, m *MethodDesc, args, reply codec.Me
 
 	switch m.Mode {
 	case ModeScatter:
-		err = op.scatter(ctx)
+		err = op.sequential(ctx, transport.FlagScatter)
 	case ModeHedge:
 		err = op.concurrent(ctx, m.Hedge)
 	default:
-		err = op.sequential(ctx)
+		err = op.sequential(ctx, 0)
 	}
 	c.cfg.Metrics.OperationEnded(m.Service, m.Name, err == nil, time.Since(start))
 	return err
@@ -256,25 +257,6 @@ func (c *Client) Suspected(node string) bool {
 		return false
 	}
 	return ok
-}
-
-// MissedWrites lists the nodes a scatter write could not be queued to, with
-// when it last happened: their state is behind the others' until they catch up.
-func (c *Client) MissedWrites() map[string]time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make(map[string]time.Time, len(c.missed))
-	for k, v := range c.missed {
-		out[k] = v
-	}
-	return out
-}
-
-func (c *Client) missedWrite(node string) {
-	c.mu.Lock()
-	c.missed[node] = time.Now()
-	c.mu.Unlock()
-	c.cfg.Logger.Error("ffgen: scatter write not queued; node has missed writes", "node", node)
 }
 
 // InFlight lists the operations this client is running.

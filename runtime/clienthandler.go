@@ -46,17 +46,9 @@ func (h *clientHandler) HandleClose(conn transport.Conn, err error) {
 	if err == nil {
 		err = transport.ErrClosed
 	}
-	var missed bool
 	c.mu.Lock()
-	for call, l := range c.legs {
+	for _, l := range c.legs {
 		if l.conn != conn {
-			continue
-		}
-		if l.orphan {
-			// A scatter copy that was never answered is lost with its
-			// connection.
-			delete(c.legs, call)
-			missed = true
 			continue
 		}
 		select {
@@ -65,9 +57,6 @@ func (h *clientHandler) HandleClose(conn transport.Conn, err error) {
 		}
 	}
 	c.mu.Unlock()
-	if missed && !c.closed.Load() {
-		c.missedWrite(conn.Peer().Node)
-	}
 }
 
 // resultBox holds a copied Result and, when it fits, its payload: one
@@ -95,13 +84,8 @@ func (c *Client) deliver(conn transport.Conn, call uint64, ev legEvent) {
 		c.mu.Unlock()
 		return // a leg we stopped waiting for
 	}
-	if l.orphan {
-		delete(c.legs, call) // the late answer of a scatter copy: it was applied
-		c.mu.Unlock()
-		return
-	}
 	l.acked.Store(true)
-	// Sent under the lock, so a waiter that gives up (and may orphan the
+	// Sent under the lock, so a waiter that gives up (and forgets the
 	// leg, also under the lock) either sees this event or is seen.
 	select {
 	case l.done <- ev:

@@ -27,6 +27,8 @@ type execution struct {
 	hold     bool
 	scatter  bool
 	progress progressCell
+	payload  []byte // the encoded arguments, kept for replication
+	entry    *entry // the log entry this execution runs, for a replicated write
 
 	// Guarded by s.mu.
 	state     execState
@@ -257,7 +259,14 @@ func (e *execution) finish(r *transport.Result, rd *transport.Redirect) {
 	for _, w := range waiters {
 		delete(w.conn.calls, w.call)
 	}
-	delete(s.execs, e.info.OpID)
+	if s.execs[e.info.OpID] == e {
+		delete(s.execs, e.info.OpID)
+	}
+	if e.entry != nil {
+		if rep := s.replicas[e.method.Service]; rep != nil {
+			rep.finished(e, r)
+		}
+	}
 	// Only completed outcomes are remembered: a Failover answer means the
 	// handler declined, so a later attempt of the operation may run here.
 	if r != nil && r.Status != transport.StatusFailover {

@@ -6,6 +6,7 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -264,6 +265,32 @@ func (l *memLedger) Close(ctx context.Context, account string) error {
 	defer l.mu.Unlock()
 	l.log = append(l.log, "close "+account)
 	return nil
+}
+
+// SnapshotState and RestoreState make memLedger a runtime.StateTransfer.
+func (l *memLedger) SnapshotState() ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return json.Marshal(memState{Bal: l.bal, Log: l.log})
+}
+
+func (l *memLedger) RestoreState(state []byte) error {
+	var st memState
+	if err := json.Unmarshal(state, &st); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.bal, l.log = st.Bal, st.Log
+	if l.bal == nil {
+		l.bal = map[string]int64{}
+	}
+	return nil
+}
+
+type memState struct {
+	Bal map[string]int64
+	Log []string
 }
 
 func (l *memLedger) balances() map[string]int64 {

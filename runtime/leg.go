@@ -20,10 +20,6 @@ type leg struct {
 	done   chan legEvent          // result, redirect or broken connection
 	acked  atomic.Bool            // a heartbeat or result arrived
 	latest atomic.Pointer[[]byte] // last progress reported
-	// orphan marks a scatter copy whose waiter stopped before it was
-	// answered: it stays registered so that a close of its connection
-	// still reveals a node that missed the write. Guarded by Client.mu.
-	orphan bool
 }
 
 type legEvent struct {
@@ -47,14 +43,13 @@ type outcome struct {
 // final reports whether the outcome ends the operation.
 func (o *outcome) final() bool { return o.reason == ReasonNone }
 
-// attempt runs one attempt on member until it ends. detach, for scatter,
-// means a caller that stops waiting does not cancel it on the server.
-func (op *operation) attempt(ctx context.Context, member Member, number int, flags transport.AttemptFlags, detach bool) outcome {
+// attempt runs one attempt on member until it ends.
+func (op *operation) attempt(ctx context.Context, member Member, number int, flags transport.AttemptFlags) outcome {
 	p, o, ok := op.send(ctx, member, number, flags, true)
 	if !ok {
 		return o
 	}
-	return op.await(ctx, p, detach)
+	return op.await(ctx, p)
 }
 
 // sent is an attempt handed to a connection, not yet answered.
@@ -162,43 +157,23 @@ func (c *Client) forget(l *leg) {
 // await watches a sent attempt until it is answered, times out, breaks or
 // ctx ends. One timer serves both timeouts: a heartbeat only moves the
 // heartbeat deadline, and the timer re-arms itself when it fires early.
-func (op *operation) await(ctx context.Context, p *sent, detach bool) outcome {
+func (op *operation) await(ctx context.Context, p *sent) outcome {
 	c, s, l, a := op.c, op.s, &p.l, &p.a
 	out := p.out
 	member := out.member
 	start := p.start
-	keep := false // orphan the leg instead of forgetting it
-	defer func() {
-		lost := false
-		c.mu.Lock()
-		if keep {
-			select {
-			case ev := <-l.done:
-				lost = ev.err != nil // it broke just now: the write is lost
-			default:
-				l.orphan = true
-				c.mu.Unlock()
-				return
-			}
-		}
-		delete(c.legs, l.call)
-		c.mu.Unlock()
-		if lost {
-			c.missedWrite(member.Name)
-		}
-	}()
+	defer c.forget(l)
 	end := func(r Reason, err error) outcome {
 		out.reason, out.err, out.dur = r, err, time.Since(start)
-		// A scatter copy that timed out may still be applied: keep
-		// watching its connection (see leg.orphan).
-		keep = detach && (r == ReasonHeartbeatTimeout || r == ReasonAttemptTimeout || r == ReasonDeadline || r == ReasonCancelled)
 		if l.acked.Load() {
 			out.delivery = Acknowledged
 		}
 		if pr := l.latest.Load(); pr != nil {
 			op.setProgress(*pr)
 		}
-		if r != ReasonNone && r != ReasonFailoverError && r != ReasonPanic && !detach {
+		// A replicated write is never cancelled: once sent, it may be
+		// sequenced, and then it runs on every replica.
+		if r != ReasonNone && r != ReasonFailoverError && r != ReasonPanic && a.Flags&transport.FlagScatter == 0 {
 			l.conn.Send(&transport.Cancel{Call: l.call}) // best effort
 		}
 		return out

@@ -20,6 +20,7 @@ type operation struct {
 	reply    codec.Message
 	payload  []byte
 	entities []string
+	key      string // routes the attempts: the first entity, or the sequencer's key
 	start    time.Time
 	deadline time.Time // the operation deadline; ctx may end sooner
 
@@ -34,10 +35,12 @@ type operation struct {
 	attempts int
 }
 
-// sequential is the failover mode: one attempt at a time along the entity's
-// group order, wrapping around when max failovers exceeds the groups.
-func (op *operation) sequential(ctx context.Context) error {
-	order := op.c.router.GroupOrder(op.entities[0], op.groupBuf[:0])
+// sequential is the failover mode: one attempt at a time along the routing
+// key's group order, wrapping around when max failovers exceeds the groups.
+// flags is FlagScatter for a replicated write, which goes the same way to
+// the service's sequencer.
+func (op *operation) sequential(ctx context.Context, flags transport.AttemptFlags) error {
+	order := op.c.router.GroupOrder(op.key, op.groupBuf[:0])
 	var last outcome
 	routed := false
 	for n := 0; n <= op.s.MaxFailovers; n++ {
@@ -49,7 +52,7 @@ func (op *operation) sequential(ctx context.Context) error {
 				return op.fail(ReasonBudget, err)
 			}
 		}
-		last = op.try(ctx, order, n, 0, n == op.s.MaxFailovers && !routed)
+		last = op.try(ctx, order, n, flags, n == op.s.MaxFailovers && !routed)
 		if last.final() {
 			return op.finish(last)
 		}
@@ -102,7 +105,7 @@ func (op *operation) try(ctx context.Context, order []int, n int, flags transpor
 	op.node = member.Name
 	op.attempts = n + 1
 	op.mu.Unlock()
-	o := op.attempt(ctx, member, n, flags, false)
+	o := op.attempt(ctx, member, n, flags)
 	op.record(o)
 	return o
 }
@@ -114,10 +117,10 @@ func (op *operation) pick(group int, ignoreSuspicion bool) (Member, Reason) {
 	if op.c.nsuspect.Load() > 0 { // the common case takes no lock at all
 		skip = op.c.Suspected
 	}
-	if m, ok := r.Owner(op.m.Service, group, op.entities[0], skip); ok {
+	if m, ok := r.Owner(op.m.Service, group, op.key, skip); ok {
 		return m, ReasonNone
 	}
-	if m, ok := r.Owner(op.m.Service, group, op.entities[0], nil); ok {
+	if m, ok := r.Owner(op.m.Service, group, op.key, nil); ok {
 		if ignoreSuspicion {
 			return m, ReasonNone
 		}
@@ -130,7 +133,7 @@ func (op *operation) pick(group int, ignoreSuspicion bool) (Member, Reason) {
 // one starts when the previous fails over or after delay without an answer.
 // The first final answer wins; the others are cancelled.
 func (op *operation) concurrent(ctx context.Context, delay time.Duration) error {
-	order := op.c.router.GroupOrder(op.entities[0], op.groupBuf[:0])
+	order := op.c.router.GroupOrder(op.key, op.groupBuf[:0])
 	ctx, cancel := context.WithDeadline(ctx, op.deadline)
 	defer cancel()
 	results := make(chan outcome, op.s.MaxFailovers+1)

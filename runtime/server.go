@@ -34,6 +34,12 @@ type ServerConfig struct {
 	// MaxAttemptTimeout caps the attempt timeout a client may ask for.
 	// Default ten minutes.
 	MaxAttemptTimeout time.Duration
+	// Node is this node's name as the membership lists it. Services with
+	// scatter methods are replicated among the members that serve them
+	// (see ReplicationConfig), which needs it.
+	Node string
+	// Replication tunes the replicated log of scatter services.
+	Replication ReplicationConfig
 }
 
 // Server runs registered services for the fast-failover protocol: it
@@ -50,8 +56,11 @@ type Server struct {
 	freeQueues []*entityQueue
 	conns      map[transport.Conn]*serverConn
 	listeners  []transport.Listener
-	closed     bool // no new operations
-	halted     bool // queued operations end without running
+	replicas   map[string]*replica // by service, for services with scatter methods
+	peers      *transport.Pool     // connections to the other servers, for replication
+	dialing    map[string]bool     // peer addresses being dialed
+	closed     bool                // no new operations
+	halted     bool                // queued operations end without running
 	running    sync.WaitGroup
 }
 
@@ -90,6 +99,8 @@ func NewServer(cfg ServerConfig) *Server {
 		results:  resultCache{max: cfg.RememberResults, ttl: cfg.RememberFor, m: make(map[[16]byte]cachedResult)},
 		entities: make(map[string]*entityQueue),
 		conns:    make(map[transport.Conn]*serverConn),
+		replicas: make(map[string]*replica),
+		dialing:  make(map[string]bool),
 	}
 }
 
@@ -115,6 +126,12 @@ func (s *Server) Register(svc *ServiceDesc, impl any) error {
 		return fmt.Errorf("ffgen: Register: service %s is already registered", svc.Name)
 	}
 	s.services[svc.Name] = r
+	for _, m := range svc.Methods {
+		if m.Mode == ModeScatter {
+			s.replicas[svc.Name] = s.newReplica(r)
+			break
+		}
+	}
 	return nil
 }
 
@@ -142,6 +159,9 @@ func (s *Server) Serve(t transport.Transport, addr string) (transport.Listener, 
 		return nil, errors.New("ffgen: server is shut down")
 	}
 	s.listeners = append(s.listeners, l)
+	if s.peers == nil {
+		s.peers = transport.NewPool(t, (*peerHandler)(s), transport.PoolConfig{})
+	}
 	return l, nil
 }
 
@@ -156,6 +176,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, l := range ls {
 		l.Close()
 	}
+	defer s.stopReplicas()
 	done := make(chan struct{})
 	go func() {
 		s.running.Wait()
@@ -192,7 +213,21 @@ func (s *Server) Close() error {
 		c.Close()
 	}
 	s.cancelAll()
+	s.stopReplicas()
 	return nil
+}
+
+// stopReplicas ends replication: its timers and its peer connections.
+func (s *Server) stopReplicas() {
+	s.mu.Lock()
+	for _, r := range s.replicas {
+		r.close()
+	}
+	p := s.peers
+	s.mu.Unlock()
+	if p != nil {
+		p.Close()
+	}
 }
 
 // cancelAll cancels the context of every running handler and makes queued
@@ -215,6 +250,8 @@ func (s *Server) HandleFrame(c transport.Conn, f transport.Frame) {
 		s.arrive(c, f)
 	case *transport.Cancel:
 		s.cancelCall(c, f.Call)
+	case *transport.Replica:
+		s.replicaFrame(c, f)
 	default:
 		// Heartbeats, results and redirects flow server to client only.
 		s.cfg.Logger.Debug("ffgen: server ignores frame", "type", f.Type(), "peer", c.Peer().Node)
@@ -310,10 +347,89 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	for _, p := range a.History {
 		e.info.History = append(e.info.History, PriorAttempt{Node: p.Node, Group: p.Group, Reason: Reason(p.Reason)})
 	}
+	if rep := s.replicas[a.Service]; rep != nil && e.scatter {
+		// A replicated write: sequenced and run once committed, or
+		// answered (catching up, redirected, repeated).
+		e.payload = append([]byte(nil), a.Payload...)
+		res, rd := rep.write(e, a)
+		if res == nil && rd == nil {
+			s.execs[a.OpID] = e
+			e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
+		}
+		s.mu.Unlock()
+		switch {
+		case rd != nil:
+			rd.Call = a.Call
+			s.send(c, rd)
+		case res != nil:
+			res.Call = a.Call
+			s.send(c, res)
+		}
+		return
+	}
+	if rep := s.replicas[a.Service]; rep != nil && !rep.ready {
+		// A read of a replica that is behind could contradict the others.
+		s.mu.Unlock()
+		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeCatchingUp,
+			Message: "replica catching up: " + rep.behind})
+		return
+	}
 	s.execs[a.OpID] = e
 	e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
 	s.schedule(e)
 	s.mu.Unlock()
+}
+
+// answer ends e, which never ran, with res for every waiter. Called with
+// s.mu held; the sends are queued, never blocking.
+func (s *Server) answer(e *execution, res *transport.Result) {
+	for _, w := range e.waiters {
+		delete(w.conn.calls, w.call)
+		r := *res
+		r.Call = w.call
+		s.send(w.conn.conn, &r)
+	}
+	e.waiters = nil
+	if s.execs[e.info.OpID] == e {
+		delete(s.execs, e.info.OpID)
+	}
+	e.state = stateDone
+}
+
+// refuse answers e Failover with a code and message.
+func (s *Server) refuse(e *execution, code, msg string) {
+	s.answer(e, &transport.Result{Status: transport.StatusFailover, Code: code, Message: msg})
+}
+
+// replayExec builds the execution of a committed entry that no client
+// waits for here. Called with s.mu held.
+func (s *Server) replayExec(r *replica, en *entry) *execution {
+	m := r.reg.methods[en.method]
+	if m == nil {
+		r.setBehind(fmt.Sprintf("write %d is of a method this node does not serve: %s", en.index, en.method))
+		return nil
+	}
+	args := m.NewArgs()
+	if err := s.cfg.Codec.Unmarshal(en.payload, args); err != nil {
+		r.setBehind(fmt.Sprintf("write %d does not decode here: %v", en.index, err))
+		return nil
+	}
+	e := &execution{
+		s:        s,
+		method:   m,
+		impl:     r.reg.impl,
+		args:     args,
+		timeout:  min(s.cfg.Settings.AttemptTimeout, s.cfg.MaxAttemptTimeout),
+		arrived:  time.Now(),
+		entities: uniqueEntities(en.entities),
+		scatter:  true,
+		payload:  en.payload,
+	}
+	e.info = AttemptInfo{OpID: en.opID, Entities: en.entities, Caller: en.epoch.Node, exec: e}
+	if old := s.execs[en.opID]; old == nil {
+		s.execs[en.opID] = e
+	}
+	return e
 }
 
 // MinHeartbeatInterval is the shortest heartbeat interval a client may ask for.

@@ -31,16 +31,20 @@ type Config struct {
 	Settings runtime.Settings
 	// Logger defaults to one that discards, to keep test output readable.
 	Logger *slog.Logger
+	// Replication tunes the replicated log of scatter services.
+	Replication runtime.ReplicationConfig
 }
 
 // Cluster is an in-memory cluster.
 type Cluster struct {
-	Net      *transport.MemNetwork
-	Members  *runtime.StaticMembership
-	Settings runtime.Settings
-	Nodes    []*Node
-	logger   *slog.Logger
-	clients  int
+	Net         *transport.MemNetwork
+	Members     *runtime.StaticMembership
+	Settings    runtime.Settings
+	Nodes       []*Node
+	logger      *slog.Logger
+	clients     int
+	served      []served
+	replication runtime.ReplicationConfig
 }
 
 // Node is one server of the cluster.
@@ -69,16 +73,17 @@ func New(tb testing.TB, cfg Config) *Cluster {
 		tb.Fatalf("fftest: settings: %v", err)
 	}
 	c := &Cluster{
-		Net:      transport.NewMemNetwork(),
-		Members:  runtime.NewStaticMembership(),
-		Settings: s,
-		logger:   cfg.Logger,
+		Net:         transport.NewMemNetwork(),
+		Members:     runtime.NewStaticMembership(),
+		Settings:    s,
+		logger:      cfg.Logger,
+		replication: cfg.Replication,
 	}
 	for _, g := range cfg.Groups {
 		for i := 1; i <= cfg.PerGroup; i++ {
 			name := fmt.Sprintf("%s%d", g, i)
 			t := c.Net.Transport(transport.Config{Node: name, Group: g, Logger: cfg.Logger})
-			srv := runtime.NewServer(runtime.ServerConfig{Settings: s, Logger: cfg.Logger, Membership: c.Members})
+			srv := runtime.NewServer(runtime.ServerConfig{Settings: s, Logger: cfg.Logger, Membership: c.Members, Node: name, Replication: c.replication})
 			if _, err := srv.Serve(t, name); err != nil {
 				tb.Fatalf("fftest: node %s: %v", name, err)
 			}
@@ -111,7 +116,101 @@ func (c *Cluster) Serve(tb testing.TB, svc *runtime.ServiceDesc, impl func(n *No
 		}
 		n.services = append(n.services, svc.Name)
 	}
+	c.served = append(c.served, served{svc, impl})
 	c.announce()
+	c.WaitReady(tb)
+}
+
+// WaitConverged waits until every node is ready and has run every write
+// the sequencer committed, polling; then every replica holds the same
+// state.
+func (c *Cluster) WaitConverged(tb testing.TB) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		why := c.converged()
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("fftest: replicas did not converge: %s", why)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (c *Cluster) converged() string {
+	commit := map[string]uint64{}
+	for _, n := range c.Nodes {
+		for _, st := range n.Server.Replication() {
+			commit[st.Service] = max(commit[st.Service], st.Commit)
+		}
+	}
+	for _, n := range c.Nodes {
+		for _, st := range n.Server.Replication() {
+			switch {
+			case !st.Ready:
+				return fmt.Sprintf("%s: %s behind: %s", n.Name, st.Service, st.Behind)
+			case st.Applied < commit[st.Service] || st.Running > 0:
+				return fmt.Sprintf("%s: %s applied %d of %d (%d running)", n.Name, st.Service, st.Applied, commit[st.Service], st.Running)
+			}
+		}
+	}
+	return ""
+}
+
+type served struct {
+	svc  *runtime.ServiceDesc
+	impl func(n *Node) any
+}
+
+// Restart replaces a node as a crash and restart would: its server and
+// transport are closed, and a new server, empty, serves the same services
+// (impl is called again) at the same address. The membership keeps listing
+// it, as memberlist would for a node that came back within its timeouts.
+func (c *Cluster) Restart(tb testing.TB, name string) *Node {
+	tb.Helper()
+	n := c.Node(name)
+	if n == nil {
+		tb.Fatalf("fftest: no node %s", name)
+	}
+	n.Server.Close()
+	n.Transport.Close()
+	n.Transport = c.Net.Transport(transport.Config{Node: name, Group: n.Group, Logger: c.logger})
+	n.Server = runtime.NewServer(runtime.ServerConfig{Settings: c.Settings, Logger: c.logger, Membership: c.Members, Node: name, Replication: c.replication})
+	if _, err := n.Server.Serve(n.Transport, name); err != nil {
+		tb.Fatalf("fftest: restart %s: %v", name, err)
+	}
+	for _, s := range c.served {
+		if err := n.Server.Register(s.svc, s.impl(n)); err != nil {
+			tb.Fatalf("fftest: register %s on %s: %v", s.svc.Name, name, err)
+		}
+	}
+	return n
+}
+
+// WaitReady waits until every node has caught up on every
+// replicated service (see runtime.Server.Ready), polling; in a synctest
+// bubble the polls cost no real time.
+func (c *Cluster) WaitReady(tb testing.TB) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var notReady error
+		for _, n := range c.Nodes {
+			if err := n.Server.Ready(); err != nil {
+				notReady = fmt.Errorf("%s: %w", n.Name, err)
+				break
+			}
+		}
+		if notReady == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("fftest: replicas not ready: %v", notReady)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (c *Cluster) announce() {

@@ -31,6 +31,7 @@ const (
 	TypeResult    FrameType = 4
 	TypeCancel    FrameType = 5
 	TypeRedirect  FrameType = 6
+	TypeReplica   FrameType = 7
 )
 
 func (t FrameType) String() string {
@@ -47,12 +48,14 @@ func (t FrameType) String() string {
 		return "cancel"
 	case TypeRedirect:
 		return "redirect"
+	case TypeReplica:
+		return "replica"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
 
 // Frame is one protocol message: *Hello, *Attempt, *Heartbeat, *Result,
-// *Cancel or *Redirect.
+// *Cancel, *Redirect or *Replica.
 type Frame interface {
 	Type() FrameType
 	appendBody(b []byte) []byte
@@ -162,7 +165,18 @@ type Redirect struct {
 	Addr string
 }
 
+// Replica carries one message of the replication protocol between servers
+// (runtime/replica_wire.go defines the kinds and their bodies): the
+// transport moves it without reading it, so the protocol can grow without
+// a frame type per message.
+type Replica struct {
+	Kind    uint8
+	Service string
+	Body    []byte
+}
+
 func (*Hello) Type() FrameType     { return TypeHello }
+func (*Replica) Type() FrameType   { return TypeReplica }
 func (*Attempt) Type() FrameType   { return TypeAttempt }
 func (*Heartbeat) Type() FrameType { return TypeHeartbeat }
 func (*Result) Type() FrameType    { return TypeResult }
@@ -292,6 +306,18 @@ func (f *Redirect) decodeBody(r *codec.Reader) {
 	f.Addr = r.String()
 }
 
+func (f *Replica) appendBody(b []byte) []byte {
+	b = append(b, f.Kind)
+	b = codec.AppendString(b, f.Service)
+	return codec.AppendBytes(b, f.Body)
+}
+
+func (f *Replica) decodeBody(r *codec.Reader) {
+	f.Kind = r.Byte()
+	f.Service = r.Symbol()
+	f.Body = r.Bytes()
+}
+
 func uint32From(r *codec.Reader) uint32 {
 	v := r.Uvarint()
 	if v > 1<<32-1 {
@@ -368,6 +394,8 @@ func (d *Decoder) Decode(p []byte) (Frame, error) {
 		f = new(Cancel)
 	case TypeRedirect:
 		f = new(Redirect)
+	case TypeReplica:
+		f = new(Replica)
 	default:
 		return nil, fmt.Errorf("%w: %d", ErrUnknownType, p[1])
 	}

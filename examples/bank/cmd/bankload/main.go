@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	mrand "math/rand/v2"
 	"net"
 	"os"
@@ -186,7 +185,6 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 			sum.ScatterLegs[r.String()] += n
 		}
 	}
-	sum.MissedWrites = slices.Sorted(maps.Keys(wc.MissedWrites()))
 	fmt.Fprintf(os.Stderr, "bankload: load done; auditing %s\n", c.mgmt)
 	sum.Nodes, sum.AuditPassed = audit(context.WithoutCancel(ctx), cli.ManagementClient(2*time.Second, c.token), model, cli.List(c.mgmt), run+"-", c.auditTimeout)
 	printSummary(os.Stdout, sum)

@@ -86,9 +86,6 @@ func printSummary(w io.Writer, s *cli.Summary) {
 	p("uncertain       %d writes of unknown outcome (the audit accepts either outcome for them)", s.Uncertain)
 	p("failovers       %s", counts(s.Failovers))
 	p("scatter copies  ended unanswered: %s", counts(s.ScatterLegs))
-	if len(s.MissedWrites) > 0 {
-		p("missed writes   %s (these nodes are behind; not audited if gone)", strings.Join(s.MissedWrites, ", "))
-	}
 	p("latency         %s", fmtLatency(s.Latency))
 	p("failed over     %s", fmtLatency(s.FailoverLatency))
 	for _, r := range slices.Sorted(maps.Keys(s.FailoverByReason)) {

@@ -24,7 +24,6 @@ type Summary struct {
 	Uncertain        uint64             `json:"uncertain_writes"`
 	Failovers        map[string]uint64  `json:"failovers"`          // reads, by reason
 	ScatterLegs      map[string]uint64  `json:"scatter_legs_ended"` // write copies that ended unanswered, by reason
-	MissedWrites     []string           `json:"missed_writes"`      // nodes a write could not be queued to
 	Latency          Latency            `json:"latency"`
 	FailoverLatency  Latency            `json:"failover_latency"` // reads that failed over
 	FailoverByReason map[string]Latency `json:"failover_latency_by_reason"`

@@ -1,0 +1,403 @@
+package runtime
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// The sequencer's side: it orders writes, sends them to the followers,
+// commits them once enough hold them, and takes over an epoch when clients
+// fail over to it.
+
+// Replication answers, in the Code of a Failover result.
+const (
+	codeCatchingUp = "ffgen.catching-up" // the node is behind
+	codeNotLeader  = "ffgen.not-sequencer"
+)
+
+// follower is what a sequencer knows of one follower.
+type follower struct {
+	addr    string
+	sentTo  uint64    // entries up to here were sent
+	match   uint64    // the follower's log agrees up to here
+	inSync  bool      // counted for commits
+	waiting time.Time // since when an entry it has not acknowledged was sent
+}
+
+type takeover struct {
+	epoch   Epoch
+	need    int
+	replies map[string]*recoveredMsg
+	until   time.Time
+}
+
+// Batching bounds for one Append or Fetched message.
+const (
+	maxBatch      = 4096
+	maxBatchBytes = 1 << 20
+)
+
+// write takes a client's scatter attempt on this node: e is the new
+// execution, registered but not scheduled. It returns the answer when the
+// attempt is not taken; when it is (both nil), e waits for its commit.
+// a is nil when a parked write is taken again after a takeover.
+func (r *replica) write(e *execution, a *transport.Attempt) (*transport.Result, *transport.Redirect) {
+	if !r.ready {
+		return &transport.Result{Status: transport.StatusFailover, Code: codeCatchingUp, Message: "replica catching up: " + r.behind}, nil
+	}
+	en := r.log.byOp[e.info.OpID]
+	if en != nil && en.applied {
+		// A repeated attempt of a write that ran here.
+		res := en.result
+		return &res, nil
+	}
+	if !r.leading {
+		if r.takeover == nil {
+			if a != nil {
+				if rd := r.redirect(a); rd != nil {
+					return nil, rd
+				}
+			}
+			r.startTakeover()
+		}
+		switch {
+		case r.takeover != nil:
+			r.parked = append(r.parked, e)
+			return nil, nil
+		case !r.leading:
+			return &transport.Result{Status: transport.StatusFailover, Code: codeNotLeader, Message: "could not take over as sequencer"}, nil
+		}
+		en = r.log.byOp[e.info.OpID] // the takeover may have adopted it
+	}
+	if en != nil {
+		// Logged and not yet run: wait for it (arrive joins an entry
+		// that already has an execution).
+		if en.applied {
+			res := en.result
+			return &res, nil
+		}
+		if en.exec == nil {
+			en.exec, e.entry = e, en
+		}
+		return nil, nil
+	}
+	r.appendWrite(e)
+	return nil, nil
+}
+
+// redirect sends the attempt to the current sequencer when this node has no
+// reason to take over: it is not the sequencer clients try first, the
+// client did not fail over to it, and the sequencer it knows is alive.
+func (r *replica) redirect(a *transport.Attempt) *transport.Redirect {
+	if len(a.History) > 0 || r.epoch.Node == "" || r.epoch.Node == r.self() || r.naturalLeader() {
+		return nil
+	}
+	m, ok := r.member(r.epoch.Node)
+	if !ok {
+		return nil
+	}
+	return &transport.Redirect{Node: m.Name, Addr: m.Addr}
+}
+
+// appendWrite gives e the next index and sends it to the followers.
+func (r *replica) appendWrite(e *execution) {
+	en := &entry{
+		index:    r.log.last() + 1,
+		epoch:    r.epoch,
+		opID:     e.info.OpID,
+		method:   e.method.Name,
+		entities: e.entities,
+		payload:  e.payload,
+		exec:     e,
+	}
+	e.entry = en
+	r.log.append(en)
+	r.replicate()
+	r.advanceCommit()
+}
+
+// replicate sends every follower what it lacks, and refreshes the follower
+// set from the membership.
+func (r *replica) replicate() {
+	now := time.Now()
+	live := make(map[string]bool)
+	for _, m := range r.peers() {
+		live[m.Name] = true
+		f := r.followers[m.Name]
+		if f == nil {
+			f = &follower{sentTo: r.commit}
+			r.followers[m.Name] = f
+		}
+		f.addr = m.Addr
+		r.sendTo(m, f, now)
+	}
+	for name := range r.followers {
+		if !live[name] {
+			delete(r.followers, name)
+		}
+	}
+}
+
+// sendTo sends f the entries after f.sentTo, or an empty Append (a
+// keep-alive that carries the commit index) when it has them all.
+func (r *replica) sendTo(m Member, f *follower, now time.Time) {
+	c := r.s.peerConn(m)
+	if c == nil {
+		return
+	}
+	msg := appendMsg{epoch: r.epoch, commit: r.commit}
+	entries, ok := r.log.after(f.sentTo, maxBatch, maxBatchBytes)
+	if !ok {
+		// Its position is no longer in the log: an empty Append past
+		// its end makes it fetch a snapshot.
+		msg.prevIndex, msg.prevEpoch = r.log.last(), r.log.lastEpoch()
+	} else {
+		msg.prevIndex = f.sentTo
+		msg.prevEpoch, _ = r.log.epochAt(f.sentTo)
+		msg.entries = entries
+	}
+	if sendReplica(c, r.name, msgAppend, &msg) != nil {
+		return
+	}
+	if len(msg.entries) > 0 {
+		f.sentTo = msg.entries[len(msg.entries)-1].index
+		if f.waiting.IsZero() {
+			f.waiting = now
+		}
+	}
+}
+
+// onAck handles a follower's answer to an Append.
+func (r *replica) onAck(from string, m *ackMsg) {
+	if r.epoch.Less(m.epoch) {
+		r.epoch = m.epoch
+		if r.leading {
+			r.stepDown("superseded by epoch " + m.epoch.String())
+		}
+		return
+	}
+	f := r.followers[from]
+	if !r.leading || m.epoch != r.epoch || f == nil {
+		return
+	}
+	switch m.status {
+	case ackOK:
+		f.match = max(f.match, m.match)
+		if f.match >= f.sentTo {
+			f.waiting = time.Time{}
+		} else {
+			f.waiting = time.Now()
+		}
+		if !f.inSync && f.match >= r.log.last() {
+			f.inSync = true
+			r.s.cfg.Logger.Info("ffgen: follower in sync", "service", r.name, "follower", from, "index", f.match)
+		}
+		r.advanceCommit()
+	case ackGap:
+		// It lacks entries: resend from where it agrees.
+		f.match = min(m.match, r.log.last())
+		f.sentTo = f.match
+		if mb, ok := r.member(from); ok {
+			r.sendTo(mb, f, time.Now())
+		}
+	case ackNotReady:
+		f.inSync = false
+		f.sentTo = min(m.match, f.sentTo)
+	}
+}
+
+// advanceCommit commits what every in-sync follower and at least
+// MinInSync nodes hold, and runs it.
+func (r *replica) advanceCommit() {
+	if !r.leading {
+		return
+	}
+	target := r.log.last()
+	var matches []uint64
+	for _, f := range r.followers {
+		if f.inSync {
+			target = min(target, f.match)
+		}
+		matches = append(matches, f.match)
+	}
+	need := min(r.cfg.MinInSync, 1+len(r.followers))
+	if need > 1 {
+		slices.Sort(matches)
+		slices.Reverse(matches)
+		target = min(target, matches[need-2])
+	}
+	if target <= r.commit {
+		return
+	}
+	r.commit = target
+	r.apply()
+	// Tell the followers at once, so that they run the write about when
+	// this node does, not at the next keep-alive.
+	r.replicate()
+}
+
+// leaderTick drops followers that stopped acknowledging from the in-sync
+// set, and keeps the others informed of the commit index.
+func (r *replica) leaderTick(now time.Time) {
+	dropped := false
+	for name, f := range r.followers {
+		if f.inSync && !f.waiting.IsZero() && now.Sub(f.waiting) > r.cfg.AckTimeout {
+			f.inSync = false
+			dropped = true
+			r.s.cfg.Logger.Warn("ffgen: follower left the in-sync set", "service", r.name, "follower", name,
+				"acknowledged", f.match, "last", r.log.last())
+		}
+	}
+	if dropped {
+		r.advanceCommit()
+	}
+	// Writes that cannot commit (too few nodes hold them) are answered
+	// Failover, so their clients try the next sequencer.
+	if first := r.log.at(r.commit + 1); first != nil && first.exec != nil && now.Sub(first.exec.arrived) > 2*r.cfg.AckTimeout {
+		inSync := 1
+		for _, f := range r.followers {
+			if f.inSync {
+				inSync++
+			}
+		}
+		if inSync < min(r.cfg.MinInSync, 1+len(r.followers)) {
+			r.stepDown(fmt.Sprintf("only %d of the %d nodes a write needs hold it", inSync, r.cfg.MinInSync))
+			return
+		}
+	}
+	r.replicate()
+}
+
+// stepDown stops sequencing: the writes waiting for their commit are
+// answered Failover (their clients go to the next sequencer, which finds
+// them in its log or gets them again) and stay in the log, uncommitted.
+func (r *replica) stepDown(why string) {
+	if !r.leading {
+		return
+	}
+	r.leading = false
+	r.s.cfg.Logger.Warn("ffgen: no longer the sequencer", "service", r.name, "reason", why, "epoch", r.epoch.String())
+	for i := r.applied + 1; i <= r.log.last(); i++ {
+		if en := r.log.at(i); en.exec != nil {
+			e := en.exec
+			en.exec, e.entry = nil, nil
+			r.s.refuse(e, codeNotLeader, "no longer the sequencer: "+why)
+		}
+	}
+	r.followers = make(map[string]*follower)
+}
+
+// startTakeover begins a new epoch led by this node: the live peers promise
+// to ignore older epochs and send what their logs hold beyond this node's
+// commit index, so that no write an older sequencer committed is lost.
+func (r *replica) startTakeover() {
+	ep := Epoch{Term: r.epoch.Term + 1, Node: r.self()}
+	r.epoch = ep
+	peers := r.peers()
+	t := &takeover{
+		epoch:   ep,
+		need:    max(0, len(peers)-(r.cfg.MinInSync-1)),
+		replies: make(map[string]*recoveredMsg),
+		until:   time.Now().Add(r.cfg.AckTimeout),
+	}
+	r.takeover = t
+	for _, m := range peers {
+		if c := r.s.peerConn(m); c != nil {
+			sendReplica(c, r.name, msgRecover, &recoverMsg{epoch: ep, from: r.commit})
+		}
+	}
+	if t.need == 0 {
+		r.finishTakeover()
+	}
+}
+
+// onRecovered collects a peer's promise.
+func (r *replica) onRecovered(from string, m *recoveredMsg) {
+	t := r.takeover
+	if t == nil {
+		return
+	}
+	if m.status == ackStale {
+		if r.epoch.Less(m.epoch) {
+			r.epoch = m.epoch
+		}
+		r.failTakeover("a peer knows the newer epoch " + m.epoch.String())
+		return
+	}
+	if m.epoch != t.epoch {
+		return
+	}
+	t.replies[from] = m
+	if len(t.replies) >= t.need {
+		r.finishTakeover()
+	}
+}
+
+// finishTakeover adopts the most advanced log among the answers (newest
+// last epoch, then longest) and starts sequencing.
+func (r *replica) finishTakeover() {
+	t := r.takeover
+	r.takeover = nil
+	var best *recoveredMsg
+	bestFrom := ""
+	for from, m := range t.replies {
+		if m.status != ackOK {
+			continue
+		}
+		if best == nil || best.lastEp.Less(m.lastEp) || (best.lastEp == m.lastEp && best.last < m.last) ||
+			(best.lastEp == m.lastEp && best.last == m.last && from < bestFrom) {
+			best, bestFrom = m, from
+		}
+	}
+	myEp := r.log.lastEpoch()
+	if best != nil && (myEp.Less(best.lastEp) || (myEp == best.lastEp && r.log.last() < best.last)) {
+		if !best.covered {
+			r.failTakeover("behind " + bestFrom)
+			r.setBehind("a peer's log is ahead of this node's and no longer reaches back to it")
+			return
+		}
+		if !r.adopt(best.entries, bestFrom, t.epoch) {
+			r.failTakeover("diverged from " + bestFrom)
+			return
+		}
+	}
+	r.leading = true
+	r.followers = make(map[string]*follower)
+	for from, m := range t.replies {
+		if mb, ok := r.member(from); ok && m.status == ackOK {
+			// Its log agrees with ours at least up to its commit; the
+			// first Append settles the rest.
+			f := &follower{addr: mb.Addr, sentTo: min(m.commit, r.log.last()), inSync: true}
+			f.match = f.sentTo
+			r.followers[from] = f
+		}
+	}
+	r.s.cfg.Logger.Info("ffgen: took over as sequencer", "service", r.name, "epoch", t.epoch.String(),
+		"commit", r.commit, "last", r.log.last(), "peers", len(t.replies))
+	parked := r.parked
+	r.parked = nil
+	for _, e := range parked {
+		if res, _ := r.write(e, nil); res != nil {
+			r.s.answer(e, res)
+		}
+	}
+	r.replicate()
+	r.advanceCommit()
+}
+
+// failTakeover answers the writes that waited for it with Failover.
+func (r *replica) failTakeover(why string) {
+	if r.takeover == nil && len(r.parked) == 0 {
+		return
+	}
+	r.takeover = nil
+	r.s.cfg.Logger.Warn("ffgen: takeover failed", "service", r.name, "reason", why)
+	parked := r.parked
+	r.parked = nil
+	for _, e := range parked {
+		r.s.refuse(e, codeNotLeader, "could not take over as sequencer: "+why)
+	}
+}
