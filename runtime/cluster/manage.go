@@ -30,6 +30,11 @@ type MemberOperator interface {
 	Operate(name string, op Operation) error
 }
 
+// ReplicaSource reports replicated services; *runtime.Server implements it.
+type ReplicaSource interface {
+	Replication() []runtime.ReplicaStatus
+}
+
 // MetricsWriter writes metrics in the Prometheus text format;
 // *runtime.Stats implements it.
 type MetricsWriter interface {
@@ -42,6 +47,10 @@ type ManagementConfig struct {
 	Operator MemberOperator // nil: operations answer 501
 	Metrics  MetricsWriter  // nil: /metrics has the membership gauges only
 	Ops      []runtime.InFlighter
+	// Replicas reports the node's replicated services (*runtime.Server
+	// does): /health/ready fails while one is catching up, and
+	// /cluster/replicas lists their state and any divergence.
+	Replicas ReplicaSource
 
 	// ReadWrite enables leave and down; off, they answer 403.
 	ReadWrite bool
@@ -78,8 +87,11 @@ func (c ManagementConfig) Validate() error {
 //	POST   /cluster/members/{name}   same as PUT
 //	DELETE /cluster/members/{name}   leave (ReadWrite only)
 //	GET    /health/alive             200 while the process serves HTTP
-//	GET    /health/ready             200 when joined and every group in Groups
-//	                                 has a live member, else 503 with the reason:
+//	GET    /cluster/replicas         the replicated services on this node: ready or
+//	                                 catching up, sequencer, epoch, divergences
+//	GET    /health/ready             200 when joined, every group in Groups has a
+//	                                 live member and no replica is catching up,
+//	                                 else 503 with the reason:
 //	                                 {"ready":false,"error":"..."}
 //	GET    /metrics                  Prometheus text format
 //	GET    /ops                      in-flight operations as JSON
@@ -107,6 +119,7 @@ var builtinRoutes = []builtinRoute{
 	{"PUT /cluster/members/{name}", (*management).operate},
 	{"POST /cluster/members/{name}", (*management).operate},
 	{"DELETE /cluster/members/{name}", (*management).operate},
+	{"GET /cluster/replicas", (*management).replicas},
 	{"GET /health/alive", (*management).alive},
 	{"GET /health/ready", (*management).ready},
 	{"GET /metrics", (*management).metrics},
@@ -279,7 +292,22 @@ func (m *management) notReady() string {
 	if len(missing) > 0 {
 		return "no live member in failure group(s) " + strings.Join(missing, ", ")
 	}
+	if m.cfg.Replicas != nil {
+		for _, st := range m.cfg.Replicas.Replication() {
+			if !st.Ready {
+				return "catching up: " + st.Service + ": " + st.Behind
+			}
+		}
+	}
 	return ""
+}
+
+func (m *management) replicas(w http.ResponseWriter, r *http.Request) {
+	out := []runtime.ReplicaStatus{}
+	if m.cfg.Replicas != nil {
+		out = m.cfg.Replicas.Replication()
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (m *management) metrics(w http.ResponseWriter, r *http.Request) {

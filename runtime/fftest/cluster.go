@@ -133,6 +133,9 @@ func (c *Cluster) WaitConverged(tb testing.TB) {
 			return
 		}
 		if time.Now().After(deadline) {
+			for _, n := range c.Nodes {
+				tb.Logf("%s: %+v", n.Name, n.Server.Replication())
+			}
 			tb.Fatalf("fftest: replicas did not converge: %s", why)
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -111,7 +111,11 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Metrics: stats, Logger: log})
+	// Node makes the server a cluster member: its replicated writes wait
+	// for the membership (UseMembership below) and catch up from peers
+	// before it answers, so a restarted node never answers from an empty
+	// ledger.
+	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Metrics: stats, Logger: log, Node: c.name})
 	if err := bank.RegisterAccountsServer(srv, ledger); err != nil {
 		return err
 	}
@@ -131,6 +135,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return err
 	}
 	defer cl.Shutdown()
+	srv.UseMembership(cl)
 
 	ms, err := cluster.ServeManagement(c.mgmt, management(c, settings.Groups, cl, stats, srv, ledger), nil)
 	if err != nil {
@@ -206,6 +211,7 @@ func management(c config, groups []string, cl interface {
 		Operator: cl,
 		Metrics:  stats,
 		Ops:      []runtime.InFlighter{srv},
+		Replicas: srv,
 		Groups:   groups,
 		Token:    c.token,
 		Routes:   map[string]http.Handler{"GET " + cli.BalancesPath: balances},
