@@ -146,6 +146,11 @@ func (r *replica) replicate() {
 func (r *replica) sendTo(m Member, f *follower, now time.Time) {
 	c := r.s.peerConn(m)
 	if c == nil {
+		// Unreachable counts as silent: it leaves the in-sync set after
+		// AckTimeout like a follower that does not acknowledge.
+		if f.waiting.IsZero() && f.match < r.log.last() {
+			f.waiting = now
+		}
 		return
 	}
 	msg := appendMsg{epoch: r.epoch, commit: r.commit}
@@ -160,6 +165,9 @@ func (r *replica) sendTo(m Member, f *follower, now time.Time) {
 		msg.entries = entries
 	}
 	if sendReplica(c, r.name, msgAppend, &msg) != nil {
+		if f.waiting.IsZero() && f.match < r.log.last() {
+			f.waiting = now
+		}
 		return
 	}
 	if len(msg.entries) > 0 {
@@ -320,7 +328,7 @@ func (r *replica) onRecovered(from string, m *recoveredMsg) {
 	if t == nil {
 		return
 	}
-	if m.status == ackStale {
+	if m.status == ackStale && m.epoch != t.epoch {
 		if r.epoch.Less(m.epoch) {
 			r.epoch = m.epoch
 		}

@@ -117,6 +117,9 @@ func TestFrozenNodeCatchesUpAndReadsFailOver(t *testing.T) {
 		if d := time.Since(start); d > c.Settings.HeartbeatTimeout+c.Settings.HeartbeatInterval {
 			t.Errorf("writes with a1 frozen took %v; want at most one heartbeat timeout (%v)", d, c.Settings.HeartbeatTimeout)
 		}
+		// The followers run a write a network delay after its writer
+		// was answered; the read goes to one of them.
+		c.WaitConverged(t, "a2", "b1", "b2")
 		start = time.Now()
 		b, err := c.accts.Balance(ctx, id)
 		if err != nil || b.Amount != 15 {
@@ -159,6 +162,7 @@ func TestCrashedNodeLeavesSurvivorsEqual(t *testing.T) {
 				t.Fatalf("Deposit after crash: %v", err)
 			}
 		}
+		c.WaitConverged(t, "a1", "a2", "b1")
 		if b, err := c.accts.Balance(ctx, id); err != nil || b.Amount != 21 {
 			t.Fatalf("Balance = %+v, %v; want 21", b, err)
 		}

@@ -121,14 +121,21 @@ func (c *Cluster) Serve(tb testing.TB, svc *runtime.ServiceDesc, impl func(n *No
 	c.WaitReady(tb)
 }
 
-// WaitConverged waits until every node is ready and has run every write
-// the sequencer committed, polling; then every replica holds the same
-// state.
-func (c *Cluster) WaitConverged(tb testing.TB) {
+// WaitConverged waits until the named nodes (every node if none is named)
+// are ready and have run every write committed among them, polling; then
+// they hold the same state.
+func (c *Cluster) WaitConverged(tb testing.TB, names ...string) {
 	tb.Helper()
+	nodes := c.Nodes
+	if len(names) > 0 {
+		nodes = nil
+		for _, name := range names {
+			nodes = append(nodes, c.Node(name))
+		}
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		why := c.converged()
+		why := converged(nodes)
 		if why == "" {
 			return
 		}
@@ -142,14 +149,14 @@ func (c *Cluster) WaitConverged(tb testing.TB) {
 	}
 }
 
-func (c *Cluster) converged() string {
+func converged(nodes []*Node) string {
 	commit := map[string]uint64{}
-	for _, n := range c.Nodes {
+	for _, n := range nodes {
 		for _, st := range n.Server.Replication() {
 			commit[st.Service] = max(commit[st.Service], st.Commit)
 		}
 	}
-	for _, n := range c.Nodes {
+	for _, n := range nodes {
 		for _, st := range n.Server.Replication() {
 			switch {
 			case !st.Ready:
