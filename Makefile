@@ -4,15 +4,40 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 FUZZTIME  ?= 10s
 
-.PHONY: test vet gencheck lint bench fuzz generate demo
+PAGETEST  := runtime/cluster/pagetest
+# The browser for the cluster page's test; empty when none is installed.
+CHROMIUM  ?= $(shell command -v chromium || command -v chromium-browser || command -v google-chrome || command -v google-chrome-stable)
 
-# Every check the project has: vet, the race-enabled test suite, and the
-# check that committed generated code is current.
+.PHONY: test vet gencheck lint bench fuzz generate demo browsertest screenshot
+
+# Every check the project has: vet, the race-enabled test suite, the
+# check that committed generated code is current, and the cluster page in
+# a browser (skipped, saying so, without Chromium).
 test: vet gencheck
 	$(GO) test -race -count=1 ./...
+	@$(MAKE) --no-print-directory browsertest
 
 vet:
 	$(GO) vet ./...
+	cd $(PAGETEST) && $(GO) vet ./...
+
+# The cluster page in headless Chromium against a 4-node cluster
+# ($(PAGETEST) is a module of its own, so that the library does not
+# depend on chromedp). Without a Chromium it says SKIPPED and succeeds,
+# unless FFGEN_REQUIRE_BROWSER is set.
+browsertest:
+	@if [ -z "$(CHROMIUM)" ]; then \
+		echo "browsertest: SKIPPED: no Chromium found (apt-get install chromium, or set CHROMIUM=/path/to/browser)"; \
+		if [ -n "$$FFGEN_REQUIRE_BROWSER" ]; then echo "browsertest: FFGEN_REQUIRE_BROWSER is set: failing"; exit 1; fi; \
+	else \
+		echo "browsertest: $(CHROMIUM)"; \
+		cd $(PAGETEST) && CHROMIUM="$(CHROMIUM)" $(GO) test -race -count=1 ./...; \
+	fi
+
+# Renews the screenshots of the cluster page in docs/.
+screenshot:
+	cd $(PAGETEST) && CHROMIUM="$(CHROMIUM)" FFGEN_REQUIRE_BROWSER=1 PAGETEST_SCREENSHOTS=$(CURDIR)/docs \
+		$(GO) test -count=1 -run TestPageFollowsKillAndRejoin ./...
 
 # ffgen -check on every package with //go:generate ffgen: committed
 # generated code can never go stale.
@@ -25,6 +50,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	cd $(PAGETEST) && $(GO) vet ./... && $(STATICCHECK) ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -55,7 +55,8 @@ type ManagementConfig struct {
 	// ReadWrite enables leave and down; off, they answer 403.
 	ReadWrite bool
 	// Token, if set, is required on every request as
-	// "Authorization: Bearer <token>".
+	// "Authorization: Bearer <token>", except for the static files of the
+	// cluster page, which carry no data.
 	Token string
 	// Groups are the failure groups /health/ready requires a live member in.
 	Groups []string
@@ -95,6 +96,9 @@ func (c ManagementConfig) Validate() error {
 //	                                 {"ready":false,"error":"..."}
 //	GET    /metrics                  Prometheus text format
 //	GET    /ops                      in-flight operations as JSON
+//	GET    /cluster/page/            the live cluster page (HTML, no token
+//	                                 needed: it holds no data and sends the
+//	                                 token on its own requests)
 //
 // plus cfg.Routes. Errors are JSON {"error": "..."}.
 //
@@ -124,6 +128,7 @@ var builtinRoutes = []builtinRoute{
 	{"GET /health/ready", (*management).ready},
 	{"GET /metrics", (*management).metrics},
 	{"GET /ops", (*management).ops},
+	{pagePattern, (*management).page},
 }
 
 func newManagement(cfg ManagementConfig) (http.Handler, error) {
@@ -147,7 +152,7 @@ func newManagement(cfg ManagementConfig) (http.Handler, error) {
 	if cfg.Token == "" {
 		return mux, nil
 	}
-	return bearer(cfg.Token, mux), nil
+	return bearer(cfg.Token, mux, func(r *http.Request) bool { return isPage(mux, r) }), nil
 }
 
 // mountRoute adds one extra route, leaving conflicts among wildcards to
@@ -180,10 +185,15 @@ func mountRoute(mux *http.ServeMux, pattern string, h http.Handler) (err error) 
 
 type management struct{ cfg ManagementConfig }
 
-// bearer rejects requests without the token, comparing in constant time.
-func bearer(token string, next http.Handler) http.Handler {
+// bearer rejects requests without the token, comparing in constant time,
+// except those public reports true for.
+func bearer(token string, next http.Handler, public func(*http.Request) bool) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if public(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
 		got := []byte(r.Header.Get("Authorization"))
 		if subtle.ConstantTimeCompare(got, want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ffgen"`)
