@@ -53,6 +53,9 @@ func (op *operation) sequential(ctx context.Context) error {
 		if last.final() {
 			return op.finish(last)
 		}
+		if last.reason == ReasonTooLarge {
+			return op.fail(last.reason, last.err) // no node can take it
+		}
 		routed = routed || last.member.Name != ""
 		if last.reason == ReasonDeadline || last.reason == ReasonCancelled {
 			break
@@ -153,6 +156,9 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 				return op.finish(o)
 			}
 			last = o
+			if o.reason == ReasonTooLarge {
+				return op.fail(o.reason, o.err) // no node can take it
+			}
 			if o.reason == ReasonDeadline || o.reason == ReasonCancelled {
 				continue
 			}

@@ -107,8 +107,7 @@ func (t *TCP) NodeStats() NodeStats { return t.g.stats() }
 
 // Dial connects to addr, runs the TLS handshake if configured, and exchanges
 // Hello frames. A failure to connect wraps ErrRefused; a TLS failure,
-// ErrTLS; a peer that speaks another protocol version, ErrBadVersion; one
-// whose first bytes are not a Hello, ErrMalformedFrame.
+// ErrTLS; a peer that speaks another protocol or version, ErrProtocol.
 func (t *TCP) Dial(ctx context.Context, addr string, h Handler) (Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.DialTimeout)
 	defer cancel()
@@ -164,7 +163,7 @@ func dialHelloError(addr string, err error, usesTLS bool) error {
 		// with an alert after the client's handshake has finished.
 		return fmt.Errorf("%w: %s rejected this node: %w", ErrTLS, addr, err)
 	case isProtocolError(err):
-		return fmt.Errorf("hello exchange with %s: the peer does not speak this protocol: %w", addr, err)
+		return fmt.Errorf("%w: hello exchange with %s: %w", ErrProtocol, addr, err)
 	case !usesTLS && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)):
 		return fmt.Errorf("%w: hello exchange with %s: the peer closed the connection before its hello, "+
 			"as a TLS listener does with a plaintext client (set ClientTLS if the peer uses TLS): %w", ErrRefused, addr, err)

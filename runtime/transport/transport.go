@@ -70,6 +70,10 @@ var (
 	// wrapped in ErrRefused: the peer is up but will not talk to us as
 	// configured.
 	ErrTLS = errors.New("transport: TLS handshake failed")
+	// ErrProtocol means the peer does not speak this protocol, or not
+	// this version of it; the error wraps ErrBadVersion, ErrMalformedFrame
+	// or ErrUnknownType for the detail.
+	ErrProtocol = errors.New("transport: protocol mismatch")
 	// ErrIdle ends a connection that carried no frame for the idle timeout.
 	ErrIdle = errors.New("transport: connection idle")
 	// ErrFrameTimeout ends a connection whose peer started a frame and did
