@@ -54,7 +54,7 @@ type frameReader struct {
 	nc           net.Conn
 	frameTimeout time.Duration
 	idleTimeout  time.Duration        // <= 0: none
-	idleCheck    func(time.Time) bool // reports whether to keep waiting, given the last receive
+	idleCheck    func(time.Time) (time.Time, bool) // whether to keep waiting, and until when, given the last receive
 	frameStart   time.Time            // when the frame in progress was first waited for
 	deadline     time.Time            // the read deadline currently set
 	lastRecv     time.Time
@@ -66,8 +66,8 @@ func newFrameReader(r io.Reader, max int, g *guard) *frameReader {
 
 // arm makes the reader enforce the frame timeout and, if idle > 0, call
 // check when no frame arrived for idle; check returns false to end the
-// connection with ErrIdle.
-func (r *frameReader) arm(nc net.Conn, frame, idle time.Duration, check func(lastRecv time.Time) bool) {
+// connection with ErrIdle, or the new idle deadline.
+func (r *frameReader) arm(nc net.Conn, frame, idle time.Duration, check func(lastRecv time.Time) (time.Time, bool)) {
 	r.nc, r.frameTimeout, r.idleTimeout, r.idleCheck = nc, frame, idle, check
 	r.lastRecv = time.Now()
 }
@@ -121,8 +121,9 @@ func (r *frameReader) fill(need int) error {
 			return err
 		}
 	}
+	armed := false
 	for {
-		if r.nc != nil {
+		if r.nc != nil && !armed {
 			if err := r.setDeadline(); err != nil {
 				return err
 			}
@@ -147,8 +148,11 @@ func (r *frameReader) fill(need int) error {
 			if r.w > 0 {
 				return fmt.Errorf("%w: %d of %d bytes after %v", ErrFrameTimeout, r.w, need, r.frameTimeout)
 			}
-			if r.idleCheck(r.lastRecv) {
-				r.deadline = time.Time{}
+			if until, busy := r.idleCheck(r.lastRecv); busy {
+				r.deadline, armed = until, true
+				if err := r.nc.SetReadDeadline(until); err != nil {
+					return err
+				}
 				continue
 			}
 			return fmt.Errorf("%w: no frame for %v", ErrIdle, time.Since(r.lastRecv).Round(time.Second))
@@ -379,7 +383,7 @@ func newStream(nc net.Conn, fr *frameReader, peer Hello, cfg Config, h Handler, 
 // sent anything within the idle timeout, and otherwise marks it closing
 // under the lock that Send takes, so a frame is either queued before the
 // connection is judged idle or refused with ErrIdle, never lost between.
-func (s *stream) stillBusy(lastRecv time.Time) bool {
+func (s *stream) stillBusy(lastRecv time.Time) (time.Time, bool) {
 	idle := s.fr.idleTimeout
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -387,12 +391,15 @@ func (s *stream) stillBusy(lastRecv time.Time) bool {
 	if lastRecv.After(last) {
 		last = lastRecv
 	}
-	if len(s.pending) > 0 || time.Since(last) < idle {
-		return true
+	if len(s.pending) > 0 {
+		return time.Now().Add(idle), true
+	}
+	if until := last.Add(idle); time.Now().Before(until) {
+		return until, true
 	}
 	s.closing = true
 	s.setReasonLocked(fmt.Errorf("%w: %s: no frame either way for %v", ErrIdle, s.desc, idle))
-	return false
+	return time.Time{}, false
 }
 
 // Peer returns the Hello the peer sent.
@@ -544,31 +551,37 @@ func (s *stream) writeLoop() {
 
 func (s *stream) readLoop() {
 	defer close(s.readerDone)
-	var d Decoder
-	var err error
-	for {
-		var p []byte
-		if p, err = s.fr.next(); err != nil {
-			break
-		}
-		var f Frame
-		if f, err = d.Decode(p); err != nil {
-			break
-		}
-		if f.Type() == TypeHello {
-			err = fmt.Errorf("%w: hello after the handshake", ErrMalformedFrame)
-			break
-		}
+	err := readFrames(s.fr, func(f Frame, size int) {
 		s.framesReceived.Add(1)
-		s.bytesReceived.Add(uint64(len(p) + 4))
+		s.bytesReceived.Add(uint64(size))
 		s.h.HandleFrame(s, f)
-	}
+	})
 	err = s.readFailed(err)
 	s.fr.release()
 	if s.onClose != nil {
 		s.onClose()
 	}
 	s.h.HandleClose(s, err)
+}
+
+// readFrames decodes the frames that follow the Hello exchange and hands
+// each to handle with its size on the wire, until the stream fails.
+func readFrames(fr *frameReader, handle func(f Frame, size int)) error {
+	var d Decoder
+	for {
+		p, err := fr.next()
+		if err != nil {
+			return err
+		}
+		f, err := d.Decode(p)
+		if err != nil {
+			return err
+		}
+		if f.Type() == TypeHello {
+			return fmt.Errorf("%w: hello after the handshake", ErrMalformedFrame)
+		}
+		handle(f, len(p)+4)
+	}
 }
 
 // readFailed ends the connection after the read loop stopped with err and

@@ -177,7 +177,7 @@ func tlsHint(err error) string {
 	if errors.As(err, &rh) {
 		return " (the peer does not speak TLS: configure TLS on both ends or on neither)"
 	}
-	if errors.Is(err, io.EOF) {
+	if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
 		return " (the peer closed the connection: it may not speak TLS)"
 	}
 	return ""
@@ -288,9 +288,9 @@ func (l *tcpListener) acceptLoop() {
 		}
 		delay = 0
 		if !l.t.g.admit() {
-			nc.Close()
 			l.t.g.refuse(refusedConnLimit, nc.RemoteAddr().String(), "",
 				fmt.Errorf("%w: %d connections open, limit %d (TCPConfig.MaxConns)", ErrOverloaded, l.t.g.conns.Load(), l.t.g.maxConns))
+			nc.Close()
 			continue
 		}
 		l.wg.Add(1)
@@ -336,6 +336,12 @@ func (l *tcpListener) serve(nc net.Conn) {
 		kind := refusedHandshake
 		if errors.Is(err, ErrTLS) {
 			kind = refusedTLS
+			// Read the rest of the TLS client's hello before closing:
+			// closing with bytes unread resets the connection, and the
+			// client would lose the Hello that tells it this side is
+			// plaintext.
+			nc.SetReadDeadline(time.Now().Add(tlsDrainTimeout))
+			io.CopyN(io.Discard, nc, 16<<10)
 		}
 		g.refuse(kind, addr, "", err)
 		nc.Close()
@@ -344,6 +350,10 @@ func (l *tcpListener) serve(nc net.Conn) {
 	}
 	newStream(nc, fr, peer, cfg.Config, l.h, g, cfg.IdleTimeout, g.leave)
 }
+
+// tlsDrainTimeout bounds the wait for the rest of a TLS client's hello on a
+// plaintext listener.
+const tlsDrainTimeout = 100 * time.Millisecond
 
 // plaintextAlert is a TLS 1.2 record holding a fatal protocol_version alert.
 var plaintextAlert = []byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46}
