@@ -255,7 +255,6 @@ func TestTCPMaxConns(t *testing.T) {
 func TestTCPHostileConnectionsLeaveOthersAlone(t *testing.T) {
 	tr := newTCP(t, "server", func(c *TCPConfig) {
 		c.FrameTimeout = 300 * time.Millisecond
-		c.HandshakeTimeout = 300 * time.Millisecond
 		c.MaxBufferedBytes = 4 << 20
 	})
 	srv := newRecorder()

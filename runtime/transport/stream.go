@@ -53,10 +53,10 @@ type frameReader struct {
 	// Deadlines, once armed (after the handshake, which sets its own).
 	nc           net.Conn
 	frameTimeout time.Duration
-	idleTimeout  time.Duration        // <= 0: none
+	idleTimeout  time.Duration                     // <= 0: none
 	idleCheck    func(time.Time) (time.Time, bool) // whether to keep waiting, and until when, given the last receive
-	frameStart   time.Time            // when the frame in progress was first waited for
-	deadline     time.Time            // the read deadline currently set
+	frameStart   time.Time                         // when the frame in progress was first waited for
+	deadline     time.Time                         // the read deadline currently set
 	lastRecv     time.Time
 }
 
