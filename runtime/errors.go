@@ -111,6 +111,7 @@ const (
 	codeBadArgs       = "ffgen.bad-arguments"
 	codeBadResult     = "ffgen.bad-result"
 	codeTimeout       = "ffgen.timeout"
+	codeTooLarge      = "ffgen.result-too-large"
 )
 
 // ForwardError, returned by a handler (see ForwardTo), makes the server tell

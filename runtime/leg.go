@@ -98,8 +98,9 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 			if ctx.Err() != nil {
 				return fail(ctxReason(ctx), context.Cause(ctx))
 			}
-			c.suspect(member.Name, ReasonDialFailed)
-			return fail(ReasonDialFailed, fmt.Errorf("dial %s (%s): %w", member.Name, member.Addr, err))
+			r := dialReason(err)
+			c.suspect(member.Name, r)
+			return fail(r, fmt.Errorf("dial %s (%s): %w", member.Name, member.Addr, err))
 		}
 	}
 	l := &p.l
@@ -128,15 +129,48 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 		Progress:  op.progress(),
 		Payload:   op.payload,
 	}
-	if err := conn.Send(&p.a); err != nil {
+	err := conn.Send(&p.a)
+	if errors.Is(err, transport.ErrIdle) && dial {
+		// The connection closed itself for idleness just now, with
+		// nothing in flight: a fresh one is what the next caller would
+		// get, so this one gets it too.
+		dctx, cancel := context.WithDeadline(ctx, op.dialDeadline())
+		conn, err = c.pool.Get(dctx, member.Addr)
+		cancel()
+		if err != nil {
+			c.forget(l)
+			r := dialReason(err)
+			return fail(r, fmt.Errorf("dial %s (%s): %w", member.Name, member.Addr, err))
+		}
+		c.mu.Lock()
+		l.conn = conn
+		c.mu.Unlock()
+		err = conn.Send(&p.a)
+	}
+	if err != nil {
 		c.forget(l)
-		if errors.Is(err, transport.ErrQueueFull) {
+		switch {
+		case errors.Is(err, transport.ErrQueueFull):
 			return fail(ReasonQueueFull, fmt.Errorf("send to %s: %w", member.Name, err))
+		case errors.Is(err, transport.ErrFrameTooLarge):
+			return fail(ReasonTooLarge, fmt.Errorf("send to %s: %w", member.Name, err))
 		}
 		return fail(ReasonConnBroken, fmt.Errorf("send to %s: %w", member.Name, err))
 	}
 	p.out.delivery = Delivered
 	return p, outcome{}, true
+}
+
+// dialReason names why a dial failed: TLS, a protocol mismatch, or the
+// connection itself.
+func dialReason(err error) Reason {
+	switch {
+	case errors.Is(err, transport.ErrTLS):
+		return ReasonTLS
+	case errors.Is(err, transport.ErrProtocol):
+		return ReasonProtocol
+	}
+	return ReasonDialFailed
 }
 
 // dialDeadline bounds a dial by a heartbeat timeout and the operation deadline.
@@ -203,7 +237,7 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 				nc, err := c.pool.Get(dctx, ev.redirect.Addr)
 				cancel()
 				if err != nil {
-					return end(ReasonDialFailed, fmt.Errorf("dial redirect target %s: %w", ev.redirect.Node, err))
+					return end(dialReason(err), fmt.Errorf("dial redirect target %s: %w", ev.redirect.Node, err))
 				}
 				c.mu.Lock()
 				l.conn = nc

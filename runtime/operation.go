@@ -56,6 +56,9 @@ func (op *operation) sequential(ctx context.Context, flags transport.AttemptFlag
 		if last.final() {
 			return op.finish(last)
 		}
+		if last.reason == ReasonTooLarge {
+			return op.fail(last.reason, last.err) // no node can take it
+		}
 		routed = routed || last.member.Name != ""
 		if last.reason == ReasonDeadline || last.reason == ReasonCancelled {
 			break
@@ -156,6 +159,9 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 				return op.finish(o)
 			}
 			last = o
+			if o.reason == ReasonTooLarge {
+				return op.fail(o.reason, o.err) // no node can take it
+			}
 			if o.reason == ReasonDeadline || o.reason == ReasonCancelled {
 				continue
 			}

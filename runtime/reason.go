@@ -20,6 +20,9 @@ const (
 	ReasonCancelled        Reason = 10 // a hedge or scatter loser, cancelled
 	ReasonDeadline         Reason = 11 // the operation deadline or the caller's context ended it
 	ReasonBudget           Reason = 12 // the failover budget was spent
+	ReasonTLS              Reason = 13 // the TLS handshake with the owner failed
+	ReasonProtocol         Reason = 14 // the owner speaks another protocol or version
+	ReasonTooLarge         Reason = 15 // the attempt exceeds the frame limit; no node can take it
 )
 
 var reasonNames = [...]string{
@@ -36,6 +39,9 @@ var reasonNames = [...]string{
 	ReasonCancelled:        "cancelled",
 	ReasonDeadline:         "deadline",
 	ReasonBudget:           "budget",
+	ReasonTLS:              "tls-failed",
+	ReasonProtocol:         "protocol-mismatch",
+	ReasonTooLarge:         "too-large",
 }
 
 // String returns the reason's stable name, used in logs and metric labels.

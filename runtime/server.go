@@ -481,7 +481,14 @@ func (s *Server) sendCached(c transport.Conn, call uint64, r transport.Result) {
 }
 
 func (s *Server) send(c transport.Conn, f transport.Frame) {
-	if err := c.Send(f); err != nil {
+	err := c.Send(f)
+	if r, ok := f.(*transport.Result); ok && errors.Is(err, transport.ErrFrameTooLarge) {
+		// The caller would wait for a result that cannot come: tell it
+		// why instead, as a Fail, since every node would answer the same.
+		err = c.Send(&transport.Result{Call: r.Call, Status: transport.StatusFail, Code: codeTooLarge,
+			Message: fmt.Sprintf("the result does not fit in a frame: %v", err)})
+	}
+	if err != nil {
 		s.cfg.Logger.Warn("ffgen: server could not send", "type", f.Type(), "peer", c.Peer().Node, "err", err)
 	}
 }

@@ -41,8 +41,9 @@ var numReasons = len(reasonNames)
 type Stats struct {
 	// methods is copy-on-write: readers load the current map without a
 	// lock, the rare first event of a method copies it under mu.
-	methods atomic.Pointer[map[methodKey]*methodStats]
-	mu      sync.Mutex
+	methods   atomic.Pointer[map[methodKey]*methodStats]
+	mu        sync.Mutex
+	transport atomic.Pointer[NodeStatser] // see WatchTransport
 }
 
 type methodKey struct{ service, method string }
@@ -195,6 +196,9 @@ func (s *Stats) WritePrometheus(w io.Writer) error {
 	p.Family("ffgen_operation_duration_seconds", "histogram", "Operation latency on the client, failovers included.")
 	for _, k := range keys {
 		writeHistogram(&p, "ffgen_operation_duration_seconds", k, &cur[k].opLatency)
+	}
+	if t := s.transport.Load(); t != nil {
+		writeTransport(&p, (*t).NodeStats())
 	}
 	_, err := w.Write(p.Bytes())
 	return err

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 func TestStatsPrometheusGolden(t *testing.T) {
@@ -211,6 +213,36 @@ func BenchmarkStatsWritePrometheus(b *testing.B) {
 		buf.Reset()
 		if err := s.WritePrometheus(&buf); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+type fixedNodeStats transport.NodeStats
+
+var _ NodeStatser = fixedNodeStats{}
+
+func (f fixedNodeStats) NodeStats() transport.NodeStats { return transport.NodeStats(f) }
+
+// A watched transport's counters appear in the export, one series per
+// cause of refusal.
+func TestStatsTransportCounters(t *testing.T) {
+	s := NewStats()
+	s.WatchTransport(fixedNodeStats{Conns: 3, BufferedBytes: 4096, RefusedConns: 7, FrameTimeouts: 2, TLSFailures: 1, IdleClosed: 5})
+	var b strings.Builder
+	if err := s.WritePrometheus(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"ffgen_transport_connections 3\n",
+		"ffgen_transport_buffered_bytes 4096\n",
+		`ffgen_transport_refused_total{cause="conn-limit"} 7` + "\n",
+		`ffgen_transport_refused_total{cause="frame-timeout"} 2` + "\n",
+		`ffgen_transport_refused_total{cause="tls"} 1` + "\n",
+		`ffgen_transport_refused_total{cause="buffer-limit"} 0` + "\n",
+		"ffgen_transport_idle_closed_total 5\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("export lacks %q:\n%s", want, b.String())
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,5 +194,38 @@ func TestTCPLongOperationDoesNotFailOver(t *testing.T) {
 	}
 	if n := e.ledgers[own[1]].executions(); n != 0 {
 		t.Errorf("secondary ran %d times: a heartbeating node was failed over", n)
+	}
+}
+
+// A payload over the frame limit can never be delivered: it fails at once,
+// not delivered, without a failover, and the connection keeps serving
+// other calls.
+func TestTCPOversizedPayloadFailsWithoutFailover(t *testing.T) {
+	e := newTCPEnv(t, testSettings())
+	own := e.owners(t, "acct")
+	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+		t.Fatal(err)
+	}
+	huge := strings.Repeat("x", transport.DefaultMaxFrameSize)
+	_, err := e.ledger.Add(t.Context(), huge, 1)
+	var re *runtime.Error
+	if !errors.As(err, &re) || !errors.Is(err, transport.ErrFrameTooLarge) {
+		t.Fatalf("Add with a 4 MiB entity: %v, want a *runtime.Error wrapping ErrFrameTooLarge", err)
+	}
+	if re.Reason != runtime.ReasonTooLarge || re.Delivery != runtime.NotDelivered || len(re.History) != 1 || runtime.MaybeExecuted(err) {
+		t.Errorf("got reason %s, %s, %d attempt(s); want too-large, not delivered, 1 attempt: %v", re.Reason, re.Delivery, len(re.History), err)
+	}
+	if !strings.Contains(err.Error(), "too-large") || !strings.Contains(err.Error(), "limit") {
+		t.Errorf("error text does not name the cause: %v", err)
+	}
+	if e.client.Suspected(re.History[0].Node) {
+		t.Errorf("%s is suspected after an oversized payload that was never sent", re.History[0].Node)
+	}
+	before := e.ledgers[own[0]].executions()
+	if got, err := e.ledger.Add(t.Context(), "acct", 1); err != nil || got != 2 {
+		t.Fatalf("Add after the oversized one = %d, %v; want 2", got, err)
+	}
+	if after := e.ledgers[own[0]].executions(); after != before+1 {
+		t.Errorf("primary %s ran %d more times, want 1: the connection should have stayed up", own[0], after-before)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -42,7 +43,12 @@ type Config struct {
 	AdvertiseAddr string // address others reach us on; empty: derived from BindAddr
 	AdvertisePort int    // 0: the bound port
 
-	RPCAddr  string   // the fast-failover server's address, published in metadata
+	// RPCAddr is the fast-failover server's address, published in
+	// metadata: an address peers can dial, never a wildcard such as
+	// 0.0.0.0 or [::] (see CheckRPCAddr). A server bound to every
+	// interface publishes the address it is reached on.
+	RPCAddr string
+
 	Services []string // services this node serves, published in metadata
 
 	// Seeds are gossip addresses ("host:port") of nodes to join. Joining
@@ -111,6 +117,11 @@ func (c *Config) validate() error {
 	if n := len(c.SecretKey); n != 0 && n != 16 && n != 24 && n != 32 {
 		errs = append(errs, fmt.Errorf("SecretKey is %d bytes, want 16, 24 or 32", n))
 	}
+	if c.RPCAddr != "" {
+		if err := CheckRPCAddr(c.RPCAddr); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.JoinRetryMin <= 0 || c.JoinRetryMax < c.JoinRetryMin {
 		errs = append(errs, fmt.Errorf("join backoff %v..%v: want 0 < JoinRetryMin <= JoinRetryMax", c.JoinRetryMin, c.JoinRetryMax))
 	}
@@ -156,4 +167,22 @@ func (c *Config) memberlistConfig() *memberlist.Config {
 		c.Tune(mc)
 	}
 	return mc
+}
+
+// CheckRPCAddr reports an error unless addr ("host:port") is one peers can
+// dial: a host that is not a wildcard (empty, 0.0.0.0, [::]) and a port
+// that is not 0. A listener bound to every interface reports a wildcard
+// address, which other machines cannot reach.
+func CheckRPCAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("RPCAddr %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("RPCAddr %q is a wildcard address that peers cannot dial: publish the address they reach this node on", addr)
+	}
+	if port == "0" || port == "" {
+		return fmt.Errorf("RPCAddr %q has no port: publish the port the listener got", addr)
+	}
+	return nil
 }

@@ -289,6 +289,10 @@ func TestStartRejects(t *testing.T) {
 		{"bad key", func(c *Config) { c.SecretKey = []byte("short") }, "SecretKey is 5 bytes", nil},
 		{"bad backoff", func(c *Config) { c.JoinRetryMax = time.Nanosecond }, "join backoff", nil},
 		{"bad preset", func(c *Config) { c.Preset = 7 }, "preset(7)", nil},
+		{"wildcard RPC address", func(c *Config) { c.RPCAddr = "[::]:7600" }, "wildcard address that peers cannot dial", nil},
+		{"wildcard IPv4 RPC address", func(c *Config) { c.RPCAddr = "0.0.0.0:7600" }, "wildcard address that peers cannot dial", nil},
+		{"RPC address without host", func(c *Config) { c.RPCAddr = ":7600" }, "wildcard address that peers cannot dial", nil},
+		{"RPC address with port 0", func(c *Config) { c.RPCAddr = "10.0.0.1:0" }, "has no port", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -86,7 +86,7 @@ func TestStreamSendAllocs(t *testing.T) {
 	a, b := net.Pipe()
 	go io.Copy(io.Discard, b)
 	cfg := Config{Logger: discard}.WithDefaults()
-	s := newStream(a, newFrameReader(a, cfg.MaxFrameSize), Hello{Node: "peer"}, cfg, newRecorder())
+	s := newStream(a, newFrameReader(a, cfg.MaxFrameSize, nil), Hello{Node: "peer"}, cfg, newRecorder(), nil, 0, nil)
 	defer s.Close()
 	hb := &Heartbeat{Items: []HeartbeatItem{{Call: 1}, {Call: 2}}}
 	if n := testing.AllocsPerRun(1000, func() {

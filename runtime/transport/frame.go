@@ -75,6 +75,11 @@ type Hello struct {
 	Version uint8  // highest protocol version the sender speaks
 	Node    string // sender's node name
 	Group   string // sender's failure group
+	// MaxFrame is the largest frame the sender accepts, 0 if it does not
+	// say (an older peer). A sender keeps its frames within the peer's
+	// limit, so an oversized payload fails at Send instead of costing the
+	// connection.
+	MaxFrame uint32
 }
 
 // Status is the outcome of an attempt as the server reports it.
@@ -186,13 +191,17 @@ func (*Redirect) Type() FrameType  { return TypeRedirect }
 func (f *Hello) appendBody(b []byte) []byte {
 	b = append(b, f.Version)
 	b = codec.AppendString(b, f.Node)
-	return codec.AppendString(b, f.Group)
+	b = codec.AppendString(b, f.Group)
+	return codec.AppendUvarint(b, uint64(f.MaxFrame))
 }
 
 func (f *Hello) decodeBody(r *codec.Reader) {
 	f.Version = r.Byte()
 	f.Node = r.String()
 	f.Group = r.String()
+	if r.Len() > 0 { // absent in the Hello of a peer that predates it
+		f.MaxFrame = uint32From(r)
+	}
 }
 
 func (f *Attempt) appendBody(b []byte) []byte {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
@@ -165,25 +166,122 @@ func TestFrameLen(t *testing.T) {
 func TestFrameReaderLengthBomb(t *testing.T) {
 	bomb := binary.BigEndian.AppendUint32(nil, 2<<30)
 	src := bytes.NewReader(bomb)
-	fr := newFrameReader(src, DefaultMaxFrameSize)
 	allocs := testing.AllocsPerRun(100, func() {
 		src.Reset(bomb)
-		fr.br.Reset(src)
+		fr := frameReader{rd: src, max: DefaultMaxFrameSize, buf: make([]byte, initialReadBuffer)}
 		if _, err := fr.next(); !errors.Is(err, ErrFrameTooLarge) {
 			t.Fatalf("next() error = %v, want ErrFrameTooLarge", err)
 		}
 	})
-	// Formatting the error is all that allocates: a few small objects.
+	// The initial buffer and formatting the error are all that allocate.
 	if allocs > 8 {
 		t.Errorf("rejecting a 2 GiB prefix allocated %v times per run", allocs)
 	}
-	if cap(fr.big) != 0 {
-		t.Errorf("reader allocated a %d-byte body buffer", cap(fr.big))
+}
+
+// A frame within the limit grows the buffer only as its bytes arrive: the
+// announced length alone costs nothing, and the buffer never holds more
+// than twice what came.
+func TestFrameReaderGrowsWithArrivals(t *testing.T) {
+	g := newGuard(0, 64<<20, slog.New(slog.DiscardHandler))
+	hdr := binary.BigEndian.AppendUint32(nil, 4<<20)
+	src := &trickle{data: append(hdr, Version, byte(TypeResult)), limit: 1 << 20}
+	fr := newFrameReader(src, DefaultMaxFrameSize, g)
+	src.check = func(sent int) {
+		if held := len(fr.buf); held > max(2*sent, initialReadBuffer) {
+			t.Fatalf("after %d bytes the reader holds a %d-byte buffer", sent, held)
+		}
+	}
+	if _, err := fr.next(); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("next() = %v, want io.ErrUnexpectedEOF", err)
+	}
+	if charged := g.buffered.Load(); charged > 2<<20 || charged != fr.charged {
+		t.Errorf("after 1 MiB of a 4 MiB frame: %d bytes charged to the node, reader says %d", charged, fr.charged)
+	}
+	fr.release()
+	if n := g.buffered.Load(); n != 0 {
+		t.Errorf("after release the node still counts %d buffered bytes", n)
+	}
+}
+
+// trickle serves data, then zeros up to limit bytes, at most 64 KiB per
+// Read, then io.EOF; check sees the count before every Read.
+type trickle struct {
+	data  []byte
+	sent  int
+	limit int
+	check func(sent int)
+}
+
+func (r *trickle) Read(p []byte) (int, error) {
+	if r.check != nil {
+		r.check(r.sent)
+	}
+	if r.sent >= r.limit {
+		return 0, io.EOF
+	}
+	n := min(len(p), 64<<10, r.limit-r.sent)
+	if r.sent < len(r.data) {
+		n = copy(p[:n], r.data[r.sent:])
+	} else {
+		clear(p[:n])
+	}
+	r.sent += n
+	return n, nil
+}
+
+// A node whose read budget is spent ends the connection that needs more,
+// with ErrOverloaded, and charges nothing for it.
+func TestFrameReaderBudget(t *testing.T) {
+	g := newGuard(0, 100<<10, slog.New(slog.DiscardHandler))
+	frame := encode(t, &Result{Call: 1, Payload: make([]byte, 200<<10)})
+	stream := binary.BigEndian.AppendUint32(nil, uint32(len(frame)))
+	stream = append(stream, frame...)
+	fr := newFrameReader(bytes.NewReader(stream), DefaultMaxFrameSize, g)
+	if _, err := fr.next(); !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("next() = %v, want ErrOverloaded", err)
+	}
+	if n := g.buffered.Load(); n != fr.charged || n > 100<<10 {
+		t.Errorf("node counts %d bytes, reader %d; limit 100 KiB", n, fr.charged)
+	}
+	fr.release()
+	if n := g.buffered.Load(); n != 0 {
+		t.Errorf("after release the node still counts %d buffered bytes", n)
+	}
+}
+
+// After a large frame the reader returns to its base buffer and gives the
+// charged bytes back before the next frame.
+func TestFrameReaderShrinksAfterLargeFrame(t *testing.T) {
+	g := newGuard(0, 0, slog.New(slog.DiscardHandler))
+	var stream []byte
+	for _, f := range []Frame{&Result{Call: 1, Payload: make([]byte, 1<<20)}, &Cancel{Call: 2}} {
+		var err error
+		if stream, err = AppendFrame(stream, f, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fr := newFrameReader(bytes.NewReader(stream), DefaultMaxFrameSize, g)
+	if _, err := fr.next(); err != nil {
+		t.Fatal(err)
+	}
+	if g.buffered.Load() == 0 {
+		t.Fatal("a 1 MiB frame was read without charging the node")
+	}
+	p, err := fr.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := Decode(p); err != nil || f.(*Cancel).Call != 2 {
+		t.Fatalf("second frame: %v, %v", f, err)
+	}
+	if len(fr.buf) > baseReadBuffer || g.buffered.Load() != 0 {
+		t.Errorf("after the large frame: buffer %d bytes, %d charged; want <= %d and 0", len(fr.buf), g.buffered.Load(), baseReadBuffer)
 	}
 }
 
 func TestFrameReaderStream(t *testing.T) {
-	big := &Result{Call: 1, Payload: bytes.Repeat([]byte{7}, readBufferSize+10)}
+	big := &Result{Call: 1, Payload: bytes.Repeat([]byte{7}, baseReadBuffer+10)}
 	frames := []Frame{&Cancel{Call: 1}, big, &Heartbeat{Items: []HeartbeatItem{{Call: 2}}}, &Cancel{Call: 3}}
 	var stream []byte
 	for _, f := range frames {
@@ -193,7 +291,7 @@ func TestFrameReaderStream(t *testing.T) {
 		}
 	}
 	// Reads of 1 and 4096 bytes in turn split frames and headers anywhere.
-	fr := newFrameReader(&shortReader{r: bytes.NewReader(stream)}, DefaultMaxFrameSize)
+	fr := newFrameReader(&shortReader{r: bytes.NewReader(stream)}, DefaultMaxFrameSize, nil)
 	var d Decoder
 	for i, want := range frames {
 		p, err := fr.next()
@@ -214,7 +312,7 @@ func TestFrameReaderStream(t *testing.T) {
 
 	// A stream cut inside a frame is an unexpected EOF, not a clean end.
 	for _, cut := range []int{2, 5, len(stream) - 1} {
-		fr := newFrameReader(bytes.NewReader(stream[:cut]), DefaultMaxFrameSize)
+		fr := newFrameReader(bytes.NewReader(stream[:cut]), DefaultMaxFrameSize, nil)
 		var err error
 		for err == nil {
 			_, err = fr.next()

@@ -249,7 +249,7 @@ func (n *MemNetwork) connectLocked(t *MemTransport, h Handler, ln *memListener) 
 }
 
 func memExchangeHello(from, to *MemTransport) (*Hello, error) {
-	buf, err := AppendFrame(nil, &Hello{Version: Version, Node: from.cfg.Node, Group: from.cfg.Group}, from.cfg.MaxFrameSize)
+	buf, err := AppendFrame(nil, &Hello{Version: Version, Node: from.cfg.Node, Group: from.cfg.Group, MaxFrame: uint32(from.cfg.MaxFrameSize)}, from.cfg.MaxFrameSize)
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +397,11 @@ func (e *memEnd) Send(f Frame) error {
 		return fmt.Errorf("%w: nil frame", ErrMalformedFrame)
 	}
 	bp := memGetBuf()
-	buf, err := AppendFrame((*bp)[:0], f, e.t.cfg.MaxFrameSize)
+	limit := e.t.cfg.MaxFrameSize
+	if m := int(e.peer.MaxFrame); m > 0 && m < limit {
+		limit = m // as a stream does: the peer would close on a larger one
+	}
+	buf, err := AppendFrame((*bp)[:0], f, limit)
 	*bp = buf
 	if err != nil {
 		memPutBuf(bp)

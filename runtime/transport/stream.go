@@ -1,11 +1,12 @@
 package transport
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -13,11 +14,15 @@ import (
 )
 
 const (
-	// readBufferSize is the per-connection read buffer. Frames that fit are
-	// decoded in place; larger ones are read into a separate buffer.
-	readBufferSize = 64 << 10
-	// maxRetainedBuffer bounds the buffers a connection keeps between uses,
-	// so one large burst or frame does not pin memory for its whole life.
+	// initialReadBuffer is what a connection's reader starts with: enough
+	// for a Hello. A connection that sends nothing costs no more.
+	initialReadBuffer = 512
+	// baseReadBuffer is what a reader may grow to for small frames and
+	// batches of them without charging the node's buffer budget, and what
+	// it shrinks back to once a larger frame has been handled.
+	baseReadBuffer = 16 << 10
+	// maxRetainedBuffer bounds the write buffer a connection keeps between
+	// uses, so one large burst does not pin memory for its whole life.
 	maxRetainedBuffer = 1 << 20
 	// closeFlushTimeout bounds how long Close waits to flush queued frames
 	// to a peer that does not read.
@@ -27,57 +32,199 @@ const (
 // frameReader reads length-prefixed frames from a byte stream. The slice
 // next returns is valid until the following call, which lets one buffer
 // serve every frame: handlers must copy what they keep.
+//
+// The buffer grows only as bytes arrive, doubling when it is full, so a
+// length prefix alone costs nothing: holding a frame of n bytes takes at
+// most 2n. Growth beyond baseReadBuffer is charged to the node's guard and
+// handed back as soon as the frame has been handled.
 type frameReader struct {
-	br      *bufio.Reader
+	rd      io.Reader
 	max     int
-	big     []byte // for frames larger than br's buffer
-	consume int    // bytes of the last frame still to discard from br
+	g       *guard // nil: no node-wide budget
+	buf     []byte // len(buf) is the buffer's size; [r:w] is unread
+	r, w    int
+	consume int   // bytes of the last frame to skip on the next call
+	charged int64 // bytes reserved from g
+	err     error // a read error held back until the buffered bytes are used
+	// wide is set when a read filled all free space: the peer is sending
+	// batches, and a larger buffer saves read calls.
+	wide bool
+
+	// Deadlines, once armed (after the handshake, which sets its own).
+	nc           net.Conn
+	frameTimeout time.Duration
+	idleTimeout  time.Duration                     // <= 0: none
+	idleCheck    func(time.Time) (time.Time, bool) // whether to keep waiting, and until when, given the last receive
+	frameStart   time.Time                         // when the frame in progress was first waited for
+	deadline     time.Time                         // the read deadline currently set
+	lastRecv     time.Time
 }
 
-func newFrameReader(r io.Reader, max int) *frameReader {
-	return &frameReader{br: bufio.NewReaderSize(r, readBufferSize), max: max}
+func newFrameReader(r io.Reader, max int, g *guard) *frameReader {
+	return &frameReader{rd: r, max: max, g: g, buf: make([]byte, initialReadBuffer)}
+}
+
+// arm makes the reader enforce the frame timeout and, if idle > 0, call
+// check when no frame arrived for idle; check returns false to end the
+// connection with ErrIdle, or the new idle deadline.
+func (r *frameReader) arm(nc net.Conn, frame, idle time.Duration, check func(lastRecv time.Time) (time.Time, bool)) {
+	r.nc, r.frameTimeout, r.idleTimeout, r.idleCheck = nc, frame, idle, check
+	r.lastRecv = time.Now()
 }
 
 // next returns the next frame without its length prefix. The length is
-// checked against the limit before anything is read or allocated for the
-// body, so a forged prefix costs nothing. A stream that ends exactly between
-// frames gives io.EOF; one that ends inside a frame, io.ErrUnexpectedEOF.
+// checked against the limit before anything is read for the body. A
+// stream that ends exactly between frames gives io.EOF; one that ends
+// inside a frame, io.ErrUnexpectedEOF.
 func (r *frameReader) next() ([]byte, error) {
-	if r.consume > 0 {
-		r.br.Discard(r.consume) // cannot fail: the bytes were peeked
-		r.consume = 0
+	r.r += r.consume
+	r.consume = 0
+	r.frameStart = time.Time{}
+	if r.r == r.w {
+		r.r, r.w = 0, 0
+		r.shrink()
 	}
-	if cap(r.big) > maxRetainedBuffer {
-		r.big = nil // a rare huge frame should not pin memory
-	}
-	hdr, err := r.br.Peek(4)
-	if err != nil {
-		if err == io.EOF && len(hdr) > 0 {
-			err = io.ErrUnexpectedEOF
+	for r.w-r.r < 4 {
+		if err := r.fill(4); err != nil {
+			if err == io.EOF && r.w > r.r {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
 		}
-		return nil, err
 	}
-	n, err := FrameLen(hdr, r.max)
+	n, err := FrameLen(r.buf[r.r:r.w], r.max)
 	if err != nil {
 		return nil, err
 	}
-	r.br.Discard(4)
-	if n <= r.br.Size() {
-		p, err := r.br.Peek(n)
-		if err != nil {
+	need := 4 + n
+	for r.w-r.r < need {
+		if err := r.fill(need); err != nil {
 			return nil, unexpectedEOF(err)
 		}
-		r.consume = n
-		return p, nil
 	}
-	if cap(r.big) < n {
-		r.big = make([]byte, n)
+	r.consume = need
+	return r.buf[r.r+4 : r.r+need], nil
+}
+
+// fill reads at least one more byte towards a frame of need bytes
+// (prefix included), making room first.
+func (r *frameReader) fill(need int) error {
+	if r.err != nil {
+		return r.err
 	}
-	p := r.big[:n]
-	if _, err := io.ReadFull(r.br, p); err != nil {
-		return nil, unexpectedEOF(err)
+	if r.r > 0 {
+		r.w = copy(r.buf, r.buf[r.r:r.w])
+		r.r = 0
 	}
-	return p, nil
+	if r.w == len(r.buf) || r.wide && len(r.buf) < baseReadBuffer {
+		if err := r.grow(need); err != nil {
+			return err
+		}
+	}
+	armed := false
+	for {
+		if r.nc != nil && !armed {
+			if err := r.setDeadline(); err != nil {
+				return err
+			}
+		}
+		free := len(r.buf) - r.w
+		n, err := r.rd.Read(r.buf[r.w:])
+		r.w += n
+		if n > 0 {
+			r.wide = n == free
+			if r.nc != nil {
+				r.lastRecv = time.Now()
+			}
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				r.err = err
+			}
+			return nil
+		}
+		if err == nil {
+			continue
+		}
+		if r.nc != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			if r.w > 0 {
+				return fmt.Errorf("%w: %d of %d bytes after %v", ErrFrameTimeout, r.w, need, r.frameTimeout)
+			}
+			if until, busy := r.idleCheck(r.lastRecv); busy {
+				r.deadline, armed = until, true
+				if err := r.nc.SetReadDeadline(until); err != nil {
+					return err
+				}
+				continue
+			}
+			return fmt.Errorf("%w: no frame for %v", ErrIdle, time.Since(r.lastRecv).Round(time.Second))
+		}
+		return err
+	}
+}
+
+// setDeadline arms the frame timeout when part of a frame is here and the
+// idle timeout when none is. The idle deadline is moved only when it has
+// come within half the timeout, so a busy connection does not pay for a
+// deadline change on every read; when it fires early, idleCheck decides.
+func (r *frameReader) setDeadline() error {
+	var dl time.Time
+	switch {
+	case r.w > 0:
+		if !r.frameStart.IsZero() {
+			return nil
+		}
+		r.frameStart = time.Now()
+		dl = r.frameStart.Add(r.frameTimeout)
+	case r.idleTimeout > 0:
+		now := time.Now()
+		if !r.deadline.IsZero() && r.deadline.Sub(now) > r.idleTimeout/2 && r.deadline.Sub(now) <= r.idleTimeout {
+			return nil
+		}
+		dl = now.Add(r.idleTimeout)
+	default:
+		if r.deadline.IsZero() {
+			return nil
+		}
+	}
+	r.deadline = dl
+	return r.nc.SetReadDeadline(dl)
+}
+
+// grow enlarges the buffer towards need, at most doubling it, so the
+// memory a frame holds follows the bytes that actually arrived.
+func (r *frameReader) grow(need int) error {
+	// need > len(buf) or a wide reader below the base, so size > len(buf).
+	size := min(2*len(r.buf), max(need, baseReadBuffer))
+	charge := int64(max(size-baseReadBuffer, 0)) - r.charged
+	if charge > 0 && r.g != nil {
+		if !r.g.reserve(charge) {
+			return fmt.Errorf("%w: a %d-byte frame needs %d more buffer bytes, the node holds %d of %d",
+				ErrOverloaded, need-4, charge, r.g.buffered.Load(), r.g.maxBuffered)
+		}
+	}
+	if charge > 0 {
+		r.charged += charge
+	}
+	b := make([]byte, size)
+	copy(b, r.buf[:r.w])
+	r.buf = b
+	return nil
+}
+
+// shrink returns a grown buffer once it is empty.
+func (r *frameReader) shrink() {
+	if len(r.buf) <= baseReadBuffer {
+		return
+	}
+	r.buf = make([]byte, baseReadBuffer)
+	r.release()
+}
+
+// release hands the charged bytes back; the reader is done with them.
+func (r *frameReader) release() {
+	if r.g != nil {
+		r.g.unreserve(r.charged)
+	}
+	r.charged = 0
 }
 
 func unexpectedEOF(err error) error {
@@ -98,14 +245,14 @@ func isProtocolError(err error) bool {
 // peer's Hello and the reader to continue with (it may already hold frames
 // the peer sent right after its Hello). Both sides write before reading, so
 // the write runs beside the read: on an unbuffered conn neither would finish
-// alone.
-func handshake(nc net.Conn, cfg Config, timeout time.Duration) (Hello, *frameReader, error) {
+// alone. g, if not nil, is charged for the reader's buffer.
+func handshake(nc net.Conn, cfg Config, timeout time.Duration, g *guard) (Hello, *frameReader, error) {
 	if timeout > 0 {
 		if err := nc.SetDeadline(time.Now().Add(timeout)); err != nil {
 			return Hello{}, nil, err
 		}
 	}
-	out, err := AppendFrame(nil, &Hello{Version: Version, Node: cfg.Node, Group: cfg.Group}, cfg.MaxFrameSize)
+	out, err := AppendFrame(nil, &Hello{Version: Version, Node: cfg.Node, Group: cfg.Group, MaxFrame: uint32(cfg.MaxFrameSize)}, cfg.MaxFrameSize)
 	if err != nil {
 		return Hello{}, nil, err
 	}
@@ -115,7 +262,7 @@ func handshake(nc net.Conn, cfg Config, timeout time.Duration) (Hello, *frameRea
 		written <- err
 	}()
 
-	fr := newFrameReader(nc, cfg.MaxFrameSize)
+	fr := newFrameReader(nc, cfg.MaxFrameSize, g)
 	peer, rerr := readHello(fr)
 	if rerr != nil {
 		// Unblock the writer before waiting for it.
@@ -124,11 +271,14 @@ func handshake(nc net.Conn, cfg Config, timeout time.Duration) (Hello, *frameRea
 	werr := <-written
 	switch {
 	case rerr != nil:
+		fr.release()
 		return Hello{}, nil, rerr
 	case werr != nil:
+		fr.release()
 		return Hello{}, nil, werr
 	}
 	if err := nc.SetDeadline(time.Time{}); err != nil {
+		fr.release()
 		return Hello{}, nil, err
 	}
 	return peer, fr, nil
@@ -137,6 +287,9 @@ func handshake(nc net.Conn, cfg Config, timeout time.Duration) (Hello, *frameRea
 func readHello(fr *frameReader) (Hello, error) {
 	p, err := fr.next()
 	if err != nil {
+		if fr.looksLikeTLS() {
+			return Hello{}, fmt.Errorf("%w: the peer speaks TLS and this side does not: configure TLS on both ends or on neither", ErrTLS)
+		}
 		return Hello{}, err
 	}
 	f, err := Decode(p)
@@ -153,18 +306,29 @@ func readHello(fr *frameReader) (Hello, error) {
 	return *h, nil
 }
 
+// looksLikeTLS reports whether the bytes received so far start a TLS
+// record (a handshake or an alert, version 3.x): a length prefix that a
+// TLS peer sent by mistake reads as a frame of hundreds of megabytes.
+func (r *frameReader) looksLikeTLS() bool {
+	b := r.buf[r.r:r.w]
+	return len(b) >= 2 && (b[0] == 0x16 || b[0] == 0x15) && b[1] == 0x03
+}
+
 // stream is a Conn over a net.Conn after the Hello exchange. One goroutine
 // reads and dispatches frames in order; another writes: Send appends encoded
 // frames to a pending buffer, and the writer swaps it for a spare one and
 // writes it whole, so frames queued while a write is in progress leave in
 // the next single write.
 type stream struct {
-	nc   net.Conn
-	fr   *frameReader
-	h    Handler
-	peer Hello
-	cfg  Config
-	desc string // peer name and address, for errors and logs
+	nc       net.Conn
+	fr       *frameReader
+	h        Handler
+	peer     Hello
+	cfg      Config
+	g        *guard // nil: no node-wide limits (dialed streams in tests)
+	maxFrame int    // the smaller of our limit and the peer's
+	desc     string // peer name and address, for errors and logs
+	onClose  func() // called once when the read loop ends
 
 	mu        sync.Mutex
 	pending   []byte // frames waiting for the writer
@@ -173,6 +337,7 @@ type stream struct {
 	broken    bool   // the connection failed: the writer exits without flushing
 	reason    error  // why the connection ended; set once, with reasonSet
 	reasonSet bool
+	lastSend  time.Time // when the queue last went from empty to not empty
 
 	wake       chan struct{} // capacity 1: "pending has data or state changed"
 	writerDone chan struct{}
@@ -186,22 +351,55 @@ type stream struct {
 var _ StatsConn = (*stream)(nil)
 
 // newStream starts the read and write loops of a connection whose Hello
-// exchange is done. cfg must have its defaults applied.
-func newStream(nc net.Conn, fr *frameReader, peer Hello, cfg Config, h Handler) *stream {
+// exchange is done. cfg must have its defaults applied. idle is the idle
+// timeout of this side (<= 0: none); onClose, if set, runs when the
+// connection has ended.
+func newStream(nc net.Conn, fr *frameReader, peer Hello, cfg Config, h Handler, g *guard, idle time.Duration, onClose func()) *stream {
 	s := &stream{
 		nc:         nc,
 		fr:         fr,
 		h:          h,
 		peer:       peer,
 		cfg:        cfg,
+		g:          g,
+		maxFrame:   cfg.MaxFrameSize,
 		desc:       fmt.Sprintf("%q at %s", peer.Node, nc.RemoteAddr()),
+		onClose:    onClose,
+		lastSend:   time.Now(),
 		wake:       make(chan struct{}, 1),
 		writerDone: make(chan struct{}),
 		readerDone: make(chan struct{}),
 	}
+	if peer.MaxFrame > 0 && int(peer.MaxFrame) < s.maxFrame {
+		s.maxFrame = int(peer.MaxFrame)
+	}
+	fr.arm(nc, cfg.FrameTimeout, idle, s.stillBusy)
 	go s.writeLoop()
 	go s.readLoop()
 	return s
+}
+
+// stillBusy is the reader's idle check: it reports whether the connection
+// sent anything within the idle timeout, and otherwise marks it closing
+// under the lock that Send takes, so a frame is either queued before the
+// connection is judged idle or refused with ErrIdle, never lost between.
+func (s *stream) stillBusy(lastRecv time.Time) (time.Time, bool) {
+	idle := s.fr.idleTimeout
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := s.lastSend
+	if lastRecv.After(last) {
+		last = lastRecv
+	}
+	if len(s.pending) > 0 {
+		return time.Now().Add(idle), true
+	}
+	if until := last.Add(idle); time.Now().Before(until) {
+		return until, true
+	}
+	s.closing = true
+	s.setReasonLocked(fmt.Errorf("%w: %s: no frame either way for %v", ErrIdle, s.desc, idle))
+	return time.Time{}, false
 }
 
 // Peer returns the Hello the peer sent.
@@ -217,9 +415,12 @@ func (s *stream) Send(f Frame) error {
 		return s.closedError()
 	}
 	start := len(s.pending)
-	b, err := AppendFrame(s.pending, f, s.cfg.MaxFrameSize)
+	b, err := AppendFrame(s.pending, f, s.maxFrame)
 	if err != nil {
 		s.mu.Unlock()
+		if s.maxFrame < s.cfg.MaxFrameSize {
+			return fmt.Errorf("%w (the limit of %s)", err, s.desc)
+		}
 		return err
 	}
 	// An empty queue takes any frame, so a frame larger than the queue
@@ -231,6 +432,9 @@ func (s *stream) Send(f Frame) error {
 		return fmt.Errorf("%w: %d bytes queued to %s, limit %d", ErrQueueFull, start, s.desc, s.cfg.SendQueueBytes)
 	}
 	s.pending = b
+	if start == 0 {
+		s.lastSend = time.Now()
+	}
 	s.mu.Unlock()
 	s.framesSent.Add(1)
 	if start == 0 {
@@ -317,10 +521,18 @@ func (s *stream) writeLoop() {
 			return
 		}
 		if len(buf) > 0 {
+			if !closing {
+				// A peer that stops reading must not hold the queue
+				// forever; Close sets its own, shorter bound.
+				s.nc.SetWriteDeadline(time.Now().Add(s.cfg.FrameTimeout))
+			}
 			n, err := s.nc.Write(buf)
 			s.writes.Add(1)
 			s.bytesSent.Add(uint64(n))
 			if err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					err = fmt.Errorf("the peer read %d of %d bytes in %v: %w", n, len(buf), s.cfg.FrameTimeout, err)
+				}
 				s.fail(fmt.Errorf("%w: writing to %s: %w", ErrClosed, s.desc, err))
 				return
 			}
@@ -339,26 +551,37 @@ func (s *stream) writeLoop() {
 
 func (s *stream) readLoop() {
 	defer close(s.readerDone)
+	err := readFrames(s.fr, func(f Frame, size int) {
+		s.framesReceived.Add(1)
+		s.bytesReceived.Add(uint64(size))
+		s.h.HandleFrame(s, f)
+	})
+	err = s.readFailed(err)
+	s.fr.release()
+	if s.onClose != nil {
+		s.onClose()
+	}
+	s.h.HandleClose(s, err)
+}
+
+// readFrames decodes the frames that follow the Hello exchange and hands
+// each to handle with its size on the wire, until the stream fails.
+func readFrames(fr *frameReader, handle func(f Frame, size int)) error {
 	var d Decoder
-	var err error
 	for {
-		var p []byte
-		if p, err = s.fr.next(); err != nil {
-			break
+		p, err := fr.next()
+		if err != nil {
+			return err
 		}
-		var f Frame
-		if f, err = d.Decode(p); err != nil {
-			break
+		f, err := d.Decode(p)
+		if err != nil {
+			return err
 		}
 		if f.Type() == TypeHello {
-			err = fmt.Errorf("%w: hello after the handshake", ErrMalformedFrame)
-			break
+			return fmt.Errorf("%w: hello after the handshake", ErrMalformedFrame)
 		}
-		s.framesReceived.Add(1)
-		s.bytesReceived.Add(uint64(len(p) + 4))
-		s.h.HandleFrame(s, f)
+		handle(f, len(p)+4)
 	}
-	s.h.HandleClose(s, s.readFailed(err))
 }
 
 // readFailed ends the connection after the read loop stopped with err and
@@ -373,11 +596,23 @@ func (s *stream) readFailed(err error) error {
 		<-s.writerDone
 		return nil
 	}
-	log := s.cfg.Logger.With("peer", s.peer.Node, "addr", s.nc.RemoteAddr().String())
+	addr := s.nc.RemoteAddr().String()
+	log := s.cfg.Logger.With("peer", s.peer.Node, "addr", addr)
 	switch {
 	case isProtocolError(err):
 		err = fmt.Errorf("from %s: %w", s.desc, err)
-		log.Warn("transport: closing connection after a bad frame", "err", err)
+		s.refuse(refusedBadFrame, addr, err, log, "transport: closing connection after a bad frame")
+	case errors.Is(err, ErrFrameTimeout):
+		err = fmt.Errorf("from %s: %w", s.desc, err)
+		s.refuse(refusedFrameTimeout, addr, err, log, "transport: closing connection: frame not completed in time")
+	case errors.Is(err, ErrOverloaded):
+		err = fmt.Errorf("from %s: %w", s.desc, err)
+		s.refuse(refusedBufferLimit, addr, err, log, "transport: closing connection: read-buffer limit reached")
+	case errors.Is(err, ErrIdle):
+		if s.g != nil {
+			s.g.idle.Add(1)
+		}
+		log.Debug("transport: closing idle connection", "err", err)
 	case errors.Is(err, io.EOF):
 		err = fmt.Errorf("%w: %s closed the connection", ErrClosed, s.desc)
 		log.Debug("transport: peer closed the connection")
@@ -393,4 +628,14 @@ func (s *stream) readFailed(err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.reason
+}
+
+// refuse counts and logs, at a bounded rate, a connection ended for cause;
+// without a guard it logs every one.
+func (s *stream) refuse(kind refusal, addr string, err error, log *slog.Logger, msg string) {
+	if s.g != nil {
+		s.g.refuse(kind, addr, s.peer.Node, err)
+		return
+	}
+	log.Warn(msg, "err", err)
 }

@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -33,6 +35,19 @@ type TCPConfig struct {
 	// KeepAlive is the TCP keep-alive period; zero means the system
 	// default, negative disables keep-alives.
 	KeepAlive time.Duration
+	// AllowPlaintext lets Listen accept connections without TLS on an
+	// address beyond loopback. Without it, and without TLS, Listen refuses
+	// such an address: anyone who can reach the port could send writes.
+	AllowPlaintext bool
+	// MaxConns bounds the accepted connections open at once, those still
+	// in their handshake included; one more is closed at once. Default
+	// DefaultMaxConns; negative means no limit.
+	MaxConns int
+	// MaxBufferedBytes bounds the read-buffer memory this node's
+	// connections hold beyond a small base each (16 KiB): frames larger
+	// than that, in progress. A connection whose frame would pass it is
+	// closed. Default DefaultMaxBufferedBytes; negative means no limit.
+	MaxBufferedBytes int64
 }
 
 // TCP is a Transport over TCP, with TLS 1.3 or later when configured.
@@ -40,6 +55,7 @@ type TCP struct {
 	cfg       TCPConfig
 	serverTLS *tls.Config
 	clientTLS *tls.Config
+	g         *guard
 }
 
 var (
@@ -57,7 +73,13 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = DefaultHandshakeTimeout
 	}
-	t := &TCP{cfg: cfg}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.MaxBufferedBytes == 0 {
+		cfg.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	t := &TCP{cfg: cfg, g: newGuard(cfg.MaxConns, cfg.MaxBufferedBytes, cfg.Logger)}
 	if cfg.TLS != nil {
 		c := cfg.TLS
 		if len(c.Certificates) == 0 && c.GetCertificate == nil && c.GetConfigForClient == nil {
@@ -80,8 +102,12 @@ func tls13(c *tls.Config) *tls.Config {
 	return c
 }
 
+// NodeStats reports this node's connections, buffered bytes and refusals.
+func (t *TCP) NodeStats() NodeStats { return t.g.stats() }
+
 // Dial connects to addr, runs the TLS handshake if configured, and exchanges
-// Hello frames. Every failure wraps ErrRefused.
+// Hello frames. A failure to connect wraps ErrRefused; a TLS failure,
+// ErrTLS; a peer that speaks another protocol or version, ErrProtocol.
 func (t *TCP) Dial(ctx context.Context, addr string, h Handler) (Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.DialTimeout)
 	defer cancel()
@@ -106,7 +132,7 @@ func (t *TCP) Dial(ctx context.Context, addr string, h Handler) (Conn, error) {
 		hcancel()
 		if err != nil {
 			nc.Close()
-			return nil, fmt.Errorf("%w: TLS handshake with %s: %w", ErrRefused, addr, err)
+			return nil, fmt.Errorf("%w: with %s: %w%s", ErrTLS, addr, err, tlsHint(err))
 		}
 		nc = tc
 	}
@@ -114,19 +140,56 @@ func (t *TCP) Dial(ctx context.Context, addr string, h Handler) (Conn, error) {
 	// server rejected its certificate. ctx ends it early by expiring the
 	// socket's deadline.
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
-	peer, fr, err := handshake(nc, t.cfg.Config, t.cfg.HandshakeTimeout)
+	peer, fr, err := handshake(nc, t.cfg.Config, t.cfg.HandshakeTimeout, t.g)
 	if !stop() && err == nil {
 		err = context.Cause(ctx) // the deadline may have hit the new stream
 	}
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("%w: hello exchange with %s: %w", ErrRefused, addr, err)
+		return nil, dialHelloError(addr, err, t.clientTLS != nil)
 	}
-	return newStream(nc, fr, peer, t.cfg.Config, h), nil
+	return newStream(nc, fr, peer, t.cfg.Config, h, t.g, t.cfg.IdleTimeout/2, nil), nil
+}
+
+// dialHelloError names why the Hello exchange of a dial failed: TLS, a
+// protocol mismatch, or the connection itself.
+func dialHelloError(addr string, err error, usesTLS bool) error {
+	var op *net.OpError
+	switch {
+	case errors.Is(err, ErrTLS):
+		return fmt.Errorf("hello exchange with %s: %w", addr, err)
+	case usesTLS && errors.As(err, &op) && op.Op == "remote error":
+		// A TLS 1.3 server reports a rejected client certificate
+		// with an alert after the client's handshake has finished.
+		return fmt.Errorf("%w: %s rejected this node: %w", ErrTLS, addr, err)
+	case isProtocolError(err):
+		return fmt.Errorf("%w: hello exchange with %s: %w", ErrProtocol, addr, err)
+	case !usesTLS && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)):
+		return fmt.Errorf("%w: hello exchange with %s: the peer closed the connection before its hello, "+
+			"as a TLS listener does with a plaintext client (set ClientTLS if the peer uses TLS): %w", ErrRefused, addr, err)
+	}
+	return fmt.Errorf("%w: hello exchange with %s: %w", ErrRefused, addr, err)
+}
+
+// tlsHint explains the TLS error of a peer that does not speak TLS.
+func tlsHint(err error) string {
+	var rh tls.RecordHeaderError
+	if errors.As(err, &rh) {
+		return " (the peer does not speak TLS: configure TLS on both ends or on neither)"
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+		return " (the peer closed the connection: it may not speak TLS)"
+	}
+	return ""
 }
 
 // Listen accepts connections at addr ("host:port"; port 0 picks one).
+// Without TLS it refuses, with ErrInsecureListen, any address that is not
+// loopback, unless AllowPlaintext is set.
 func (t *TCP) Listen(addr string, h Handler) (Listener, error) {
+	if err := t.checkPlaintext(addr); err != nil {
+		return nil, err
+	}
 	lc := net.ListenConfig{KeepAlive: t.cfg.KeepAlive}
 	nl, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
@@ -136,6 +199,37 @@ func (t *TCP) Listen(addr string, h Handler) (Listener, error) {
 	l.wg.Add(1)
 	go l.acceptLoop()
 	return l, nil
+}
+
+// checkPlaintext refuses a plaintext listener that other machines can reach.
+func (t *TCP) checkPlaintext(addr string) error {
+	if t.serverTLS != nil || t.cfg.AllowPlaintext {
+		return nil
+	}
+	loop, err := IsLoopback(addr)
+	if err != nil {
+		return fmt.Errorf("transport: listen address %q: %w", addr, err)
+	}
+	if !loop {
+		return fmt.Errorf("%w: %s would take writes from anyone who can reach it: "+
+			"set TCPConfig.TLS (with ClientAuth for mutual TLS), "+
+			"or set TCPConfig.AllowPlaintext on a network you trust", ErrInsecureListen, addr)
+	}
+	return nil
+}
+
+// IsLoopback reports whether every address the host of addr ("host:port")
+// may stand for is a loopback one. An empty host means every interface.
+func IsLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
 }
 
 func setNoDelay(nc net.Conn) {
@@ -193,35 +287,73 @@ func (l *tcpListener) acceptLoop() {
 			continue
 		}
 		delay = 0
+		if !l.t.g.admit() {
+			l.t.g.refuse(refusedConnLimit, nc.RemoteAddr().String(), "",
+				fmt.Errorf("%w: %d connections open, limit %d (TCPConfig.MaxConns)", ErrOverloaded, l.t.g.conns.Load(), l.t.g.maxConns))
+			nc.Close()
+			continue
+		}
 		l.wg.Add(1)
 		go l.serve(nc)
 	}
 }
 
-// serve runs the handshakes of one accepted connection.
+// serve runs the handshakes of one accepted connection, which holds one of
+// the node's connection slots until it ends.
 func (l *tcpListener) serve(nc net.Conn) {
 	defer l.wg.Done()
+	g := l.t.g
 	setNoDelay(nc)
 	cfg := l.t.cfg
+	addr := nc.RemoteAddr().String()
 	if l.t.serverTLS != nil {
 		tc := tls.Server(nc, l.t.serverTLS)
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.HandshakeTimeout)
 		err := tc.HandshakeContext(ctx)
 		cancel()
 		if err != nil {
-			cfg.Logger.Warn("transport: refused connection: TLS handshake failed",
-				"addr", nc.RemoteAddr().String(), "err", err)
+			var rh tls.RecordHeaderError
+			if errors.As(err, &rh) && rh.Conn != nil {
+				// A plaintext client sent a Hello. Answer with a TLS
+				// alert record, which it can recognize, so that it
+				// reports a TLS mismatch rather than a closed
+				// connection.
+				rh.Conn.SetWriteDeadline(time.Now().Add(cfg.HandshakeTimeout))
+				rh.Conn.Write(plaintextAlert)
+				err = fmt.Errorf("%w: the client does not speak TLS: %w", ErrTLS, err)
+			} else {
+				err = fmt.Errorf("%w: %w", ErrTLS, err)
+			}
+			g.refuse(refusedTLS, addr, "", err)
 			nc.Close()
+			g.leave()
 			return
 		}
 		nc = tc
 	}
-	peer, fr, err := handshake(nc, cfg.Config, cfg.HandshakeTimeout)
+	peer, fr, err := handshake(nc, cfg.Config, cfg.HandshakeTimeout, g)
 	if err != nil {
-		cfg.Logger.Warn("transport: refused connection: hello exchange failed",
-			"addr", nc.RemoteAddr().String(), "err", err)
+		kind := refusedHandshake
+		if errors.Is(err, ErrTLS) {
+			kind = refusedTLS
+			// Read the rest of the TLS client's hello before closing:
+			// closing with bytes unread resets the connection, and the
+			// client would lose the Hello that tells it this side is
+			// plaintext.
+			nc.SetReadDeadline(time.Now().Add(tlsDrainTimeout))
+			io.CopyN(io.Discard, nc, 16<<10)
+		}
+		g.refuse(kind, addr, "", err)
 		nc.Close()
+		g.leave()
 		return
 	}
-	newStream(nc, fr, peer, cfg.Config, l.h)
+	newStream(nc, fr, peer, cfg.Config, l.h, g, cfg.IdleTimeout, g.leave)
 }
+
+// tlsDrainTimeout bounds the wait for the rest of a TLS client's hello on a
+// plaintext listener.
+const tlsDrainTimeout = 100 * time.Millisecond
+
+// plaintextAlert is a TLS 1.2 record holding a fatal protocol_version alert.
+var plaintextAlert = []byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46}

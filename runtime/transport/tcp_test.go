@@ -161,7 +161,7 @@ func TestTCPRoundTrip(t *testing.T) {
 	cli := newRecorder()
 	c := dial(t, newTCP(t, "client", nil), l.Addr(), cli)
 
-	if got, want := c.Peer(), (Hello{Version: Version, Node: "server", Group: "g-server"}); got != want {
+	if got, want := c.Peer(), (Hello{Version: Version, Node: "server", Group: "g-server", MaxFrame: DefaultMaxFrameSize}); got != want {
 		t.Errorf("client sees peer %+v, want %+v", got, want)
 	}
 	for name, f := range sampleFrames() {
@@ -238,7 +238,7 @@ func TestTCPConcurrentStreamsInOrder(t *testing.T) {
 func TestStreamCoalescesWrites(t *testing.T) {
 	a, b := net.Pipe()
 	cfg := Config{Logger: discard}.WithDefaults()
-	s := newStream(a, newFrameReader(a, cfg.MaxFrameSize), Hello{Node: "peer"}, cfg, newRecorder())
+	s := newStream(a, newFrameReader(a, cfg.MaxFrameSize, nil), Hello{Node: "peer"}, cfg, newRecorder(), nil, 0, nil)
 	defer s.Close()
 	const n = 100
 	for i := range n {
@@ -248,7 +248,7 @@ func TestStreamCoalescesWrites(t *testing.T) {
 	}
 	// Nothing reads b yet, so the writer is stuck on its first write (of
 	// one or more frames) and the rest wait in one buffer.
-	fr := newFrameReader(b, DefaultMaxFrameSize)
+	fr := newFrameReader(b, DefaultMaxFrameSize, nil)
 	for i := range n {
 		p, err := fr.next()
 		if err != nil {
@@ -336,7 +336,7 @@ func rawHello(t *testing.T, addr string) net.Conn {
 		t.Fatal(err)
 	}
 	nc.SetReadDeadline(time.Now().Add(waitLimit))
-	p, err := newFrameReader(nc, 0).next()
+	p, err := newFrameReader(nc, 0, nil).next()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -175,8 +175,8 @@ func TestMutualTLSRefusesWrongCertificate(t *testing.T) {
 				c.Close()
 				t.Fatal("Dial with a wrong client certificate succeeded")
 			}
-			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("Dial error %q, want ErrRefused mentioning %q", err, tt.wantErr)
+			if !errors.Is(err, ErrTLS) || errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Dial error %q, want ErrTLS (not ErrRefused) mentioning %q", err, tt.wantErr)
 			}
 			log.waitLog(t, "TLS handshake failed")
 			log.waitLog(t, tt.wantLog)
@@ -194,8 +194,8 @@ func TestTLSClientDistrustsServer(t *testing.T) {
 		c.ClientTLS = &tls.Config{RootCAs: ca.pool}
 	}).Dial(context.Background(), l.Addr(), newRecorder())
 	var unknown x509.UnknownAuthorityError
-	if !errors.Is(err, ErrRefused) || !errors.As(err, &unknown) {
-		t.Errorf("Dial to an untrusted server: %v, want ErrRefused and x509.UnknownAuthorityError", err)
+	if !errors.Is(err, ErrTLS) || !errors.As(err, &unknown) {
+		t.Errorf("Dial to an untrusted server: %v, want ErrTLS and x509.UnknownAuthorityError", err)
 	}
 }
 
@@ -218,8 +218,8 @@ func TestTLSRefusesOldVersions(t *testing.T) {
 	_, err = newTCP(t, "client", func(c *TCPConfig) {
 		c.ClientTLS = &tls.Config{RootCAs: ca.pool, MaxVersion: tls.VersionTLS12}
 	}).Dial(context.Background(), l.Addr(), newRecorder())
-	if !errors.Is(err, ErrRefused) {
-		t.Errorf("Dial with MaxVersion 1.2: %v, want ErrRefused", err)
+	if !errors.Is(err, ErrTLS) {
+		t.Errorf("Dial with MaxVersion 1.2: %v, want ErrTLS", err)
 	}
 }
 

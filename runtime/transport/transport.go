@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 )
 
 // Transport makes connections. Dialing and listening both exchange Hello
@@ -64,6 +65,25 @@ var (
 	ErrClosed    = errors.New("transport: connection closed")
 	ErrQueueFull = errors.New("transport: send queue full")
 	ErrRefused   = errors.New("transport: connection refused")
+	// ErrTLS means the TLS handshake failed: a missing or untrusted
+	// certificate, or one side speaking TLS and the other not. It is not
+	// wrapped in ErrRefused: the peer is up but will not talk to us as
+	// configured.
+	ErrTLS = errors.New("transport: TLS handshake failed")
+	// ErrProtocol means the peer does not speak this protocol, or not
+	// this version of it; the error wraps ErrBadVersion, ErrMalformedFrame
+	// or ErrUnknownType for the detail.
+	ErrProtocol = errors.New("transport: protocol mismatch")
+	// ErrIdle ends a connection that carried no frame for the idle timeout.
+	ErrIdle = errors.New("transport: connection idle")
+	// ErrFrameTimeout ends a connection whose peer started a frame and did
+	// not finish it within the frame timeout.
+	ErrFrameTimeout = errors.New("transport: frame not completed in time")
+	// ErrOverloaded refuses a connection, or ends one, when the node's
+	// limit on connections or on buffered bytes is reached.
+	ErrOverloaded = errors.New("transport: node at its connection or buffer limit")
+	// ErrInsecureListen refuses a plaintext listener beyond loopback.
+	ErrInsecureListen = errors.New("transport: refusing to listen beyond loopback without TLS")
 )
 
 // Config is what every transport needs to know about the local node.
@@ -75,13 +95,28 @@ type Config struct {
 	// SendQueueBytes bounds the encoded frames waiting on one connection.
 	// Past it Send returns ErrQueueFull. Default DefaultSendQueueBytes.
 	SendQueueBytes int
+	// FrameTimeout bounds the time from the first byte of a frame to its
+	// last, and a write to a peer that does not read. Default
+	// DefaultFrameTimeout.
+	FrameTimeout time.Duration
+	// IdleTimeout closes a connection that carried no frame either way for
+	// that long. Heartbeats flow while any attempt is in flight, so only
+	// connections with nothing to do reach it. The dialing side closes its
+	// own idle connections after half of it, before the listening side
+	// would, so a pooled connection is not closed under a caller. Default
+	// DefaultIdleTimeout; negative disables it.
+	IdleTimeout time.Duration
 	// Logger receives connection-level events (bad frames, resets).
 	// Default slog.Default().
 	Logger *slog.Logger
 }
 
-// DefaultSendQueueBytes is the default per-connection send queue bound.
-const DefaultSendQueueBytes = 8 << 20
+// Defaults for Config.
+const (
+	DefaultSendQueueBytes = 8 << 20
+	DefaultFrameTimeout   = 5 * time.Second
+	DefaultIdleTimeout    = 2 * time.Minute
+)
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
@@ -90,6 +125,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.SendQueueBytes <= 0 {
 		c.SendQueueBytes = DefaultSendQueueBytes
+	}
+	if c.FrameTimeout <= 0 {
+		c.FrameTimeout = DefaultFrameTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

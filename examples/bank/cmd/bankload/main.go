@@ -45,6 +45,7 @@ const deadlineMargin = time.Second
 type config struct {
 	name, groups, seeds, mgmt, token, gossip, preset, key string
 	logLevel, jsonPath                                    string
+	tlsCA, tlsCert, tlsKey                                string
 	accounts, callers, ops, readPct, rate                 int
 	initial                                               int
 	duration, progress, auditTimeout, joinTimeout         time.Duration
@@ -62,6 +63,9 @@ func main() {
 		preset   = f.String("gossip-preset", "FFGEN_GOSSIP_PRESET", "lan", "memberlist timing, as the nodes use: lan or local")
 		key      = f.String("gossip-key", "FFGEN_GOSSIP_KEY", "", "gossip encryption key, base64, as the nodes use")
 		logLevel = f.String("log-level", "FFGEN_LOG_LEVEL", "warn", "runtime log level: debug, info, warn or error")
+		tlsCA    = f.String("rpc-tls-ca", "FFGEN_RPC_TLS_CA", "", "PEM CA of the nodes' certificates: connect with TLS 1.3")
+		tlsCert  = f.String("rpc-tls-cert", "FFGEN_RPC_TLS_CLIENT_CERT", "", "PEM client certificate, for nodes that require one")
+		tlsKey   = f.String("rpc-tls-key", "FFGEN_RPC_TLS_CLIENT_KEY", "", "PEM private key of -rpc-tls-cert")
 		jsonPath = f.String("json", "", "", "also write the summary as JSON to this file")
 		accounts = f.Int("accounts", "", 100, "accounts to open and use")
 		callers  = f.Int("callers", "", 16, "concurrent callers")
@@ -77,7 +81,7 @@ func main() {
 	f.Parse(os.Args[1:])
 	c := config{
 		name: *name, groups: *groups, seeds: *seeds, mgmt: *mgmt, token: *token, gossip: *gossip, preset: *preset,
-		key: *key, logLevel: *logLevel, jsonPath: *jsonPath,
+		key: *key, logLevel: *logLevel, jsonPath: *jsonPath, tlsCA: *tlsCA, tlsCert: *tlsCert, tlsKey: *tlsKey,
 		accounts: *accounts, callers: *callers, ops: *ops, readPct: *readPct, rate: *rate, initial: *initial,
 		duration: *duration, progress: *progress, auditTimeout: *auditTO, joinTimeout: *joinTO,
 	}
@@ -116,7 +120,11 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 	defer cl.Shutdown()
 
 	rtLog := slog.New(newOnceHandler(log.Handler()))
-	tcp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: c.name, Group: "bankload", Logger: rtLog}})
+	clientTLS, err := cli.ClientTLS(c.tlsCA, c.tlsCert, c.tlsKey)
+	if err != nil {
+		return fail(err)
+	}
+	tcp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: c.name, Group: "bankload", Logger: rtLog}, ClientTLS: clientTLS})
 	if err != nil {
 		return fail(err)
 	}

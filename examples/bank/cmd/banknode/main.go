@@ -40,6 +40,8 @@ type config struct {
 	name, group, groups           string
 	rpc, advertise, gossip, seeds string
 	mgmt, token, preset, key      string
+	tlsCert, tlsKey, tlsCA        string
+	plaintext                     bool
 	logLevel                      string
 	drain                         time.Duration
 	remember                      int
@@ -52,7 +54,11 @@ func main() {
 		group     = f.String("group", "FFGEN_GROUP", "", "this node's failure group (required)")
 		groups    = f.String("groups", runtime.EnvGroups, "", "every failure group, comma-separated, the same order on every node (required)")
 		rpc       = f.String("rpc", "FFGEN_RPC_ADDR", "127.0.0.1:7600", "fast-failover listen address")
-		advertise = f.String("rpc-advertise", "FFGEN_RPC_ADVERTISE", "", "fast-failover address published to others (default: the listen address)")
+		advertise = f.String("rpc-advertise", "FFGEN_RPC_ADVERTISE", "", "fast-failover address published to others (default: the listen address; required when -rpc binds every interface)")
+		tlsCert   = f.String("rpc-tls-cert", "FFGEN_RPC_TLS_CERT", "", "PEM certificate of the fast-failover listener (with -rpc-tls-key: TLS 1.3)")
+		tlsKey    = f.String("rpc-tls-key", "FFGEN_RPC_TLS_KEY", "", "PEM private key of -rpc-tls-cert")
+		tlsCA     = f.String("rpc-tls-ca", "FFGEN_RPC_TLS_CA", "", "PEM CA that client certificates must chain to (mutual TLS)")
+		plaintext = f.Bool("rpc-plaintext", "FFGEN_RPC_PLAINTEXT", false, "allow -rpc beyond loopback without TLS: anyone who reaches the port can send writes")
 		gossip    = f.String("gossip", "FFGEN_GOSSIP_ADDR", "127.0.0.1:7946", "memberlist bind address (UDP and TCP)")
 		seeds     = f.String("seeds", "FFGEN_SEEDS", "", "gossip addresses of nodes to join, comma-separated (none: start a cluster)")
 		mgmt      = f.String("mgmt", "FFGEN_MANAGEMENT_ADDR", cluster.DefaultManagementAddr, "management HTTP address; beyond loopback it needs -manage-token")
@@ -68,6 +74,7 @@ func main() {
 		name: *name, group: *group, groups: *groups,
 		rpc: *rpc, advertise: *advertise, gossip: *gossip, seeds: *seeds,
 		mgmt: *mgmt, token: *token, preset: *preset, key: *key, logLevel: *logLevel,
+		tlsCert: *tlsCert, tlsKey: *tlsKey, tlsCA: *tlsCA, plaintext: *plaintext,
 		drain: *drain, remember: *remember,
 	}
 	ctx, stop, log := f.Start(c.logLevel)
@@ -102,15 +109,27 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	if err := cluster.CheckManagementAddr(c.mgmt, c.token, nil); err != nil {
 		return fmt.Errorf("-mgmt: %w", err)
 	}
+	if err := checkAdvertise(c.rpc, c.advertise); err != nil {
+		return err
+	}
+	serverTLS, err := cli.ServerTLS(c.tlsCert, c.tlsKey, c.tlsCA)
+	if err != nil {
+		return err
+	}
 	clusterLog := log // the cluster adds the node name itself
 	log = log.With("node", c.name)
 
 	ledger := bank.NewLedger(c.remember)
 	stats := runtime.NewStats()
-	tcp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: c.name, Group: c.group, Logger: log}})
+	tcp, err := transport.NewTCP(transport.TCPConfig{
+		Config:         transport.Config{Node: c.name, Group: c.group, Logger: log},
+		TLS:            serverTLS,
+		AllowPlaintext: c.plaintext,
+	})
 	if err != nil {
 		return err
 	}
+	stats.WatchTransport(tcp)
 	// Node makes the server a cluster member: its replicated writes wait
 	// for the membership (UseMembership below) and catch up from peers
 	// before it answers, so a restarted node never answers from an empty
@@ -120,6 +139,9 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return err
 	}
 	ln, err := srv.Serve(tcp, c.rpc)
+	if errors.Is(err, transport.ErrInsecureListen) {
+		return fmt.Errorf("-rpc: %w (banknode: pass -rpc-tls-cert and -rpc-tls-key, with -rpc-tls-ca to require client certificates, or -rpc-plaintext)", err)
+	}
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", c.rpc, err)
 	}
@@ -165,6 +187,18 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		log.Warn("management shutdown", "err", err)
 	}
 	log.Info("banknode stopped")
+	return nil
+}
+
+// checkAdvertise refuses to publish a wildcard listen address, which peers
+// cannot dial.
+func checkAdvertise(rpc, advertise string) error {
+	if advertise != "" {
+		return nil
+	}
+	if err := cluster.CheckRPCAddr(rpc); err != nil {
+		return fmt.Errorf("-rpc %s binds every interface, and peers cannot dial that: set -rpc-advertise to the address they reach this node on: %w", rpc, err)
+	}
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/ffgen/ffgen/examples/bank/internal/cli"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/cluster"
+	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 func TestClusterConfig(t *testing.T) {
@@ -104,5 +105,37 @@ func TestRunRefusesInsecureManagement(t *testing.T) {
 	cancel() // were it to start, it would stop at once
 	if err := run(ctx, c, slog.New(slog.DiscardHandler)); !errors.Is(err, cluster.ErrInsecureManagement) {
 		t.Fatalf("run = %v, want ErrInsecureManagement", err)
+	}
+}
+
+// The port that takes writes is at least as careful as the management
+// port: beyond loopback it needs TLS or an explicit opt-out, and a wildcard
+// bind needs an address to publish. Each refusal says what to pass.
+func TestRunRefusesUnsafeRPCAddress(t *testing.T) {
+	base := config{name: "a1", group: "a", groups: "a,b", gossip: "127.0.0.1:0", preset: "local", mgmt: "127.0.0.1:0"}
+	tests := []struct {
+		name    string
+		edit    func(*config)
+		wantIs  error
+		wantMsg string
+	}{
+		{"plaintext beyond loopback", func(c *config) { c.rpc, c.advertise = "0.0.0.0:0", "192.0.2.1:7600" },
+			transport.ErrInsecureListen, "-rpc-tls-cert and -rpc-tls-key"},
+		{"wildcard without advertise", func(c *config) { c.rpc, c.plaintext = "0.0.0.0:0", true },
+			nil, "set -rpc-advertise"},
+		{"empty host without advertise", func(c *config) { c.rpc, c.plaintext = ":7600", true },
+			nil, "set -rpc-advertise"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := base
+			tt.edit(&c)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			err := run(ctx, c, slog.New(slog.DiscardHandler))
+			if err == nil || tt.wantIs != nil && !errors.Is(err, tt.wantIs) || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Fatalf("run = %v, want an error mentioning %q", err, tt.wantMsg)
+			}
+		})
 	}
 }

@@ -74,6 +74,19 @@ func (f *Flags) Int(name, env string, def int, help string) *int {
 	return f.FlagSet.Int(name, def, envHelp(env, help))
 }
 
+// Bool defines a bool flag defaulting to $env ("true", "1", ...), else def.
+func (f *Flags) Bool(name, env string, def bool, help string) *bool {
+	if v, ok := os.LookupEnv(env); ok && env != "" && v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			f.Errs = append(f.Errs, fmt.Errorf("%s=%q: not a boolean", env, v))
+		} else {
+			def = b
+		}
+	}
+	return f.FlagSet.Bool(name, def, envHelp(env, help))
+}
+
 // List splits a comma-separated list, dropping empty items.
 func List(s string) []string {
 	var out []string

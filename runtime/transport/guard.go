@@ -1,0 +1,208 @@
+package transport
+
+import (
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults for the node-wide limits of a TCP transport.
+const (
+	DefaultMaxConns         = 1024
+	DefaultMaxBufferedBytes = 32 << 20
+)
+
+const (
+	// connFootprint estimates what one connection costs beyond its
+	// buffers (two goroutine stacks, the socket, TLS state), to tell when
+	// enough connections closed that memory is worth giving back.
+	connFootprint = 32 << 10
+	// releaseMin is how far the footprint must fall before memory is
+	// returned to the operating system, and releaseEvery how often at most.
+	releaseMin   = 16 << 20
+	releaseEvery = 10 * time.Second
+	// releaseDelay lets a wave of closing connections finish first.
+	releaseDelay = time.Second
+	// refusalLogEvery bounds the log lines per kind of refusal.
+	refusalLogEvery = time.Second
+)
+
+// freeOSMemory is replaced in tests.
+var freeOSMemory = debug.FreeOSMemory
+
+// refusal is a kind of connection the node refused or ended for cause.
+type refusal uint8
+
+const (
+	refusedConnLimit refusal = iota
+	refusedBufferLimit
+	refusedFrameTimeout
+	refusedHandshake
+	refusedTLS
+	refusedBadFrame
+	numRefusals
+)
+
+var refusalMessages = [numRefusals]string{
+	refusedConnLimit:    "transport: refused connection: connection limit reached",
+	refusedBufferLimit:  "transport: closed connection: node read-buffer limit reached",
+	refusedFrameTimeout: "transport: closed connection: frame not completed in time",
+	refusedHandshake:    "transport: refused connection: hello exchange failed",
+	refusedTLS:          "transport: refused connection: TLS handshake failed",
+	refusedBadFrame:     "transport: closed connection after a bad frame",
+}
+
+// NodeStats counts what one node's transport holds and what it refused.
+// Counters only grow; Conns and BufferedBytes are current values.
+type NodeStats struct {
+	Conns             int64  // accepted connections, open or in their handshake
+	BufferedBytes     int64  // read-buffer bytes beyond each connection's base buffer
+	RefusedConns      uint64 // accepted and closed at once: MaxConns reached
+	BufferLimit       uint64 // closed because MaxBufferedBytes was reached
+	FrameTimeouts     uint64 // closed with a frame unfinished after FrameTimeout
+	IdleClosed        uint64 // closed after IdleTimeout without a frame
+	HandshakeFailures uint64 // accepted, but the hello exchange failed or timed out
+	TLSFailures       uint64 // accepted, but the TLS handshake failed
+	BadFrames         uint64 // closed after a malformed, unknown or oversized frame
+}
+
+// guard enforces one node's limits on connections and buffered bytes,
+// counts what it refuses, logs it at a bounded rate, and gives memory back
+// to the operating system once a burst of connections has gone.
+type guard struct {
+	maxConns    int64 // <= 0: no limit
+	maxBuffered int64 // <= 0: no limit
+	log         *slog.Logger
+
+	conns    atomic.Int64
+	buffered atomic.Int64
+	idle     atomic.Uint64
+	counts   [numRefusals]atomic.Uint64
+
+	logMu      sync.Mutex
+	lastLog    [numRefusals]time.Time
+	suppressed [numRefusals]int
+
+	relMu       sync.Mutex
+	peak        int64 // footprint high-water mark since the last release
+	lastRelease time.Time
+	relTimer    *time.Timer
+}
+
+func newGuard(maxConns int, maxBuffered int64, log *slog.Logger) *guard {
+	return &guard{maxConns: int64(maxConns), maxBuffered: maxBuffered, log: log}
+}
+
+// admit takes a connection slot; false means the node is full.
+func (g *guard) admit() bool {
+	n := g.conns.Add(1)
+	if g.maxConns > 0 && n > g.maxConns {
+		g.conns.Add(-1)
+		return false
+	}
+	g.grew()
+	return true
+}
+
+// leave gives a connection slot back.
+func (g *guard) leave() {
+	g.conns.Add(-1)
+	g.shrank()
+}
+
+// reserve charges n bytes of read buffer; false means the node's budget is
+// spent and nothing was charged.
+func (g *guard) reserve(n int64) bool {
+	for {
+		cur := g.buffered.Load()
+		if g.maxBuffered > 0 && cur+n > g.maxBuffered {
+			return false
+		}
+		if g.buffered.CompareAndSwap(cur, cur+n) {
+			g.grew()
+			return true
+		}
+	}
+}
+
+func (g *guard) unreserve(n int64) {
+	if n > 0 {
+		g.buffered.Add(-n)
+		g.shrank()
+	}
+}
+
+// refuse counts one refusal and logs it, at most once per refusalLogEvery
+// per kind; the line says how many were not logged since the last one.
+func (g *guard) refuse(kind refusal, addr, peer string, err error) {
+	g.counts[kind].Add(1)
+	now := time.Now()
+	g.logMu.Lock()
+	if now.Sub(g.lastLog[kind]) < refusalLogEvery {
+		g.suppressed[kind]++
+		g.logMu.Unlock()
+		return
+	}
+	g.lastLog[kind] = now
+	n := g.suppressed[kind]
+	g.suppressed[kind] = 0
+	g.logMu.Unlock()
+	if peer != "" {
+		g.log.Warn(refusalMessages[kind], "peer", peer, "addr", addr, "err", err, "unlogged_since_last", n)
+		return
+	}
+	g.log.Warn(refusalMessages[kind], "addr", addr, "err", err, "unlogged_since_last", n)
+}
+
+func (g *guard) stats() NodeStats {
+	return NodeStats{
+		Conns:             g.conns.Load(),
+		BufferedBytes:     g.buffered.Load(),
+		RefusedConns:      g.counts[refusedConnLimit].Load(),
+		BufferLimit:       g.counts[refusedBufferLimit].Load(),
+		FrameTimeouts:     g.counts[refusedFrameTimeout].Load(),
+		IdleClosed:        g.idle.Load(),
+		HandshakeFailures: g.counts[refusedHandshake].Load(),
+		TLSFailures:       g.counts[refusedTLS].Load(),
+		BadFrames:         g.counts[refusedBadFrame].Load(),
+	}
+}
+
+func (g *guard) footprint() int64 {
+	return g.buffered.Load() + g.conns.Load()*connFootprint
+}
+
+// grew records a new high-water mark.
+func (g *guard) grew() {
+	f := g.footprint()
+	g.relMu.Lock()
+	g.peak = max(g.peak, f)
+	g.relMu.Unlock()
+}
+
+// shrank schedules a return of memory to the operating system when the
+// footprint has fallen by releaseMin and to half its peak. The Go runtime
+// would keep the freed heap until its next collection, which an idle node
+// may not run for minutes: a node that absorbed an attack would hold the
+// attack's memory long after it ended.
+func (g *guard) shrank() {
+	f := g.footprint()
+	g.relMu.Lock()
+	defer g.relMu.Unlock()
+	if g.relTimer != nil || g.peak-f < releaseMin || f > g.peak/2 {
+		return
+	}
+	wait := max(releaseDelay, time.Until(g.lastRelease.Add(releaseEvery)))
+	g.relTimer = time.AfterFunc(wait, g.release)
+}
+
+func (g *guard) release() {
+	freeOSMemory()
+	g.relMu.Lock()
+	g.lastRelease = time.Now()
+	g.peak = g.footprint()
+	g.relTimer = nil
+	g.relMu.Unlock()
+}

@@ -1,0 +1,408 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// pipeStream runs the Hello exchange over net.Pipe and returns the node's
+// stream and the peer's raw end, which has read the node's Hello. idle is
+// the stream's idle timeout; the stream ends the test's way on cleanup.
+func pipeStream(t *testing.T, cfg Config, h Handler, g *guard, idle time.Duration) (*stream, net.Conn) {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = discard
+	}
+	cfg = cfg.WithDefaults()
+	node, raw := net.Pipe()
+	hello, err := AppendFrame(nil, &Hello{Version: Version, Node: "peer", Group: "g"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go raw.Write(hello)
+	got := make(chan error, 1)
+	go func() {
+		_, err := readHello(newFrameReader(raw, DefaultMaxFrameSize, nil))
+		got <- err
+	}()
+	peer, fr, err := handshake(node, cfg, time.Second, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	s := newStream(node, fr, peer, cfg, h, g, idle, nil)
+	t.Cleanup(func() {
+		raw.Close()
+		s.Close()
+	})
+	return s, raw
+}
+
+// A peer that starts a frame and stops is cut off when the frame timeout
+// passes, and the buffer its frame held is given back.
+func TestStreamFrameTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGuard(0, 0, discard)
+		rec := newRecorder()
+		_, raw := pipeStream(t, Config{FrameTimeout: 5 * time.Second}, rec, g, -1)
+		start := time.Now()
+		part := binary.BigEndian.AppendUint32(nil, 1<<20)
+		part = append(part, Version, byte(TypeResult))
+		part = append(part, make([]byte, 100<<10)...)
+		go raw.Write(part)
+		cl := rec.nextClose(t)
+		if took := time.Since(start); took != 5*time.Second {
+			t.Errorf("stalled frame closed after %v, want the frame timeout, 5s", took)
+		}
+		if !errors.Is(cl.err, ErrFrameTimeout) || !strings.Contains(cl.err.Error(), "of 1048580 bytes") {
+			t.Errorf("close reason %v, want ErrFrameTimeout saying how much of the frame came", cl.err)
+		}
+		synctest.Wait()
+		if st := g.stats(); st.FrameTimeouts != 1 || st.BufferedBytes != 0 {
+			t.Errorf("node stats %+v, want one frame timeout and nothing buffered", st)
+		}
+	})
+}
+
+// Frames either way keep a connection open; a connection with nothing to
+// carry for the idle timeout is closed, and a later Send says why.
+func TestStreamIdleTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const idle = time.Minute
+		g := newGuard(0, 0, discard)
+		rec := newRecorder()
+		s, raw := pipeStream(t, Config{}, rec, g, idle)
+		go io.Copy(io.Discard, raw)
+		start := time.Now()
+		cancel, err := AppendFrame(nil, &Cancel{Call: 1}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 40 s apart: received, sent, received. None is idle for a minute.
+		time.Sleep(40 * time.Second)
+		raw.Write(cancel)
+		rec.next(t)
+		time.Sleep(40 * time.Second)
+		if err := s.Send(&Cancel{Call: 2}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(40 * time.Second)
+		raw.Write(cancel)
+		rec.next(t)
+		last := time.Now()
+		var cl closed
+		select {
+		case cl = <-rec.closes:
+		case <-time.After(2 * idle):
+			t.Fatal("the idle connection was not closed")
+		}
+		if !errors.Is(cl.err, ErrIdle) {
+			t.Fatalf("close reason %v, want ErrIdle", cl.err)
+		}
+		if quiet := time.Since(last); quiet != idle {
+			t.Errorf("closed %v after the last frame (%v after the start), want the idle timeout %v", quiet, time.Since(start), idle)
+		}
+		if err := s.Send(&Cancel{Call: 3}); !errors.Is(err, ErrClosed) || !errors.Is(err, ErrIdle) {
+			t.Errorf("Send after the idle close: %v, want ErrClosed wrapping ErrIdle", err)
+		}
+		if n := g.stats().IdleClosed; n != 1 {
+			t.Errorf("IdleClosed = %d, want 1", n)
+		}
+	})
+}
+
+// A peer that stops reading cannot hold the connection's queue forever: a
+// write that makes no progress for the frame timeout ends it.
+func TestStreamWriteStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		s, _ := pipeStream(t, Config{FrameTimeout: 5 * time.Second}, rec, nil, -1)
+		start := time.Now()
+		if err := s.Send(&Cancel{Call: 1}); err != nil {
+			t.Fatal(err)
+		}
+		cl := rec.nextClose(t)
+		if took := time.Since(start); took != 5*time.Second {
+			t.Errorf("a stalled write ended the connection after %v, want 5s", took)
+		}
+		if !errors.Is(cl.err, ErrClosed) || !strings.Contains(cl.err.Error(), "the peer read 0 of") {
+			t.Errorf("close reason %v, want ErrClosed saying the peer did not read", cl.err)
+		}
+	})
+}
+
+// Once a burst of connections has gone, memory goes back to the operating
+// system: after a short delay, and not more often than every releaseEvery.
+func TestGuardReturnsMemoryAfterBurst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var released atomic.Int32
+		freeOSMemory = func() { released.Add(1) }
+		t.Cleanup(func() { freeOSMemory = nil })
+		g := newGuard(0, 0, discard)
+		burst := func() {
+			for range 1000 {
+				g.admit()
+			}
+			for range 1000 {
+				g.leave()
+			}
+		}
+		burst()
+		time.Sleep(releaseDelay - time.Millisecond)
+		if n := released.Load(); n != 0 {
+			t.Fatalf("released %d times before the delay", n)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if n := released.Load(); n != 1 {
+			t.Fatalf("released %d times after the burst, want 1", n)
+		}
+		first := time.Now()
+		burst()
+		time.Sleep(releaseEvery - time.Since(first) - time.Millisecond)
+		if n := released.Load(); n != 1 {
+			t.Fatalf("released again within %v", releaseEvery)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if n := released.Load(); n != 2 {
+			t.Fatalf("released %d times after the second burst, want 2", n)
+		}
+		// A few connections coming and going are not worth a collection.
+		for range 10 {
+			g.admit()
+			g.leave()
+		}
+		time.Sleep(time.Minute)
+		if n := released.Load(); n != 2 {
+			t.Errorf("released %d times after small churn, want still 2", n)
+		}
+	})
+}
+
+// Every refusal is counted, but logged at most once a second per kind,
+// with the number left unlogged.
+func TestGuardRefusalsLogAtABoundedRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var log logBuffer
+		g := newGuard(0, 0, log.logger())
+		for range 100 {
+			g.refuse(refusedConnLimit, "10.0.0.1:1", "", ErrOverloaded)
+		}
+		time.Sleep(refusalLogEvery)
+		g.refuse(refusedConnLimit, "10.0.0.1:1", "", ErrOverloaded)
+		lines := strings.Count(log.String(), "connection limit reached")
+		if lines != 2 || !strings.Contains(log.String(), "unlogged_since_last=99") {
+			t.Errorf("%d log lines, want 2, the second counting 99 unlogged:\n%s", lines, log.String())
+		}
+		if n := g.stats().RefusedConns; n != 101 {
+			t.Errorf("RefusedConns = %d, want 101", n)
+		}
+	})
+}
+
+// Past MaxConns a connection is closed as soon as it is accepted; a slot
+// that frees takes the next one.
+func TestTCPMaxConns(t *testing.T) {
+	tr := newTCP(t, "server", func(c *TCPConfig) { c.MaxConns = 2 })
+	l := listen(t, tr, newRecorder())
+	var raws []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", l.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		raws = append(raws, c)
+	}
+	waitFor(t, "two connections counted", func() bool { return tr.NodeStats().Conns == 2 })
+	extra, err := net.Dial("tcp", l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	extra.SetReadDeadline(time.Now().Add(waitLimit))
+	if _, err := extra.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("read on the connection past the limit: %v, want EOF", err)
+	}
+	if n := tr.NodeStats().RefusedConns; n != 1 {
+		t.Errorf("RefusedConns = %d, want 1", n)
+	}
+	raws[0].Close()
+	waitFor(t, "a slot to free", func() bool { return tr.NodeStats().Conns == 1 })
+	c := dial(t, newTCP(t, "client", nil), l.Addr(), newRecorder())
+	if err := c.Send(&Cancel{Call: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Hostile connections of every kind the node must survive, all at once
+// against one listener, while an honest connection exchanges frames: the
+// honest one sees every frame and stays open; every hostile one is closed
+// with its cause counted.
+func TestTCPHostileConnectionsLeaveOthersAlone(t *testing.T) {
+	tr := newTCP(t, "server", func(c *TCPConfig) {
+		c.FrameTimeout = 300 * time.Millisecond
+		c.MaxBufferedBytes = 4 << 20
+	})
+	srv := newRecorder()
+	srv.echo = true
+	l := listen(t, tr, srv)
+	cli := newRecorder()
+	honest := dial(t, newTCP(t, "client", nil), l.Addr(), cli)
+
+	hello, err := AppendFrame(nil, &Hello{Version: Version, Node: "hostile", Group: "x"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled := binary.BigEndian.AppendUint32(append([]byte(nil), hello...), 4<<20)
+	stalled = append(stalled, Version, byte(TypeResult))
+	stalled = append(stalled, make([]byte, 256<<10)...)
+	kinds := map[string][]byte{
+		"no hello":         nil,
+		"stalled frame":    stalled,
+		"garbage":          []byte("\x00\x00\x00\x09\x07garbage!!"),
+		"length 0xFFFFFFF": append(append([]byte(nil), hello...), 0xff, 0xff, 0xff, 0xff),
+		"truncated hello":  hello[:len(hello)-2],
+	}
+	const perKind = 20
+	var hostile []net.Conn
+	for _, b := range kinds {
+		for range perKind {
+			c, err := net.Dial("tcp", l.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			go c.Write(b)
+			hostile = append(hostile, c)
+		}
+	}
+	for i := range uint64(200) {
+		if err := honest.Send(&Attempt{Call: i, Service: "s", Method: "m", Payload: make([]byte, 1000)}); err != nil {
+			t.Fatalf("honest Send %d: %v", i, err)
+		}
+		if got := cli.next(t); got.f.(*Attempt).Call != i {
+			t.Fatalf("honest frame %d came back as %+v", i, got.f)
+		}
+	}
+	for _, c := range hostile {
+		c.SetReadDeadline(time.Now().Add(waitLimit))
+		// The node may close with bytes unread, which resets.
+		if _, err := io.Copy(io.Discard, c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("a hostile connection was not closed by the node: %v", err)
+		}
+	}
+	waitFor(t, "only the honest connection left", func() bool { return tr.NodeStats().Conns == 1 })
+	st := tr.NodeStats()
+	if st.FrameTimeouts+st.BufferLimit != perKind || st.BadFrames != perKind || st.HandshakeFailures != 3*perKind || st.BufferedBytes != 0 {
+		t.Errorf("node stats %+v: want the stalled frames timed out or over the buffer limit, the bad frames and failed hellos counted, nothing buffered", st)
+	}
+	if err := honest.Send(&Cancel{Call: 1}); err != nil {
+		t.Fatalf("honest connection after the attack: %v", err)
+	}
+	cli.next(t)
+	select {
+	case c := <-cli.closes:
+		t.Fatalf("the honest connection closed: %v", c.err)
+	default:
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(waitLimit); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// Listening beyond loopback without TLS is refused unless asked for, and
+// the error says how to do either.
+func TestTCPPlaintextListenBeyondLoopback(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
+		_, err := newTCP(t, "n", nil).Listen(addr, newRecorder())
+		if !errors.Is(err, ErrInsecureListen) || !strings.Contains(err.Error(), "TCPConfig.TLS") || !strings.Contains(err.Error(), "AllowPlaintext") {
+			t.Errorf("Listen(%q) without TLS: %v, want ErrInsecureListen naming TLS and AllowPlaintext", addr, err)
+		}
+	}
+	l, err := newTCP(t, "n", func(c *TCPConfig) { c.AllowPlaintext = true }).Listen("0.0.0.0:0", newRecorder())
+	if err != nil {
+		t.Fatalf("Listen with AllowPlaintext: %v", err)
+	}
+	l.Close()
+	for _, addr := range []string{"127.0.0.1:0", "localhost:0", "[::1]:0"} {
+		if loop, err := IsLoopback(addr); !loop || err != nil {
+			t.Errorf("IsLoopback(%q) = %v, %v", addr, loop, err)
+		}
+	}
+}
+
+// One end with TLS and the other without: each side's error says so,
+// instead of "connection refused" or "EOF".
+func TestTLSMismatchIsNamed(t *testing.T) {
+	ca := newTestCA(t, "ca")
+	var log logBuffer
+	tlsNode := newTCP(t, "tls", func(c *TCPConfig) {
+		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "server")}}
+		c.Logger = log.logger()
+	})
+	tl := listen(t, tlsNode, newRecorder())
+	_, err := newTCP(t, "plain", nil).Dial(context.Background(), tl.Addr(), newRecorder())
+	if !errors.Is(err, ErrTLS) || !strings.Contains(err.Error(), "the peer speaks TLS and this side does not") {
+		t.Errorf("plaintext client to a TLS node: %v, want ErrTLS saying the peer speaks TLS", err)
+	}
+	log.waitLog(t, "the client does not speak TLS")
+	if n := tlsNode.NodeStats().TLSFailures; n != 1 {
+		t.Errorf("TLSFailures = %d, want 1", n)
+	}
+
+	pl := listen(t, newTCP(t, "plain-server", nil), newRecorder())
+	_, err = newTCP(t, "tls-client", func(c *TCPConfig) {
+		c.ClientTLS = &tls.Config{RootCAs: ca.pool}
+	}).Dial(context.Background(), pl.Addr(), newRecorder())
+	// The node closes as soon as it sees the TLS client's hello, before
+	// or after its own Hello went out.
+	if !errors.Is(err, ErrTLS) || !strings.Contains(err.Error(), "not speak TLS") {
+		t.Errorf("TLS client to a plaintext node: %v, want ErrTLS saying the peer does not speak TLS", err)
+	}
+}
+
+// A peer of another protocol version is a protocol mismatch, not a
+// refused connection.
+func TestTCPVersionMismatchIsNamed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		old, _ := AppendFrame(nil, &Hello{Version: 0, Node: "old", Group: "g"}, 0)
+		c.Write(old)
+		io.Copy(io.Discard, c)
+	}()
+	_, err = newTCP(t, "client", nil).Dial(context.Background(), ln.Addr().String(), newRecorder())
+	if !errors.Is(err, ErrProtocol) || !errors.Is(err, ErrBadVersion) || errors.Is(err, ErrRefused) ||
+		!strings.Contains(err.Error(), `peer "old" speaks up to version 0`) {
+		t.Errorf("Dial to a version-0 node: %v, want ErrProtocol and ErrBadVersion naming the versions", err)
+	}
+}
