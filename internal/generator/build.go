@@ -22,30 +22,21 @@ type builder struct {
 	fset  *token.FileSet
 	diags *diagnostics
 
-	methodDocs map[token.Pos]*methodDoc  // by the position of the method name
-	fileScopes map[string]*types.Scope   // by file name
-	consumed   map[token.Pos]bool        // directives that belong to a service
-	selected   map[string]bool           // -type, nil for all
-	found      map[string]bool           // -type names met
-	outputs    map[string]*model.Service // by output path
-}
-
-// methodDoc is the doc comment of a method of some interface type.
-type methodDoc struct {
-	iface string
-	doc   *ast.CommentGroup
+	src      *sources
+	consumed map[token.Pos]bool        // directives that belong to a service
+	selected map[string]bool           // -type, nil for all
+	found    map[string]bool           // -type names met
+	outputs  map[string]*model.Service // by output path
 }
 
 func newBuilder(cfg *Config, fset *token.FileSet, diags *diagnostics) *builder {
 	b := &builder{
-		cfg:        cfg,
-		fset:       fset,
-		diags:      diags,
-		methodDocs: map[token.Pos]*methodDoc{},
-		fileScopes: map[string]*types.Scope{},
-		consumed:   map[token.Pos]bool{},
-		found:      map[string]bool{},
-		outputs:    map[string]*model.Service{},
+		cfg:      cfg,
+		fset:     fset,
+		diags:    diags,
+		consumed: map[token.Pos]bool{},
+		found:    map[string]bool{},
+		outputs:  map[string]*model.Service{},
 	}
 	if len(cfg.Types) > 0 {
 		b.selected = map[string]bool{}
@@ -58,9 +49,7 @@ func newBuilder(cfg *Config, fset *token.FileSet, diags *diagnostics) *builder {
 
 // build returns one model file per selected service.
 func (b *builder) build(pkgs []*packages.Package) []*model.File {
-	for _, p := range pkgs {
-		b.index(p)
-	}
+	b.src = newSources(b.fset, pkgs)
 	var files []*model.File
 	for _, p := range pkgs {
 		files = append(files, b.buildPackage(p)...)
@@ -81,33 +70,6 @@ func (b *builder) build(pkgs []*packages.Package) []*model.File {
 		b.diags.add(token.Position{}, "no //ff:service interface in "+strings.Join(b.cfg.Patterns, " "))
 	}
 	return files
-}
-
-// index records the file scopes and the doc comment of every interface
-// method, so that methods reached through embedding find their directives.
-func (b *builder) index(p *packages.Package) {
-	if p.TypesInfo == nil {
-		return
-	}
-	for _, f := range p.Syntax {
-		if s := p.TypesInfo.Scopes[f]; s != nil {
-			b.fileScopes[b.fset.File(f.Pos()).Name()] = s
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			ts, ok := n.(*ast.TypeSpec)
-			if !ok {
-				return true
-			}
-			if it, ok := ts.Type.(*ast.InterfaceType); ok {
-				for _, m := range it.Methods.List {
-					if len(m.Names) == 1 {
-						b.methodDocs[m.Names[0].Pos()] = &methodDoc{iface: ts.Name.Name, doc: m.Doc}
-					}
-				}
-			}
-			return true
-		})
-	}
 }
 
 func (b *builder) buildPackage(p *packages.Package) []*model.File {
@@ -243,9 +205,9 @@ func ExportedNames(name string) []string {
 func (b *builder) reportStray(p *packages.Package) {
 	for _, f := range p.Syntax {
 		owner := map[token.Pos]string{}
-		for _, md := range b.methodDocs {
-			if md.doc != nil && b.fset.File(md.doc.Pos()) == b.fset.File(f.Pos()) {
-				for _, c := range md.doc.List {
+		for _, md := range b.src.methods {
+			if md.file == f && md.field.Doc != nil {
+				for _, c := range md.field.Doc.List {
 					owner[c.Slash] = md.iface
 				}
 			}
@@ -297,18 +259,30 @@ func sortedByPos(iface *types.Interface) []*types.Func {
 	return fns
 }
 
-// methodsInOrder lists the methods of a service: its own in source order,
-// then those of each embedded interface in the order embedded.
-func methodsInOrder(iface *types.Interface) []*types.Func {
-	var out []*types.Func
-	seen := map[string]bool{}
+// methodsInOrder lists the methods of a service, each with every
+// declaration of it: its own in source order, then those of each embedded
+// interface in the order embedded. Go lets two embedded interfaces declare
+// the same method; both declarations carry directives.
+func methodsInOrder(iface *types.Interface) [][]*types.Func {
+	var out [][]*types.Func
+	index := map[string]int{}
+	seen := map[*types.Func]bool{}
+	add := func(fn *types.Func) {
+		if seen[fn] {
+			return
+		}
+		seen[fn] = true
+		if i, ok := index[fn.Name()]; ok {
+			out[i] = append(out[i], fn)
+			return
+		}
+		index[fn.Name()] = len(out)
+		out = append(out, []*types.Func{fn})
+	}
 	var walk func(it *types.Interface)
 	walk = func(it *types.Interface) {
 		for _, fn := range sortedByPos(it) {
-			if !seen[fn.Name()] {
-				seen[fn.Name()] = true
-				out = append(out, fn)
-			}
+			add(fn)
 		}
 		for i := range it.NumEmbeddeds() {
 			if e, ok := it.EmbeddedType(i).Underlying().(*types.Interface); ok {
@@ -319,9 +293,8 @@ func methodsInOrder(iface *types.Interface) []*types.Func {
 	walk(iface)
 	// Every method of the type set must be there, whatever the walk missed.
 	for i := range iface.NumMethods() {
-		if fn := iface.Method(i); !seen[fn.Name()] {
-			seen[fn.Name()] = true
-			out = append(out, fn)
+		if fn := iface.Method(i); !slices.ContainsFunc(out, func(d []*types.Func) bool { return d[0].Name() == fn.Name() }) {
+			add(fn)
 		}
 	}
 	return slices.Clip(out)

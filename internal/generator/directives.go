@@ -23,6 +23,15 @@ type arg struct {
 
 func (d *directive) String() string { return directivePrefix + d.Name }
 
+// text is the directive as written, spacing and comment aside.
+func (d *directive) text() string {
+	s := d.String()
+	for _, a := range d.Args {
+		s += " " + a.Text
+	}
+	return s
+}
+
 // parseDirective parses c when it is a directive. A trailing "// comment"
 // is ignored. ok is false for ordinary comments.
 func parseDirective(c *ast.Comment) (d *directive, ok bool) {

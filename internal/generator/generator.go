@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/ffgen/ffgen/templates"
 )
@@ -35,6 +36,10 @@ type Config struct {
 	Tags     string   // build tags, comma separated
 	Check    bool     // write nothing; report the files that would change
 	Env      []string // the environment of the go command; nil inherits
+	// ExportBudget is how long loading waits for the export data of the
+	// dependencies before it type-checks them from source: 0 is 1.5 s, a
+	// negative value goes to source at once.
+	ExportBudget time.Duration
 }
 
 func (c *Config) dir() string {

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -143,5 +144,36 @@ func compare(t *testing.T, path string, got []byte) {
 	}
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
 		t.Errorf("%s mismatch (-want +got):\n%s", filepath.Base(path), diff)
+	}
+}
+
+// TestPatternIndependence: a service that embeds an interface of another
+// package generates the same file whether the patterns name that package
+// or not, and whether dependencies come from export data or source.
+func TestPatternIndependence(t *testing.T) {
+	abs, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join(abs, "testdata/crosspkg/catalog_ff.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		patterns []string
+		budget   time.Duration
+	}{
+		{[]string{"./testdata/crosspkg"}, 0},
+		{[]string{"./testdata/crosspkg/..."}, 0},
+		{[]string{"./testdata/crosspkg/base", "./testdata/crosspkg"}, 0},
+		{[]string{"./testdata/crosspkg"}, -1},
+	} {
+		res, err := generator.Generate(context.Background(), &generator.Config{Dir: abs, Patterns: tc.patterns, ExportBudget: tc.budget})
+		if err != nil || len(res.Diagnostics) > 0 || len(res.Files) != 1 {
+			t.Fatalf("%v (budget %v): %v, %v, %d files", tc.patterns, tc.budget, err, res.Diagnostics, len(res.Files))
+		}
+		if diff := cmp.Diff(string(want), string(res.Files[0].Content)); diff != "" {
+			t.Errorf("%v (budget %v): output differs (-golden +got):\n%s", tc.patterns, tc.budget, diff)
+		}
 	}
 }
