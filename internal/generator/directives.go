@@ -49,8 +49,15 @@ func parseDirective(c *ast.Comment) (d *directive, ok bool) {
 		for off < len(text) && isSpace(text[off]) {
 			off++
 		}
-		end := off
-		for end < len(text) && !isSpace(text[end]) {
+		// Type arguments may hold spaces: Pair[string, int] is one name.
+		end, depth := off, 0
+		for end < len(text) && (depth > 0 || !isSpace(text[end])) {
+			switch text[end] {
+			case '[':
+				depth++
+			case ']':
+				depth--
+			}
 			end++
 		}
 		if end == off {

@@ -57,7 +57,10 @@ func (b *builder) errorRule(where string, d *directive, a arg, scope *types.Pack
 		if te, ok := err.(types.Error); ok {
 			msg = te.Msg
 		}
-		if strings.HasPrefix(msg, "undefined: ") || strings.Contains(msg, "not declared by package") || strings.Contains(msg, "not exported by package") {
+		if undef, ok := strings.CutPrefix(msg, "undefined: "); ok {
+			return bad("%s is not declared", undef)
+		}
+		if strings.Contains(msg, "not declared by package") || strings.Contains(msg, "not exported by package") {
 			return bad("%s is not declared", name)
 		}
 		if strings.Contains(msg, "without instantiation") {
@@ -85,7 +88,7 @@ func (b *builder) errorRule(where string, d *directive, a arg, scope *types.Pack
 			if v, _ := model.ImplementsError(o.Type()); !v {
 				return bad("%s has type %s, which is not an error", name, typeString(o.Type(), o.Pkg()))
 			}
-			return &model.ErrorRule{Code: a.Text, Value: o}
+			return &model.ErrorRule{Code: a.Text, Value: o, Pos: a.Pos}
 		}
 		return bad("%s is not an error value or type", name)
 	}
@@ -102,6 +105,9 @@ func (b *builder) errorRule(where string, d *directive, a arg, scope *types.Pack
 	if named.Obj().Pkg() == nil {
 		return bad("%s is predeclared", name)
 	}
+	if named.TypeParams().Len() > named.TypeArgs().Len() {
+		return bad("%s is generic; name an instance, e.g. %s[string]", name, a.Text)
+	}
 	if types.IsInterface(named) {
 		return bad("%s is an interface; the client could not build one", name)
 	}
@@ -114,5 +120,5 @@ func (b *builder) errorRule(where string, d *directive, a arg, scope *types.Pack
 	case !pointer && !value:
 		return bad("%s does not implement error", name)
 	}
-	return &model.ErrorRule{Code: a.Text, Type: named, Pointer: pointer}
+	return &model.ErrorRule{Code: a.Text, Type: named, Pointer: pointer, Pos: a.Pos}
 }

@@ -4,6 +4,7 @@
 package model
 
 import (
+	"go/token"
 	"go/types"
 	"time"
 )
@@ -105,4 +106,5 @@ type ErrorRule struct {
 	// the error is *Type.
 	Type    *types.Named
 	Pointer bool
+	Pos     token.Pos // where the directive names it, for diagnostics
 }
