@@ -27,6 +27,7 @@ type builder struct {
 	selected map[string]bool           // -type, nil for all
 	found    map[string]bool           // -type names met
 	outputs  map[string]*model.Service // by output path
+	services []string                  // every //ff:service met, selected or not
 }
 
 func newBuilder(cfg *Config, fset *token.FileSet, diags *diagnostics) *builder {
@@ -111,6 +112,7 @@ func (b *builder) typeSpec(p *packages.Package, f *ast.File, ts *ast.TypeSpec, d
 		return nil
 	}
 	name := ts.Name.Name
+	b.services = append(b.services, name)
 	if b.selected != nil && !b.selected[name] {
 		return nil
 	}
