@@ -78,6 +78,7 @@ func (b *builder) buildPackage(p *packages.Package) []*model.File {
 		return nil
 	}
 	var files []*model.File
+	first := len(b.services)
 	for _, f := range p.Syntax {
 		for _, decl := range f.Decls {
 			gd, ok := decl.(*ast.GenDecl)
@@ -93,6 +94,13 @@ func (b *builder) buildPackage(p *packages.Package) []*model.File {
 				if file := b.typeSpec(p, f, ts, doc); file != nil {
 					files = append(files, file)
 				}
+			}
+		}
+	}
+	for _, file := range files {
+		for _, name := range b.services[first:] {
+			if name != file.Service.Name {
+				file.OtherServices = append(file.OtherServices, name)
 			}
 		}
 	}

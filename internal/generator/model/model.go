@@ -17,8 +17,11 @@ type File struct {
 	Pkg     *types.Package // the package the file belongs to
 	// Taken holds every package-scope name of Pkg that ffgen output does
 	// not declare; generated unexported names avoid them.
-	Taken   map[string]bool
-	Service *Service
+	Taken map[string]bool
+	// OtherServices are the names of the package's other services, which
+	// other files hold.
+	OtherServices []string
+	Service       *Service
 }
 
 // Service is one //ff:service interface.
