@@ -28,6 +28,7 @@ type builder struct {
 	found    map[string]bool           // -type names met
 	outputs  map[string]*model.Service // by output path
 	services []string                  // every //ff:service met, selected or not
+	expected map[string]bool           // the default output path of each of them
 }
 
 func newBuilder(cfg *Config, fset *token.FileSet, diags *diagnostics) *builder {
@@ -38,6 +39,7 @@ func newBuilder(cfg *Config, fset *token.FileSet, diags *diagnostics) *builder {
 		consumed: map[token.Pos]bool{},
 		found:    map[string]bool{},
 		outputs:  map[string]*model.Service{},
+		expected: map[string]bool{},
 	}
 	if len(cfg.Types) > 0 {
 		b.selected = map[string]bool{}
@@ -121,6 +123,10 @@ func (b *builder) typeSpec(p *packages.Package, f *ast.File, ts *ast.TypeSpec, d
 	}
 	name := ts.Name.Name
 	b.services = append(b.services, name)
+	source := b.fset.File(ts.Pos()).Name()
+	cons := fileConstraint(f, source)
+	out := outputPath(source, name, cons != nil)
+	b.expected[out] = true
 	if b.selected != nil && !b.selected[name] {
 		return nil
 	}
@@ -163,8 +169,6 @@ func (b *builder) typeSpec(p *packages.Package, f *ast.File, ts *ast.TypeSpec, d
 	base := b.serviceDefaults(svc, dirs)
 	b.methods(p, svc, iface, base)
 
-	source := b.fset.File(ts.Pos()).Name()
-	out := filepath.Join(filepath.Dir(source), snakeCase(name)+"_ff.go")
 	if b.cfg.Output != "" {
 		out = b.cfg.Output
 		if !filepath.IsAbs(out) {
@@ -184,7 +188,7 @@ func (b *builder) typeSpec(p *packages.Package, f *ast.File, ts *ast.TypeSpec, d
 		taken[n] = true
 	}
 	b.checkExported(p, svc, taken)
-	return &model.File{
+	file := &model.File{
 		Path:    out,
 		Source:  filepath.Base(source),
 		Command: b.cfg.command(),
@@ -192,6 +196,10 @@ func (b *builder) typeSpec(p *packages.Package, f *ast.File, ts *ast.TypeSpec, d
 		Taken:   taken,
 		Service: svc,
 	}
+	if cons != nil {
+		file.Constraint = cons.String()
+	}
+	return file
 }
 
 // checkExported reports user declarations that take a name the generated

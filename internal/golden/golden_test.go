@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"go/build"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,6 +84,10 @@ func TestGolden(t *testing.T) {
 				compare(t, p, got[p])
 			}
 			for _, p := range existing {
+				// Variants for other platforms or tags are not generated here.
+				if ok, err := build.Default.MatchFile(filepath.Dir(p), filepath.Base(p)); err != nil || !ok {
+					continue
+				}
 				if _, ok := got[p]; !ok {
 					if *update {
 						os.Remove(p)
@@ -127,6 +132,37 @@ func TestCompile(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go vet: %v\n%s", err, out)
+	}
+	// The other variants, for another platform and tag.
+	cmd = exec.Command("go", "vet", "-tags", "fast", "./testdata/variants")
+	cmd.Env = append(os.Environ(), "GOOS=windows")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("GOOS=windows go vet -tags fast: %v\n%s", err, out)
+	}
+}
+
+// TestVariants: generating for another platform and tag writes the files
+// of those variants, each with its source's constraint, and leaves the
+// host's variants alone.
+func TestVariants(t *testing.T) {
+	dir, err := filepath.Abs("testdata/variants")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := generator.Generate(context.Background(), &generator.Config{
+		Dir: dir, Tags: "fast", Env: append(os.Environ(), "GOOS=windows"),
+	})
+	if err != nil || len(res.Diagnostics) > 0 {
+		t.Fatalf("%v, %v", err, res.Diagnostics)
+	}
+	var names []string
+	for _, f := range res.Files {
+		names = append(names, filepath.Base(f.Path))
+		compare(t, f.Path, f.Content)
+	}
+	slices.Sort(names)
+	if want := []string{"clock_fast_clock_ff.go", "store_other_store_ff.go"}; !slices.Equal(names, want) {
+		t.Errorf("generated %v, want %v", names, want)
 	}
 }
 

@@ -11,10 +11,13 @@ import (
 
 // File is one generated file; it holds exactly one service.
 type File struct {
-	Path    string         // absolute path of the output file
-	Source  string         // base name of the file that declares the service
-	Command string         // the command line recorded in the header
-	Pkg     *types.Package // the package the file belongs to
+	Path    string // absolute path of the output file
+	Source  string // base name of the file that declares the service
+	Command string // the command line recorded in the header
+	// Constraint is the build constraint of the source file, "" if none;
+	// the generated file carries it.
+	Constraint string
+	Pkg        *types.Package // the package the file belongs to
 	// Taken holds every package-scope name of Pkg that ffgen output does
 	// not declare; generated unexported names avoid them.
 	Taken map[string]bool
