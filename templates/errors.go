@@ -50,7 +50,7 @@ func errorType(r *model.ErrorRule) types.Type {
 
 // allocErrors names every distinct rule, and the encode and decode
 // functions of every declared error type.
-func (n *names) allocErrors(svc *model.Service, prefix string) {
+func (n *names) allocErrors(svc *model.Service) {
 	n.errs.rules = map[ruleKey]string{}
 	for _, m := range svc.Methods {
 		for _, r := range m.Errors {
@@ -68,12 +68,12 @@ func (n *names) allocErrors(svc *model.Service, prefix string) {
 			if r.Failover {
 				directive = "Failover"
 			}
-			n.errs.rules[k] = n.file.name(prefix + stem + directive)
+			n.errs.rules[k] = n.own(stem + directive)
 			n.errs.order = append(n.errs.order, r)
 			if r.Type != nil && n.errs.codecs.At(errorType(r)) == nil {
 				n.errs.codecs.Set(errorType(r), &errorCodecNames{
-					encode: n.file.name(prefix + "Encode" + stem),
-					decode: n.file.name(prefix + "Decode" + stem),
+					encode: n.own("Encode" + stem),
+					decode: n.own("Decode" + stem),
 				})
 			}
 		}

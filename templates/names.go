@@ -58,6 +58,9 @@ type names struct {
 	desc, client, newClient, register string
 	clientField                       string // the *runtime.Client field of the client
 
+	prefix string   // of the service's unexported file-level names
+	longer []string // the prefixes of other services of the package that extend it
+
 	methods map[*model.Method]*methodNames
 	helpers typeutil.Map // types.Type → *helperNames
 	errs    errorNames
@@ -100,15 +103,14 @@ func newNames(f *model.File) *names {
 		root.reserve(n)
 	}
 	n := &names{
-		file:        root,
-		imports:     map[string]string{},
-		declared:    map[string]string{},
-		desc:        exported[0],
-		client:      exported[1],
-		newClient:   exported[2],
-		register:    exported[3],
-		clientField: "client",
-		methods:     map[*model.Method]*methodNames{},
+		file:      root,
+		imports:   map[string]string{},
+		declared:  map[string]string{},
+		desc:      exported[0],
+		client:    exported[1],
+		newClient: exported[2],
+		register:  exported[3],
+		methods:   map[*model.Method]*methodNames{},
 	}
 	// Imports first: the user's own names keep theirs, imports move aside.
 	for _, imp := range fixedImports {
@@ -121,32 +123,66 @@ func newNames(f *model.File) *names {
 			n.declared[p.Path()] = p.Name()
 		}
 	}
-	prefix := lowerFirst(svc.Name)
+	n.prefix = lowerFirst(svc.Name)
+	for _, o := range f.OtherServices {
+		if p := lowerFirst(o); len(p) > len(n.prefix) && strings.HasPrefix(p, n.prefix) {
+			n.longer = append(n.longer, p)
+		}
+	}
+	// The client's field shares a selector space with the service's
+	// methods, unexported ones included.
+	selectors := newScope(nil)
+	for _, m := range svc.Methods {
+		selectors.reserve(m.Name)
+	}
+	n.clientField = selectors.name("client")
 	for _, m := range svc.Methods {
 		mn := &methodNames{
-			desc:  root.name(prefix + m.Name + "Desc"),
-			args:  root.name(prefix + m.Name + "Args"),
-			reply: root.name(prefix + m.Name + "Reply"),
+			desc:  n.own(m.Name + "Desc"),
+			args:  n.own(m.Name + "Args"),
+			reply: n.own(m.Name + "Reply"),
 		}
-		fields := newScope(nil)
-		for i, p := range m.Params {
-			mn.fields = append(mn.fields, fields.name(fieldName(p.Name, "A", i)))
-		}
-		fields = newScope(nil)
-		for i, r := range m.Results {
-			mn.results = append(mn.results, fields.name(fieldName(r.Name, "R", i)))
-		}
+		mn.fields = messageFields(m.Params, "A")
+		mn.results = messageFields(m.Results, "R")
 		n.methods[m] = mn
 	}
 	for _, t := range svc.Codec {
 		stem := typeStem(t)
 		n.helpers.Set(t, &helperNames{
-			append: root.name(prefix + "Append" + stem),
-			read:   root.name(prefix + "Read" + stem),
+			append: n.own("Append" + stem),
+			read:   n.own("Read" + stem),
 		})
 	}
-	n.allocErrors(svc, prefix)
+	n.allocErrors(svc)
 	return n
+}
+
+// own allocates a file-level name of this service: its prefix and rest.
+// Another service of the package, generated into its own file by another
+// run, allocates the same way; a name that starts with that service's
+// longer prefix (service A's "aBGetDesc" against service AB's) could be
+// one of its names, so an underscore after this service's prefix keeps the
+// two apart.
+func (n *names) own(rest string) string {
+	base := n.prefix + rest
+	for slices.ContainsFunc(n.longer, func(p string) bool { return strings.HasPrefix(base, p) }) {
+		rest = "_" + rest
+		base = n.prefix + rest
+	}
+	return n.file.name(base)
+}
+
+// messageFields names the fields of an argument or reply struct. They
+// share a selector space with its AppendFF and UnmarshalFF methods.
+func messageFields(vars []*model.Var, prefix string) []string {
+	sc := newScope(nil)
+	sc.reserve("AppendFF")
+	sc.reserve("UnmarshalFF")
+	out := make([]string, len(vars))
+	for i, v := range vars {
+		out[i] = sc.name(fieldName(v.Name, prefix, i))
+	}
+	return out
 }
 
 func (n *names) helper(t types.Type) *helperNames {

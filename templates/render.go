@@ -49,5 +49,11 @@ func Render(f *model.File) ([]byte, error) {
 	if err := g.f.Render(&buf); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	out := buf.Bytes()
+	if f.Constraint != "" {
+		// A constraint must stand apart from the package clause and the
+		// doc comment, which jennifer's header comments do not allow.
+		out = bytes.Replace(out, []byte("\n\npackage "), []byte("\n\n//go:build "+f.Constraint+"\n\npackage "), 1)
+	}
+	return out, nil
 }

@@ -22,30 +22,24 @@ type builder struct {
 	fset  *token.FileSet
 	diags *diagnostics
 
-	methodDocs map[token.Pos]*methodDoc  // by the position of the method name
-	fileScopes map[string]*types.Scope   // by file name
-	consumed   map[token.Pos]bool        // directives that belong to a service
-	selected   map[string]bool           // -type, nil for all
-	found      map[string]bool           // -type names met
-	outputs    map[string]*model.Service // by output path
-}
-
-// methodDoc is the doc comment of a method of some interface type.
-type methodDoc struct {
-	iface string
-	doc   *ast.CommentGroup
+	src      *sources
+	consumed map[token.Pos]bool        // directives that belong to a service
+	selected map[string]bool           // -type, nil for all
+	found    map[string]bool           // -type names met
+	outputs  map[string]*model.Service // by output path
+	services []string                  // every //ff:service met, selected or not
+	expected map[string]bool           // the default output path of each of them
 }
 
 func newBuilder(cfg *Config, fset *token.FileSet, diags *diagnostics) *builder {
 	b := &builder{
-		cfg:        cfg,
-		fset:       fset,
-		diags:      diags,
-		methodDocs: map[token.Pos]*methodDoc{},
-		fileScopes: map[string]*types.Scope{},
-		consumed:   map[token.Pos]bool{},
-		found:      map[string]bool{},
-		outputs:    map[string]*model.Service{},
+		cfg:      cfg,
+		fset:     fset,
+		diags:    diags,
+		consumed: map[token.Pos]bool{},
+		found:    map[string]bool{},
+		outputs:  map[string]*model.Service{},
+		expected: map[string]bool{},
 	}
 	if len(cfg.Types) > 0 {
 		b.selected = map[string]bool{}
@@ -58,9 +52,7 @@ func newBuilder(cfg *Config, fset *token.FileSet, diags *diagnostics) *builder {
 
 // build returns one model file per selected service.
 func (b *builder) build(pkgs []*packages.Package) []*model.File {
-	for _, p := range pkgs {
-		b.index(p)
-	}
+	b.src = newSources(b.fset, pkgs)
 	var files []*model.File
 	for _, p := range pkgs {
 		files = append(files, b.buildPackage(p)...)
@@ -83,38 +75,12 @@ func (b *builder) build(pkgs []*packages.Package) []*model.File {
 	return files
 }
 
-// index records the file scopes and the doc comment of every interface
-// method, so that methods reached through embedding find their directives.
-func (b *builder) index(p *packages.Package) {
-	if p.TypesInfo == nil {
-		return
-	}
-	for _, f := range p.Syntax {
-		if s := p.TypesInfo.Scopes[f]; s != nil {
-			b.fileScopes[b.fset.File(f.Pos()).Name()] = s
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			ts, ok := n.(*ast.TypeSpec)
-			if !ok {
-				return true
-			}
-			if it, ok := ts.Type.(*ast.InterfaceType); ok {
-				for _, m := range it.Methods.List {
-					if len(m.Names) == 1 {
-						b.methodDocs[m.Names[0].Pos()] = &methodDoc{iface: ts.Name.Name, doc: m.Doc}
-					}
-				}
-			}
-			return true
-		})
-	}
-}
-
 func (b *builder) buildPackage(p *packages.Package) []*model.File {
 	if p.Types == nil || p.TypesInfo == nil {
 		return nil
 	}
 	var files []*model.File
+	first := len(b.services)
 	for _, f := range p.Syntax {
 		for _, decl := range f.Decls {
 			gd, ok := decl.(*ast.GenDecl)
@@ -130,6 +96,13 @@ func (b *builder) buildPackage(p *packages.Package) []*model.File {
 				if file := b.typeSpec(p, f, ts, doc); file != nil {
 					files = append(files, file)
 				}
+			}
+		}
+	}
+	for _, file := range files {
+		for _, name := range b.services[first:] {
+			if name != file.Service.Name {
+				file.OtherServices = append(file.OtherServices, name)
 			}
 		}
 	}
@@ -149,6 +122,11 @@ func (b *builder) typeSpec(p *packages.Package, f *ast.File, ts *ast.TypeSpec, d
 		return nil
 	}
 	name := ts.Name.Name
+	b.services = append(b.services, name)
+	source := b.fset.File(ts.Pos()).Name()
+	cons := fileConstraint(f, source)
+	out := outputPath(source, name, cons != nil)
+	b.expected[out] = true
 	if b.selected != nil && !b.selected[name] {
 		return nil
 	}
@@ -191,8 +169,6 @@ func (b *builder) typeSpec(p *packages.Package, f *ast.File, ts *ast.TypeSpec, d
 	base := b.serviceDefaults(svc, dirs)
 	b.methods(p, svc, iface, base)
 
-	source := b.fset.File(ts.Pos()).Name()
-	out := filepath.Join(filepath.Dir(source), snakeCase(name)+"_ff.go")
 	if b.cfg.Output != "" {
 		out = b.cfg.Output
 		if !filepath.IsAbs(out) {
@@ -212,7 +188,7 @@ func (b *builder) typeSpec(p *packages.Package, f *ast.File, ts *ast.TypeSpec, d
 		taken[n] = true
 	}
 	b.checkExported(p, svc, taken)
-	return &model.File{
+	file := &model.File{
 		Path:    out,
 		Source:  filepath.Base(source),
 		Command: b.cfg.command(),
@@ -220,6 +196,10 @@ func (b *builder) typeSpec(p *packages.Package, f *ast.File, ts *ast.TypeSpec, d
 		Taken:   taken,
 		Service: svc,
 	}
+	if cons != nil {
+		file.Constraint = cons.String()
+	}
+	return file
 }
 
 // checkExported reports user declarations that take a name the generated
@@ -243,9 +223,9 @@ func ExportedNames(name string) []string {
 func (b *builder) reportStray(p *packages.Package) {
 	for _, f := range p.Syntax {
 		owner := map[token.Pos]string{}
-		for _, md := range b.methodDocs {
-			if md.doc != nil && b.fset.File(md.doc.Pos()) == b.fset.File(f.Pos()) {
-				for _, c := range md.doc.List {
+		for _, md := range b.src.methods {
+			if md.file == f && md.field.Doc != nil {
+				for _, c := range md.field.Doc.List {
 					owner[c.Slash] = md.iface
 				}
 			}
@@ -297,18 +277,30 @@ func sortedByPos(iface *types.Interface) []*types.Func {
 	return fns
 }
 
-// methodsInOrder lists the methods of a service: its own in source order,
-// then those of each embedded interface in the order embedded.
-func methodsInOrder(iface *types.Interface) []*types.Func {
-	var out []*types.Func
-	seen := map[string]bool{}
+// methodsInOrder lists the methods of a service, each with every
+// declaration of it: its own in source order, then those of each embedded
+// interface in the order embedded. Go lets two embedded interfaces declare
+// the same method; both declarations carry directives.
+func methodsInOrder(iface *types.Interface) [][]*types.Func {
+	var out [][]*types.Func
+	index := map[string]int{}
+	seen := map[*types.Func]bool{}
+	add := func(fn *types.Func) {
+		if seen[fn] {
+			return
+		}
+		seen[fn] = true
+		if i, ok := index[fn.Name()]; ok {
+			out[i] = append(out[i], fn)
+			return
+		}
+		index[fn.Name()] = len(out)
+		out = append(out, []*types.Func{fn})
+	}
 	var walk func(it *types.Interface)
 	walk = func(it *types.Interface) {
 		for _, fn := range sortedByPos(it) {
-			if !seen[fn.Name()] {
-				seen[fn.Name()] = true
-				out = append(out, fn)
-			}
+			add(fn)
 		}
 		for i := range it.NumEmbeddeds() {
 			if e, ok := it.EmbeddedType(i).Underlying().(*types.Interface); ok {
@@ -319,9 +311,8 @@ func methodsInOrder(iface *types.Interface) []*types.Func {
 	walk(iface)
 	// Every method of the type set must be there, whatever the walk missed.
 	for i := range iface.NumMethods() {
-		if fn := iface.Method(i); !seen[fn.Name()] {
-			seen[fn.Name()] = true
-			out = append(out, fn)
+		if fn := iface.Method(i); !slices.ContainsFunc(out, func(d []*types.Func) bool { return d[0].Name() == fn.Name() }) {
+			add(fn)
 		}
 	}
 	return slices.Clip(out)

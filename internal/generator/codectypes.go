@@ -131,7 +131,11 @@ func (b *builder) codecCheck(set *codecSet, where string, fn *types.Func, m *mod
 	}
 	for _, r := range m.Errors {
 		if r.Type != nil {
-			check(fn.Pos(), "error type "+r.Code, r.Type)
+			d := "//ff:fail"
+			if r.Failover {
+				d = "//ff:failover"
+			}
+			check(r.Pos, "error type "+r.Code+" in "+d, r.Type)
 		}
 	}
 }

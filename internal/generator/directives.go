@@ -23,6 +23,15 @@ type arg struct {
 
 func (d *directive) String() string { return directivePrefix + d.Name }
 
+// text is the directive as written, spacing and comment aside.
+func (d *directive) text() string {
+	s := d.String()
+	for _, a := range d.Args {
+		s += " " + a.Text
+	}
+	return s
+}
+
 // parseDirective parses c when it is a directive. A trailing "// comment"
 // is ignored. ok is false for ordinary comments.
 func parseDirective(c *ast.Comment) (d *directive, ok bool) {
@@ -40,8 +49,15 @@ func parseDirective(c *ast.Comment) (d *directive, ok bool) {
 		for off < len(text) && isSpace(text[off]) {
 			off++
 		}
-		end := off
-		for end < len(text) && !isSpace(text[end]) {
+		// Type arguments may hold spaces: Pair[string, int] is one name.
+		end, depth := off, 0
+		for end < len(text) && (depth > 0 || !isSpace(text[end])) {
+			switch text[end] {
+			case '[':
+				depth++
+			case ']':
+				depth--
+			}
 			end++
 		}
 		if end == off {

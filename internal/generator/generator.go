@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/ffgen/ffgen/templates"
 )
@@ -35,6 +36,10 @@ type Config struct {
 	Tags     string   // build tags, comma separated
 	Check    bool     // write nothing; report the files that would change
 	Env      []string // the environment of the go command; nil inherits
+	// ExportBudget is how long loading waits for the export data of the
+	// dependencies before it type-checks them from source: 0 is 1.5 s, a
+	// negative value goes to source at once.
+	ExportBudget time.Duration
 }
 
 func (c *Config) dir() string {
@@ -49,13 +54,11 @@ func (c *Config) dir() string {
 }
 
 // command is the header's record of the flags that shape the output.
-// Patterns and -check are left out so that "ffgen -check ./pkg" finds the
-// output of go generate's plain "ffgen" current.
+// Patterns, -type and -check are left out: a service's file is the same
+// whichever run wrote it, so "ffgen -check ./pkg" finds the output of one
+// "ffgen -type X" per service current.
 func (c *Config) command() string {
 	s := "ffgen"
-	if len(c.Types) > 0 {
-		s += " -type " + strings.Join(c.Types, ",")
-	}
 	if c.Output != "" {
 		s += " -output " + c.Output
 	}
@@ -105,10 +108,11 @@ func Generate(ctx context.Context, cfg *Config) (*Result, error) {
 		return nil, fmt.Errorf("%w: -output needs exactly one service, found %d; choose one with -type", ErrUsage, len(files))
 	}
 	// The package is type-checked without its generated files, so uses of
-	// the names they declare are expected to be undefined.
+	// the names they declare are expected to be undefined: those of every
+	// service, since -type regenerates one but leaves the others' files.
 	generated := map[string]bool{}
-	for _, f := range files {
-		for _, n := range ExportedNames(f.Service.Name) {
+	for _, name := range b.services {
+		for _, n := range ExportedNames(name) {
 			generated[n] = true
 		}
 	}

@@ -130,7 +130,7 @@ func TestTypeAndOutput(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	src, err := os.ReadFile(filepath.Join(dir, "beta_gen.go"))
-	if err != nil || !bytes.Contains(src, []byte("// Command: ffgen -type Beta -output beta_gen.go\n")) {
+	if err != nil || !bytes.Contains(src, []byte("// Command: ffgen -output beta_gen.go\n")) {
 		t.Fatalf("beta_gen.go: %v\n%s", err, src)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "alpha_ff.go")); !os.IsNotExist(err) {

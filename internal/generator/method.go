@@ -1,6 +1,7 @@
 package generator
 
 import (
+	"fmt"
 	"go/token"
 	"go/types"
 	"slices"
@@ -49,8 +50,9 @@ func (b *builder) unknown(where string, d *directive) {
 
 func (b *builder) methods(p *packages.Package, svc *model.Service, iface *types.Interface, base *model.Method) {
 	set := &codecSet{pkg: p.Types}
-	for _, fn := range methodsInOrder(iface) {
-		if m := b.method(svc, fn, base); m != nil {
+	for _, decls := range methodsInOrder(iface) {
+		fn := decls[0]
+		if m := b.method(svc, decls, base); m != nil {
 			b.codecCheck(set, svc.Name+"."+fn.Name(), fn, m)
 			svc.Methods = append(svc.Methods, m)
 		}
@@ -61,22 +63,24 @@ func (b *builder) methods(p *packages.Package, svc *model.Service, iface *types.
 	svc.Codec = set.list
 }
 
-// method validates one method and its directives.
-func (b *builder) method(svc *model.Service, fn *types.Func, base *model.Method) *model.Method {
+// method validates one method and its directives. decls are its
+// declarations: more than one when embedded interfaces repeat it.
+func (b *builder) method(svc *model.Service, decls []*types.Func, base *model.Method) *model.Method {
+	fn := decls[0]
 	where := svc.Name + "." + fn.Name()
-	var doc *methodDoc
-	if md := b.methodDocs[fn.Pos()]; md != nil {
-		doc = md
-	}
+	md := b.src.method(fn)
 	var dirs []*directive
 	m := &model.Method{}
 	*m = *base
 	m.Name = fn.Name()
-	if doc != nil {
-		dirs, m.Doc = directivesOf(doc.doc)
+	if md != nil {
+		dirs, m.Doc = directivesOf(md.field.Doc)
 	}
 	for _, d := range dirs {
 		b.consumed[d.Pos] = true
+	}
+	for _, other := range decls[1:] {
+		b.sameDirectives(where, fn, md, dirs, other)
 	}
 	ok := b.signature(where, fn, m)
 
@@ -143,8 +147,46 @@ func (b *builder) method(svc *model.Service, fn *types.Func, base *model.Method)
 			}
 		}
 	}
-	b.errorRules(where, fn, m, dirs)
+	b.errorRules(where, md, m, dirs)
 	return m
+}
+
+// sameDirectives accepts a second declaration of a method only with the
+// directives of the first: the service cannot have two sets of them.
+func (b *builder) sameDirectives(where string, fn *types.Func, md *methodDecl, dirs []*directive, other *types.Func) {
+	omd := b.src.method(other)
+	var odirs []*directive
+	if omd != nil {
+		odirs, _ = directivesOf(omd.field.Doc)
+	}
+	for _, d := range odirs {
+		b.consumed[d.Pos] = true
+	}
+	if slices.EqualFunc(dirs, odirs, func(a, b *directive) bool { return a.text() == b.text() }) {
+		return
+	}
+	declarer := func(md *methodDecl, fn *types.Func) string {
+		name := "its service"
+		if md != nil {
+			name = md.iface
+		}
+		return fmt.Sprintf("%s (%s)", name, b.where(fn.Pos()))
+	}
+	pos := other.Pos()
+	for i, d := range odirs {
+		if i >= len(dirs) || d.text() != dirs[i].text() {
+			pos = d.Pos
+			break
+		}
+	}
+	b.diags.errorf(pos, "%s is declared by %s and by %s with different //ff: directives; give both declarations the same directives, or put them on one and drop the other",
+		where, declarer(md, fn), declarer(omd, other))
+}
+
+// where formats pos as file:line:col, relative to the working directory.
+func (b *builder) where(pos token.Pos) string {
+	p := b.fset.Position(pos)
+	return fmt.Sprintf("%s:%d:%d", relative(p.Filename, b.cfg.dir()), p.Line, p.Column)
 }
 
 func (b *builder) noArgs(where string, d *directive) {

@@ -4,20 +4,27 @@
 package model
 
 import (
+	"go/token"
 	"go/types"
 	"time"
 )
 
 // File is one generated file; it holds exactly one service.
 type File struct {
-	Path    string         // absolute path of the output file
-	Source  string         // base name of the file that declares the service
-	Command string         // the command line recorded in the header
-	Pkg     *types.Package // the package the file belongs to
+	Path    string // absolute path of the output file
+	Source  string // base name of the file that declares the service
+	Command string // the command line recorded in the header
+	// Constraint is the build constraint of the source file, "" if none;
+	// the generated file carries it.
+	Constraint string
+	Pkg        *types.Package // the package the file belongs to
 	// Taken holds every package-scope name of Pkg that ffgen output does
 	// not declare; generated unexported names avoid them.
-	Taken   map[string]bool
-	Service *Service
+	Taken map[string]bool
+	// OtherServices are the names of the package's other services, which
+	// other files hold.
+	OtherServices []string
+	Service       *Service
 }
 
 // Service is one //ff:service interface.
@@ -105,4 +112,5 @@ type ErrorRule struct {
 	// the error is *Type.
 	Type    *types.Named
 	Pointer bool
+	Pos     token.Pos // where the directive names it, for diagnostics
 }

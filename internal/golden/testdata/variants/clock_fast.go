@@ -1,0 +1,11 @@
+//go:build fast
+
+package variants
+
+import "context"
+
+//ff:service
+type Clock interface {
+	//ff:entity zone
+	Now(ctx context.Context, zone string) (int64, error)
+}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package variants
+
+import "context"
+
+//ff:service
+type Store interface {
+	//ff:entity key
+	Get(ctx context.Context, key string) (Value, error)
+
+	//ff:entity key
+	Fsync(ctx context.Context, key string) error
+}
