@@ -51,6 +51,11 @@ type Config struct {
 
 	Services []string // services this node serves, published in metadata
 
+	// Ready, if set, reports whether the node's replicas are caught up
+	// (runtime.Server.Ready); the node publishes "catching up" in its
+	// metadata while it returns an error, and every member lists it.
+	Ready func() error
+
 	// Seeds are gossip addresses ("host:port") of nodes to join. Joining
 	// retries in the background with exponential backoff between
 	// JoinRetryMin and JoinRetryMax until one succeeds, so nodes may start

@@ -329,6 +329,9 @@ func (m *management) metrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	buf.Write(memberGauges(m.cfg.Members.AllMembers()))
+	if m.cfg.Replicas != nil {
+		buf.Write(replicaGauges(m.cfg.Replicas.Replication()))
+	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	w.Write(buf.Bytes())
@@ -346,6 +349,39 @@ func memberGauges(all []MemberStatus) []byte {
 		p.Sample("ffgen_cluster_members", []string{"state", string(st)}, float64(counts[st]))
 	}
 	return p.Bytes()
+}
+
+// replicaGauges exports each replicated service's state, read from what
+// the replica already keeps, at scrape time.
+func replicaGauges(sts []runtime.ReplicaStatus) []byte {
+	var p runtime.PromWriter
+	families := []struct {
+		name, typ, help string
+		value           func(st runtime.ReplicaStatus) float64
+	}{
+		{"ffgen_replica_ready", "gauge", "1 when the replica is caught up, 0 while it is catching up.", func(st runtime.ReplicaStatus) float64 { return b2f(st.Ready) }},
+		{"ffgen_replica_leading", "gauge", "1 when this node sequences the service's writes.", func(st runtime.ReplicaStatus) float64 { return b2f(st.Leading) }},
+		{"ffgen_replica_commit_index", "gauge", "Highest log index known to be committed.", func(st runtime.ReplicaStatus) float64 { return float64(st.Commit) }},
+		{"ffgen_replica_applied_index", "gauge", "Highest log index run on this node.", func(st runtime.ReplicaStatus) float64 { return float64(st.Applied) }},
+		{"ffgen_replica_in_sync", "gauge", "Nodes in the in-sync set (on the sequencer).", func(st runtime.ReplicaStatus) float64 { return float64(len(st.InSync)) }},
+		{"ffgen_replica_catch_ups_total", "counter", "Catch-ups completed.", func(st runtime.ReplicaStatus) float64 { return float64(st.CatchUps) }},
+		{"ffgen_replica_snapshots_total", "counter", "State transfers received.", func(st runtime.ReplicaStatus) float64 { return float64(st.Snapshots) }},
+		{"ffgen_replica_divergences", "gauge", "Divergences recorded (bounded list).", func(st runtime.ReplicaStatus) float64 { return float64(len(st.Divergences)) }},
+	}
+	for _, f := range families {
+		p.Family(f.name, f.typ, f.help)
+		for _, st := range sts {
+			p.Sample(f.name, []string{"service", st.Service}, f.value(st))
+		}
+	}
+	return p.Bytes()
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (m *management) ops(w http.ResponseWriter, r *http.Request) {

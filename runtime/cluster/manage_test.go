@@ -410,3 +410,21 @@ func TestCheckManagementAddr(t *testing.T) {
 		t.Errorf("bad address with a token: %v", err)
 	}
 }
+
+type fakeReplicas []runtime.ReplicaStatus
+
+func (f fakeReplicas) Replication() []runtime.ReplicaStatus { return f }
+
+// A replica that is catching up makes the node unready and says why; its
+// state and divergences are on /cluster/replicas and /metrics.
+func TestManagementReplicas(t *testing.T) {
+	reps := fakeReplicas{{Service: "bank.Accounts", Ready: false, Behind: "missed writes 7..9", Commit: 9, Applied: 6,
+		Divergences: []runtime.Divergence{{Winner: "3/b1", Index: 5, Entities: []string{"acct-1"}, Writes: 1}}}}
+	h := NewManagement(ManagementConfig{Members: testMembers(), Replicas: reps})
+	do(t, h, call{method: "GET", path: "/health/ready", status: 503, contains: `catching up: bank.Accounts: missed writes 7..9`})
+	do(t, h, call{method: "GET", path: "/cluster/replicas", status: 200, contains: `"entities":["acct-1"]`})
+	do(t, h, call{method: "GET", path: "/metrics", status: 200, contains: `ffgen_replica_applied_index{service="bank.Accounts"} 6`})
+	reps[0].Ready = true
+	do(t, h, call{method: "GET", path: "/health/ready", status: 200})
+	do(t, h, call{method: "GET", path: "/metrics", status: 200, contains: `ffgen_replica_ready{service="bank.Accounts"} 1`})
+}

@@ -44,6 +44,9 @@ type MemberStatus struct {
 	Services      []string  `json:"services"`
 	State         State     `json:"state"`
 	Since         time.Time `json:"since"` // when this node saw the state begin
+	// CatchingUp is set while a replica on the node is behind: it answers
+	// nothing of that service until it has caught up (see Config.Ready).
+	CatchingUp bool `json:"catching_up,omitempty"`
 	Local         bool      `json:"local,omitempty"`
 }
 
@@ -59,7 +62,9 @@ type Cluster struct {
 	cfg  Config
 	log  *slog.Logger
 	ml   *memberlist.Memberlist
-	meta atomic.Pointer[[]byte] // what NodeMeta publishes
+	meta       atomic.Pointer[[]byte] // what NodeMeta publishes
+	catchingUp atomic.Bool            // published in meta; see followReadiness
+	leaving    atomic.Bool            // Leave has begun
 
 	mu       sync.Mutex
 	nodes    map[string]*MemberStatus
@@ -91,7 +96,8 @@ func Start(cfg Config) (*Cluster, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	meta, err := cfg.meta(false).encode()
+	catchingUp := cfg.Ready != nil && cfg.Ready() != nil
+	meta, err := cfg.meta(false, catchingUp).encode()
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +114,7 @@ func Start(cfg Config) (*Cluster, error) {
 		stop:     make(chan struct{}),
 	}
 	c.meta.Store(&meta)
+	c.catchingUp.Store(catchingUp)
 	c.live.Store(new([]runtime.Member))
 	mc := cfg.memberlistConfig()
 	d := &delegate{c: c}
@@ -118,6 +125,10 @@ func Start(cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: start %s on %s:%d: %w", cfg.Name, cfg.BindAddr, cfg.BindPort, err)
 	}
 	c.ml = ml
+	if cfg.Ready != nil {
+		c.wg.Add(1)
+		go c.followReadiness()
+	}
 	seeds := c.otherSeeds()
 	if len(seeds) == 0 {
 		c.setJoined()
@@ -194,7 +205,8 @@ func (c *Cluster) Leave(timeout time.Duration) error {
 			c.leaveErr = ErrShutdown
 			return
 		}
-		meta, err := c.cfg.meta(true).encode()
+		c.leaving.Store(true)
+		meta, err := c.cfg.meta(true, c.catchingUp.Load()).encode()
 		if err == nil {
 			c.meta.Store(&meta)
 			err = c.ml.UpdateNode(timeout)
@@ -209,6 +221,47 @@ func (c *Cluster) Leave(timeout time.Duration) error {
 	})
 	return c.leaveErr
 }
+
+// followReadiness publishes, in the node's metadata, whether a replica on
+// it is catching up, so that every member's /cluster/members shows it.
+// Polling keeps the replication engine free of a callback into gossip.
+func (c *Cluster) followReadiness() {
+	defer c.wg.Done()
+	t := time.NewTicker(readinessEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		now := c.cfg.Ready() != nil
+		if now == c.catchingUp.Load() {
+			continue
+		}
+		// Not under c.life: halt holds it while it waits for this
+		// goroutine. Once leaving, the leave announcement owns the
+		// metadata.
+		c.catchingUp.Store(now)
+		if c.leaving.Load() {
+			continue
+		}
+		if meta, err := c.cfg.meta(false, now).encode(); err == nil {
+			c.meta.Store(&meta)
+			if err := c.ml.UpdateNode(time.Second); err != nil {
+				c.log.Warn("cluster: publishing catch-up state failed", "err", err)
+			}
+		}
+		c.mu.Lock()
+		if n := c.nodes[c.cfg.Name]; n != nil {
+			n.CatchingUp = now
+		}
+		c.mu.Unlock()
+	}
+}
+
+// readinessEvery is how often followReadiness looks.
+const readinessEvery = 200 * time.Millisecond
 
 // ErrShutdown is returned by operations on a cluster node that was shut down.
 var ErrShutdown = errors.New("cluster: node is shut down")
@@ -252,7 +305,7 @@ func (c *Cluster) localAddr() string {
 
 // setState records a node's state and rebuilds the live view if the set of
 // members or their metadata changed. m is nil when only the state changes.
-func (c *Cluster) setState(name, gossipAddr string, m *runtime.Member, st State) {
+func (c *Cluster) setState(name, gossipAddr string, m *runtime.Member, st State, catchingUp bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
@@ -270,6 +323,9 @@ func (c *Cluster) setState(name, gossipAddr string, m *runtime.Member, st State)
 	}
 	if gossipAddr != "" {
 		n.GossipAddress = gossipAddr
+	}
+	if m != nil {
+		n.CatchingUp = catchingUp
 	}
 	changed := wasLive != isLive(st)
 	if m != nil && (n.Group != m.Group || n.Address != m.Addr || !slices.Equal(n.Services, m.Services)) {
@@ -293,7 +349,7 @@ func (c *Cluster) gone(name string) {
 		st = StateLeft
 	}
 	c.mu.Unlock()
-	c.setState(name, "", nil, st)
+	c.setState(name, "", nil, st, false)
 }
 
 // forget drops dead and left nodes after ForgetAfter. Called with mu held.

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -328,4 +329,27 @@ func TestSubscribeCancel(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	_ = b
+}
+
+// A node whose replicas are catching up says so in its metadata, and every
+// member lists it until it has caught up.
+func TestCatchingUpIsPublished(t *testing.T) {
+	var behind atomic.Bool
+	behind.Store(true)
+	a := startNode(t, "a", "g1")
+	b := startNode(t, "b", "g2", seeds(a), func(cfg *Config) {
+		cfg.Ready = func() error {
+			if behind.Load() {
+				return errors.New("catching up")
+			}
+			return nil
+		}
+	})
+	catchingUp := func(c *Cluster) bool { m, _ := c.Member("b"); return m.CatchingUp }
+	eventually(t, detectBound, "a lists b as catching up", func() bool { return catchingUp(a) && catchingUp(b) })
+	behind.Store(false)
+	eventually(t, detectBound, "a lists b as caught up", func() bool { return !catchingUp(a) && !catchingUp(b) })
+	if m, _ := a.Member("b"); m.State != StateAlive {
+		t.Errorf("b is %s on a, want alive", m.State)
+	}
 }

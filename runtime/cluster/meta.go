@@ -19,19 +19,23 @@ var ErrMetaTooLarge = errors.New("cluster: node metadata too large")
 
 // nodeMeta is what a node publishes about itself through memberlist.
 type nodeMeta struct {
-	Leaving  bool // set by Leave before the leave message, see Cluster.Leave
-	Group    string
+	Leaving    bool // set by Leave before the leave message, see Cluster.Leave
+	CatchingUp bool // a replica on the node is behind (Config.Ready)
+	Group      string
 	RPCAddr  string
 	Services []string
 }
 
 // meta is what the node configured by c publishes.
-func (c *Config) meta(leaving bool) nodeMeta {
-	return nodeMeta{Leaving: leaving, Group: c.Group, RPCAddr: c.RPCAddr, Services: c.Services}
+func (c *Config) meta(leaving, catchingUp bool) nodeMeta {
+	return nodeMeta{Leaving: leaving, CatchingUp: catchingUp, Group: c.Group, RPCAddr: c.RPCAddr, Services: c.Services}
 }
 
-// metaLeaving is the flag bit of nodeMeta.Leaving.
-const metaLeaving = 1
+// The flag bits of nodeMeta. A node that does not know a bit ignores it.
+const (
+	metaLeaving    = 1
+	metaCatchingUp = 2
+)
 
 // encode returns the compact binary form: version, flags, group, RPC
 // address, then the count and names of the services, each length-prefixed.
@@ -39,6 +43,9 @@ func (m nodeMeta) encode() ([]byte, error) {
 	var flags byte
 	if m.Leaving {
 		flags |= metaLeaving
+	}
+	if m.CatchingUp {
+		flags |= metaCatchingUp
 	}
 	b := []byte{metaVersion, flags}
 	b = codec.AppendString(b, m.Group)
@@ -63,7 +70,7 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 	}
 	r := codec.NewReader(b[1:])
 	flags := r.Byte()
-	m := nodeMeta{Leaving: flags&metaLeaving != 0, Group: r.String(), RPCAddr: r.String()}
+	m := nodeMeta{Leaving: flags&metaLeaving != 0, CatchingUp: flags&metaCatchingUp != 0, Group: r.String(), RPCAddr: r.String()}
 	if n := r.Len32(); n > 0 {
 		m.Services = make([]string, n)
 		for i := range m.Services {

@@ -11,6 +11,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		{},
 		{Group: "eu-1", RPCAddr: "10.0.0.1:9000", Services: []string{"bank.Accounts", "bank.Audit"}},
 		{Leaving: true, Group: "g", RPCAddr: "[::1]:1"},
+		{CatchingUp: true, Group: "g", RPCAddr: "a:1"},
+		{Leaving: true, CatchingUp: true, Group: "g", RPCAddr: "a:1"},
 	} {
 		b, err := m.encode()
 		if err != nil {

@@ -151,6 +151,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		ccfg.RPCAddr = c.advertise
 	}
 	ccfg.Services = srv.Services()
+	ccfg.Ready = srv.Ready
 	ccfg.Logger = clusterLog
 	cl, err := cluster.Start(ccfg)
 	if err != nil {
