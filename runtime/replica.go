@@ -295,9 +295,7 @@ func (r *replica) tick(now time.Time) {
 	if r.leading {
 		r.leaderTick(now)
 	}
-	if r.takeover != nil && now.After(r.takeover.until) {
-		r.failTakeover("no answer from enough peers within " + r.cfg.AckTimeout.String())
-	}
+	r.maybeFinishTakeover(now)
 	if !r.ready {
 		r.catchUpTick(now)
 	}

@@ -324,6 +324,7 @@ func (r *replica) sendSnapshot(c transport.Conn) {
 			return
 		}
 		es, _ := r.log.after(at, maxBatch, maxBatchBytes)
+		es = copyEntries(es) // sent off the lock while the originals run on
 		epoch, commit := r.epoch, r.commit
 		// The state goes in chunks that fit a frame, off the lock; a full
 		// send queue is waited out briefly, and a failure leaves the
@@ -499,4 +500,15 @@ func (r *replica) tryBoot() {
 	}
 	r.fetch = nil
 	r.setReady("alone")
+}
+
+// copyEntries copies entries for encoding outside the lock.
+func copyEntries(es []*entry) []*entry {
+	out := make([]*entry, len(es))
+	for i, e := range es {
+		c := *e
+		c.exec = nil
+		out[i] = &c
+	}
+	return out
 }

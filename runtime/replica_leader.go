@@ -29,10 +29,16 @@ type follower struct {
 
 type takeover struct {
 	epoch   Epoch
-	need    int
+	need    int             // promises it cannot finish without
+	waitFor map[string]bool // peers it waits for until the deadline: all but those the client saw fail
+	failed  []string
 	replies map[string]*recoveredMsg
 	until   time.Time
+	tries   int
 }
+
+// maxTakeoverTries bounds the restarts of a takeover that met a newer epoch.
+const maxTakeoverTries = 3
 
 // Batching bounds for one Append or Fetched message.
 const (
@@ -56,12 +62,16 @@ func (r *replica) write(e *execution, a *transport.Attempt) (*transport.Result, 
 	}
 	if !r.leading {
 		if r.takeover == nil {
+			var failed []string
 			if a != nil {
 				if rd := r.redirect(a); rd != nil {
 					return nil, rd
 				}
+				for _, p := range a.History {
+					failed = append(failed, p.Node)
+				}
 			}
-			r.startTakeover()
+			r.startTakeover(failed, 0)
 		}
 		switch {
 		case r.takeover != nil:
@@ -231,7 +241,7 @@ func (r *replica) advanceCommit() {
 		}
 		matches = append(matches, f.match)
 	}
-	need := min(r.cfg.MinInSync, 1+len(r.followers))
+	need := r.quorum(1 + len(r.followers))
 	if need > 1 {
 		slices.Sort(matches)
 		slices.Reverse(matches)
@@ -245,6 +255,13 @@ func (r *replica) advanceCommit() {
 	// Tell the followers at once, so that they run the write about when
 	// this node does, not at the next keep-alive.
 	r.replicate()
+}
+
+// quorum is how many of n live nodes (the sequencer included) must hold a
+// write before it commits: a majority, so that two sequencers of one
+// membership view cannot both commit, and at least MinInSync.
+func (r *replica) quorum(n int) int {
+	return min(n, max(r.cfg.MinInSync, n/2+1))
 }
 
 // leaderTick drops followers that stopped acknowledging from the in-sync
@@ -271,8 +288,8 @@ func (r *replica) leaderTick(now time.Time) {
 				inSync++
 			}
 		}
-		if inSync < min(r.cfg.MinInSync, 1+len(r.followers)) {
-			r.stepDown(fmt.Sprintf("only %d of the %d nodes a write needs hold it", inSync, r.cfg.MinInSync))
+		if need := r.quorum(1 + len(r.followers)); inSync < need {
+			r.stepDown(fmt.Sprintf("only %d of the %d nodes a write needs are in sync", inSync, need))
 			return
 		}
 	}
@@ -300,29 +317,59 @@ func (r *replica) stepDown(why string) {
 
 // startTakeover begins a new epoch led by this node: the live peers promise
 // to ignore older epochs and send what their logs hold beyond this node's
-// commit index, so that no write an older sequencer committed is lost.
-func (r *replica) startTakeover() {
+// commit index, so that no write an older sequencer committed is lost. It
+// waits for every peer but those the client saw fail (failed), until
+// AckTimeout; it needs at least enough promises that every quorum that
+// could have committed a write shares a node with them.
+func (r *replica) startTakeover(failed []string, tries int) {
 	ep := Epoch{Term: r.epoch.Term + 1, Node: r.self()}
 	r.epoch = ep
 	peers := r.peers()
+	n := 1 + len(peers)
 	t := &takeover{
 		epoch:   ep,
-		need:    max(0, len(peers)-(r.cfg.MinInSync-1)),
+		need:    n - r.quorum(n),
+		waitFor: make(map[string]bool),
+		failed:  failed,
 		replies: make(map[string]*recoveredMsg),
 		until:   time.Now().Add(r.cfg.AckTimeout),
+		tries:   tries,
 	}
 	r.takeover = t
 	for _, m := range peers {
+		if !slices.Contains(failed, m.Name) {
+			t.waitFor[m.Name] = true
+		}
 		if c := r.s.peerConn(m); c != nil {
 			sendReplica(c, r.name, msgRecover, &recoverMsg{epoch: ep, from: r.commit})
 		}
 	}
-	if t.need == 0 {
+	r.maybeFinishTakeover(time.Now())
+}
+
+// maybeFinishTakeover finishes when every awaited peer promised, or at the
+// deadline with enough promises; past the deadline without them it fails.
+func (r *replica) maybeFinishTakeover(now time.Time) {
+	t := r.takeover
+	if t == nil {
+		return
+	}
+	waiting := false
+	for name := range t.waitFor {
+		if t.replies[name] == nil {
+			waiting = true
+		}
+	}
+	switch {
+	case len(t.replies) >= t.need && (!waiting || !now.Before(t.until)):
 		r.finishTakeover()
+	case !now.Before(t.until):
+		r.failTakeover(fmt.Sprintf("%d of the %d promises it needs within %s", len(t.replies), t.need, r.cfg.AckTimeout))
 	}
 }
 
-// onRecovered collects a peer's promise.
+// onRecovered collects a peer's promise. A peer that knows a newer epoch
+// makes the takeover start over above it.
 func (r *replica) onRecovered(from string, m *recoveredMsg) {
 	t := r.takeover
 	if t == nil {
@@ -332,6 +379,11 @@ func (r *replica) onRecovered(from string, m *recoveredMsg) {
 		if r.epoch.Less(m.epoch) {
 			r.epoch = m.epoch
 		}
+		if t.tries+1 < maxTakeoverTries {
+			r.takeover = nil
+			r.startTakeover(t.failed, t.tries+1)
+			return
+		}
 		r.failTakeover("a peer knows the newer epoch " + m.epoch.String())
 		return
 	}
@@ -339,9 +391,7 @@ func (r *replica) onRecovered(from string, m *recoveredMsg) {
 		return
 	}
 	t.replies[from] = m
-	if len(t.replies) >= t.need {
-		r.finishTakeover()
-	}
+	r.maybeFinishTakeover(time.Now())
 }
 
 // finishTakeover adopts the most advanced log among the answers (newest
