@@ -47,7 +47,7 @@ type MemberStatus struct {
 	// CatchingUp is set while a replica on the node is behind: it answers
 	// nothing of that service until it has caught up (see Config.Ready).
 	CatchingUp bool `json:"catching_up,omitempty"`
-	Local         bool      `json:"local,omitempty"`
+	Local      bool `json:"local,omitempty"`
 }
 
 // Cluster is this node's membership in a memberlist cluster.
@@ -59,9 +59,9 @@ type MemberStatus struct {
 // nodes leave Members at once; AllMembers still lists them (dead and left
 // ones for ForgetAfter).
 type Cluster struct {
-	cfg  Config
-	log  *slog.Logger
-	ml   *memberlist.Memberlist
+	cfg        Config
+	log        *slog.Logger
+	ml         *memberlist.Memberlist
 	meta       atomic.Pointer[[]byte] // what NodeMeta publishes
 	catchingUp atomic.Bool            // published in meta; see followReadiness
 	leaving    atomic.Bool            // Leave has begun

@@ -22,8 +22,8 @@ type nodeMeta struct {
 	Leaving    bool // set by Leave before the leave message, see Cluster.Leave
 	CatchingUp bool // a replica on the node is behind (Config.Ready)
 	Group      string
-	RPCAddr  string
-	Services []string
+	RPCAddr    string
+	Services   []string
 }
 
 // meta is what the node configured by c publishes.
