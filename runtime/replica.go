@@ -136,6 +136,7 @@ type replica struct {
 	divergences []Divergence
 
 	followers    map[string]*follower
+	matchBuf     []uint64 // advanceCommit's scratch
 	takeover     *takeover
 	parked       []*execution // writes waiting for a takeover to end
 	fetch        *fetchState
@@ -143,6 +144,7 @@ type replica struct {
 	snapBuf      []byte          // snapshot chunks received so far
 	bootable     map[string]bool // peers that came up empty too
 	lastTick     time.Time
+	lastAppend   time.Time // when a sequencer last sent an Append
 	stop         chan struct{}
 }
 
@@ -392,6 +394,12 @@ func (s *Server) peerConn(m Member) transport.Conn {
 	if c := s.peers.Lookup(m.Addr); c != nil {
 		return c
 	}
+	// A connection the peer opened to us carries our messages as well:
+	// after a partition heals, one direction may still be backing off its
+	// dials while the other already works.
+	if c := s.peerIn[m.Name]; c != nil {
+		return c
+	}
 	if s.dialing[m.Addr] {
 		return nil
 	}
@@ -411,9 +419,12 @@ func (s *Server) peerConn(m Member) transport.Conn {
 
 // replicaFrame handles a replication message on any connection, from the
 // listener (requests) or from the peer pool (answers).
-func (s *Server) replicaFrame(c transport.Conn, f *transport.Replica) {
+func (s *Server) replicaFrame(c transport.Conn, f *transport.Replica, inbound bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if inbound {
+		s.peerIn[c.Peer().Node] = c
+	}
 	r := s.replicas[f.Service]
 	if r == nil {
 		return
@@ -465,7 +476,7 @@ type peerHandler Server
 
 func (h *peerHandler) HandleFrame(c transport.Conn, f transport.Frame) {
 	if rf, ok := f.(*transport.Replica); ok {
-		(*Server)(h).replicaFrame(c, rf)
+		(*Server)(h).replicaFrame(c, rf, false)
 	}
 }
 

@@ -29,10 +29,25 @@ func (r *replica) onAppend(c transport.Conn, m *appendMsg) {
 		return // our own epoch: cannot come from elsewhere
 	}
 	if r.fetch != nil {
-		ack(ackNotReady, r.applied)
+		ack(ackNotReady, r.log.last())
+		return
+	}
+	r.lastAppend = time.Now()
+	if m.snapshot {
+		if r.log.last() >= m.prevIndex {
+			// A copy taken since reaches the sequencer's log: say
+			// where this node stands, and it resends from there.
+			ack(ackGap, r.log.last())
+			return
+		}
+		// The sequencer's log no longer reaches back to this node.
+		r.needSnapshot = true
+		r.setBehind("further behind than the sequencer's log reaches")
+		ack(ackNotReady, r.log.last())
 		return
 	}
 	if m.prevIndex > r.log.last() {
+		// Behind until the sequencer has resent what is missing.
 		if r.ready {
 			r.setBehind(fmt.Sprintf("missed writes %d..%d", r.log.last()+1, m.prevIndex))
 		}
@@ -74,10 +89,16 @@ func (r *replica) onAppend(c transport.Conn, m *appendMsg) {
 		r.commit = c
 	}
 	r.apply()
-	if !r.ready && r.applied >= m.commit {
+	wasReady := r.ready
+	if !r.ready && !r.needSnapshot && r.applied >= m.commit {
 		r.setReady("in step with sequencer " + m.epoch.Node)
 	}
-	ack(ackOK, r.log.last())
+	if len(m.entries) > 0 || !wasReady || m.commit < r.log.last() {
+		// An Append without entries (a commit notice, a keep-alive)
+		// needs an answer only when something changed, or when this
+		// node holds entries the sequencer may not know it has.
+		ack(ackOK, r.log.last())
+	}
 }
 
 // onRecover answers a candidate sequencer: the promise to ignore older
@@ -230,6 +251,9 @@ func (r *replica) catchUpTick(now time.Time) {
 	if r.fetch != nil && now.Before(r.fetch.until) {
 		return
 	}
+	if r.everReady && !r.needSnapshot && now.Sub(r.lastAppend) < 4*r.cfg.AckTimeout {
+		return // the sequencer is resending what this node lacks
+	}
 	peers := r.peers()
 	if len(peers) == 0 {
 		// Alone in a joined membership: a node that never held state
@@ -376,9 +400,12 @@ func (r *replica) onFetched(from string, m *fetchedMsg) {
 		r.installSnapshot(from, m)
 		return
 	}
+	before := r.applied
 	r.adoptFetched(m.entries, m.commit)
-	if !r.ready && len(m.entries) > 0 {
-		// More to replay: ask the same peer at once.
+	if !r.ready && r.applied > before {
+		// More to replay, and the last batch helped: ask the same peer
+		// at once. Otherwise the next tick asks again, so that two nodes
+		// can never trade the same batch in a loop.
 		if p, ok := r.member(from); ok {
 			if c := r.s.peerConn(p); c != nil {
 				r.fetch.until = time.Now().Add(10 * r.cfg.AckTimeout)

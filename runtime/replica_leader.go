@@ -20,11 +20,15 @@ const (
 
 // follower is what a sequencer knows of one follower.
 type follower struct {
-	addr    string
-	sentTo  uint64    // entries up to here were sent
-	match   uint64    // the follower's log agrees up to here
-	inSync  bool      // counted for commits
-	waiting time.Time // since when an entry it has not acknowledged was sent
+	addr       string
+	sentTo     uint64    // entries up to here were sent
+	match      uint64    // the follower's log agrees up to here
+	inSync     bool      // counted for commits
+	waiting    time.Time // since when an entry it has not acknowledged was sent
+	hinted     bool      // told it is further behind than the log reaches
+	heard      time.Time // its last answer of any kind
+	gapAt      uint64    // where it last reported a gap
+	gapRepeats int
 }
 
 type takeover struct {
@@ -166,9 +170,13 @@ func (r *replica) sendTo(m Member, f *follower, now time.Time) {
 	msg := appendMsg{epoch: r.epoch, commit: r.commit}
 	entries, ok := r.log.after(f.sentTo, maxBatch, maxBatchBytes)
 	if !ok {
-		// Its position is no longer in the log: an empty Append past
-		// its end makes it fetch a snapshot.
-		msg.prevIndex, msg.prevEpoch = r.log.last(), r.log.lastEpoch()
+		// Its position is no longer in the log: it fetches a snapshot
+		// itself once told.
+		if f.hinted {
+			return
+		}
+		f.hinted = true
+		msg.snapshot, msg.prevIndex = true, r.log.base
 	} else {
 		msg.prevIndex = f.sentTo
 		msg.prevEpoch, _ = r.log.epochAt(f.sentTo)
@@ -201,9 +209,11 @@ func (r *replica) onAck(from string, m *ackMsg) {
 	if !r.leading || m.epoch != r.epoch || f == nil {
 		return
 	}
+	f.heard = time.Now()
 	switch m.status {
 	case ackOK:
 		f.match = max(f.match, m.match)
+		f.hinted, f.gapAt, f.gapRepeats = false, 0, 0
 		if f.match >= f.sentTo {
 			f.waiting = time.Time{}
 		} else {
@@ -215,37 +225,47 @@ func (r *replica) onAck(from string, m *ackMsg) {
 		}
 		r.advanceCommit()
 	case ackGap:
-		// It lacks entries: resend from where it agrees.
+		// It lacks entries: resend from where it agrees (or tell it to
+		// take a snapshot). A gap reported at the same place twice in a
+		// row waits for the next tick, so that no two nodes can trade
+		// the same messages in a loop.
+		f.inSync = false
 		f.match = min(m.match, r.log.last())
 		f.sentTo = f.match
+		if f.gapAt == m.match {
+			f.gapRepeats++
+			if f.gapRepeats > 2 {
+				return
+			}
+		} else {
+			f.gapAt, f.gapRepeats = m.match, 0
+		}
 		if mb, ok := r.member(from); ok {
 			r.sendTo(mb, f, time.Now())
 		}
 	case ackNotReady:
+		// It is fetching a copy elsewhere: resume after what it has.
 		f.inSync = false
-		f.sentTo = min(m.match, f.sentTo)
+		f.sentTo = min(m.match, r.log.last())
 	}
 }
 
-// advanceCommit commits what every in-sync follower and at least
-// MinInSync nodes hold, and runs it.
+// advanceCommit commits what a quorum holds (see quorum), and runs it. It
+// waits for the quorum's slowest member, not for every follower: a slow
+// follower delays nobody while the others answer.
 func (r *replica) advanceCommit() {
 	if !r.leading {
 		return
 	}
 	target := r.log.last()
-	var matches []uint64
-	for _, f := range r.followers {
-		if f.inSync {
-			target = min(target, f.match)
+	if need := r.quorum(1 + len(r.followers)); need > 1 {
+		matches := r.matchBuf[:0]
+		for _, f := range r.followers {
+			matches = append(matches, f.match)
 		}
-		matches = append(matches, f.match)
-	}
-	need := r.quorum(1 + len(r.followers))
-	if need > 1 {
+		r.matchBuf = matches
 		slices.Sort(matches)
-		slices.Reverse(matches)
-		target = min(target, matches[need-2])
+		target = min(target, matches[len(matches)-(need-1)])
 	}
 	if target <= r.commit {
 		return
@@ -267,33 +287,37 @@ func (r *replica) quorum(n int) int {
 // leaderTick drops followers that stopped acknowledging from the in-sync
 // set, and keeps the others informed of the commit index.
 func (r *replica) leaderTick(now time.Time) {
-	dropped := false
 	for name, f := range r.followers {
-		if f.inSync && !f.waiting.IsZero() && now.Sub(f.waiting) > r.cfg.AckTimeout {
+		if f.waiting.IsZero() || now.Sub(f.waiting) <= r.cfg.AckTimeout {
+			continue
+		}
+		if f.inSync {
 			f.inSync = false
-			dropped = true
 			r.s.cfg.Logger.Warn("ffgen: follower left the in-sync set", "service", r.name, "follower", name,
 				"acknowledged", f.match, "last", r.log.last())
 		}
-	}
-	if dropped {
-		r.advanceCommit()
-	}
-	// Writes that cannot commit (too few nodes hold them) are answered
-	// Failover, so their clients try the next sequencer.
-	if first := r.log.at(r.commit + 1); first != nil && first.exec != nil && now.Sub(first.exec.arrived) > 2*r.cfg.AckTimeout {
-		inSync := 1
-		for _, f := range r.followers {
-			if f.inSync {
-				inSync++
-			}
-		}
-		if need := r.quorum(1 + len(r.followers)); inSync < need {
-			r.stepDown(fmt.Sprintf("only %d of the %d nodes a write needs are in sync", inSync, need))
-			return
-		}
+		// Unacknowledged for a while: send again from what it
+		// acknowledged, in case a message was lost.
+		f.sentTo, f.waiting = f.match, time.Time{}
 	}
 	r.replicate()
+	// Writes that cannot commit because too few nodes answer at all (this
+	// node is cut off) are answered Failover, so that their clients try
+	// the next sequencer. Followers that answer but are catching up will
+	// hold the writes soon: waiting for them beats failing over.
+	first := r.log.at(r.commit + 1)
+	if first == nil || first.exec == nil || now.Sub(first.exec.arrived) < 2*r.cfg.AckTimeout {
+		return
+	}
+	answering := 1
+	for _, f := range r.followers {
+		if f.inSync || now.Sub(f.heard) < 2*r.cfg.AckTimeout {
+			answering++
+		}
+	}
+	if need := r.quorum(1 + len(r.followers)); answering < need {
+		r.stepDown(fmt.Sprintf("only %d of the %d nodes a write needs answer", answering, need))
+	}
 }
 
 // stepDown stops sequencing: the writes waiting for their commit are
@@ -413,6 +437,15 @@ func (r *replica) finishTakeover() {
 	myEp := r.log.lastEpoch()
 	if best != nil && (myEp.Less(best.lastEp) || (myEp == best.lastEp && r.log.last() < best.last)) {
 		if !best.covered {
+			// That peer can lead: send the waiting writes there (the
+			// client follows a redirect without spending a failover).
+			if mb, ok := r.member(bestFrom); ok {
+				parked := r.parked
+				r.parked = nil
+				for _, e := range parked {
+					r.s.redirect(e, &transport.Redirect{Node: mb.Name, Addr: mb.Addr})
+				}
+			}
 			r.failTakeover("behind " + bestFrom)
 			r.setBehind("a peer's log is ahead of this node's and no longer reaches back to it")
 			return

@@ -142,7 +142,12 @@ func TestRestartedNodeCatchesUpBeforeAnswering(t *testing.T) {
 	}{{"replay", 0, false}, {"snapshot", 4, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e := newEnv(t, fftest.Config{PerGroup: 2, Replication: runtime.ReplicationConfig{LogEntries: tc.log}})
+				// Two nodes may be copying at once here (the restarted
+				// one and one the tiny log left behind), so the write
+				// after the restart may need more than one failover.
+				s := runtime.DefaultSettings()
+				s.MaxFailovers = 3
+				e := newEnv(t, fftest.Config{PerGroup: 2, Settings: s, Replication: runtime.ReplicationConfig{LogEntries: tc.log}})
 				e.ledger.add = scatterAdd()
 				for i := range 20 {
 					if _, err := e.ledger.Add(t.Context(), fmt.Sprintf("acct-%d", i%5), 1); err != nil {
@@ -160,6 +165,9 @@ func TestRestartedNodeCatchesUpBeforeAnswering(t *testing.T) {
 				// makes a node take over, which commits what the old one
 				// had not told the others yet.
 				if _, err := e.ledger.Add(t.Context(), "acct-0", 1); err != nil {
+					for _, n := range e.Nodes {
+						t.Logf("%s: %+v", n.Name, n.Server.Replication())
+					}
 					t.Fatal(err)
 				}
 				got := e.wantEqual(t, "a1", "a2", "b1", victim)
@@ -167,8 +175,10 @@ func TestRestartedNodeCatchesUpBeforeAnswering(t *testing.T) {
 					t.Errorf("acct-0 = %d, want 5", got["acct-0"])
 				}
 				st := n.Server.Replication()[0]
-				if st.CatchUps != 1 || (st.Snapshots == 1) != tc.snapshot {
-					t.Errorf("catch-ups %d, snapshots %d; want 1 catch-up, snapshot %v", st.CatchUps, st.Snapshots, tc.snapshot)
+				// It may catch up more than once: the copy it took can
+				// be older than what the sequencer commits meanwhile.
+				if st.CatchUps < 1 || (st.Snapshots > 0) != tc.snapshot {
+					t.Errorf("catch-ups %d, snapshots %d; want at least 1 catch-up, snapshot %v", st.CatchUps, st.Snapshots, tc.snapshot)
 				}
 			})
 		})

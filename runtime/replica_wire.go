@@ -146,6 +146,7 @@ type appendMsg struct {
 	prevEpoch Epoch
 	commit    uint64
 	entries   []*entry
+	snapshot  bool // the log (from prevIndex) no longer reaches the follower: fetch a snapshot
 }
 
 func (m *appendMsg) encode(b []byte) []byte {
@@ -153,7 +154,8 @@ func (m *appendMsg) encode(b []byte) []byte {
 	b = codec.AppendUvarint(b, m.prevIndex)
 	b = appendEpoch(b, m.prevEpoch)
 	b = codec.AppendUvarint(b, m.commit)
-	return appendEntries(b, m.entries)
+	b = appendEntries(b, m.entries)
+	return codec.AppendBool(b, m.snapshot)
 }
 
 func (m *appendMsg) decode(r *codec.Reader) {
@@ -162,6 +164,7 @@ func (m *appendMsg) decode(r *codec.Reader) {
 	m.prevEpoch = readEpoch(r)
 	m.commit = r.Uvarint()
 	m.entries = readEntries(r)
+	m.snapshot = r.Bool()
 }
 
 // ackMsg is msgAck.

@@ -56,11 +56,12 @@ type Server struct {
 	freeQueues []*entityQueue
 	conns      map[transport.Conn]*serverConn
 	listeners  []transport.Listener
-	replicas   map[string]*replica // by service, for services with scatter methods
-	peers      *transport.Pool     // connections to the other servers, for replication
-	dialing    map[string]bool     // peer addresses being dialed
-	closed     bool                // no new operations
-	halted     bool                // queued operations end without running
+	replicas   map[string]*replica       // by service, for services with scatter methods
+	peers      *transport.Pool           // connections to the other servers, for replication
+	dialing    map[string]bool           // peer addresses being dialed
+	peerIn     map[string]transport.Conn // by node: the latest connection a peer opened to us
+	closed     bool                      // no new operations
+	halted     bool                      // queued operations end without running
 	running    sync.WaitGroup
 }
 
@@ -101,6 +102,7 @@ func NewServer(cfg ServerConfig) *Server {
 		conns:    make(map[transport.Conn]*serverConn),
 		replicas: make(map[string]*replica),
 		dialing:  make(map[string]bool),
+		peerIn:   make(map[string]transport.Conn),
 	}
 }
 
@@ -251,7 +253,7 @@ func (s *Server) HandleFrame(c transport.Conn, f transport.Frame) {
 	case *transport.Cancel:
 		s.cancelCall(c, f.Call)
 	case *transport.Replica:
-		s.replicaFrame(c, f)
+		s.replicaFrame(c, f, true)
 	default:
 		// Heartbeats, results and redirects flow server to client only.
 		s.cfg.Logger.Debug("ffgen: server ignores frame", "type", f.Type(), "peer", c.Peer().Node)
@@ -264,6 +266,9 @@ func (s *Server) HandleFrame(c transport.Conn, f transport.Frame) {
 func (s *Server) HandleClose(c transport.Conn, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if n := c.Peer().Node; s.peerIn[n] == c {
+		delete(s.peerIn, n)
+	}
 	sc := s.conns[c]
 	if sc == nil {
 		return
@@ -386,6 +391,22 @@ func (s *Server) answer(e *execution, res *transport.Result) {
 	for _, w := range e.waiters {
 		delete(w.conn.calls, w.call)
 		r := *res
+		r.Call = w.call
+		s.send(w.conn.conn, &r)
+	}
+	e.waiters = nil
+	if s.execs[e.info.OpID] == e {
+		delete(s.execs, e.info.OpID)
+	}
+	e.state = stateDone
+}
+
+// redirect sends e's waiters to another node, as a handler's ForwardTo
+// does. Called with s.mu held.
+func (s *Server) redirect(e *execution, rd *transport.Redirect) {
+	for _, w := range e.waiters {
+		delete(w.conn.calls, w.call)
+		r := *rd
 		r.Call = w.call
 		s.send(w.conn.conn, &r)
 	}
