@@ -11,7 +11,7 @@ import (
 )
 
 // AccountsDesc describes the service Accounts to the runtime.
-var AccountsDesc = &runtime.ServiceDesc{
+var AccountsDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "bank.Accounts",
 	Methods: []*runtime.MethodDesc{
 		accountsOpenDesc,
@@ -21,7 +21,7 @@ var AccountsDesc = &runtime.ServiceDesc{
 		accountsBalanceDesc,
 		accountsCloseDesc,
 	},
-}
+})
 
 // The errors Accounts declares, one rule per error and directive.
 var (

@@ -29,6 +29,8 @@ type builder struct {
 	outputs  map[string]*model.Service // by output path
 	services []string                  // every //ff:service met, selected or not
 	expected map[string]bool           // the default output path of each of them
+
+	ifaceTimeout *directive // the //ff:timeout of the service being built
 }
 
 func newBuilder(cfg *Config, fset *token.FileSet, diags *diagnostics) *builder {

@@ -12,12 +12,14 @@ import (
 	"golang.org/x/tools/go/packages"
 
 	"github.com/ffgen/ffgen/internal/generator/model"
+	"github.com/ffgen/ffgen/runtime"
 )
 
 // serviceDefaults applies the interface's own directives and returns the
 // settings every method starts from.
 func (b *builder) serviceDefaults(svc *model.Service, dirs []*directive) *model.Method {
 	base := &model.Method{}
+	b.ifaceTimeout = nil
 	for _, d := range dirs {
 		switch d.Name {
 		case "service":
@@ -28,6 +30,7 @@ func (b *builder) serviceDefaults(svc *model.Service, dirs []*directive) *model.
 			b.applyDefault(svc.Name, d, base)
 		case "timeout":
 			b.applyTimeout(svc.Name, d, base)
+			b.ifaceTimeout = d
 		default:
 			if _, ok := knownDirectives[d.Name]; ok {
 				b.diags.errorf(d.Pos, "%s belongs on a method of %s, not on the interface; the interface takes //ff:service, //ff:default and //ff:timeout", d, svc.Name)
@@ -84,7 +87,7 @@ func (b *builder) method(svc *model.Service, decls []*types.Func, base *model.Me
 	}
 	ok := b.signature(where, fn, m)
 
-	var entity *directive
+	var entity, timeout *directive
 	var hold, scatter, hedge *directive
 	for _, d := range dirs {
 		switch d.Name {
@@ -121,6 +124,7 @@ func (b *builder) method(svc *model.Service, decls []*types.Func, base *model.Me
 			}
 		case "timeout":
 			b.applyTimeout(where, d, m)
+			timeout = d
 		case "default":
 			b.applyDefault(where, d, m)
 		case "service":
@@ -148,7 +152,64 @@ func (b *builder) method(svc *model.Service, decls []*types.Func, base *model.Me
 		}
 	}
 	b.errorRules(where, md, m, dirs)
+	b.checkSettings(where, m, timeout)
 	return m
+}
+
+// checkSettings validates what generation knows of a method's settings:
+// its //ff:timeout keys, the interface's, and the runtime's defaults for
+// the keys neither sets. A method whose keys conflict with the defaults
+// it inherits (operation=1ms under the default attempt timeout of 5s)
+// would fail every call with default settings; the client it runs with is
+// validated again, with its real settings, by runtime.NewClient.
+func (b *builder) checkSettings(where string, m *model.Method, timeout *directive) {
+	dirs := slices.DeleteFunc([]*directive{timeout, b.ifaceTimeout}, func(d *directive) bool { return d == nil })
+	if len(dirs) == 0 {
+		return
+	}
+	s := runtime.DefaultSettings()
+	s.Groups = []string{"a", "b"}
+	err := s.ForMethod(&runtime.MethodDesc{Settings: runtime.MethodSettings{
+		AttemptTimeout:   m.AttemptTimeout,
+		OperationTimeout: m.OperationTimeout,
+		HeartbeatTimeout: m.HeartbeatTimeout,
+		MaxFailovers:     m.MaxFailovers,
+	}}).Validate()
+	if err == nil {
+		return
+	}
+	var problems []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		problems = j.Unwrap()
+	} else {
+		problems = []error{err}
+	}
+	for _, p := range problems {
+		msg := settingNames.Replace(strings.TrimPrefix(p.Error(), runtime.ErrInvalidSettings.Error()+": "))
+		b.diags.errorf(timeoutArg(dirs, msg), "//ff:timeout on %s: %s; a key it leaves unset is the interface's or the runtime's default (attempt=%v operation=%v heartbeat=%v): set it too",
+			where, msg, runtime.DefaultAttemptTimeout, runtime.DefaultOperationTimeout, runtime.DefaultHeartbeatTimeout)
+	}
+}
+
+// settingNames writes the runtime's setting names as //ff:timeout keys.
+var settingNames = strings.NewReplacer("AttemptTimeout", "attempt", "OperationTimeout", "operation", "HeartbeatTimeout", "heartbeat", "MaxFailovers", "failovers")
+
+// timeoutArg is the position of the key=value that msg names first,
+// searched in the method's directive, then the interface's.
+func timeoutArg(dirs []*directive, msg string) token.Pos {
+	pos, first := dirs[0].Pos, len(msg)
+	for _, d := range dirs {
+		for _, a := range d.Args {
+			key, _, _ := strings.Cut(a.Text, "=")
+			if i := strings.Index(msg, key+" ("); i >= 0 && i < first {
+				pos, first = a.Pos, i
+			}
+		}
+		if first < len(msg) {
+			break
+		}
+	}
+	return pos
 }
 
 // sameDirectives accepts a second declaration of a method only with the
@@ -286,12 +347,6 @@ func (b *builder) applyTimeout(where string, d *directive, m *model.Method) {
 		default:
 			b.diags.errorf(a.Pos, "unknown //ff:timeout option %q on %s; known: attempt, operation, heartbeat, failovers", key, where)
 		}
-	}
-	if m.AttemptTimeout > 0 && m.OperationTimeout > 0 && m.AttemptTimeout > m.OperationTimeout {
-		b.diags.errorf(d.Pos, "//ff:timeout on %s: attempt=%v is longer than operation=%v", where, m.AttemptTimeout, m.OperationTimeout)
-	}
-	if m.AttemptTimeout > 0 && m.HeartbeatTimeout > 0 && m.AttemptTimeout <= m.HeartbeatTimeout {
-		b.diags.errorf(d.Pos, "//ff:timeout on %s: attempt=%v must be longer than heartbeat=%v", where, m.AttemptTimeout, m.HeartbeatTimeout)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -13,6 +14,7 @@ import (
 	"github.com/ffgen/ffgen/internal/golden/testdata/e2e"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 // ledger is one node's implementation of e2e.Ledger. hook, if set, runs
@@ -323,4 +325,21 @@ func TestE2EHoldWaitsForTheEntity(t *testing.T) {
 			t.Errorf("calls = %v, want Withdraw then Close", c)
 		}
 	})
+}
+
+// A client whose settings conflict with a method's //ff:timeout is refused
+// when it is made: Slow's heartbeat=250ms is less than twice this client's
+// heartbeat interval.
+func TestE2ENewClientValidatesMethodSettings(t *testing.T) {
+	s := runtime.DefaultSettings()
+	s.Groups = []string{"a", "b"}
+	s.HeartbeatInterval, s.HeartbeatTimeout = 150*time.Millisecond, 400*time.Millisecond
+	_, err := runtime.NewClient(runtime.ClientConfig{
+		Transport:  transport.NewMemNetwork().Transport(transport.Config{Node: "c", Group: "clients"}),
+		Membership: runtime.NewStaticMembership(),
+		Settings:   s,
+	})
+	if !errors.Is(err, runtime.ErrInvalidSettings) || !strings.Contains(err.Error(), "method e2e.Ledger.Slow: ") {
+		t.Fatalf("NewClient = %v, want ErrInvalidSettings naming e2e.Ledger.Slow", err)
+	}
 }

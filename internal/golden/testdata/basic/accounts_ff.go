@@ -12,7 +12,7 @@ import (
 )
 
 // AccountsDesc describes the service Accounts to the runtime.
-var AccountsDesc = &runtime.ServiceDesc{
+var AccountsDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "basic.Accounts",
 	Methods: []*runtime.MethodDesc{
 		accountsWithdrawDesc,
@@ -21,7 +21,7 @@ var AccountsDesc = &runtime.ServiceDesc{
 		accountsTransferDesc,
 		accountsBalanceDesc,
 	},
-}
+})
 
 // The errors Accounts declares, one rule per error and directive.
 var (

@@ -12,7 +12,7 @@ import (
 )
 
 // LedgerDesc describes the service Ledger to the runtime.
-var LedgerDesc = &runtime.ServiceDesc{
+var LedgerDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "e2e.Ledger",
 	Methods: []*runtime.MethodDesc{
 		ledgerWithdrawDesc,
@@ -22,7 +22,7 @@ var LedgerDesc = &runtime.ServiceDesc{
 		ledgerFlakyDesc,
 		ledgerBalanceDesc,
 	},
-}
+})
 
 // The errors Ledger declares, one rule per error and directive.
 var (

@@ -11,13 +11,13 @@ import (
 )
 
 // CatalogDesc describes the service Catalog to the runtime.
-var CatalogDesc = &runtime.ServiceDesc{
+var CatalogDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "generics.Catalog",
 	Methods: []*runtime.MethodDesc{
 		catalogListDesc,
 		catalogAliasesDesc,
 	},
-}
+})
 
 var catalogListDesc = &runtime.MethodDesc{
 	Service: "generics.Catalog",

@@ -11,12 +11,12 @@ import (
 )
 
 // EchoDesc describes the service Echo to the runtime.
-var EchoDesc = &runtime.ServiceDesc{
+var EchoDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "minimal.Echo",
 	Methods: []*runtime.MethodDesc{
 		echoEchoDesc,
 	},
-}
+})
 
 var echoEchoDesc = &runtime.MethodDesc{
 	Service: "minimal.Echo",

@@ -11,12 +11,12 @@ import (
 )
 
 // ADesc describes the service A to the runtime.
-var ADesc = &runtime.ServiceDesc{
+var ADesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "selectors.A",
 	Methods: []*runtime.MethodDesc{
 		a_BGetDesc,
 	},
-}
+})
 
 var a_BGetDesc = &runtime.MethodDesc{
 	Service: "selectors.A",

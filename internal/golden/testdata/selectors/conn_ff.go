@@ -11,13 +11,13 @@ import (
 )
 
 // ConnDesc describes the service Conn to the runtime.
-var ConnDesc = &runtime.ServiceDesc{
+var ConnDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "selectors.Conn",
 	Methods: []*runtime.MethodDesc{
 		connclientDesc,
 		connSendDesc,
 	},
-}
+})
 
 var connclientDesc = &runtime.MethodDesc{
 	Service: "selectors.Conn",

@@ -14,7 +14,7 @@ import (
 )
 
 // ShapesDesc describes the service Shapes to the runtime.
-var ShapesDesc = &runtime.ServiceDesc{
+var ShapesDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "shapes.Shapes",
 	Methods: []*runtime.MethodDesc{
 		shapesLogDesc,
@@ -22,7 +22,7 @@ var ShapesDesc = &runtime.ServiceDesc{
 		shapesBigDesc,
 		shapesOnlyDesc,
 	},
-}
+})
 
 // The errors Shapes declares, one rule per error and directive.
 var shapesNotFoundFail = runtime.ErrorType("NotFound", runtime.Fail, shapesEncodeNotFound, shapesDecodeNotFound)
