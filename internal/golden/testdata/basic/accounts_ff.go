@@ -6,9 +6,10 @@ package basic
 
 import (
 	"context"
+	"time"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
-	"time"
 )
 
 // AccountsDesc describes the service Accounts to the runtime.

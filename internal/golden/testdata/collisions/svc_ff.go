@@ -6,9 +6,10 @@ package collisions
 
 import (
 	"context"
+	strconv1 "strconv"
+
 	runtime1 "github.com/ffgen/ffgen/runtime"
 	codec1 "github.com/ffgen/ffgen/runtime/codec"
-	strconv1 "strconv"
 )
 
 // SvcDesc describes the service Svc to the runtime.

@@ -6,10 +6,11 @@ package crosspkg
 
 import (
 	"context"
+	"io"
+
 	"github.com/ffgen/ffgen/internal/golden/testdata/crosspkg/base"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
-	"io"
 )
 
 // CatalogDesc describes the service Catalog to the runtime.

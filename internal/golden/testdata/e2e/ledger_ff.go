@@ -6,9 +6,10 @@ package e2e
 
 import (
 	"context"
+	"time"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
-	"time"
 )
 
 // LedgerDesc describes the service Ledger to the runtime.

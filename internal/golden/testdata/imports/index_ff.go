@@ -6,13 +6,14 @@ package imports
 
 import (
 	"context"
+	"io"
+	"io/fs"
+	"time"
+
 	x1 "github.com/ffgen/ffgen/internal/golden/testdata/imports/a/x"
 	x2 "github.com/ffgen/ffgen/internal/golden/testdata/imports/b/x"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
-	"io"
-	"io/fs"
-	"time"
 )
 
 // IndexDesc describes the service Index to the runtime.

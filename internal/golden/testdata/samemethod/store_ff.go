@@ -6,9 +6,10 @@ package samemethod
 
 import (
 	"context"
+	"time"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
-	"time"
 )
 
 // StoreDesc describes the service Store to the runtime.

@@ -6,9 +6,10 @@ package shapes
 
 import (
 	"context"
+	"strconv"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
-	"strconv"
 )
 
 // ShapesDesc describes the service Shapes to the runtime.

@@ -6,6 +6,7 @@ package twoservices
 
 import (
 	"context"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 )

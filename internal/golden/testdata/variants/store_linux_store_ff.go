@@ -8,6 +8,7 @@ package variants
 
 import (
 	"context"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 )
