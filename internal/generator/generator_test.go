@@ -223,6 +223,9 @@ func TestSnakeCase(t *testing.T) {
 	for in, want := range map[string]string{
 		"Accounts": "accounts", "HTTPServer": "http_server", "UserAPI": "user_api",
 		"accountsV2": "accounts_v2", "A": "a", "myService": "my_service",
+		"HTTPAPIv2Service": "http_api_v2_service", "UserIDs": "user_ids", "HTTP2Server": "http2_server",
+		"APIKey": "api_key", "XMLHTTPRequest": "xml_http_request", "AThing": "a_thing", "ID": "id",
+		"GetURLs": "get_urls", "V2": "v2", "myHTTPClient": "my_http_client", "JSONRPC": "json_rpc",
 	} {
 		if got := snakeCase(in); got != want {
 			t.Errorf("snakeCase(%q) = %q, want %q", in, got, want)
