@@ -115,7 +115,7 @@ func (b *builder) method(svc *model.Service, decls []*types.Func, base *model.Me
 		case "hedge":
 			hedge = d
 			if len(d.Args) != 1 {
-				b.diags.errorf(d.Pos, "//ff:hedge on %s takes one duration, e.g. //ff:hedge 20ms", where)
+				b.diags.errorf(argPos(d, 1), "//ff:hedge on %s takes one duration, e.g. //ff:hedge 20ms", where)
 				continue
 			}
 			if v, ok := b.duration(where, d, d.Args[0].Text, d.Args[0].Pos); ok {
@@ -250,6 +250,15 @@ func (b *builder) where(pos token.Pos) string {
 	return fmt.Sprintf("%s:%d:%d", relative(p.Filename, b.cfg.dir()), p.Line, p.Column)
 }
 
+// argPos points at the directive's argument i, the first one that is
+// wrong, or at the directive when it has no such argument.
+func argPos(d *directive, i int) token.Pos {
+	if i < len(d.Args) {
+		return d.Args[i].Pos
+	}
+	return d.Pos
+}
+
 func (b *builder) noArgs(where string, d *directive) {
 	if len(d.Args) > 0 {
 		b.diags.errorf(d.Args[0].Pos, "%s on %s takes no arguments", d, where)
@@ -298,7 +307,7 @@ func isContext(t types.Type) bool {
 
 func (b *builder) applyDefault(where string, d *directive, m *model.Method) {
 	if len(d.Args) != 1 || (d.Args[0].Text != "fail" && d.Args[0].Text != "failover") {
-		b.diags.errorf(d.Pos, "//ff:default on %s takes fail or failover", where)
+		b.diags.errorf(argPos(d, 0), "//ff:default on %s takes fail or failover", where)
 		return
 	}
 	m.DefaultFailover = d.Args[0].Text == "failover"
