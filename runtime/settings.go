@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/timeouts"
 )
 
 // ErrInvalidSettings is matched (errors.Is) by every error that
@@ -54,10 +56,10 @@ type Settings struct {
 
 // Default settings, as in Akka Fast Failover.
 const (
-	DefaultHeartbeatInterval = 90 * time.Millisecond
-	DefaultHeartbeatTimeout  = 200 * time.Millisecond
-	DefaultAttemptTimeout    = 5 * time.Second
-	DefaultOperationTimeout  = 10 * time.Second
+	DefaultHeartbeatInterval = timeouts.HeartbeatInterval
+	DefaultHeartbeatTimeout  = timeouts.HeartbeatTimeout
+	DefaultAttemptTimeout    = timeouts.Attempt
+	DefaultOperationTimeout  = timeouts.Operation
 	DefaultMaxFailovers      = 1
 	DefaultSuspectFor        = 5 * time.Second
 )
@@ -103,24 +105,8 @@ func (s Settings) Validate() error {
 		seen[g] = i
 	}
 
-	if s.HeartbeatInterval <= 0 {
-		add("HeartbeatInterval (%v) must be positive", s.HeartbeatInterval)
-	}
-	switch {
-	case s.HeartbeatTimeout <= 0:
-		add("HeartbeatTimeout (%v) must be positive", s.HeartbeatTimeout)
-	case s.HeartbeatInterval > 0 && s.HeartbeatTimeout/2 < s.HeartbeatInterval:
-		// Division, not 2*interval: no overflow for huge intervals.
-		add("HeartbeatTimeout (%v) must be at least twice HeartbeatInterval (%v)",
-			s.HeartbeatTimeout, s.HeartbeatInterval)
-	}
-	if s.AttemptTimeout <= s.HeartbeatTimeout {
-		add("AttemptTimeout (%v) must be above HeartbeatTimeout (%v)",
-			s.AttemptTimeout, s.HeartbeatTimeout)
-	}
-	if s.OperationTimeout < s.AttemptTimeout {
-		add("OperationTimeout (%v) must be at least AttemptTimeout (%v)",
-			s.OperationTimeout, s.AttemptTimeout)
+	for _, p := range timeouts.Check(s.HeartbeatInterval, s.HeartbeatTimeout, s.AttemptTimeout, s.OperationTimeout) {
+		add("%s", p)
 	}
 	if s.MaxFailovers < 0 {
 		add("MaxFailovers (%d) must not be negative", s.MaxFailovers)

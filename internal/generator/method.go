@@ -1,6 +1,7 @@
 package generator
 
 import (
+	"cmp"
 	"fmt"
 	"go/token"
 	"go/types"
@@ -12,7 +13,7 @@ import (
 	"golang.org/x/tools/go/packages"
 
 	"github.com/ffgen/ffgen/internal/generator/model"
-	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/internal/timeouts"
 )
 
 // serviceDefaults applies the interface's own directives and returns the
@@ -167,27 +168,13 @@ func (b *builder) checkSettings(where string, m *model.Method, timeout *directiv
 	if len(dirs) == 0 {
 		return
 	}
-	s := runtime.DefaultSettings()
-	s.Groups = []string{"a", "b"}
-	err := s.ForMethod(&runtime.MethodDesc{Settings: runtime.MethodSettings{
-		AttemptTimeout:   m.AttemptTimeout,
-		OperationTimeout: m.OperationTimeout,
-		HeartbeatTimeout: m.HeartbeatTimeout,
-		MaxFailovers:     m.MaxFailovers,
-	}}).Validate()
-	if err == nil {
-		return
-	}
-	var problems []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		problems = j.Unwrap()
-	} else {
-		problems = []error{err}
-	}
-	for _, p := range problems {
-		msg := settingNames.Replace(strings.TrimPrefix(p.Error(), runtime.ErrInvalidSettings.Error()+": "))
+	attempt := cmp.Or(m.AttemptTimeout, timeouts.Attempt)
+	operation := cmp.Or(m.OperationTimeout, timeouts.Operation)
+	heartbeat := cmp.Or(m.HeartbeatTimeout, timeouts.HeartbeatTimeout)
+	for _, p := range timeouts.Check(timeouts.HeartbeatInterval, heartbeat, attempt, operation) {
+		msg := settingNames.Replace(p)
 		b.diags.errorf(timeoutArg(dirs, msg), "//ff:timeout on %s: %s; a key it leaves unset is the interface's or the runtime's default (attempt=%v operation=%v heartbeat=%v): set it too",
-			where, msg, runtime.DefaultAttemptTimeout, runtime.DefaultOperationTimeout, runtime.DefaultHeartbeatTimeout)
+			where, msg, timeouts.Attempt, timeouts.Operation, timeouts.HeartbeatTimeout)
 	}
 }
 
