@@ -63,6 +63,9 @@ func TestGolden(t *testing.T) {
 	if len(res.Diagnostics) > 0 {
 		t.Fatalf("diagnostics for good cases: %v", res.Diagnostics)
 	}
+	if len(res.Orphans) > 0 {
+		t.Errorf("orphans among the good cases: %v", res.Orphans)
+	}
 	got := map[string][]byte{}
 	for _, f := range res.Files {
 		got[f.Path] = f.Content
