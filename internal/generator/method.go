@@ -144,7 +144,7 @@ func (b *builder) method(svc *model.Service, decls []*types.Func, base *model.Me
 		return nil
 	}
 	if entity == nil {
-		b.diags.errorf(fn.Pos(), "%s has no //ff:entity; name the parameter (or field path) that holds the entity ID, e.g. //ff:entity id", where)
+		b.diags.errorf(b.src.pos(fn), "%s has no //ff:entity; name the parameter (or field path) that holds the entity ID, e.g. //ff:entity id", where)
 	} else {
 		for _, a := range entity.Args {
 			if e := b.entity(where, fn, m, a); e != nil {
@@ -218,9 +218,9 @@ func (b *builder) sameDirectives(where string, fn *types.Func, md *methodDecl, d
 		if md != nil {
 			name = md.iface
 		}
-		return fmt.Sprintf("%s (%s)", name, b.where(fn.Pos()))
+		return fmt.Sprintf("%s (%s)", name, b.where(b.src.pos(fn)))
 	}
-	pos := other.Pos()
+	pos := b.src.pos(other)
 	for i, d := range odirs {
 		if i >= len(dirs) || d.text() != dirs[i].text() {
 			pos = d.Pos
@@ -258,13 +258,13 @@ func (b *builder) signature(where string, fn *types.Func, m *model.Method) bool 
 	params, results := sig.Params(), sig.Results()
 	ok := true
 	if params.Len() == 0 || !isContext(params.At(0).Type()) {
-		b.diags.errorf(fn.Pos(), "the first parameter of %s must be a context.Context", where)
+		b.diags.errorf(b.src.pos(fn), "the first parameter of %s must be a context.Context", where)
 		ok = false
 	} else {
 		m.CtxName = params.At(0).Name()
 	}
 	if results.Len() == 0 || !model.IsError(results.At(results.Len()-1).Type()) {
-		b.diags.errorf(fn.Pos(), "the last result of %s must be an error", where)
+		b.diags.errorf(b.src.pos(fn), "the last result of %s must be an error", where)
 		ok = false
 	} else {
 		m.ErrName = results.At(results.Len() - 1).Name()
@@ -276,7 +276,7 @@ func (b *builder) signature(where string, fn *types.Func, m *model.Method) bool 
 	for i := 1; i < params.Len(); i++ {
 		v := params.At(i)
 		if isContext(v.Type()) {
-			b.diags.errorf(v.Pos(), "%s has a second context.Context (%s); only the first parameter may be a context", where, v.Name())
+			b.diags.errorf(b.src.varPos(fn, i, false), "%s has a second context.Context (%s); only the first parameter may be a context", where, v.Name())
 		}
 		m.Params = append(m.Params, &model.Var{Name: v.Name(), Type: v.Type()})
 	}

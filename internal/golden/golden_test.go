@@ -239,3 +239,25 @@ func TestPerType(t *testing.T) {
 		}
 	}
 }
+
+// TestDiagnosticsFromSource: the diagnostics of a dependency's file are
+// the same when the dependency is type-checked from source as when it
+// comes from export data, which keeps no columns.
+func TestDiagnosticsFromSource(t *testing.T) {
+	dir, err := filepath.Abs("testdata/bad_crosspkg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := generator.Run(context.Background(), &generator.Config{Dir: dir, ExportBudget: -1}, &stdout, &stderr)
+	if code != generator.ExitMistake {
+		t.Errorf("exit code %d, want %d", code, generator.ExitMistake)
+	}
+	want, err := os.ReadFile(filepath.Join(dir, "want.stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), stderr.String()); diff != "" {
+		t.Errorf("from source (-export data +source):\n%s", diff)
+	}
+}
