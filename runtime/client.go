@@ -84,7 +84,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Membership == nil {
 		return nil, errors.New("ffgen: NewClient: no Membership")
 	}
-	if err := cfg.Settings.Validate(); err != nil {
+	if err := cfg.Settings.validateForClient(); err != nil {
 		return nil, fmt.Errorf("ffgen: NewClient: %w", err)
 	}
 	withDefaults(&cfg.Codec, &cfg.Metrics, &cfg.Logger)

@@ -115,6 +115,9 @@ func (s *Server) Register(svc *ServiceDesc, impl any) error {
 	if impl == nil {
 		return fmt.Errorf("ffgen: Register %s: nil implementation", svc.Name)
 	}
+	if err := validateOverrides(svc); err != nil {
+		return fmt.Errorf("ffgen: Register %s: %w", svc.Name, err)
+	}
 	r := &registered{desc: svc, impl: impl, methods: make(map[string]*MethodDesc, len(svc.Methods))}
 	for _, m := range svc.Methods {
 		if m.Handle == nil || m.NewArgs == nil {

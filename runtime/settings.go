@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/timeouts"
 )
 
 // ErrInvalidSettings is matched (errors.Is) by every error that
@@ -52,10 +56,10 @@ type Settings struct {
 
 // Default settings, as in Akka Fast Failover.
 const (
-	DefaultHeartbeatInterval = 90 * time.Millisecond
-	DefaultHeartbeatTimeout  = 200 * time.Millisecond
-	DefaultAttemptTimeout    = 5 * time.Second
-	DefaultOperationTimeout  = 10 * time.Second
+	DefaultHeartbeatInterval = timeouts.HeartbeatInterval
+	DefaultHeartbeatTimeout  = timeouts.HeartbeatTimeout
+	DefaultAttemptTimeout    = timeouts.Attempt
+	DefaultOperationTimeout  = timeouts.Operation
 	DefaultMaxFailovers      = 1
 	DefaultSuspectFor        = 5 * time.Second
 )
@@ -101,24 +105,8 @@ func (s Settings) Validate() error {
 		seen[g] = i
 	}
 
-	if s.HeartbeatInterval <= 0 {
-		add("HeartbeatInterval (%v) must be positive", s.HeartbeatInterval)
-	}
-	switch {
-	case s.HeartbeatTimeout <= 0:
-		add("HeartbeatTimeout (%v) must be positive", s.HeartbeatTimeout)
-	case s.HeartbeatInterval > 0 && s.HeartbeatTimeout/2 < s.HeartbeatInterval:
-		// Division, not 2*interval: no overflow for huge intervals.
-		add("HeartbeatTimeout (%v) must be at least twice HeartbeatInterval (%v)",
-			s.HeartbeatTimeout, s.HeartbeatInterval)
-	}
-	if s.AttemptTimeout <= s.HeartbeatTimeout {
-		add("AttemptTimeout (%v) must be above HeartbeatTimeout (%v)",
-			s.AttemptTimeout, s.HeartbeatTimeout)
-	}
-	if s.OperationTimeout < s.AttemptTimeout {
-		add("OperationTimeout (%v) must be at least AttemptTimeout (%v)",
-			s.OperationTimeout, s.AttemptTimeout)
+	for _, p := range timeouts.Check(s.HeartbeatInterval, s.HeartbeatTimeout, s.AttemptTimeout, s.OperationTimeout) {
+		add("%s", p)
 	}
 	if s.MaxFailovers < 0 {
 		add("MaxFailovers (%d) must not be negative", s.MaxFailovers)
@@ -164,6 +152,90 @@ func (s Settings) ValidateMethod(m *MethodDesc) error {
 		return fmt.Errorf("method %s.%s: %w", m.Service, m.Name, err)
 	}
 	return nil
+}
+
+// ValidateService validates s merged with the overrides of every method of
+// svc and reports every method that breaks a rule, naming it.
+func (s Settings) ValidateService(svc *ServiceDesc) error {
+	var errs []error
+	for _, m := range svc.Methods {
+		errs = append(errs, s.ValidateMethod(m))
+	}
+	return errors.Join(errs...)
+}
+
+// validate checks what a method's overrides say on their own, whatever
+// settings they are merged with: a server registering a service knows no
+// client's settings.
+func (o MethodSettings) validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, invalid(format, args...)) }
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"AttemptTimeout", o.AttemptTimeout}, {"OperationTimeout", o.OperationTimeout}, {"HeartbeatTimeout", o.HeartbeatTimeout}} {
+		if d.v < 0 {
+			add("%s (%v) must not be negative", d.name, d.v)
+		}
+	}
+	if o.MaxFailovers != nil && *o.MaxFailovers < 0 {
+		add("MaxFailovers (%d) must not be negative", *o.MaxFailovers)
+	}
+	if o.AttemptTimeout > 0 && o.OperationTimeout > 0 && o.OperationTimeout < o.AttemptTimeout {
+		add("OperationTimeout (%v) must be at least AttemptTimeout (%v)", o.OperationTimeout, o.AttemptTimeout)
+	}
+	if o.AttemptTimeout > 0 && o.HeartbeatTimeout > 0 && o.AttemptTimeout <= o.HeartbeatTimeout {
+		add("AttemptTimeout (%v) must be above HeartbeatTimeout (%v)", o.AttemptTimeout, o.HeartbeatTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+// validateOverrides checks the overrides of every method of svc on their
+// own; Register calls it.
+func validateOverrides(svc *ServiceDesc) error {
+	var errs []error
+	for _, m := range svc.Methods {
+		if m == nil {
+			continue
+		}
+		if err := m.Settings.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("method %s.%s: %w", svc.Name, m.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// declared holds the generated services linked into the program.
+var declared struct {
+	sync.Mutex
+	list []*ServiceDesc
+}
+
+// Declare records a generated service, so that NewClient validates its
+// settings merged with the service's per-method overrides: a client whose
+// settings conflict with a method's (an //ff:timeout operation=1ms under an
+// attempt timeout of 5s) fails when it is made, not at every call.
+// Generated code calls it when the package is initialized; it returns svc.
+func Declare(svc *ServiceDesc) *ServiceDesc {
+	declared.Lock()
+	declared.list = append(declared.list, svc)
+	declared.Unlock()
+	return svc
+}
+
+// validateForClient validates s, then s with every declared service.
+func (s Settings) validateForClient() error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	declared.Lock()
+	list := slices.Clone(declared.list)
+	declared.Unlock()
+	var errs []error
+	for _, svc := range list {
+		errs = append(errs, s.ValidateService(svc))
+	}
+	return errors.Join(errs...)
 }
 
 // Environment variables read by SettingsFromEnv.

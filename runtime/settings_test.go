@@ -1,12 +1,16 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ffgen/ffgen/runtime/codec"
+	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 func validSettings() Settings {
@@ -273,5 +277,76 @@ func TestSettingsFromEnv(t *testing.T) {
 	t.Setenv(EnvAttemptTimeout, "later")
 	if _, err := SettingsFromEnv(DefaultSettings()); err == nil || !strings.Contains(err.Error(), EnvAttemptTimeout) {
 		t.Fatalf("bad %s: err = %v", EnvAttemptTimeout, err)
+	}
+}
+
+func TestValidateServiceNamesEveryMethod(t *testing.T) {
+	svc := &ServiceDesc{Name: "p.S", Methods: []*MethodDesc{
+		{Service: "p.S", Name: "Short", Settings: MethodSettings{OperationTimeout: time.Millisecond}},
+		{Service: "p.S", Name: "Fine", Settings: MethodSettings{OperationTimeout: 20 * time.Second}},
+		{Service: "p.S", Name: "Deaf", Settings: MethodSettings{HeartbeatTimeout: 6 * time.Second}},
+	}}
+	err := validSettings().ValidateService(svc)
+	if !errors.Is(err, ErrInvalidSettings) {
+		t.Fatalf("ValidateService = %v, want ErrInvalidSettings", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "method p.S.Short: ") || !strings.Contains(msg, "method p.S.Deaf: ") || strings.Contains(msg, "p.S.Fine") {
+		t.Errorf("ValidateService = %q, want Short and Deaf named, Fine not", msg)
+	}
+}
+
+// A declared service whose overrides conflict with a client's settings
+// stops NewClient, not each call.
+func TestNewClientValidatesDeclaredServices(t *testing.T) {
+	declared.Lock()
+	saved := declared.list
+	declared.list = nil
+	declared.Unlock()
+	t.Cleanup(func() {
+		declared.Lock()
+		declared.list = saved
+		declared.Unlock()
+	})
+	svc := Declare(&ServiceDesc{Name: "p.S", Methods: []*MethodDesc{
+		{Service: "p.S", Name: "Short", Settings: MethodSettings{OperationTimeout: time.Millisecond}},
+	}})
+	net := transport.NewMemNetwork()
+	cfg := ClientConfig{
+		Transport:  net.Transport(transport.Config{Node: "c", Group: "clients"}),
+		Membership: NewStaticMembership(),
+		Settings:   validSettings(),
+	}
+	_, err := NewClient(cfg)
+	if !errors.Is(err, ErrInvalidSettings) || !strings.Contains(err.Error(), "method p.S.Short: ") {
+		t.Fatalf("NewClient = %v, want ErrInvalidSettings naming p.S.Short", err)
+	}
+	// The same service with settings it agrees with.
+	cfg.Settings.AttemptTimeout, cfg.Settings.OperationTimeout = 500*time.Microsecond, time.Second
+	cfg.Settings.HeartbeatInterval, cfg.Settings.HeartbeatTimeout = 100*time.Microsecond, 200*time.Microsecond
+	c, err := NewClient(cfg)
+	if err != nil {
+		t.Fatalf("NewClient with agreeing settings = %v", err)
+	}
+	c.Close()
+	if got := svc.Methods[0].Name; got != "Short" {
+		t.Fatalf("Declare changed the descriptor: %q", got)
+	}
+}
+
+func TestRegisterValidatesOverrides(t *testing.T) {
+	s := NewServer(ServerConfig{})
+	bad := &ServiceDesc{Name: "p.S", Methods: []*MethodDesc{{
+		Service: "p.S", Name: "M",
+		Settings: MethodSettings{AttemptTimeout: 2 * time.Second, OperationTimeout: time.Second},
+		NewArgs:  func() codec.Message { return nil },
+		Handle:   func(context.Context, any, codec.Message) (codec.Message, error) { return nil, nil },
+	}}}
+	err := s.Register(bad, struct{}{})
+	if !errors.Is(err, ErrInvalidSettings) || !strings.Contains(err.Error(), "method p.S.M: ") {
+		t.Fatalf("Register = %v, want ErrInvalidSettings naming p.S.M", err)
+	}
+	if got := s.Services(); len(got) != 0 {
+		t.Errorf("the rejected service is registered: %v", got)
 	}
 }

@@ -78,12 +78,9 @@ func (g *gen) appendValue(b string, t types.Type, p place) []jen.Code {
 	case model.Bytes:
 		return []jen.Code{app("AppendBytes", p.val)}
 	case model.Error:
-		return []jen.Code{jen.If(jen.Add(p.val).Op("==").Nil()).Block(
-			jen.Id(b).Op("=").Append(jen.Id(b), jen.Lit(0)),
-		).Else().Block(
-			jen.Id(b).Op("=").Append(jen.Id(b), jen.Lit(1)),
-			app("AppendString", jen.Add(p.val).Dot("Error").Call()),
-		)}
+		return []jen.Code{app("AppendError", p.val)}
+	case model.Time:
+		return []jen.Code{app("AppendTime", p.val)}
 	}
 	h := g.n.helper(t)
 	return []jen.Code{jen.Id(b).Op("=").Id(h.append).Call(jen.Id(b), p.addr())}
@@ -94,21 +91,18 @@ func (g *gen) readValue(r reader, t types.Type, p place) []jen.Code {
 	if x := g.readExpr(r, t); x != nil {
 		return []jen.Code{jen.Add(p.val).Op("=").Add(x)}
 	}
-	if model.Classify(t) == model.Error {
-		return []jen.Code{jen.If(r.call("Bool")).Block(
-			jen.Add(p.val).Op("=").Qual("errors", "New").Call(r.call("String")),
-		).Else().Block(
-			jen.Add(p.val).Op("=").Nil(),
-		)}
-	}
 	h := g.n.helper(t)
 	return []jen.Code{jen.Id(h.read).Call(r.ptr(), p.addr())}
 }
 
 // readExpr returns an expression of type t that decodes one value, or nil
-// when t needs statements (an error, or a type with its own helper).
+// when t needs statements (a type with its own helper).
 func (g *gen) readExpr(r reader, t types.Type) jen.Code {
 	switch model.Classify(t) {
+	case model.Error:
+		return cd("ReadError").Call(r.ptr())
+	case model.Time:
+		return cd("ReadTime").Call(r.ptr())
 	case model.Bool:
 		return g.fromBasic(t, types.Bool, r.call("Bool"))
 	case model.String:

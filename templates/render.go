@@ -49,11 +49,49 @@ func Render(f *model.File) ([]byte, error) {
 	if err := g.f.Render(&buf); err != nil {
 		return nil, err
 	}
-	out := buf.Bytes()
+	out := groupImports(buf.Bytes())
 	if f.Constraint != "" {
 		// A constraint must stand apart from the package clause and the
 		// doc comment, which jennifer's header comments do not allow.
 		out = bytes.Replace(out, []byte("\n\npackage "), []byte("\n\n//go:build "+f.Constraint+"\n\npackage "), 1)
 	}
 	return out, nil
+}
+
+// groupImports puts the standard library's imports first and the others
+// after a blank line, as goimports does; jennifer writes one sorted block.
+func groupImports(src []byte) []byte {
+	const open, end = "\nimport (\n", "\n)\n"
+	i := bytes.Index(src, []byte(open))
+	if i < 0 {
+		return src
+	}
+	start := i + len(open)
+	j := bytes.Index(src[start:], []byte(end))
+	if j < 0 {
+		return src
+	}
+	var std, other [][]byte
+	for line := range bytes.SplitSeq(src[start:start+j], []byte("\n")) {
+		q := bytes.IndexByte(line, '"')
+		if q < 0 {
+			return src // not a plain import line: leave the block alone
+		}
+		first, _, _ := bytes.Cut(line[q+1:], []byte("/"))
+		if bytes.IndexByte(first, '.') < 0 {
+			std = append(std, line)
+		} else {
+			other = append(other, line)
+		}
+	}
+	if len(std) == 0 || len(other) == 0 {
+		return src
+	}
+	var b bytes.Buffer
+	b.Write(src[:start])
+	b.Write(bytes.Join(std, []byte("\n")))
+	b.WriteString("\n\n")
+	b.Write(bytes.Join(other, []byte("\n")))
+	b.Write(src[start+j:])
+	return b.Bytes()
 }

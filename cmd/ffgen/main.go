@@ -8,7 +8,8 @@
 //	ffgen [flags] [packages]
 //
 // See docs/ffgen.md for the directives. Exit status: 0 on success, 1 for a
-// mistake in the code (or stale files with -check), 2 for a usage error.
+// mistake in the code (or, with -check, stale or orphaned files or
+// packages that do not build), 2 for a usage error.
 package main
 
 import (
@@ -37,9 +38,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ffgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	types := fs.String("type", "", "comma-separated interfaces to generate (default: every //ff:service interface)")
-	output := fs.String("output", "", "output file (default: <snake_case interface>_ff.go beside the interface); only with one interface")
+	output := fs.String("output", "", "output file (default: <snake_case interface>_ff.go beside the interface, <source>_<snake_case>_ff.go for a source with a build constraint); only with one interface")
 	tags := fs.String("tags", "", "comma-separated build tags to load the packages with")
-	check := fs.Bool("check", false, "write nothing; exit 1 and name the files that would change")
+	check := fs.Bool("check", false, "write nothing; exit 1 naming the files that would change or are orphaned, or when the packages do not build")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: ffgen [flags] [packages]")

@@ -6,12 +6,13 @@ package bank
 
 import (
 	"context"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 )
 
 // AccountsDesc describes the service Accounts to the runtime.
-var AccountsDesc = &runtime.ServiceDesc{
+var AccountsDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "bank.Accounts",
 	Methods: []*runtime.MethodDesc{
 		accountsOpenDesc,
@@ -21,7 +22,7 @@ var AccountsDesc = &runtime.ServiceDesc{
 		accountsBalanceDesc,
 		accountsCloseDesc,
 	},
-}
+})
 
 // The errors Accounts declares, one rule per error and directive.
 var (

@@ -29,6 +29,8 @@ type builder struct {
 	outputs  map[string]*model.Service // by output path
 	services []string                  // every //ff:service met, selected or not
 	expected map[string]bool           // the default output path of each of them
+
+	ifaceTimeout *directive // the //ff:timeout of the service being built
 }
 
 func newBuilder(cfg *Config, fset *token.FileSet, diags *diagnostics) *builder {
@@ -249,23 +251,102 @@ func (b *builder) reportStray(p *packages.Package) {
 	}
 }
 
-// snakeCase turns an interface name into a file name stem:
-// Accounts → accounts, HTTPServer → http_server, UserAPI → user_api.
+// snakeCase turns an interface name into a file name stem, reading runs
+// of capitals as Go names write initialisms: Accounts → accounts,
+// HTTPServer → http_server, UserAPI → user_api, HTTPAPIv2Service →
+// http_api_v2_service, UserIDs → user_ids.
 func snakeCase(s string) string {
-	r := []rune(s)
-	var out []rune
-	for i, c := range r {
-		if unicode.IsUpper(c) {
-			if i > 0 && (unicode.IsLower(r[i-1]) || unicode.IsDigit(r[i-1]) ||
-				(i+1 < len(r) && unicode.IsLower(r[i+1]) && unicode.IsUpper(r[i-1]))) {
-				out = append(out, '_')
-			}
-			c = unicode.ToLower(c)
-		}
-		out = append(out, c)
+	var words []string
+	for _, w := range nameWords([]rune(s)) {
+		words = append(words, strings.ToLower(w))
 	}
-	return string(out)
+	return strings.Join(words, "_")
 }
+
+func nameWords(r []rune) []string {
+	var words []string
+	isUpper := func(i int) bool { return i < len(r) && unicode.IsUpper(r[i]) }
+	for i := 0; i < len(r); {
+		j := i
+		for isUpper(j) {
+			j++
+		}
+		k := j // the lowercase letters and digits after the capitals
+		for k < len(r) && !unicode.IsUpper(r[k]) {
+			k++
+		}
+		switch {
+		case j-i <= 1 || j == len(r):
+			// One capital starts a word; a run of them at the end is its
+			// initialisms, or one word.
+			if j == len(r) {
+				words = append(words, split(r[i:j])...)
+				i = j
+				continue
+			}
+			words = append(words, string(r[i:k]))
+			i = k
+		case unicode.IsDigit(r[j]):
+			// HTTP2Server: the digits belong to the run.
+			for j < len(r) && unicode.IsDigit(r[j]) {
+				j++
+			}
+			words = append(words, string(r[i:j]))
+			i = j
+		case initialisms(r[i:j-1]) != nil || initialisms(r[i:j]) == nil:
+			// HTTPServer: the last capital starts the next word.
+			words = append(words, split(r[i:j-1])...)
+			i = j - 1
+		default:
+			// HTTPAPIv2: the run is initialisms; what follows is a word of
+			// its own, unless it is a plural s (IDs).
+			words = append(words, initialisms(r[i:j])...)
+			if string(r[j:k]) == "s" {
+				words[len(words)-1] += "s"
+			} else {
+				words = append(words, string(r[j:k]))
+			}
+			i = k
+		}
+	}
+	return words
+}
+
+// split returns the initialisms r is made of, or r as one word.
+func split(r []rune) []string {
+	if w := initialisms(r); w != nil {
+		return w
+	}
+	return []string{string(r)}
+}
+
+// initialisms splits r into common initialisms, or returns nil if it is
+// not made of them.
+func initialisms(r []rune) []string {
+	if len(r) == 0 {
+		return nil
+	}
+	from := make([]int, len(r)+1) // from[i] > 0: r[:i] ends with an initialism starting at from[i]-1
+	for i := 1; i <= len(r); i++ {
+		for j := max(0, i-5); j < i && from[i] == 0; j++ {
+			if (j == 0 || from[j] > 0) && commonInitialisms[string(r[j:i])] {
+				from[i] = j + 1
+			}
+		}
+	}
+	if from[len(r)] == 0 {
+		return nil
+	}
+	var out []string
+	for i := len(r); i > 0; i = from[i] - 1 {
+		out = append([]string{string(r[from[i]-1 : i])}, out...)
+	}
+	return out
+}
+
+// commonInitialisms are those Go style writes in capitals (the list of
+// golint and staticcheck).
+var commonInitialisms = setOf("ACL API ASCII CPU CSS DNS EOF GUID HTML HTTP HTTPS ID IP JSON LHS QPS RAM RHS RPC SLA SMTP SQL SSH TCP TLS TTL UDP UI UID UUID URI URL UTF8 VM XML XMPP XSRF XSS")
 
 // sortedByPos returns the explicit methods of iface in source order.
 func sortedByPos(iface *types.Interface) []*types.Func {

@@ -113,21 +113,19 @@ func (c *codecSet) nameable(t types.Type) string {
 
 // codecCheck walks the parameters, results and error types of m.
 func (b *builder) codecCheck(set *codecSet, where string, fn *types.Func, m *model.Method) {
-	sig := fn.Signature()
 	check := func(pos token.Pos, what string, t types.Type) {
 		if p := set.add(t); p != "" {
 			b.diags.errorf(pos, "%s of %s: %s", what, where, p)
 		}
 	}
 	for i, p := range m.Params {
-		v := sig.Params().At(i + 1)
 		if isContext(p.Type) {
 			continue // reported by the signature check
 		}
-		check(v.Pos(), "parameter "+displayName(p.Name, i+1), p.Type)
+		check(b.src.varPos(fn, i+1, false), "parameter "+displayName(p.Name, i+1), p.Type)
 	}
 	for i, r := range m.Results {
-		check(sig.Results().At(i).Pos(), "result "+displayName(r.Name, i), r.Type)
+		check(b.src.varPos(fn, i, true), "result "+displayName(r.Name, i), r.Type)
 	}
 	for _, r := range m.Errors {
 		if r.Type != nil {

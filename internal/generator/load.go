@@ -66,8 +66,9 @@ func loadPackages(ctx context.Context, cfg *Config, fset *token.FileSet) (pkgs [
 	if budget > 0 {
 		exportCtx, cancel := context.WithTimeout(ctx, budget)
 		pkgs, err = packages.Load(config(exportCtx, cfg, fset, baseMode, parseSkippingGenerated), cfg.Patterns...)
+		timedOut := exportCtx.Err() != nil
 		cancel()
-		if exportCtx.Err() == nil || ctx.Err() != nil {
+		if !timedOut || ctx.Err() != nil {
 			return pkgs, false, err
 		}
 	}

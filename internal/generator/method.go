@@ -1,6 +1,7 @@
 package generator
 
 import (
+	"cmp"
 	"fmt"
 	"go/token"
 	"go/types"
@@ -12,12 +13,14 @@ import (
 	"golang.org/x/tools/go/packages"
 
 	"github.com/ffgen/ffgen/internal/generator/model"
+	"github.com/ffgen/ffgen/internal/timeouts"
 )
 
 // serviceDefaults applies the interface's own directives and returns the
 // settings every method starts from.
 func (b *builder) serviceDefaults(svc *model.Service, dirs []*directive) *model.Method {
 	base := &model.Method{}
+	b.ifaceTimeout = nil
 	for _, d := range dirs {
 		switch d.Name {
 		case "service":
@@ -28,6 +31,7 @@ func (b *builder) serviceDefaults(svc *model.Service, dirs []*directive) *model.
 			b.applyDefault(svc.Name, d, base)
 		case "timeout":
 			b.applyTimeout(svc.Name, d, base)
+			b.ifaceTimeout = d
 		default:
 			if _, ok := knownDirectives[d.Name]; ok {
 				b.diags.errorf(d.Pos, "%s belongs on a method of %s, not on the interface; the interface takes //ff:service, //ff:default and //ff:timeout", d, svc.Name)
@@ -84,7 +88,7 @@ func (b *builder) method(svc *model.Service, decls []*types.Func, base *model.Me
 	}
 	ok := b.signature(where, fn, m)
 
-	var entity *directive
+	var entity, timeout *directive
 	var hold, scatter, hedge *directive
 	for _, d := range dirs {
 		switch d.Name {
@@ -112,7 +116,7 @@ func (b *builder) method(svc *model.Service, decls []*types.Func, base *model.Me
 		case "hedge":
 			hedge = d
 			if len(d.Args) != 1 {
-				b.diags.errorf(d.Pos, "//ff:hedge on %s takes one duration, e.g. //ff:hedge 20ms", where)
+				b.diags.errorf(argPos(d, 1), "//ff:hedge on %s takes one duration, e.g. //ff:hedge 20ms", where)
 				continue
 			}
 			if v, ok := b.duration(where, d, d.Args[0].Text, d.Args[0].Pos); ok {
@@ -121,6 +125,7 @@ func (b *builder) method(svc *model.Service, decls []*types.Func, base *model.Me
 			}
 		case "timeout":
 			b.applyTimeout(where, d, m)
+			timeout = d
 		case "default":
 			b.applyDefault(where, d, m)
 		case "service":
@@ -139,7 +144,7 @@ func (b *builder) method(svc *model.Service, decls []*types.Func, base *model.Me
 		return nil
 	}
 	if entity == nil {
-		b.diags.errorf(fn.Pos(), "%s has no //ff:entity; name the parameter (or field path) that holds the entity ID, e.g. //ff:entity id", where)
+		b.diags.errorf(b.src.pos(fn), "%s has no //ff:entity; name the parameter (or field path) that holds the entity ID, e.g. //ff:entity id", where)
 	} else {
 		for _, a := range entity.Args {
 			if e := b.entity(where, fn, m, a); e != nil {
@@ -148,7 +153,50 @@ func (b *builder) method(svc *model.Service, decls []*types.Func, base *model.Me
 		}
 	}
 	b.errorRules(where, md, m, dirs)
+	b.checkSettings(where, m, timeout)
 	return m
+}
+
+// checkSettings validates what generation knows of a method's settings:
+// its //ff:timeout keys, the interface's, and the runtime's defaults for
+// the keys neither sets. A method whose keys conflict with the defaults
+// it inherits (operation=1ms under the default attempt timeout of 5s)
+// would fail every call with default settings; the client it runs with is
+// validated again, with its real settings, by runtime.NewClient.
+func (b *builder) checkSettings(where string, m *model.Method, timeout *directive) {
+	dirs := slices.DeleteFunc([]*directive{timeout, b.ifaceTimeout}, func(d *directive) bool { return d == nil })
+	if len(dirs) == 0 {
+		return
+	}
+	attempt := cmp.Or(m.AttemptTimeout, timeouts.Attempt)
+	operation := cmp.Or(m.OperationTimeout, timeouts.Operation)
+	heartbeat := cmp.Or(m.HeartbeatTimeout, timeouts.HeartbeatTimeout)
+	for _, p := range timeouts.Check(timeouts.HeartbeatInterval, heartbeat, attempt, operation) {
+		msg := settingNames.Replace(p)
+		b.diags.errorf(timeoutArg(dirs, msg), "//ff:timeout on %s: %s; a key it leaves unset is the interface's or the runtime's default (attempt=%v operation=%v heartbeat=%v): set it too",
+			where, msg, timeouts.Attempt, timeouts.Operation, timeouts.HeartbeatTimeout)
+	}
+}
+
+// settingNames writes the runtime's setting names as //ff:timeout keys.
+var settingNames = strings.NewReplacer("AttemptTimeout", "attempt", "OperationTimeout", "operation", "HeartbeatTimeout", "heartbeat", "MaxFailovers", "failovers")
+
+// timeoutArg is the position of the key=value that msg names first,
+// searched in the method's directive, then the interface's.
+func timeoutArg(dirs []*directive, msg string) token.Pos {
+	pos, first := dirs[0].Pos, len(msg)
+	for _, d := range dirs {
+		for _, a := range d.Args {
+			key, _, _ := strings.Cut(a.Text, "=")
+			if i := strings.Index(msg, key+" ("); i >= 0 && i < first {
+				pos, first = a.Pos, i
+			}
+		}
+		if first < len(msg) {
+			break
+		}
+	}
+	return pos
 }
 
 // sameDirectives accepts a second declaration of a method only with the
@@ -170,9 +218,9 @@ func (b *builder) sameDirectives(where string, fn *types.Func, md *methodDecl, d
 		if md != nil {
 			name = md.iface
 		}
-		return fmt.Sprintf("%s (%s)", name, b.where(fn.Pos()))
+		return fmt.Sprintf("%s (%s)", name, b.where(b.src.pos(fn)))
 	}
-	pos := other.Pos()
+	pos := b.src.pos(other)
 	for i, d := range odirs {
 		if i >= len(dirs) || d.text() != dirs[i].text() {
 			pos = d.Pos
@@ -189,6 +237,15 @@ func (b *builder) where(pos token.Pos) string {
 	return fmt.Sprintf("%s:%d:%d", relative(p.Filename, b.cfg.dir()), p.Line, p.Column)
 }
 
+// argPos points at the directive's argument i, the first one that is
+// wrong, or at the directive when it has no such argument.
+func argPos(d *directive, i int) token.Pos {
+	if i < len(d.Args) {
+		return d.Args[i].Pos
+	}
+	return d.Pos
+}
+
 func (b *builder) noArgs(where string, d *directive) {
 	if len(d.Args) > 0 {
 		b.diags.errorf(d.Args[0].Pos, "%s on %s takes no arguments", d, where)
@@ -201,13 +258,13 @@ func (b *builder) signature(where string, fn *types.Func, m *model.Method) bool 
 	params, results := sig.Params(), sig.Results()
 	ok := true
 	if params.Len() == 0 || !isContext(params.At(0).Type()) {
-		b.diags.errorf(fn.Pos(), "the first parameter of %s must be a context.Context", where)
+		b.diags.errorf(b.src.pos(fn), "the first parameter of %s must be a context.Context", where)
 		ok = false
 	} else {
 		m.CtxName = params.At(0).Name()
 	}
 	if results.Len() == 0 || !model.IsError(results.At(results.Len()-1).Type()) {
-		b.diags.errorf(fn.Pos(), "the last result of %s must be an error", where)
+		b.diags.errorf(b.src.pos(fn), "the last result of %s must be an error", where)
 		ok = false
 	} else {
 		m.ErrName = results.At(results.Len() - 1).Name()
@@ -219,7 +276,7 @@ func (b *builder) signature(where string, fn *types.Func, m *model.Method) bool 
 	for i := 1; i < params.Len(); i++ {
 		v := params.At(i)
 		if isContext(v.Type()) {
-			b.diags.errorf(v.Pos(), "%s has a second context.Context (%s); only the first parameter may be a context", where, v.Name())
+			b.diags.errorf(b.src.varPos(fn, i, false), "%s has a second context.Context (%s); only the first parameter may be a context", where, v.Name())
 		}
 		m.Params = append(m.Params, &model.Var{Name: v.Name(), Type: v.Type()})
 	}
@@ -237,7 +294,7 @@ func isContext(t types.Type) bool {
 
 func (b *builder) applyDefault(where string, d *directive, m *model.Method) {
 	if len(d.Args) != 1 || (d.Args[0].Text != "fail" && d.Args[0].Text != "failover") {
-		b.diags.errorf(d.Pos, "//ff:default on %s takes fail or failover", where)
+		b.diags.errorf(argPos(d, 0), "//ff:default on %s takes fail or failover", where)
 		return
 	}
 	m.DefaultFailover = d.Args[0].Text == "failover"
@@ -286,12 +343,6 @@ func (b *builder) applyTimeout(where string, d *directive, m *model.Method) {
 		default:
 			b.diags.errorf(a.Pos, "unknown //ff:timeout option %q on %s; known: attempt, operation, heartbeat, failovers", key, where)
 		}
-	}
-	if m.AttemptTimeout > 0 && m.OperationTimeout > 0 && m.AttemptTimeout > m.OperationTimeout {
-		b.diags.errorf(d.Pos, "//ff:timeout on %s: attempt=%v is longer than operation=%v", where, m.AttemptTimeout, m.OperationTimeout)
-	}
-	if m.AttemptTimeout > 0 && m.HeartbeatTimeout > 0 && m.AttemptTimeout <= m.HeartbeatTimeout {
-		b.diags.errorf(d.Pos, "//ff:timeout on %s: attempt=%v must be longer than heartbeat=%v", where, m.AttemptTimeout, m.HeartbeatTimeout)
 	}
 }
 

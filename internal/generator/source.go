@@ -17,7 +17,7 @@ import (
 // does not carry: the loaded packages have their syntax, but an interface
 // embedded from a package that is only a dependency is known by its types
 // alone, so its file is parsed here. Either way a method is found by its
-// file, line and column, so the result never depends on which packages the
+// file, line and name, so the result never depends on which packages the
 // patterns named.
 type sources struct {
 	fset    *token.FileSet
@@ -29,10 +29,12 @@ type sources struct {
 	scopes  map[*ast.File]*types.Package // evaluation packages, by file
 }
 
-// posKey is a position that survives export data: file, line, column.
+// posKey is where a method is declared, as export data keeps it: file and
+// line (not the column, which export data drops) and the method's name.
 type posKey struct {
-	file      string
-	line, col int
+	file string
+	line int
+	name string
 }
 
 // methodDecl is one method in the source of an interface type.
@@ -75,9 +77,9 @@ func newSources(fset *token.FileSet, pkgs []*packages.Package) *sources {
 	return s
 }
 
-func (s *sources) key(pos token.Pos) posKey {
+func (s *sources) key(pos token.Pos, name string) posKey {
 	p := s.fset.Position(pos)
-	return posKey{file: p.Filename, line: p.Line, col: p.Column}
+	return posKey{file: p.Filename, line: p.Line, name: name}
 }
 
 // index records every interface method declared in f.
@@ -96,7 +98,7 @@ func (s *sources) index(f *ast.File, pkg *types.Package) {
 		if it, ok := ts.Type.(*ast.InterfaceType); ok {
 			for _, m := range it.Methods.List {
 				if len(m.Names) == 1 {
-					s.methods[s.key(m.Names[0].Pos())] = &methodDecl{iface: ts.Name.Name, field: m, file: f, pkg: pkg}
+					s.methods[s.key(m.Names[0].Pos(), m.Names[0].Name)] = &methodDecl{iface: ts.Name.Name, field: m, file: f, pkg: pkg}
 				}
 			}
 		}
@@ -107,7 +109,7 @@ func (s *sources) index(f *ast.File, pkg *types.Package) {
 // method returns the declaration of fn, parsing its file if no loaded
 // package holds it, or nil if the source cannot be found.
 func (s *sources) method(fn *types.Func) *methodDecl {
-	k := s.key(fn.Pos())
+	k := s.key(fn.Pos(), fn.Name())
 	if md := s.methods[k]; md != nil {
 		return md
 	}
@@ -116,7 +118,7 @@ func (s *sources) method(fn *types.Func) *methodDecl {
 	}
 	name := s.locate(k.file, fn.Pkg().Path())
 	if name == "" || s.parsed[name] {
-		return s.methods[posKey{file: name, line: k.line, col: k.col}]
+		return s.methods[posKey{file: name, line: k.line, name: k.name}]
 	}
 	s.parsed[name] = true
 	f, err := parser.ParseFile(s.fset, name, nil, parser.ParseComments|parser.SkipObjectResolution)
@@ -124,7 +126,7 @@ func (s *sources) method(fn *types.Func) *methodDecl {
 		return nil
 	}
 	s.index(f, fn.Pkg())
-	return s.methods[posKey{file: name, line: k.line, col: k.col}]
+	return s.methods[posKey{file: name, line: k.line, name: k.name}]
 }
 
 // locate finds the file export data names: as recorded, or, when the
@@ -176,4 +178,57 @@ func (s *sources) evalPackage(f *ast.File, pkg *types.Package) *types.Package {
 	}
 	s.scopes[f] = e
 	return e
+}
+
+// pos returns where fn is declared, read from its syntax when it is known:
+// export data keeps no columns.
+func (s *sources) pos(fn *types.Func) token.Pos {
+	if md := s.method(fn); md != nil {
+		return md.field.Names[0].Pos()
+	}
+	return fn.Pos()
+}
+
+// varPos returns where parameter (or result) i of fn is declared, read
+// from its syntax when it is known.
+func (s *sources) varPos(fn *types.Func, i int, result bool) token.Pos {
+	sig := fn.Signature()
+	fallback := func() token.Pos {
+		if result {
+			return sig.Results().At(i).Pos()
+		}
+		return sig.Params().At(i).Pos()
+	}
+	md := s.method(fn)
+	if md == nil {
+		return fallback()
+	}
+	ft, ok := md.field.Type.(*ast.FuncType)
+	if !ok {
+		return fallback()
+	}
+	list := ft.Params
+	if result {
+		list = ft.Results
+	}
+	if list == nil {
+		return fallback()
+	}
+	n := 0
+	for _, f := range list.List {
+		if len(f.Names) == 0 {
+			if n == i {
+				return f.Type.Pos()
+			}
+			n++
+			continue
+		}
+		for _, name := range f.Names {
+			if n == i {
+				return name.Pos()
+			}
+			n++
+		}
+	}
+	return fallback()
 }

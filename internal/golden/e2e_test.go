@@ -4,15 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
+	_ "time/tzdata" // Europe/Paris whatever the machine has
 
 	"github.com/ffgen/ffgen/internal/golden/testdata/e2e"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 // ledger is one node's implementation of e2e.Ledger. hook, if set, runs
@@ -109,6 +114,13 @@ func (l *ledger) Flaky(ctx context.Context, id string, notes ...string) (string,
 		return "", nil, err
 	}
 	return l.node, notes, nil
+}
+
+func (l *ledger) Echo(ctx context.Context, id string, v e2e.Values) (e2e.Values, error) {
+	if err := l.enter(ctx, "Echo"); err != nil {
+		return e2e.Values{}, err
+	}
+	return v, nil
 }
 
 type e2eEnv struct {
@@ -321,6 +333,52 @@ func TestE2EHoldWaitsForTheEntity(t *testing.T) {
 		wg.Wait()
 		if c := primary.calls(); !slices.Equal(c, []string{"Withdraw", "Close"}) {
 			t.Errorf("calls = %v, want Withdraw then Close", c)
+		}
+	})
+}
+
+// A client whose settings conflict with a method's //ff:timeout is refused
+// when it is made: Slow's heartbeat=250ms is less than twice this client's
+// heartbeat interval.
+func TestE2ENewClientValidatesMethodSettings(t *testing.T) {
+	s := runtime.DefaultSettings()
+	s.Groups = []string{"a", "b"}
+	s.HeartbeatInterval, s.HeartbeatTimeout = 150*time.Millisecond, 400*time.Millisecond
+	_, err := runtime.NewClient(runtime.ClientConfig{
+		Transport:  transport.NewMemNetwork().Transport(transport.Config{Node: "c", Group: "clients"}),
+		Membership: runtime.NewStaticMembership(),
+		Settings:   s,
+	})
+	if !errors.Is(err, runtime.ErrInvalidSettings) || !strings.Contains(err.Error(), "method e2e.Ledger.Slow: ") {
+		t.Fatalf("NewClient = %v, want ErrInvalidSettings naming e2e.Ledger.Slow", err)
+	}
+}
+
+// A time keeps its location and an error value the errno and sentinels of
+// its chain, there and back.
+func TestE2EValuesKeepLocationAndErrorChain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newE2E(t)
+		paris, err := time.LoadLocation("Europe/Paris")
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := e2e.Values{
+			At:  time.Date(2024, 10, 27, 2, 30, 0, 0, paris),
+			Err: fmt.Errorf("dial: %w", &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}),
+		}
+		out, err := e.ledger.Echo(t.Context(), "acct", in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !out.At.Equal(in.At) || out.At.Location().String() != "Europe/Paris" {
+			t.Errorf("At = %v in %s, want %v in Europe/Paris", out.At, out.At.Location(), in.At)
+		}
+		if out.Err == nil || out.Err.Error() != in.Err.Error() || !errors.Is(out.Err, syscall.ECONNREFUSED) {
+			t.Errorf("Err = %v, want %q matching syscall.ECONNREFUSED", out.Err, in.Err)
+		}
+		if out, err := e.ledger.Echo(t.Context(), "acct", e2e.Values{}); err != nil || out.Err != nil || !out.At.IsZero() {
+			t.Errorf("zero Values = %+v, %v", out, err)
 		}
 	})
 }

@@ -63,6 +63,9 @@ func TestGolden(t *testing.T) {
 	if len(res.Diagnostics) > 0 {
 		t.Fatalf("diagnostics for good cases: %v", res.Diagnostics)
 	}
+	if len(res.Orphans) > 0 {
+		t.Errorf("orphans among the good cases: %v", res.Orphans)
+	}
 	got := map[string][]byte{}
 	for _, f := range res.Files {
 		got[f.Path] = f.Content
@@ -234,5 +237,27 @@ func TestPerType(t *testing.T) {
 		if diff := cmp.Diff(string(want), string(res.Files[0].Content)); diff != "" {
 			t.Errorf("-type %s differs from the golden file (-want +got):\n%s", name, diff)
 		}
+	}
+}
+
+// TestDiagnosticsFromSource: the diagnostics of a dependency's file are
+// the same when the dependency is type-checked from source as when it
+// comes from export data, which keeps no columns.
+func TestDiagnosticsFromSource(t *testing.T) {
+	dir, err := filepath.Abs("testdata/bad_crosspkg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := generator.Run(context.Background(), &generator.Config{Dir: dir, ExportBudget: -1}, &stdout, &stderr)
+	if code != generator.ExitMistake {
+		t.Errorf("exit code %d, want %d", code, generator.ExitMistake)
+	}
+	want, err := os.ReadFile(filepath.Join(dir, "want.stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), stderr.String()); diff != "" {
+		t.Errorf("from source (-export data +source):\n%s", diff)
 	}
 }

@@ -18,7 +18,8 @@ const (
 	Float   // float32 and float64, as float64 bits
 	Complex // two floats
 	Bytes   // a slice whose element is exactly byte: length-prefixed
-	Error   // the error interface: presence byte, then the message
+	Error   // the error interface: codec.AppendError, message and chain
+	Time    // time.Time: codec.AppendTime, instant, offset and location
 	// Kinds with their own helper function.
 	Marshaler // encoding.BinaryMarshaler and BinaryUnmarshaler
 	Struct
@@ -32,9 +33,13 @@ const (
 func (e Encoding) NeedsHelper() bool { return e >= Marshaler }
 
 // Classify says how the codec carries t. Marshaler methods win over the
-// structure of the type, so time.Time travels through MarshalBinary.
+// structure of the type, except for time.Time, which the codec carries
+// with its location.
 func Classify(t types.Type) Encoding {
 	t = types.Unalias(t)
+	if isTime(t) {
+		return Time
+	}
 	if isMarshaler(t) {
 		return Marshaler
 	}
@@ -88,6 +93,13 @@ func EncodedFields(s *types.Struct) iter.Seq[*types.Var] {
 }
 
 var errorType = types.Universe.Lookup("error").Type()
+
+// isTime reports whether t is time.Time, whose MarshalBinary drops the
+// location's name.
+func isTime(t types.Type) bool {
+	n, ok := t.(*types.Named)
+	return ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == "time" && n.Obj().Name() == "Time"
+}
 
 // IsError reports whether t is the predeclared error interface.
 func IsError(t types.Type) bool { return types.Identical(t, errorType) }

@@ -6,13 +6,14 @@ package basic
 
 import (
 	"context"
+	"time"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
-	"time"
 )
 
 // AccountsDesc describes the service Accounts to the runtime.
-var AccountsDesc = &runtime.ServiceDesc{
+var AccountsDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "basic.Accounts",
 	Methods: []*runtime.MethodDesc{
 		accountsWithdrawDesc,
@@ -21,7 +22,7 @@ var AccountsDesc = &runtime.ServiceDesc{
 		accountsTransferDesc,
 		accountsBalanceDesc,
 	},
-}
+})
 
 // The errors Accounts declares, one rule per error and directive.
 var (

@@ -6,13 +6,14 @@ package collisions
 
 import (
 	"context"
+	strconv1 "strconv"
+
 	runtime1 "github.com/ffgen/ffgen/runtime"
 	codec1 "github.com/ffgen/ffgen/runtime/codec"
-	strconv1 "strconv"
 )
 
 // SvcDesc describes the service Svc to the runtime.
-var SvcDesc = &runtime1.ServiceDesc{
+var SvcDesc = runtime1.Declare(&runtime1.ServiceDesc{
 	Name: "collisions.Svc",
 	Methods: []*runtime1.MethodDesc{
 		svcGetDesc,
@@ -20,7 +21,7 @@ var SvcDesc = &runtime1.ServiceDesc{
 		svcLocalsDesc,
 		svcFailingDesc,
 	},
-}
+})
 
 // The errors Svc declares, one rule per error and directive.
 var svcFailureFail = runtime1.ErrorType("*Failure", runtime1.Fail, svcEncodeFailure, svcDecodeFailure)

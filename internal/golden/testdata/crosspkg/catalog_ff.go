@@ -6,20 +6,21 @@ package crosspkg
 
 import (
 	"context"
+	"io"
+
 	"github.com/ffgen/ffgen/internal/golden/testdata/crosspkg/base"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
-	"io"
 )
 
 // CatalogDesc describes the service Catalog to the runtime.
-var CatalogDesc = &runtime.ServiceDesc{
+var CatalogDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "crosspkg.Catalog",
 	Methods: []*runtime.MethodDesc{
 		catalogPutDesc,
 		catalogGetDesc,
 	},
-}
+})
 
 // The errors Catalog declares, one rule per error and directive.
 var (

@@ -34,6 +34,13 @@ type Withdrawal struct {
 	Memo    *string
 }
 
+// Values travel as they are: a time keeps its location, an error the
+// standard sentinels and the errno of its chain.
+type Values struct {
+	At  time.Time
+	Err error
+}
+
 // Reader is embedded in Ledger: its methods and directives are Ledger's.
 type Reader interface {
 	// Balance returns the balance of an account.
@@ -68,4 +75,7 @@ type Ledger interface {
 	//ff:entity id
 	//ff:default failover
 	Flaky(ctx context.Context, id string, notes ...string) (string, []string, error)
+
+	//ff:entity id
+	Echo(ctx context.Context, id string, v Values) (Values, error)
 }

@@ -6,13 +6,14 @@ package e2e
 
 import (
 	"context"
+	"time"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
-	"time"
 )
 
 // LedgerDesc describes the service Ledger to the runtime.
-var LedgerDesc = &runtime.ServiceDesc{
+var LedgerDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "e2e.Ledger",
 	Methods: []*runtime.MethodDesc{
 		ledgerWithdrawDesc,
@@ -20,9 +21,10 @@ var LedgerDesc = &runtime.ServiceDesc{
 		ledgerCloseDesc,
 		ledgerSlowDesc,
 		ledgerFlakyDesc,
+		ledgerEchoDesc,
 		ledgerBalanceDesc,
 	},
-}
+})
 
 // The errors Ledger declares, one rule per error and directive.
 var (
@@ -152,6 +154,27 @@ var ledgerFlakyDesc = &runtime.MethodDesc{
 	},
 }
 
+var ledgerEchoDesc = &runtime.MethodDesc{
+	Service: "e2e.Ledger",
+	Name:    "Echo",
+	Entities: func(args codec.Message, dst []string) []string {
+		a := args.(*ledgerEchoArgs)
+		dst = append(dst, a.ID)
+		return dst
+	},
+	NewArgs: func() codec.Message {
+		return new(ledgerEchoArgs)
+	},
+	Handle: func(ctx context.Context, impl any, args codec.Message) (codec.Message, error) {
+		a := args.(*ledgerEchoArgs)
+		r0, err := impl.(Ledger).Echo(ctx, a.ID, a.V)
+		if err != nil {
+			return nil, err
+		}
+		return &ledgerEchoReply{R0: r0}, nil
+	},
+}
+
 var ledgerBalanceDesc = &runtime.MethodDesc{
 	Service: "e2e.Ledger",
 	Name:    "Balance",
@@ -232,6 +255,17 @@ func (c *LedgerClient) Flaky(ctx context.Context, id string, notes ...string) (s
 		return zero.R0, zero.R1, err
 	}
 	return reply.R0, reply.R1, nil
+}
+
+// Echo calls Ledger.Echo on the cluster.
+func (c *LedgerClient) Echo(ctx context.Context, id string, v Values) (Values, error) {
+	args := ledgerEchoArgs{ID: id, V: v}
+	var reply ledgerEchoReply
+	if err := c.client.Invoke(ctx, ledgerEchoDesc, &args, &reply); err != nil {
+		var zero ledgerEchoReply
+		return zero.R0, err
+	}
+	return reply.R0, nil
 }
 
 // Balance returns the balance of an account.
@@ -444,6 +478,47 @@ func (m *ledgerFlakyReply) UnmarshalFF(b []byte) error {
 	return r.Done()
 }
 
+// ledgerEchoArgs carries the arguments of Ledger.Echo.
+type ledgerEchoArgs struct {
+	ID string
+	V  Values
+}
+
+// AppendFF implements codec.Message.
+func (m *ledgerEchoArgs) AppendFF(b []byte) []byte {
+	b = codec.AppendString(b, m.ID)
+	b = ledgerAppendValues(b, &m.V)
+	return b
+}
+
+// UnmarshalFF implements codec.Message.
+func (m *ledgerEchoArgs) UnmarshalFF(b []byte) error {
+	*m = ledgerEchoArgs{}
+	r := codec.NewReader(b)
+	m.ID = r.String()
+	ledgerReadValues(&r, &m.V)
+	return r.Done()
+}
+
+// ledgerEchoReply carries the results of Ledger.Echo.
+type ledgerEchoReply struct {
+	R0 Values
+}
+
+// AppendFF implements codec.Message.
+func (m *ledgerEchoReply) AppendFF(b []byte) []byte {
+	b = ledgerAppendValues(b, &m.R0)
+	return b
+}
+
+// UnmarshalFF implements codec.Message.
+func (m *ledgerEchoReply) UnmarshalFF(b []byte) error {
+	*m = ledgerEchoReply{}
+	r := codec.NewReader(b)
+	ledgerReadValues(&r, &m.R0)
+	return r.Done()
+}
+
 // ledgerBalanceArgs carries the arguments of Ledger.Balance.
 type ledgerBalanceArgs struct {
 	ID string
@@ -551,6 +626,17 @@ func ledgerReadSliceString(r *codec.Reader, v *[]string) {
 	for i := range *v {
 		(*v)[i] = r.String()
 	}
+}
+
+func ledgerAppendValues(b []byte, v *Values) []byte {
+	b = codec.AppendTime(b, v.At)
+	b = codec.AppendError(b, v.Err)
+	return b
+}
+
+func ledgerReadValues(r *codec.Reader, v *Values) {
+	v.At = codec.ReadTime(r)
+	v.Err = codec.ReadError(r)
 }
 
 func ledgerEncodeNotFoundError(e *NotFoundError) []byte {

@@ -6,20 +6,21 @@ package embedded
 
 import (
 	"context"
+	"time"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
-	"time"
 )
 
 // StoreDesc describes the service Store to the runtime.
-var StoreDesc = &runtime.ServiceDesc{
+var StoreDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "embedded.Store",
 	Methods: []*runtime.MethodDesc{
 		storeDeleteDesc,
 		storeGetDesc,
 		storePutDesc,
 	},
-}
+})
 
 // The errors Store declares, one rule per error and directive.
 var storeErrMissingFail = runtime.ErrorValue("ErrMissing", runtime.Fail, ErrMissing)

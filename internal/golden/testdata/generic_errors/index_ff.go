@@ -6,17 +6,18 @@ package generic_errors
 
 import (
 	"context"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 )
 
 // IndexDesc describes the service Index to the runtime.
-var IndexDesc = &runtime.ServiceDesc{
+var IndexDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "generic_errors.Index",
 	Methods: []*runtime.MethodDesc{
 		indexLookupDesc,
 	},
-}
+})
 
 // The errors Index declares, one rule per error and directive.
 var (

@@ -6,18 +6,19 @@ package generics
 
 import (
 	"context"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 )
 
 // CatalogDesc describes the service Catalog to the runtime.
-var CatalogDesc = &runtime.ServiceDesc{
+var CatalogDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "generics.Catalog",
 	Methods: []*runtime.MethodDesc{
 		catalogListDesc,
 		catalogAliasesDesc,
 	},
-}
+})
 
 var catalogListDesc = &runtime.MethodDesc{
 	Service: "generics.Catalog",

@@ -6,23 +6,23 @@ package imports
 
 import (
 	"context"
-	"errors"
+	"io"
+	"io/fs"
+	"time"
+
 	x1 "github.com/ffgen/ffgen/internal/golden/testdata/imports/a/x"
 	x2 "github.com/ffgen/ffgen/internal/golden/testdata/imports/b/x"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
-	"io"
-	"io/fs"
-	"time"
 )
 
 // IndexDesc describes the service Index to the runtime.
-var IndexDesc = &runtime.ServiceDesc{
+var IndexDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "imports.Index",
 	Methods: []*runtime.MethodDesc{
 		indexLookupDesc,
 	},
-}
+})
 
 // The errors Index declares, one rule per error and directive.
 var (
@@ -96,7 +96,7 @@ type indexLookupArgs struct {
 func (m *indexLookupArgs) AppendFF(b []byte) []byte {
 	b = codec.AppendString(b, string(m.ID))
 	b = indexAppendKey(b, &m.Key)
-	b = indexAppendTime(b, &m.At)
+	b = codec.AppendTime(b, m.At)
 	return b
 }
 
@@ -106,7 +106,7 @@ func (m *indexLookupArgs) UnmarshalFF(b []byte) error {
 	r := codec.NewReader(b)
 	m.ID = x1.ID(r.String())
 	indexReadKey(&r, &m.Key)
-	indexReadTime(&r, &m.At)
+	m.At = codec.ReadTime(&r)
 	return r.Done()
 }
 
@@ -139,30 +139,6 @@ func indexAppendKey(b []byte, v *x2.Key) []byte {
 
 func indexReadKey(r *codec.Reader, v *x2.Key) {
 	v.Shard = int(r.Varint())
-}
-
-func indexAppendTime(b []byte, v *time.Time) []byte {
-	p, err := v.MarshalBinary()
-	if err != nil {
-		// The decoder reports the message as its error.
-		b = append(b, 1)
-		return codec.AppendString(b, err.Error())
-	}
-	b = append(b, 0)
-	return codec.AppendBytes(b, p)
-}
-
-func indexReadTime(r *codec.Reader, v *time.Time) {
-	switch r.Byte() {
-	case 0:
-		if err := v.UnmarshalBinary(r.Bytes()); err != nil {
-			r.Fail(err)
-		}
-	case 1:
-		r.Fail(errors.New("codec: the sender could not marshal time.Time: " + r.String()))
-	default:
-		r.Fail(errors.New("codec: bad marshaler flag"))
-	}
 }
 
 func indexAppendMapIDSliceKey(b []byte, v *map[x1.ID][]x2.Key) []byte {
@@ -212,23 +188,14 @@ func indexReadSliceKey(r *codec.Reader, v *[]x2.Key) {
 func indexAppendPathError(b []byte, v *fs.PathError) []byte {
 	b = codec.AppendString(b, v.Op)
 	b = codec.AppendString(b, v.Path)
-	if v.Err == nil {
-		b = append(b, 0)
-	} else {
-		b = append(b, 1)
-		b = codec.AppendString(b, v.Err.Error())
-	}
+	b = codec.AppendError(b, v.Err)
 	return b
 }
 
 func indexReadPathError(r *codec.Reader, v *fs.PathError) {
 	v.Op = r.String()
 	v.Path = r.String()
-	if r.Bool() {
-		v.Err = errors.New(r.String())
-	} else {
-		v.Err = nil
-	}
+	v.Err = codec.ReadError(r)
 }
 
 func indexEncodePathError(e *fs.PathError) []byte {

@@ -6,17 +6,18 @@ package minimal
 
 import (
 	"context"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 )
 
 // EchoDesc describes the service Echo to the runtime.
-var EchoDesc = &runtime.ServiceDesc{
+var EchoDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "minimal.Echo",
 	Methods: []*runtime.MethodDesc{
 		echoEchoDesc,
 	},
-}
+})
 
 var echoEchoDesc = &runtime.MethodDesc{
 	Service: "minimal.Echo",

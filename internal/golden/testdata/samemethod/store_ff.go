@@ -6,19 +6,20 @@ package samemethod
 
 import (
 	"context"
+	"time"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
-	"time"
 )
 
 // StoreDesc describes the service Store to the runtime.
-var StoreDesc = &runtime.ServiceDesc{
+var StoreDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "samemethod.Store",
 	Methods: []*runtime.MethodDesc{
 		storeGetDesc,
 		storeEvictDesc,
 	},
-}
+})
 
 var storeGetDesc = &runtime.MethodDesc{
 	Service: "samemethod.Store",

@@ -6,17 +6,18 @@ package selectors
 
 import (
 	"context"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 )
 
 // ADesc describes the service A to the runtime.
-var ADesc = &runtime.ServiceDesc{
+var ADesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "selectors.A",
 	Methods: []*runtime.MethodDesc{
 		a_BGetDesc,
 	},
-}
+})
 
 var a_BGetDesc = &runtime.MethodDesc{
 	Service: "selectors.A",

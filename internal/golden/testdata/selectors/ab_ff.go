@@ -6,17 +6,18 @@ package selectors
 
 import (
 	"context"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 )
 
 // ABDesc describes the service AB to the runtime.
-var ABDesc = &runtime.ServiceDesc{
+var ABDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "selectors.AB",
 	Methods: []*runtime.MethodDesc{
 		aBGetDesc,
 	},
-}
+})
 
 var aBGetDesc = &runtime.MethodDesc{
 	Service: "selectors.AB",

@@ -6,18 +6,19 @@ package selectors
 
 import (
 	"context"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 )
 
 // ConnDesc describes the service Conn to the runtime.
-var ConnDesc = &runtime.ServiceDesc{
+var ConnDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "selectors.Conn",
 	Methods: []*runtime.MethodDesc{
 		connclientDesc,
 		connSendDesc,
 	},
-}
+})
 
 var connclientDesc = &runtime.MethodDesc{
 	Service: "selectors.Conn",

@@ -6,15 +6,14 @@ package shapes
 
 import (
 	"context"
-	"errors"
+	"strconv"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
-	"strconv"
-	"time"
 )
 
 // ShapesDesc describes the service Shapes to the runtime.
-var ShapesDesc = &runtime.ServiceDesc{
+var ShapesDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "shapes.Shapes",
 	Methods: []*runtime.MethodDesc{
 		shapesLogDesc,
@@ -22,7 +21,7 @@ var ShapesDesc = &runtime.ServiceDesc{
 		shapesBigDesc,
 		shapesOnlyDesc,
 	},
-}
+})
 
 // The errors Shapes declares, one rule per error and directive.
 var shapesNotFoundFail = runtime.ErrorType("NotFound", runtime.Fail, shapesEncodeNotFound, shapesDecodeNotFound)
@@ -453,13 +452,8 @@ func shapesAppendRequest(b []byte, v *Request) []byte {
 	b = codec.AppendFloat64(b, float64(v.Ratio))
 	b = codec.AppendFloat64(b, float64(real(v.Z)))
 	b = codec.AppendFloat64(b, float64(imag(v.Z)))
-	b = shapesAppendTime(b, &v.When)
-	if v.Cause == nil {
-		b = append(b, 0)
-	} else {
-		b = append(b, 1)
-		b = codec.AppendString(b, v.Cause.Error())
-	}
+	b = codec.AppendTime(b, v.When)
+	b = codec.AppendError(b, v.Cause)
 	b = shapesAppendArray3Array2Int(b, &v.Grid)
 	b = shapesAppendMapLevelSliceUint(b, &v.Counts)
 	b = shapesAppendPtrNode(b, &v.List)
@@ -472,12 +466,8 @@ func shapesReadRequest(r *codec.Reader, v *Request) {
 	v.Raw = Blob(append([]byte(nil), r.Bytes()...))
 	v.Ratio = float32(r.Float64())
 	v.Z = complex(r.Float64(), r.Float64())
-	shapesReadTime(r, &v.When)
-	if r.Bool() {
-		v.Cause = errors.New(r.String())
-	} else {
-		v.Cause = nil
-	}
+	v.When = codec.ReadTime(r)
+	v.Cause = codec.ReadError(r)
 	shapesReadArray3Array2Int(r, &v.Grid)
 	shapesReadMapLevelSliceUint(r, &v.Counts)
 	shapesReadPtrNode(r, &v.List)
@@ -491,30 +481,6 @@ func shapesAppendEmbedded(b []byte, v *Embedded) []byte {
 
 func shapesReadEmbedded(r *codec.Reader, v *Embedded) {
 	v.Tenant = r.String()
-}
-
-func shapesAppendTime(b []byte, v *time.Time) []byte {
-	p, err := v.MarshalBinary()
-	if err != nil {
-		// The decoder reports the message as its error.
-		b = append(b, 1)
-		return codec.AppendString(b, err.Error())
-	}
-	b = append(b, 0)
-	return codec.AppendBytes(b, p)
-}
-
-func shapesReadTime(r *codec.Reader, v *time.Time) {
-	switch r.Byte() {
-	case 0:
-		if err := v.UnmarshalBinary(r.Bytes()); err != nil {
-			r.Fail(err)
-		}
-	case 1:
-		r.Fail(errors.New("codec: the sender could not marshal time.Time: " + r.String()))
-	default:
-		r.Fail(errors.New("codec: bad marshaler flag"))
-	}
 }
 
 func shapesAppendArray3Array2Int(b []byte, v *[3][2]int) []byte {

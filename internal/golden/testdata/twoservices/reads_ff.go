@@ -6,17 +6,18 @@ package twoservices
 
 import (
 	"context"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 )
 
 // ReadsDesc describes the service Reads to the runtime.
-var ReadsDesc = &runtime.ServiceDesc{
+var ReadsDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "twoservices.Reads",
 	Methods: []*runtime.MethodDesc{
 		readsGetDesc,
 	},
-}
+})
 
 var readsGetDesc = &runtime.MethodDesc{
 	Service: "twoservices.Reads",

@@ -6,17 +6,18 @@ package twoservices
 
 import (
 	"context"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 )
 
 // WritesDesc describes the service Writes to the runtime.
-var WritesDesc = &runtime.ServiceDesc{
+var WritesDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "twoservices.Writes",
 	Methods: []*runtime.MethodDesc{
 		writesPutDesc,
 	},
-}
+})
 
 var writesPutDesc = &runtime.MethodDesc{
 	Service: "twoservices.Writes",

@@ -8,18 +8,19 @@ package variants
 
 import (
 	"context"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 )
 
 // ClockDesc describes the service Clock to the runtime.
-var ClockDesc = &runtime.ServiceDesc{
+var ClockDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "variants.Clock",
 	Methods: []*runtime.MethodDesc{
 		clockNowDesc,
 		clockSleepDesc,
 	},
-}
+})
 
 var clockNowDesc = &runtime.MethodDesc{
 	Service: "variants.Clock",

@@ -8,18 +8,19 @@ package variants
 
 import (
 	"context"
+
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 )
 
 // StoreDesc describes the service Store to the runtime.
-var StoreDesc = &runtime.ServiceDesc{
+var StoreDesc = runtime.Declare(&runtime.ServiceDesc{
 	Name: "variants.Store",
 	Methods: []*runtime.MethodDesc{
 		storeGetDesc,
 		storeFsyncDesc,
 	},
-}
+})
 
 var storeGetDesc = &runtime.MethodDesc{
 	Service: "variants.Store",
