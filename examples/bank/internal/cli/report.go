@@ -52,7 +52,7 @@ func FetchJournal(ctx context.Context, c *http.Client, addr string) (JournalRepo
 	return r, err
 }
 
-// fetch decodes the JSON at u into v. A full journal is some 20 MiB.
+// fetch decodes the JSON at u into v; a full journal is some 12 MiB of it.
 func fetch(ctx context.Context, c *http.Client, u url.URL, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
