@@ -248,7 +248,8 @@ func auditOnly(ctx context.Context, c config) int {
 		}
 	}
 	runAudit(ctx, c, sum, model, all, logs[0].Run)
-	printSummary(os.Stdout, sum)
+	fmt.Fprintf(os.Stdout, "\n== bankload audit of run %s ==\n", sum.Run)
+	printAudit(os.Stdout, sum)
 	if c.jsonPath != "" {
 		if err := writeJSON(c.jsonPath, sum); err != nil {
 			fmt.Fprintln(os.Stderr, "bankload:", err)
