@@ -51,7 +51,7 @@ demo:
 # The bank example's fault suite: for each fault a fresh 4-node cluster on
 # loopback under bankload at 2,000 ops/s for 25 s, the fault, and the audit
 # of every node (balances, and every acknowledged write in every node's
-# journal). A table per fault; exit 1 if any audit failed. About 10
+# journal). A table per fault; exit 1 if any audit failed. 8 to 15
 # minutes. FAULTS_FLAGS passes options, e.g. FAULTS_FLAGS='-only sigstop'.
 faults: faults-deps
 	$(GO) run ./examples/bank/faults $(FAULTS_FLAGS)
