@@ -1,8 +1,8 @@
 package bank
 
 import (
+	"bytes"
 	"encoding/hex"
-	"maps"
 	"slices"
 )
 
@@ -72,19 +72,28 @@ type JournalEntry struct {
 	Err    string `json:"err,omitempty"` // the error its first run answered, "" if none
 }
 
-// Journal returns the ledger's journal, taken at one instant.
+// Journal returns the ledger's journal, taken at one instant. Only the
+// copy holds the ledger's lock; sorting and formatting do not.
 func (l *Ledger) Journal() Journal {
+	type kv struct {
+		id [16]byte
+		e  journalEntry
+	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	j := l.journal
-	out := Journal{Capacity: cap(j.ring), Evicted: j.evicted, Entries: make([]JournalEntry, 0, len(j.entries))}
-	for _, id := range slices.SortedFunc(maps.Keys(j.entries), func(a, b [16]byte) int { return slices.Compare(a[:], b[:]) }) {
-		e := j.entries[id]
-		je := JournalEntry{ID: hex.EncodeToString(id[:]), Runs: e.runs, Amount: e.amount}
-		if e.err != nil {
-			je.Err = e.err.Error()
+	out := Journal{Capacity: cap(j.ring), Evicted: j.evicted}
+	all := make([]kv, 0, len(j.entries))
+	for id, e := range j.entries {
+		all = append(all, kv{id, e})
+	}
+	l.mu.Unlock()
+	slices.SortFunc(all, func(a, b kv) int { return bytes.Compare(a.id[:], b.id[:]) })
+	out.Entries = make([]JournalEntry, len(all))
+	for i, x := range all {
+		out.Entries[i] = JournalEntry{ID: hex.EncodeToString(x.id[:]), Runs: x.e.runs, Amount: x.e.amount}
+		if x.e.err != nil {
+			out.Entries[i].Err = x.e.err.Error()
 		}
-		out.Entries = append(out.Entries, je)
 	}
 	return out
 }
