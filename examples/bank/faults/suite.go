@@ -174,7 +174,7 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 		"-progress", "0", "-require-all",
 	}
 	openLog := filepath.Join(dir, "open.json")
-	if _, err := s.bankload(ctx, e, dir, "open", append(common, "-duration", "0", "-writes", openLog)...); err != nil {
+	if err := s.bankload(ctx, e, dir, "open", append(common, "-duration", "0", "-writes", openLog)...); err != nil {
 		return fmt.Errorf("opening the accounts: %w", err)
 	}
 	writers := 1
@@ -191,7 +191,7 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 		logs = append(logs, filepath.Join(dir, name+".json"))
 		sums = append(sums, filepath.Join(dir, name+"-summary.json"))
 		wg.Go(func() {
-			_, err := s.bankload(ctx, e, dir, name, append(common, "-name", name, "-open=false", "-audit=false",
+			err := s.bankload(ctx, e, dir, name, append(common, "-name", name, "-open=false", "-audit=false",
 				"-duration", s.Duration.String(), "-rate", strconv.Itoa(max(s.Rate/writers, 1)), "-callers", strconv.Itoa(s.Callers),
 				"-writes", logs[i+1], "-json", sums[i])...)
 			// Exit 1 without an audit is a caller that waited past the
@@ -236,7 +236,7 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 	}
 	row.CatchUp = e.catchUps()
 	auditPath := filepath.Join(dir, "audit.json")
-	out, err := s.bankload(ctx, e, dir, "audit", "-audit-only", strings.Join(logs, ","), "-mgmt", strings.Join(e.MgmtAddrs(), ","),
+	err := s.bankload(ctx, e, dir, "audit", "-audit-only", strings.Join(logs, ","), "-mgmt", strings.Join(e.MgmtAddrs(), ","),
 		"-require-all", "-audit-timeout", s.AuditTimeout.String(), "-json", auditPath)
 	var audit cli.Summary
 	if rerr := readJSON(auditPath, &audit); rerr != nil {
@@ -257,7 +257,6 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 	}
 	if !audit.AuditPassed {
 		row.Notes = append(row.Notes, "audit failed; see "+filepath.Join(dir, "audit.out"))
-		os.WriteFile(filepath.Join(dir, "audit.out"), out, 0o644)
 	}
 	return faultErr
 }
@@ -282,23 +281,21 @@ func (e *env) catchUps() []catchUp {
 	return out
 }
 
-// bankload runs bankload with args, its output in dir/name.out, and
-// returns that output. A non-zero exit is an error.
-func (s *Suite) bankload(ctx context.Context, e *env, dir, name string, args ...string) ([]byte, error) {
+// bankload runs bankload with args, its output in dir/name.out. A
+// non-zero exit is an error.
+func (s *Suite) bankload(ctx context.Context, e *env, dir, name string, args ...string) error {
 	cmd := e.Command("bankload", args...)
 	outPath := filepath.Join(dir, name+".out")
 	f, err := os.Create(outPath)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	defer f.Close()
 	cmd.Stdout, cmd.Stderr = f, f
-	err = runCmd(ctx, cmd)
-	f.Close()
-	out, _ := os.ReadFile(outPath)
-	if err != nil {
-		return out, fmt.Errorf("bankload %s: %w (see %s)", name, err, outPath)
+	if err := runCmd(ctx, cmd); err != nil {
+		return fmt.Errorf("bankload %s: %w (see %s)", name, err, outPath)
 	}
-	return out, nil
+	return nil
 }
 
 // runCmd runs cmd, interrupting it if ctx ends.
