@@ -131,10 +131,27 @@ func hostileConns(name string) func(context.Context, *env) error {
 		if err := e.at(ctx, e.start()); err != nil {
 			return err
 		}
+		before, _ := n.RSS()
+		var peak int64
 		hctx, cancel := context.WithTimeout(ctx, e.bounded(time.Hour, 0.5))
 		defer cancel()
+		watched := make(chan struct{})
+		go func() { // the node's memory while under attack, where /proc tells
+			defer close(watched)
+			for hctx.Err() == nil {
+				if kib, err := n.RSS(); err == nil {
+					peak = max(peak, kib)
+				}
+				sleep(hctx, 200*time.Millisecond)
+			}
+		}()
 		opened := hostile(hctx, n.RPC, 200, 4)
+		cancel()
+		<-watched
 		e.note("%d hostile connections to %s (200 stalled after announcing a 4 MiB frame, the rest garbage)", opened, n.Name)
+		if before > 0 && peak > 0 {
+			e.note("%s resident memory %d MiB before, %d MiB at most during the attack", n.Name, before>>10, peak>>10)
+		}
 		return nil
 	}
 }

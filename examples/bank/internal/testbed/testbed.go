@@ -208,6 +208,25 @@ func (n *Node) Started() time.Time {
 	return n.started
 }
 
+// RSS returns the resident memory of n's current process, from /proc
+// where there is one.
+func (n *Node) RSS() (kib int64, err error) {
+	cmd, _ := n.proc()
+	if cmd == nil {
+		return 0, fmt.Errorf("%s was never started", n.Name)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc status")
+}
+
 // Running reports whether n's process is running (frozen counts).
 func (n *Node) Running() bool {
 	_, exited := n.proc()
