@@ -147,7 +147,11 @@ func (c *Client) Invoke(ctx context.Context, m *MethodDesc, args, reply codec.Me
 	}
 	start := time.Now()
 	op := &operation{c: c, m: m, s: s, reply: reply, start: start}
-	rand.Read(op.id[:])
+	if id, ok := operationID(ctx); ok {
+		op.id = id
+	} else {
+		rand.Read(op.id[:])
+	}
 	op.entities = m.Entities(args, op.entityBuf[:0])
 	if len(op.entities) == 0 {
 		return fmt.Errorf("ffgen: %s.%s: no entity ID", m.Service, m.Name)

@@ -19,6 +19,9 @@
 //
 // Each write is idempotent by its operation ID (runtime.AttemptFrom): a
 // node executes an operation at most once and answers a repeat from memory.
+// The ledger also journals every write it executes, by operation ID
+// (Ledger.Journal), so that an audit can find each acknowledged write on
+// every node.
 //
 // Known limits of the example: a node that was declared dead, restarted or
 // answered ErrLedgerBusy missed writes and holds stale balances; nothing
@@ -26,6 +29,7 @@
 // busy) instead. Close runs on one node only; see Accounts.Close.
 //
 // cmd/banknode runs one node; cmd/bankload drives a cluster with load and
-// audits every node's balances afterwards; demo runs the whole scenario
-// with a crash and a freeze (make demo).
+// audits every node's balances and journal afterwards; demo runs the whole
+// scenario with a crash and a freeze (make demo); faults runs the fault
+// suite (make faults).
 package bank

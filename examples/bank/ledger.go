@@ -28,6 +28,7 @@ type Ledger struct {
 	mu       sync.Mutex
 	accounts map[string]*account
 	seen     map[[16]byte]outcome
+	journal  *journal
 	ring     [][16]byte // remembered IDs, oldest at next once full
 	next     int
 	applied  uint64
@@ -50,16 +51,32 @@ var _ Accounts = (*Ledger)(nil)
 
 // NewLedger returns an empty ledger that remembers the outcomes of the
 // last remember writes (DefaultRemember if remember <= 0).
-func NewLedger(remember int) *Ledger {
+func NewLedger(remember int, opts ...LedgerOption) *Ledger {
 	if remember <= 0 {
 		remember = DefaultRemember
+	}
+	o := ledgerOptions{journal: DefaultJournal}
+	for _, opt := range opts {
+		opt(&o)
 	}
 	return &Ledger{
 		opID:     attemptOpID,
 		accounts: make(map[string]*account),
 		seen:     make(map[[16]byte]outcome, remember),
 		ring:     make([][16]byte, 0, remember),
+		journal:  newJournal(o.journal),
 	}
+}
+
+// LedgerOption configures NewLedger.
+type LedgerOption func(*ledgerOptions)
+
+type ledgerOptions struct{ journal int }
+
+// WithJournal sets how many executed writes the ledger journals for audits
+// (DefaultJournal if not given; 0 turns the journal off). See Journal.
+func WithJournal(capacity int) LedgerOption {
+	return func(o *ledgerOptions) { o.journal = max(capacity, 0) }
 }
 
 // SetBusy makes every call fail with ErrLedgerBusy while busy is true, so
@@ -98,6 +115,7 @@ func (l *Ledger) write(ctx context.Context, apply func() (Balance, error)) (Bala
 	}
 	if keyed {
 		l.remember(id, outcome{bal, err})
+		l.journal.record(id, bal, err)
 	}
 	return bal, err
 }

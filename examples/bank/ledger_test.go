@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -272,5 +274,64 @@ func BenchmarkLedgerDeposit(b *testing.B) {
 		if _, err := l.Deposit(ctx, req); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestJournalCountsExecutionsNotReplays(t *testing.T) {
+	ctx := context.Background()
+	l := newTestLedger(1) // remembers one outcome: the second write evicts the first
+	if _, err := l.Open(withOp(ctx, 1), OpenRequest{AccountID: "a", Initial: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Open(withOp(ctx, 1), OpenRequest{AccountID: "a", Initial: 10}); err != nil {
+		t.Fatalf("replayed Open: %v", err) // answered from memory, not executed
+	}
+	if _, err := l.Withdraw(withOp(ctx, 2), WithdrawRequest{AccountID: "a", Amount: 50}); !errors.Is(err, ErrInsufficientFunds) {
+		t.Fatalf("Withdraw = %v, want ErrInsufficientFunds", err)
+	}
+	// Op 1 was forgotten by the idempotency memory: it runs again and
+	// fails, and the journal counts the second execution.
+	if _, err := l.Open(withOp(ctx, 1), OpenRequest{AccountID: "a", Initial: 10}); !errors.Is(err, ErrAccountExists) {
+		t.Fatalf("Open after eviction = %v, want ErrAccountExists", err)
+	}
+	if _, err := l.Deposit(ctx, DepositRequest{AccountID: "a", Amount: 5}); err != nil { // no ID: not journaled
+		t.Fatal(err)
+	}
+	j := l.Journal()
+	if j.Capacity != DefaultJournal || j.Evicted != 0 || len(j.Entries) != 2 {
+		t.Fatalf("journal = %+v, want two entries", j)
+	}
+	zeros := strings.Repeat("00", 14)
+	want := []JournalEntry{
+		{ID: "01" + zeros + "ff", Runs: 2, Amount: 10},
+		{ID: "02" + zeros + "ff", Runs: 1, Err: ErrInsufficientFunds.Error()},
+	}
+	if !slices.Equal(j.Entries, want) {
+		t.Fatalf("entries = %+v, want %+v", j.Entries, want)
+	}
+}
+
+func TestJournalIsBounded(t *testing.T) {
+	ctx := context.Background()
+	l := NewLedger(0, WithJournal(2))
+	l.opID = newTestLedger(0).opID
+	mustOpen(t, l, "a", 0)
+	for n := range byte(5) {
+		if _, err := l.Deposit(withOp(ctx, n), DepositRequest{AccountID: "a", Amount: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j := l.Journal()
+	if j.Capacity != 2 || j.Evicted != 3 || len(j.Entries) != 2 || j.Entries[0].Amount != 4 || j.Entries[1].Amount != 5 {
+		t.Fatalf("journal = %+v, want the last two of five, three evicted", j)
+	}
+	off := NewLedger(0, WithJournal(0))
+	off.opID = l.opID
+	mustOpen(t, off, "a", 0)
+	if _, err := off.Deposit(withOp(ctx, 1), DepositRequest{AccountID: "a", Amount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if j := off.Journal(); j.Capacity != 0 || len(j.Entries) != 0 {
+		t.Fatalf("journal off = %+v", j)
 	}
 }

@@ -2,9 +2,11 @@ package bank_test
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -220,6 +222,36 @@ func TestBusyNodeFailsOver(t *testing.T) {
 		c.ledgers["a2"].SetBusy(true)
 		if b, err := c.accts.Balance(ctx, id); err != nil || b.Amount != 3 {
 			t.Fatalf("Balance with owner busy = %+v, %v; want 3 from the next group", b, err)
+		}
+	})
+}
+
+// A write sent under a caller-chosen operation ID is journaled under that
+// ID on every replica, once, even when the caller sends it again.
+func TestCallerChosenOperationIDReachesEveryJournal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newBankCluster(t)
+		ctx := context.Background()
+		if _, err := c.accts.Open(ctx, bank.OpenRequest{AccountID: "x", Initial: 10}); err != nil {
+			t.Fatal(err)
+		}
+		id := [16]byte{0xca, 0xfe, 15: 1}
+		octx := runtime.WithOperationID(ctx, id)
+		for range 2 {
+			if b, err := c.accts.Deposit(octx, bank.DepositRequest{AccountID: "x", Amount: 5}); err != nil || b.Amount != 15 {
+				t.Fatalf("Deposit = %+v, %v; want 15 (the repeat answered from memory)", b, err)
+			}
+		}
+		synctest.Wait()
+		want := bank.JournalEntry{ID: hex.EncodeToString(id[:]), Runs: 1, Amount: 15}
+		for name, l := range c.ledgers {
+			i := slices.IndexFunc(l.Journal().Entries, func(e bank.JournalEntry) bool { return e.ID == want.ID })
+			if i < 0 || l.Journal().Entries[i] != want {
+				t.Errorf("%s journal %+v; want %+v", name, l.Journal().Entries, want)
+			}
+		}
+		if got := c.wantReplicasEqual(t, "a1", "a2", "b1", "b2"); got["x"] != 15 {
+			t.Fatalf("balance = %d, want 15", got["x"])
 		}
 	})
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ffgen/ffgen/examples/bank/internal/testbed"
 )
 
 // TestDemo runs a short version of make demo: real processes over TCP and
@@ -24,7 +26,7 @@ func TestDemo(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := Build(ctx, dir); err != nil {
+	if err := testbed.Build(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
 	const opTimeout = 2 * time.Second
@@ -82,15 +84,5 @@ func dumpLogs(t *testing.T, dir string) {
 			lines = lines[len(lines)-20:]
 		}
 		t.Logf("%s.log:\n%s", n, strings.Join(lines, "\n"))
-	}
-}
-
-func TestLastEnv(t *testing.T) {
-	env := []string{"A=1", "FFGEN_MANAGE_TOKEN=old", "B", "FFGEN_MANAGE_TOKEN=new=x"}
-	if got := lastEnv(env, "FFGEN_MANAGE_TOKEN"); got != "new=x" {
-		t.Errorf("lastEnv = %q, want the last value", got)
-	}
-	if got := lastEnv(env, "B"); got != "" {
-		t.Errorf("lastEnv of a bare key = %q", got)
 	}
 }

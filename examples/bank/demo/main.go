@@ -16,6 +16,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/ffgen/ffgen/examples/bank/internal/testbed"
 )
 
 func main() {
@@ -50,7 +52,7 @@ func run(s Scenario, keep bool) int {
 	}()
 	s.Dir, s.BinDir = dir, dir
 	fmt.Println("demo: building banknode and bankload")
-	if err := Build(ctx, dir); err != nil {
+	if err := testbed.Build(ctx, dir); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return code
 	}

@@ -40,50 +40,72 @@ func newModel(ids []string, initial int64) *ledgerModel {
 	return m
 }
 
-// outcome classifies a write's error: applied (nil), not applied (a
-// declared error: the handler ran and refused; or never sent), or unknown.
+// outcome is what a writer was told about a write: applied (nil), refused
+// (a declared error: the handler ran and refused), not executed (it never
+// ran anywhere), or unknown (it was sent and no answer came).
 type outcome int
 
 const (
 	applied outcome = iota
-	notApplied
+	refused
+	notExecuted
 	unknown
 )
+
+var outcomeNames = [...]string{"applied", "refused", "not-executed", "unknown"}
+
+func (o outcome) String() string { return outcomeNames[o] }
+
+func (o outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+func (o *outcome) UnmarshalText(b []byte) error {
+	i := slices.Index(outcomeNames[:], string(b))
+	if i < 0 {
+		return fmt.Errorf("unknown outcome %q", b)
+	}
+	*o = outcome(i)
+	return nil
+}
 
 func classify(err error) outcome {
 	if err == nil {
 		return applied
 	}
 	var re *runtime.Error
-	if errors.As(err, &re) {
-		if runtime.MaybeExecuted(err) {
-			return unknown
-		}
-		return notApplied
+	switch {
+	case errors.As(err, &re) && runtime.MaybeExecuted(err):
+		return unknown
+	case re == nil && declaredError(err) != nil:
+		return refused // a declared Fail error, returned as itself
 	}
-	return notApplied // a declared Fail error, returned as itself
+	return notExecuted // the runtime says no node ran it
+}
+
+// declaredError returns the service's error err is, or nil.
+func declaredError(err error) error {
+	for _, d := range declared {
+		if errors.Is(err, d.err) {
+			return d.err
+		}
+	}
+	return nil
 }
 
 // record applies a write's outcome: deltas by account.
 func (m *ledgerModel) record(o outcome, deltas ...delta) {
-	if o == notApplied {
+	if o != applied && o != unknown {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, d := range deltas {
-		e := m.accounts[d.account]
+		e := m.accounts[d.Account]
 		if o == applied {
-			e.base += d.amount
+			e.base += d.Amount
 		} else {
-			e.uncertain = append(e.uncertain, d.amount)
+			e.uncertain = append(e.uncertain, d.Amount)
 		}
 	}
-}
-
-type delta struct {
-	account string
-	amount  int64
 }
 
 // uncertainOps counts the uncertain deltas.
@@ -148,28 +170,46 @@ func (m *ledgerModel) check(r cli.Report) (mismatches []string) {
 	return mismatches
 }
 
+// auditSpec is what an audit checks, and where.
+type auditSpec struct {
+	model   *ledgerModel
+	writes  []writeRecord // every writer's, merged; nil: balances only
+	addrs   []string      // management addresses of the nodes
+	prefix  string        // the run's accounts
+	timeout time.Duration // for the nodes to converge
+	// requireAll fails the audit when a node does not answer, instead of
+	// skipping it as a node that is gone.
+	requireAll bool
+}
+
+// maxExamples bounds the problems listed per node.
+const maxExamples = 5
+
 // audit reads every node's balances until each reachable node agrees with
-// the model and has nothing in flight, or until timeout: a node that was
-// frozen may still be applying the writes it received meanwhile. A node
-// that does not answer (killed) is reported and skipped.
-func audit(ctx context.Context, hc *http.Client, m *ledgerModel, addrs []string, prefix string, timeout time.Duration) (nodes []cli.NodeAudit, passed bool) {
-	deadline := time.Now().Add(timeout)
-	nodes = make([]cli.NodeAudit, len(addrs))
-	for i, a := range addrs {
+// the model and has nothing in flight, or until the timeout: a node that
+// was frozen may still be applying the writes it received meanwhile. A node
+// that never answers (killed) is reported, and skipped unless requireAll.
+// Then it checks every reachable node's journal against the writes.
+func audit(ctx context.Context, hc *http.Client, s auditSpec) auditResult {
+	deadline := time.Now().Add(s.timeout)
+	nodes := make([]cli.NodeAudit, len(s.addrs))
+	balanced := make([]bool, len(s.addrs))
+	for i, a := range s.addrs {
 		nodes[i] = cli.NodeAudit{Addr: a}
 	}
 	for {
 		pending := false
 		for i := range nodes {
 			n := &nodes[i]
-			if n.Passed || (n.Error != "" && !n.Reachable) {
+			if balanced[i] || (n.Error != "" && !n.Reachable && !s.requireAll) {
 				continue
 			}
-			r, err := cli.FetchReport(ctx, hc, n.Addr, prefix)
+			r, err := cli.FetchReport(ctx, hc, n.Addr, s.prefix)
 			if err != nil {
 				if !n.Reachable {
 					n.Error = err.Error() // never answered: a node that is gone
-				} else {
+				}
+				if n.Reachable || s.requireAll {
 					pending = true
 				}
 				continue
@@ -177,12 +217,9 @@ func audit(ctx context.Context, hc *http.Client, m *ledgerModel, addrs []string,
 			n.Reachable, n.Error = true, ""
 			n.Node, n.Group = r.Node, r.Group
 			n.Applied, n.Replayed, n.Accounts = r.Applied, r.Replayed, len(r.Balances)
-			n.Mismatches = m.check(r)
-			if len(n.Mismatches) > 5 {
-				n.Mismatches = append(n.Mismatches[:5], fmt.Sprintf("... %d more", len(n.Mismatches)-5))
-			}
-			n.Passed = len(n.Mismatches) == 0 && r.InFlight == 0
-			if !n.Passed {
+			n.Mismatches = examples(s.model.check(r))
+			balanced[i] = len(n.Mismatches) == 0 && r.InFlight == 0
+			if !balanced[i] {
 				pending = true
 			}
 		}
@@ -191,7 +228,105 @@ func audit(ctx context.Context, hc *http.Client, m *ledgerModel, addrs []string,
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	reached := slices.ContainsFunc(nodes, func(n cli.NodeAudit) bool { return n.Reachable })
-	passed = reached && !slices.ContainsFunc(nodes, func(n cli.NodeAudit) bool { return n.Reachable && !n.Passed })
-	return nodes, passed
+	byID := make(map[string]*writeRecord, len(s.writes))
+	for i := range s.writes {
+		byID[s.writes[i].ID] = &s.writes[i]
+	}
+	res := auditResult{nodes: nodes, passed: true}
+	lost, twice, contra := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	reached := false
+	for i := range nodes {
+		n := &nodes[i]
+		n.Passed = balanced[i]
+		if n.Reachable && s.writes != nil {
+			j, err := cli.FetchJournal(ctx, hc, n.Addr)
+			if err != nil {
+				n.Error, n.Passed = "journal: "+err.Error(), false
+			} else {
+				l, t, c := checkJournal(n, j, byID)
+				addAll(lost, l)
+				addAll(twice, t)
+				addAll(contra, c)
+				n.Passed = n.Passed && n.Lost == 0 && n.AppliedTwice == 0 && n.Contradicting == 0
+			}
+		}
+		reached = reached || n.Reachable
+		if !n.Passed && (n.Reachable || s.requireAll) {
+			res.passed = false
+		}
+	}
+	res.passed = res.passed && reached
+	res.lost, res.twice, res.contradicting = len(lost), len(twice), len(contra)
+	return res
+}
+
+// auditResult is an audit's verdict; the counts are of distinct writes,
+// over every node.
+type auditResult struct {
+	nodes                      []cli.NodeAudit
+	passed                     bool
+	lost, twice, contradicting int
+}
+
+func addAll(set map[string]bool, ids []string) {
+	for _, id := range ids {
+		set[id] = true
+	}
+}
+
+// checkJournal compares a node's journal with the writes: an applied write
+// missing is lost (unless the journal forgot entries, which makes absence
+// prove nothing), an ID executed more than once was applied twice, and a
+// journaled outcome other than the one the writer was told contradicts it.
+// It fills in n and returns the IDs of each kind.
+func checkJournal(n *cli.NodeAudit, j cli.JournalReport, writes map[string]*writeRecord) (lostIDs, twiceIDs, contraIDs []string) {
+	n.JournalChecked, n.JournalEvicted = true, j.Evicted
+	seen := make(map[string]bool, len(writes))
+	var lost, twice, contra []string
+	for _, e := range j.Entries {
+		w := writes[e.ID]
+		if w == nil {
+			continue // another run's
+		}
+		seen[e.ID] = true
+		if e.Runs > 1 {
+			twiceIDs = append(twiceIDs, e.ID)
+			twice = append(twice, fmt.Sprintf("%s %s executed %d times", w.Method, e.ID, e.Runs))
+		}
+		var want string
+		switch {
+		case w.Outcome == applied && (e.Err != "" || e.Amount != w.Amount):
+			want = fmt.Sprintf("told balance %d", w.Amount)
+		case w.Outcome == refused && e.Err != w.Err:
+			want = fmt.Sprintf("told %q", w.Err)
+		case w.Outcome == notExecuted:
+			want = "told it never ran"
+		}
+		if want != "" {
+			contraIDs = append(contraIDs, e.ID)
+			contra = append(contra, fmt.Sprintf("%s %s: %s, node answered balance %d error %q", w.Method, e.ID, want, e.Amount, e.Err))
+		}
+	}
+	if j.Evicted == 0 {
+		for id, w := range writes {
+			if w.Outcome == applied && !seen[id] {
+				lostIDs = append(lostIDs, id)
+				lost = append(lost, fmt.Sprintf("%s %s (told balance %d)", w.Method, id, w.Amount))
+			}
+		}
+	}
+	n.Lost, n.AppliedTwice, n.Contradicting = len(lost), len(twice), len(contra)
+	slices.Sort(lost)
+	for _, l := range [][]string{lost, twice, contra} {
+		n.Problems = append(n.Problems, examples(l)...)
+	}
+	return lostIDs, twiceIDs, contraIDs
+}
+
+// examples keeps the first few of a list of problems.
+func examples(l []string) []string {
+	if len(l) > maxExamples {
+		return append(l[:maxExamples:maxExamples], fmt.Sprintf("... %d more", len(l)-maxExamples))
+	}
+	return l
 }

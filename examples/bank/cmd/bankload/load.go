@@ -76,6 +76,7 @@ type tally struct {
 	errors        map[string]uint64
 	timeouts      uint64
 	uncertain     uint64
+	failed        uint64            // ended in an error other than uncertain or ErrInsufficientFunds
 	failovers     map[string]uint64 // by reason
 	failoverLat   []time.Duration   // reads that failed over
 	failoverLatBy map[string][]time.Duration
@@ -92,7 +93,7 @@ type caller struct {
 	writes   *bank.AccountsClient // shared: one order of writes to every node
 	reads    *bank.AccountsClient // its own, with probe attached
 	probe    *probe
-	model    *ledgerModel
+	log      *writeLog
 	live     *live
 	t        *tally
 	rng      *rand.Rand
@@ -119,30 +120,34 @@ func (c *caller) pick() opKind {
 
 // one runs one operation and records its outcome. Its context is never
 // cancelled, so that stopping the load never turns an operation into an
-// uncertain one; the runtime bounds each by its deadline.
+// uncertain one; the runtime bounds each by its deadline. Each write goes
+// out under an operation ID of its own choosing, so that the audit can find
+// it in every node's journal.
 func (c *caller) one() {
-	ctx := context.Background()
+	id := newOpID()
+	ctx := runtime.WithOperationID(context.Background(), id)
 	kind := c.pick()
 	a := c.account()
 	amt := c.amount()
 	start := time.Now()
 	var err error
+	var b bank.Balance
 	switch kind {
 	case opBalance:
 		_, err = c.reads.Balance(ctx, a)
 	case opDeposit:
-		_, err = c.writes.Deposit(ctx, bank.DepositRequest{AccountID: a, Amount: amt})
-		c.model.record(classify(err), delta{a, amt})
+		b, err = c.writes.Deposit(ctx, bank.DepositRequest{AccountID: a, Amount: amt})
+		c.log.add(id, kindNames[kind], b.Amount, err, delta{a, amt})
 	case opWithdraw:
-		_, err = c.writes.Withdraw(ctx, bank.WithdrawRequest{AccountID: a, Amount: amt})
-		c.model.record(classify(err), delta{a, -amt})
+		b, err = c.writes.Withdraw(ctx, bank.WithdrawRequest{AccountID: a, Amount: amt})
+		c.log.add(id, kindNames[kind], b.Amount, err, delta{a, -amt})
 	case opTransfer:
 		to := c.account()
 		for to == a {
 			to = c.account()
 		}
-		_, err = c.writes.Transfer(ctx, bank.TransferRequest{From: a, To: to, Amount: amt})
-		c.model.record(classify(err), delta{a, -amt}, delta{to, amt})
+		b, err = c.writes.Transfer(ctx, bank.TransferRequest{From: a, To: to, Amount: amt})
+		c.log.add(id, kindNames[kind], b.Amount, err, delta{a, -amt}, delta{to, amt})
 	}
 	d := time.Since(start)
 	t := c.t
@@ -154,8 +159,11 @@ func (c *caller) one() {
 	}
 	c.live.ops.Add(1)
 	c.live.observe(d)
-	if kind != opBalance && classify(err) == unknown {
+	uncertain := kind != opBalance && classify(err) == unknown
+	if uncertain {
 		t.uncertain++
+	} else if err != nil && !errors.Is(err, bank.ErrInsufficientFunds) {
+		t.failed++
 	}
 	if err == nil {
 		t.ok++

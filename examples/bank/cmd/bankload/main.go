@@ -1,14 +1,19 @@
 // Command bankload drives a bank cluster with concurrent callers, prints a
 // progress line every second and a summary at the end, and audits every
-// node: each balance must equal what the acknowledged operations imply.
-// It exits 1 when the audit fails or a caller waited past the operation
-// deadline, 2 when it cannot start.
+// node: each balance must equal what the acknowledged operations imply, and
+// each node's journal must hold every acknowledged write once, with the
+// outcome the writer was told. It exits 1 when the audit fails or a caller
+// waited past the operation deadline, 2 when it cannot start.
 //
 // It joins the cluster's gossip as a member that serves nothing, so its
 // routing follows the same membership as the nodes. Writes share one
-// client, so that every node receives them in the same order; each caller
-// reads through a client of its own, so a failover is attributed to the
-// read that paid for it.
+// client; each caller reads through a client of its own, so a failover is
+// attributed to the read that paid for it.
+//
+// Several bankload processes can write to the same accounts: one opens them
+// (-run R -duration 0 -writes open.json), the others write without opening
+// (-run R -open=false -audit=false -writes wN.json), and a last one audits
+// every node against all their logs (-audit-only open.json,w1.json,...).
 package main
 
 import (
@@ -46,6 +51,8 @@ type config struct {
 	name, groups, seeds, mgmt, token, gossip, preset, key string
 	logLevel, jsonPath                                    string
 	tlsCA, tlsCert, tlsKey                                string
+	run, writesPath, auditOnly                            string
+	open, audit, requireAll                               bool
 	accounts, callers, ops, readPct, rate                 int
 	initial                                               int
 	duration, progress, auditTimeout, joinTimeout         time.Duration
@@ -77,6 +84,12 @@ func main() {
 		progress = f.Duration("progress", "", time.Second, "interval between progress lines (0: none)")
 		auditTO  = f.Duration("audit-timeout", "", 15*time.Second, "how long the audit waits for nodes to converge")
 		joinTO   = f.Duration("join-timeout", "", 15*time.Second, "how long to wait for a member of every group")
+		runFlag  = f.String("run", "", "", "run ID: account IDs start with it; writers of one run share it (default: random)")
+		writes   = f.String("writes", "", "", "write this writer's log (every write, its ID and outcome) to this file, for -audit-only")
+		only     = f.String("audit-only", "", "", "no load: audit every node against these writer logs, comma-separated")
+		open     = f.FlagSet.Bool("open", true, "open the accounts first; false: another writer of -run opened them")
+		doAudit  = f.FlagSet.Bool("audit", true, "audit every node after the load")
+		all      = f.FlagSet.Bool("require-all", false, "fail the audit when a node does not answer, instead of skipping it")
 	)
 	f.Parse(os.Args[1:])
 	c := config{
@@ -84,6 +97,7 @@ func main() {
 		key: *key, logLevel: *logLevel, jsonPath: *jsonPath, tlsCA: *tlsCA, tlsCert: *tlsCert, tlsKey: *tlsKey,
 		accounts: *accounts, callers: *callers, ops: *ops, readPct: *readPct, rate: *rate, initial: *initial,
 		duration: *duration, progress: *progress, auditTimeout: *auditTO, joinTimeout: *joinTO,
+		run: *runFlag, writesPath: *writes, auditOnly: *only, open: *open, audit: *doAudit, requireAll: *all,
 	}
 	ctx, stop, log := f.Start(c.logLevel)
 	defer stop()
@@ -95,6 +109,9 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 	fail := func(err error) int {
 		fmt.Fprintln(os.Stderr, "bankload:", err)
 		return 2
+	}
+	if c.auditOnly != "" {
+		return auditOnly(ctx, c)
 	}
 	if c.seeds == "" || c.mgmt == "" {
 		return fail(errors.New("-seeds and -mgmt are required"))
@@ -139,17 +156,19 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 	defer wc.Close()
 	writes := bank.NewAccountsClient(wc)
 
-	run := runID()
-	ids := make([]string, c.accounts)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("%s-%05d", run, i)
+	run := c.run
+	if run == "" {
+		run = runID()
 	}
-	if err := openAll(ctx, writes, ids, int64(c.initial), c.callers); err != nil {
-		return fail(err)
+	ids := accountIDs(run, c.accounts)
+	wlog := &writeLog{Run: run, Writer: c.name, Accounts: c.accounts, Initial: int64(c.initial)}
+	if c.open {
+		if err := openAll(ctx, writes, wlog, ids, int64(c.initial), c.callers); err != nil {
+			return fail(err)
+		}
 	}
-	fmt.Fprintf(os.Stderr, "bankload: run %s: %d accounts open, %d callers, groups %v\n", run, len(ids), c.callers, settings.Groups)
+	fmt.Fprintf(os.Stderr, "bankload: run %s: %d accounts, %d callers, groups %v\n", run, len(ids), c.callers, settings.Groups)
 
-	model := newModel(ids, int64(c.initial))
 	lv := &live{}
 	callers := make([]*caller, c.callers)
 	for i := range callers {
@@ -161,7 +180,7 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 		defer rc.Close()
 		callers[i] = &caller{
 			accounts: ids, writes: writes, reads: bank.NewAccountsClient(rc), probe: p,
-			model: model, live: lv, t: newTally(), rng: mrand.New(mrand.NewPCG(uint64(i), mrand.Uint64())),
+			log: wlog, live: lv, t: newTally(), rng: mrand.New(mrand.NewPCG(uint64(i), mrand.Uint64())),
 			maxWait: settings.OperationTimeout + deadlineMargin, readPct: c.readPct,
 		}
 	}
@@ -193,18 +212,71 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 			sum.ScatterLegs[r.String()] += n
 		}
 	}
-	fmt.Fprintf(os.Stderr, "bankload: load done; auditing %s\n", c.mgmt)
-	sum.Nodes, sum.AuditPassed = audit(context.WithoutCancel(ctx), cli.ManagementClient(2*time.Second, c.token), model, cli.List(c.mgmt), run+"-", c.auditTimeout)
+	sum.Writes = len(wlog.Writes)
+	if c.writesPath != "" {
+		if err := wlog.save(c.writesPath); err != nil {
+			return fail(err)
+		}
+	}
+	if c.audit {
+		fmt.Fprintf(os.Stderr, "bankload: load done; auditing %s\n", c.mgmt)
+		model, all := merge([]*writeLog{wlog})
+		runAudit(ctx, c, sum, model, all, run)
+	}
 	printSummary(os.Stdout, sum)
 	if c.jsonPath != "" {
 		if err := writeJSON(c.jsonPath, sum); err != nil {
 			return fail(err)
 		}
 	}
-	if !sum.AuditPassed || sum.Overdue > 0 {
+	if (c.audit && !sum.AuditPassed) || sum.Overdue > 0 {
 		return 1
 	}
 	return 0
+}
+
+// auditOnly audits every node against the writer logs of -audit-only.
+func auditOnly(ctx context.Context, c config) int {
+	if c.mgmt == "" {
+		fmt.Fprintln(os.Stderr, "bankload: -audit-only needs -mgmt")
+		return 2
+	}
+	logs, err := loadLogs(cli.List(c.auditOnly))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bankload: -audit-only:", err)
+		return 2
+	}
+	model, all := merge(logs)
+	sum := &cli.Summary{Run: logs[0].Run, Writers: len(logs), Writes: len(all)}
+	for _, w := range all {
+		if w.Outcome == unknown {
+			sum.Uncertain++
+		}
+	}
+	runAudit(ctx, c, sum, model, all, logs[0].Run)
+	fmt.Fprintf(os.Stdout, "\n== bankload audit of run %s ==\n", sum.Run)
+	printAudit(os.Stdout, sum)
+	if c.jsonPath != "" {
+		if err := writeJSON(c.jsonPath, sum); err != nil {
+			fmt.Fprintln(os.Stderr, "bankload:", err)
+			return 2
+		}
+	}
+	if !sum.AuditPassed {
+		return 1
+	}
+	return 0
+}
+
+// runAudit audits every -mgmt node against the writes into sum.
+func runAudit(ctx context.Context, c config, sum *cli.Summary, model *ledgerModel, writes []writeRecord, run string) {
+	res := audit(context.WithoutCancel(ctx), cli.ManagementClient(5*time.Second, c.token), auditSpec{
+		model: model, writes: writes, addrs: cli.List(c.mgmt), prefix: run + "-",
+		timeout: c.auditTimeout, requireAll: c.requireAll,
+	})
+	sum.Audited = true
+	sum.Nodes, sum.AuditPassed = res.nodes, res.passed
+	sum.Lost, sum.AppliedTwice, sum.Contradicting = res.lost, res.twice, res.contradicting
 }
 
 // pacer returns the callers' gate: it admits operations until ops have
@@ -286,16 +358,19 @@ func missingGroups(members []runtime.Member, groups []string) []string {
 	return missing
 }
 
-// openAll opens the accounts with n callers. Load has not started, so
-// every Open must succeed.
-func openAll(ctx context.Context, a *bank.AccountsClient, ids []string, initial int64, n int) error {
+// openAll opens the accounts with n callers, each Open under an ID of its
+// own, recorded in log. Load has not started, so every Open must succeed.
+func openAll(ctx context.Context, a *bank.AccountsClient, log *writeLog, ids []string, initial int64, n int) error {
 	work := make(chan string)
 	errs := make(chan error, len(ids))
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
 			for id := range work {
-				if _, err := a.Open(ctx, bank.OpenRequest{AccountID: id, Initial: initial}); err != nil {
+				op := newOpID()
+				b, err := a.Open(runtime.WithOperationID(ctx, op), bank.OpenRequest{AccountID: id, Initial: initial})
+				log.add(op, "Open", b.Amount, err)
+				if err != nil {
 					errs <- fmt.Errorf("open %s: %w", id, err)
 				}
 			}

@@ -46,6 +46,7 @@ func summarize(run string, elapsed time.Duration, ts []*tally, s runtime.Setting
 		sum.Successes += t.ok
 		sum.Timeouts += t.timeouts
 		sum.Uncertain += t.uncertain
+		sum.Failed += t.failed
 		sum.Overdue += t.overdue
 		for k, n := range t.byKind {
 			if n > 0 {
@@ -84,6 +85,7 @@ func printSummary(w io.Writer, s *cli.Summary) {
 	p("errors          %s", counts(s.Errors))
 	p("timeouts        %d", s.Timeouts)
 	p("uncertain       %d writes of unknown outcome (the audit accepts either outcome for them)", s.Uncertain)
+	p("failed          %d operations ended in an error other than that or ErrInsufficientFunds", s.Failed)
 	p("failovers       %s", counts(s.Failovers))
 	p("scatter copies  ended unanswered: %s", counts(s.ScatterLegs))
 	p("latency         %s", fmtLatency(s.Latency))
@@ -100,22 +102,60 @@ func printSummary(w io.Writer, s *cli.Summary) {
 			l.P99, verdict, s.HeartbeatTimeout+100, l.Max)
 	}
 	p("overdue         %d operations waited past the operation timeout (%.0fms) plus margin", s.Overdue, s.OperationTimeout)
-	p("audit:")
+	printAudit(w, s)
+}
+
+// printAudit prints the audit, if there was one.
+func printAudit(w io.Writer, s *cli.Summary) {
+	if !s.Audited {
+		return
+	}
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("audit of %d writes (%d of unknown outcome)%s:", s.Writes, s.Uncertain, writers(s.Writers))
 	for _, n := range s.Nodes {
 		switch {
 		case !n.Reachable:
 			p("  %-22s unreachable, not audited: %s", n.Addr, n.Error)
 		case n.Passed:
-			p("  %-22s %s (group %s): %d accounts match; %d writes applied, %d repeats answered from memory", n.Addr, n.Node, n.Group, n.Accounts, n.Applied, n.Replayed)
+			p("  %-22s %s (group %s): %d accounts match; %d writes applied, %d repeats answered from memory%s",
+				n.Addr, n.Node, n.Group, n.Accounts, n.Applied, n.Replayed, journalNote(n))
 		default:
-			p("  %-22s %s (group %s): MISMATCH %s", n.Addr, n.Node, n.Group, strings.Join(n.Mismatches, "; "))
+			p("  %-22s %s (group %s): FAILED; lost %d, applied twice %d, contradicting %d%s",
+				n.Addr, n.Node, n.Group, n.Lost, n.AppliedTwice, n.Contradicting, journalNote(n))
+			if n.Error != "" {
+				p("      %s", n.Error)
+			}
+			for _, m := range n.Mismatches {
+				p("      balance %s", m)
+			}
+			for _, m := range n.Problems {
+				p("      %s", m)
+			}
 		}
 	}
+	p("acknowledged writes lost %d, applied twice %d, contradicting the replicas %d", s.Lost, s.AppliedTwice, s.Contradicting)
 	if s.AuditPassed {
-		p("AUDIT PASSED: no acknowledged write lost or applied twice on any audited node")
+		p("AUDIT PASSED: no acknowledged write lost, applied twice or contradicted on any audited node")
 	} else {
 		p("AUDIT FAILED")
 	}
+}
+
+func writers(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" from %d writer logs", n)
+}
+
+func journalNote(n cli.NodeAudit) string {
+	switch {
+	case !n.JournalChecked:
+		return "; journal not checked"
+	case n.JournalEvicted > 0:
+		return fmt.Sprintf("; its journal forgot %d writes, so lost writes are not counted on it (raise banknode -journal)", n.JournalEvicted)
+	}
+	return ""
 }
 
 func counts(m map[string]uint64) string {

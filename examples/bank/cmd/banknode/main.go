@@ -1,6 +1,7 @@
 // Command banknode runs one node of the bank example: a fast-failover
 // server for bank.Accounts over TCP, a member of a memberlist cluster, and
-// the management HTTP endpoints, plus GET /bank/balances for audits.
+// the management HTTP endpoints, plus GET /bank/balances and
+// GET /bank/journal for audits.
 //
 // Every flag defaults to an environment variable; see the README or -h.
 // The failover settings come from the FFGEN_* variables that
@@ -44,7 +45,7 @@ type config struct {
 	plaintext                     bool
 	logLevel                      string
 	drain                         time.Duration
-	remember                      int
+	remember, journal             int
 }
 
 func main() {
@@ -68,6 +69,7 @@ func main() {
 		logLevel  = f.String("log-level", "FFGEN_LOG_LEVEL", "info", "debug, info, warn or error")
 		drain     = f.Duration("drain", "FFGEN_DRAIN_TIMEOUT", 5*time.Second, "how long shutdown waits for running handlers")
 		remember  = f.Int("remember", "FFGEN_REMEMBER_OPS", bank.DefaultRemember, "operation outcomes the ledger remembers for idempotency")
+		journal   = f.Int("journal", "FFGEN_JOURNAL_OPS", bank.DefaultJournal, "executed writes the ledger journals for audits (0: none)")
 	)
 	f.Parse(os.Args[1:])
 	c := config{
@@ -75,7 +77,7 @@ func main() {
 		rpc: *rpc, advertise: *advertise, gossip: *gossip, seeds: *seeds,
 		mgmt: *mgmt, token: *token, preset: *preset, key: *key, logLevel: *logLevel,
 		tlsCert: *tlsCert, tlsKey: *tlsKey, tlsCA: *tlsCA, plaintext: *plaintext,
-		drain: *drain, remember: *remember,
+		drain: *drain, remember: *remember, journal: *journal,
 	}
 	ctx, stop, log := f.Start(c.logLevel)
 	defer stop()
@@ -119,7 +121,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	clusterLog := log // the cluster adds the node name itself
 	log = log.With("node", c.name)
 
-	ledger := bank.NewLedger(c.remember)
+	ledger := bank.NewLedger(c.remember, bank.WithJournal(c.journal))
 	stats := runtime.NewStats()
 	tcp, err := transport.NewTCP(transport.TCPConfig{
 		Config:         transport.Config{Node: c.name, Group: c.group, Logger: log},
@@ -231,13 +233,19 @@ func clusterConfig(c config) (cluster.Config, error) {
 }
 
 // management configures the management API: the cluster's routes plus
-// the ledger report that bankload audits, all behind c.token if set.
+// the ledger's balances and journal that bankload audits, all behind
+// c.token if set.
 func management(c config, groups []string, cl interface {
 	cluster.MemberSource
 	cluster.MemberOperator
 }, stats *runtime.Stats, srv *runtime.Server, ledger *bank.Ledger) cluster.ManagementConfig {
 	balances := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rep := cli.Report{Node: c.name, Group: c.group, InFlight: len(srv.InFlight()), Snapshot: ledger.Snapshot(r.URL.Query().Get("prefix"))}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(rep)
+	})
+	journal := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rep := cli.JournalReport{Node: c.name, Group: c.group, Journal: ledger.Journal()}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(rep)
 	})
@@ -249,6 +257,6 @@ func management(c config, groups []string, cl interface {
 		Replicas: srv,
 		Groups:   groups,
 		Token:    c.token,
-		Routes:   map[string]http.Handler{"GET " + cli.BalancesPath: balances},
+		Routes:   map[string]http.Handler{"GET " + cli.BalancesPath: balances, "GET " + cli.JournalPath: journal},
 	}
 }

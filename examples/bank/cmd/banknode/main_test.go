@@ -81,6 +81,13 @@ func TestManagementServesBalancesBehindToken(t *testing.T) {
 	if _, err := cli.FetchReport(context.Background(), cli.ManagementClient(5*time.Second, ""), addr, "run-"); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("report without the token: %v, want 401", err)
 	}
+	j, err := cli.FetchJournal(context.Background(), cli.ManagementClient(5*time.Second, c.token), addr)
+	if err != nil || j.Node != "a1" || j.Capacity != bank.DefaultJournal {
+		t.Fatalf("journal = %+v, %v", j, err)
+	}
+	if _, err := cli.FetchJournal(context.Background(), cli.ManagementClient(5*time.Second, ""), addr); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("journal without the token: %v, want 401", err)
+	}
 	resp, err := cli.ManagementClient(5*time.Second, c.token).Get("http://" + addr + "/health/ready")
 	if err != nil {
 		t.Fatal(err)

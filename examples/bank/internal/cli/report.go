@@ -24,29 +24,54 @@ type Report struct {
 	bank.Snapshot
 }
 
+// JournalPath is banknode's read-only journal endpoint: GET JournalPath
+// returns a JournalReport, every write the node's ledger executed by
+// operation ID (bank.Ledger.Journal).
+const JournalPath = "/bank/journal"
+
+// JournalReport is one node's journal.
+type JournalReport struct {
+	Node  string `json:"node"`
+	Group string `json:"group"`
+	bank.Journal
+}
+
 // FetchReport reads the report of the node whose management endpoint is at
 // addr (host:port).
 func FetchReport(ctx context.Context, c *http.Client, addr, prefix string) (Report, error) {
-	u := url.URL{Scheme: "http", Host: addr, Path: BalancesPath, RawQuery: url.Values{"prefix": {prefix}}.Encode()}
+	var r Report
+	err := fetch(ctx, c, url.URL{Scheme: "http", Host: addr, Path: BalancesPath, RawQuery: url.Values{"prefix": {prefix}}.Encode()}, &r)
+	return r, err
+}
+
+// FetchJournal reads the journal of the node whose management endpoint is
+// at addr (host:port).
+func FetchJournal(ctx context.Context, c *http.Client, addr string) (JournalReport, error) {
+	var r JournalReport
+	err := fetch(ctx, c, url.URL{Scheme: "http", Host: addr, Path: JournalPath}, &r)
+	return r, err
+}
+
+// fetch decodes the JSON at u into v; a full journal is some 12 MiB of it.
+func fetch(ctx context.Context, c *http.Client, u url.URL, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return Report{}, err
+		return err
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return Report{}, err
+		return err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
-		return Report{}, fmt.Errorf("%s: %w", u.String(), err)
+		return fmt.Errorf("%s: %w", u.String(), err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return Report{}, fmt.Errorf("%s: %s: %s", u.String(), resp.Status, body)
+		return fmt.Errorf("%s: %s: %s", u.String(), resp.Status, body)
 	}
-	var r Report
-	if err := json.Unmarshal(body, &r); err != nil {
-		return Report{}, fmt.Errorf("%s: bad report: %w", u.String(), err)
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("%s: bad report: %w", u.String(), err)
 	}
-	return r, nil
+	return nil
 }

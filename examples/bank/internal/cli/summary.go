@@ -14,6 +14,8 @@ type Latency struct {
 // Summary is the outcome of a run; -json writes it.
 type Summary struct {
 	Run              string             `json:"run"`
+	Writers          int                `json:"writers,omitempty"` // logs merged by -audit-only
+	Writes           int                `json:"writes"`            // writes recorded, Opens included
 	Duration         float64            `json:"duration_s"`
 	Operations       uint64             `json:"operations"`
 	OpsPerSecond     float64            `json:"ops_per_second"`
@@ -22,6 +24,7 @@ type Summary struct {
 	Errors           map[string]uint64  `json:"errors"` // "Method: kind"
 	Timeouts         uint64             `json:"timeouts"`
 	Uncertain        uint64             `json:"uncertain_writes"`
+	Failed           uint64             `json:"failed"`             // ended in an error other than uncertain or ErrInsufficientFunds
 	Failovers        map[string]uint64  `json:"failovers"`          // reads, by reason
 	ScatterLegs      map[string]uint64  `json:"scatter_legs_ended"` // write copies that ended unanswered, by reason
 	Latency          Latency            `json:"latency"`
@@ -30,8 +33,13 @@ type Summary struct {
 	OperationTimeout float64            `json:"operation_timeout_ms"`
 	HeartbeatTimeout float64            `json:"heartbeat_timeout_ms"`
 	Overdue          uint64             `json:"overdue"` // waited past the operation timeout plus margin
+	Audited          bool               `json:"audited"`
 	Nodes            []NodeAudit        `json:"nodes"`
 	AuditPassed      bool               `json:"audit_passed"`
+	// Distinct writes, over every audited node's journal:
+	Lost          int `json:"lost"`          // acknowledged, missing on some node
+	AppliedTwice  int `json:"applied_twice"` // executed more than once on some node
+	Contradicting int `json:"contradicting"` // answered on some node otherwise than the writer was told
 }
 
 // NodeAudit is the audit of one node.
@@ -44,6 +52,13 @@ type NodeAudit struct {
 	Applied    uint64   `json:"applied"`
 	Replayed   uint64   `json:"replayed"`
 	Accounts   int      `json:"accounts"`
-	Mismatches []string `json:"mismatches,omitempty"` // the first few
-	Passed     bool     `json:"passed"`
+	Mismatches []string `json:"mismatches,omitempty"` // balances, the first few
+	// From the node's journal, for the writes of the writers audited:
+	JournalChecked bool     `json:"journal_checked"`
+	JournalEvicted uint64   `json:"journal_evicted"`    // entries it forgot; then Lost is not counted
+	Lost           int      `json:"lost"`               // acknowledged writes it never executed
+	AppliedTwice   int      `json:"applied_twice"`      // writes it executed more than once
+	Contradicting  int      `json:"contradicting"`      // writes it answered otherwise than the writer was told
+	Problems       []string `json:"problems,omitempty"` // the first few of each
+	Passed         bool     `json:"passed"`
 }

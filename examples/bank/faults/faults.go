@@ -1,0 +1,230 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/ffgen/ffgen/examples/bank"
+	"github.com/ffgen/ffgen/examples/bank/internal/testbed"
+	"github.com/ffgen/ffgen/runtime"
+)
+
+// Timings of the faults, as fractions of the load's duration so that the
+// short version keeps their shape. A fault's own length is capped by what
+// the load leaves.
+const (
+	faultAt   = 0.2 // most faults start a fifth into the load
+	downFor   = 3 * time.Second
+	freezeFor = 10 * time.Second
+	cutFor    = 8 * time.Second
+)
+
+// bounded caps d at frac of the load.
+func (e *env) bounded(d time.Duration, frac float64) time.Duration {
+	return min(d, time.Duration(frac*float64(e.suite.Duration)))
+}
+
+func (e *env) start() time.Duration { return time.Duration(faultAt * float64(e.suite.Duration)) }
+
+// faults is the suite, in the order it runs.
+var faults = []fault{
+	{name: "none", about: "no fault: the baseline", run: func(ctx context.Context, e *env) error { return nil }},
+	{name: "kill9-restart", about: "SIGKILL b2, start it again", run: killRestart("b2")},
+	{name: "rolling-restart", about: "SIGTERM, start, wait ready: b1, then b2", run: rollingRestart("b1", "b2")},
+	{name: "sigstop", about: "SIGSTOP b1 for 10 s, then SIGCONT", run: freeze("b1")},
+	{name: "partition-both", about: "cut b1's ports both ways for 8 s", firewall: true, run: partition("b1", both)},
+	{name: "partition-in", about: "drop what reaches b1's ports for 8 s", firewall: true, run: partition("b1", inbound)},
+	{name: "partition-out", about: "drop what leaves b1's ports for 8 s", firewall: true, run: partition("b1", outbound)},
+	{name: "hostile", about: "stalled and garbage connections against a2's RPC port", run: hostileConns("a2")},
+	{name: "writers", about: "several bankload writer processes on the same accounts", severalWriters: true, run: func(ctx context.Context, e *env) error {
+		e.note("%d writer processes", e.suite.Writers)
+		return nil
+	}},
+	{name: "sequencer-kill9", about: "SIGKILL the service's sequencer mid-write, start it again", run: killSequencer},
+	{name: "restart-in-catchup", about: "SIGKILL b2, start it, SIGKILL it again as soon as it is up, start it", run: restartDuringCatchUp("b2")},
+}
+
+func killRestart(name string) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		n := e.Node(name)
+		if err := e.at(ctx, e.start()); err != nil {
+			return err
+		}
+		if err := e.Kill(n); err != nil {
+			return err
+		}
+		sleep(ctx, e.bounded(downFor, 0.15))
+		return e.restart(n)
+	}
+}
+
+func rollingRestart(names ...string) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		if err := e.at(ctx, e.start()); err != nil {
+			return err
+		}
+		for _, name := range names {
+			n := e.Node(name)
+			if err := e.Terminate(n, 30*time.Second); err != nil {
+				return err
+			}
+			if err := e.restart(n); err != nil {
+				return err
+			}
+			if err := e.WaitReady(ctx, catchUpBound, n); err != nil {
+				return err
+			}
+			e.note("%s ready %.1fs after its start", n.Name, time.Since(n.Started()).Seconds())
+		}
+		return nil
+	}
+}
+
+func freeze(name string) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		n := e.Node(name)
+		if err := e.at(ctx, e.start()); err != nil {
+			return err
+		}
+		if err := e.Signal(n, syscall.SIGSTOP); err != nil {
+			return err
+		}
+		sleep(context.WithoutCancel(ctx), e.bounded(freezeFor, 0.5)) // never leave a node frozen
+		if err := e.Signal(n, syscall.SIGCONT); err != nil {
+			return err
+		}
+		e.recover(n)
+		return nil
+	}
+}
+
+func partition(name string, d direction) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		n := e.Node(name)
+		if err := e.at(ctx, e.start()); err != nil {
+			return err
+		}
+		if err := e.fw.cut(ctx, n, d); err != nil {
+			return err
+		}
+		e.note("partitioned %s %s (rpc %s, gossip %s)", n.Name, d, n.RPC, n.Gossip)
+		sleep(ctx, e.bounded(cutFor, 0.4))
+		if err := e.fw.heal(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		e.note("healed %s", n.Name)
+		e.recover(n)
+		return nil
+	}
+}
+
+func hostileConns(name string) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		n := e.Node(name)
+		if err := e.at(ctx, e.start()); err != nil {
+			return err
+		}
+		before, _ := n.RSS()
+		var peak int64
+		hctx, cancel := context.WithTimeout(ctx, e.bounded(time.Hour, 0.5))
+		defer cancel()
+		watched := make(chan struct{})
+		go func() { // the node's memory while under attack, where /proc tells
+			defer close(watched)
+			for hctx.Err() == nil {
+				if kib, err := n.RSS(); err == nil {
+					peak = max(peak, kib)
+				}
+				sleep(hctx, 200*time.Millisecond)
+			}
+		}()
+		opened := hostile(hctx, n.RPC, 200, 4)
+		cancel()
+		<-watched
+		e.note("%d hostile connections to %s (200 stalled after announcing a 4 MiB frame, the rest garbage)", opened, n.Name)
+		if before > 0 && peak > 0 {
+			e.note("%s resident memory %d MiB before, %d MiB at most during the attack", n.Name, before>>10, peak>>10)
+		}
+		return nil
+	}
+}
+
+// killSequencer kills the node that orders the service's writes while
+// writes are in flight, and starts it again.
+func killSequencer(ctx context.Context, e *env) error {
+	name, how, err := sequencer(ctx, e)
+	if err != nil {
+		return err
+	}
+	e.note("sequencer: %s (%s)", name, how)
+	return killRestart(name)(ctx, e)
+}
+
+// sequencer finds the node that orders the service's writes: the one the
+// cluster reports in that role, if any node does; else the owner of the
+// service in the first failure group, as the routing function places it.
+func sequencer(ctx context.Context, e *env) (name, how string, err error) {
+	for _, n := range e.Nodes {
+		resp, err := e.Client().Get("http://" + n.Mgmt + "/cluster/replicas")
+		if err != nil {
+			continue // a node down is asked no more
+		}
+		var reps []runtime.ReplicaStatus
+		err = json.NewDecoder(resp.Body).Decode(&reps)
+		resp.Body.Close()
+		if err != nil {
+			return "", "", fmt.Errorf("%s /cluster/replicas: %w", n.Name, err)
+		}
+		for _, r := range reps {
+			if r.Service == bank.AccountsDesc.Name && r.Leading {
+				return n.Name, "it reports leading " + r.Service + " in epoch " + r.Epoch, nil
+			}
+		}
+	}
+	return "", "", errors.New("no node reports leading " + bank.AccountsDesc.Name)
+}
+
+func restartDuringCatchUp(name string) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		n := e.Node(name)
+		if err := e.at(ctx, e.start()); err != nil {
+			return err
+		}
+		if err := e.Kill(n); err != nil {
+			return err
+		}
+		sleep(ctx, e.bounded(downFor, 0.15))
+		if err := e.restart(n); err != nil {
+			return err
+		}
+		// As soon as it answers at all, it is joining or catching up.
+		deadline := time.Now().Add(catchUpBound)
+		for !alive(e, n) && n.Running() && time.Now().Before(deadline) && ctx.Err() == nil {
+			sleep(ctx, 20*time.Millisecond)
+		}
+		if e.Ready(n) {
+			e.note("%s was already ready when killed again: it had nothing to catch up", n.Name)
+		} else {
+			e.note("%s killed again before it was ready", n.Name)
+		}
+		if err := e.Kill(n); err != nil {
+			return err
+		}
+		return e.restart(n)
+	}
+}
+
+func alive(e *env, n *testbed.Node) bool {
+	resp, err := e.Client().Get("http://" + n.Mgmt + "/health/alive")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return true
+}
