@@ -427,6 +427,11 @@ func (s *Server) replicaFrame(c transport.Conn, f *transport.Replica, inbound bo
 	}
 	r := s.replicas[f.Service]
 	if r == nil {
+		if f.Kind == msgFetch {
+			// Not registered here yet: it holds nothing, and says so
+			// rather than let the asker wait for a timeout.
+			sendReplica(c, f.Service, msgFetched, &fetchedMsg{status: ackNotReady, bootable: true})
+		}
 		return
 	}
 	from := c.Peer().Node

@@ -188,12 +188,14 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 	e.begin = time.Now()
 	for i := range writers {
 		name := fmt.Sprintf("writer%d", i+1)
-		logs = append(logs, filepath.Join(dir, name+".json"))
-		sums = append(sums, filepath.Join(dir, name+"-summary.json"))
+		// The paths are taken now: the slices grow while writers run.
+		logPath, sumPath := filepath.Join(dir, name+".json"), filepath.Join(dir, name+"-summary.json")
+		logs = append(logs, logPath)
+		sums = append(sums, sumPath)
 		wg.Go(func() {
 			err := s.bankload(ctx, e, dir, name, append(common, "-name", name, "-open=false", "-audit=false",
 				"-duration", s.Duration.String(), "-rate", strconv.Itoa(max(s.Rate/writers, 1)), "-callers", strconv.Itoa(s.Callers),
-				"-writes", logs[i+1], "-json", sums[i])...)
+				"-writes", logPath, "-json", sumPath)...)
 			// Exit 1 without an audit is a caller that waited past the
 			// operation deadline: a timing, which the suite reports but
 			// does not judge.
