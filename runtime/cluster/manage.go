@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ffgen/ffgen/runtime"
@@ -205,6 +206,7 @@ func bearer(token string, next http.Handler, public func(*http.Request) bool) ht
 }
 
 func (m *management) members(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(JoinedHeader, strconv.FormatBool(m.cfg.Members.Joined()))
 	writeJSON(w, http.StatusOK, m.cfg.Members.AllMembers())
 }
 

@@ -118,13 +118,12 @@ func Start(cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: start %s on %s:%d: %w", cfg.Name, cfg.BindAddr, cfg.BindPort, err)
 	}
 	c.ml = ml
-	seeds := c.otherSeeds()
-	if len(seeds) == 0 {
+	if c.needsJoin() {
+		c.wg.Add(1)
+		go c.joinLoop()
+	} else {
 		c.setJoined()
 		c.log.Info("cluster: started a new cluster", "gossip", c.localAddr())
-	} else {
-		c.wg.Add(1)
-		go c.joinLoop(seeds)
 	}
 	return c, nil
 }
