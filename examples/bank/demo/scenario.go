@@ -122,7 +122,7 @@ func (s *Scenario) Run(ctx context.Context) (*Result, error) {
 
 	summaryPath := filepath.Join(s.Dir, "summary.json")
 	load := exec.Command(filepath.Join(s.BinDir, "bankload"),
-		"-groups", strings.Join(groups, ","), "-seeds", strings.Join(seeds, ","), "-mgmt", strings.Join(mgmts, ","),
+		"-groups", strings.Join(groups, ","), "-mgmt", strings.Join(mgmts, ","),
 		"-duration", s.Duration.String(), "-accounts", strconv.Itoa(s.Accounts), "-callers", strconv.Itoa(s.Callers),
 		"-rate", strconv.Itoa(s.Rate), "-json", summaryPath)
 	load.Env = s.env
