@@ -40,7 +40,7 @@ func TestVersionFromBuildInfo(t *testing.T) {
 		{"a tool of another module", debug.BuildInfo{Main: debug.Module{Path: "example.com/counters", Version: "(devel)"},
 			Deps: []*debug.Module{dep("golang.org/x/tools", "v0.52.0", nil), dep(module, "v0.4.1", nil)}}, "v0.4.1"},
 		{"a tool from a local clone", debug.BuildInfo{Main: debug.Module{Path: "example.com/counters"},
-			Deps: []*debug.Module{dep(module, "v0.0.0-00010101000000-000000000000", dep("../ffgen", "", nil))}},
+			Deps: []*debug.Module{dep(module, "v0.0.0-00010101000000-000000000000", dep("../ffgen", "(devel)", nil))}},
 			"v0.0.0-00010101000000-000000000000 (replaced by ../ffgen)"},
 		{"installed at a version", debug.BuildInfo{Main: debug.Module{Path: module, Version: "v0.5.0"}}, "v0.5.0"},
 		{"built in a clone", debug.BuildInfo{Main: debug.Module{Path: module, Version: "(devel)"},

@@ -32,7 +32,7 @@ func versionFrom(bi *debug.BuildInfo, ok bool) string {
 		return "devel"
 	}
 	if r := mod.Replace; r != nil {
-		if r.Version != "" {
+		if r.Version != "" && r.Version != "(devel)" { // a directory has no version
 			return mod.Version + " (replaced by " + r.Path + " " + r.Version + ")"
 		}
 		return mod.Version + " (replaced by " + r.Path + ")"

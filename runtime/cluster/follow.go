@@ -175,14 +175,18 @@ func (f *Follower) Err() error {
 }
 
 // Wait returns once every group in groups has a live member serving
-// service, or ctx's error with the groups still missing and the last
-// read's error.
+// service (with no groups: once any member serves it), or ctx's error
+// with what is still missing and the last read's error.
 func (f *Follower) Wait(ctx context.Context, service string, groups []string) error {
 	for {
 		f.mu.Lock()
 		round, lastErr := f.round, f.err
 		f.mu.Unlock()
-		missing := MissingGroups(f.Members(), service, groups)
+		members := f.Members()
+		missing := MissingGroups(members, service, groups)
+		if len(groups) == 0 && !slices.ContainsFunc(members, func(m runtime.Member) bool { return m.Serves(service) }) {
+			missing = []string{"any"}
+		}
 		if len(missing) == 0 {
 			return nil
 		}

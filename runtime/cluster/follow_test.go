@@ -88,6 +88,9 @@ func TestFollowerReadsLiveMembersAndFailsOver(t *testing.T) {
 	if err := f.Wait(ctx, "svc", []string{"a", "b"}); err != nil {
 		t.Fatal(err)
 	}
+	if err := f.Wait(ctx, "svc", nil); err != nil {
+		t.Fatal(err)
+	}
 	want := []runtime.Member{
 		{Name: "a1", Group: "a", Addr: "a1:9000", Services: []string{"svc"}},
 		{Name: "b1", Group: "b", Addr: "b1:9000", Services: []string{"svc"}},
@@ -157,6 +160,9 @@ func TestFollowerSkipsNodesThatCannotSpeakForTheCluster(t *testing.T) {
 	defer cancel2()
 	if err := w.Wait(short, "svc", []string{"a"}); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "[a]") {
 		t.Errorf("Wait = %v, want the deadline with the missing group", err)
+	}
+	if err := w.Wait(short, "svc", nil); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "[any]") {
+		t.Errorf("Wait without groups = %v, want the deadline: no member at all", err)
 	}
 	if _, err := Follow(FollowConfig{}); err == nil {
 		t.Error("Follow without nodes: no error")
