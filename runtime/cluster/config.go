@@ -128,7 +128,7 @@ func (c *Config) validate() error {
 		}
 	}
 	if err := checkAddresses(c.Seeds); err != nil {
-		errs = append(errs, fmt.Errorf("Seeds: %w", err))
+		errs = append(errs, fmt.Errorf("seeds: %w", err))
 	}
 	if c.JoinRetryMin <= 0 || c.JoinRetryMax < c.JoinRetryMin {
 		errs = append(errs, fmt.Errorf("join backoff %v..%v: want 0 < JoinRetryMin <= JoinRetryMax", c.JoinRetryMin, c.JoinRetryMax))
