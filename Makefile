@@ -39,10 +39,10 @@ screenshot:
 	cd $(PAGETEST) && CHROMIUM="$(CHROMIUM)" FFGEN_REQUIRE_BROWSER=1 PAGETEST_SCREENSHOTS=$(CURDIR)/docs \
 		$(GO) test -count=1 -run TestPageFollowsKillAndRejoin ./...
 
-# ffgen -check on every package with //go:generate ffgen: committed
-# generated code can never go stale.
+# ffgen -check on every package with //go:generate go tool ffgen (or the
+# older forms): committed generated code can never go stale.
 gencheck:
-	@pkgs=$$(grep -rlE --include='*.go' '^//go:generate (ffgen|go run github.com/ffgen/ffgen/cmd/ffgen)' . | grep -v /testdata/ | xargs -r -n1 dirname | sort -u); \
+	@pkgs=$$(grep -rlE --include='*.go' '^//go:generate (go tool ffgen|ffgen|go run github.com/ffgen/ffgen/cmd/ffgen)' . | grep -v /testdata/ | xargs -r -n1 dirname | sort -u); \
 	if [ -z "$$pkgs" ]; then echo "gencheck: no package uses ffgen"; exit 1; fi; \
 	echo "ffgen -check $$pkgs"; $(GO) run ./cmd/ffgen -check $$pkgs
 

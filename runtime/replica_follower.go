@@ -283,10 +283,15 @@ func (r *replica) catchUpTick(now time.Time) {
 		}
 	}
 	p := peers[start%len(peers)]
-	r.fetch = &fetchState{from: p.Name, until: now.Add(10 * r.cfg.AckTimeout)}
-	if c := r.s.peerConn(p); c != nil {
-		r.sendFetch(c)
+	c := r.s.peerConn(p)
+	if c == nil {
+		// Being dialed: try it again shortly, and the next peer if the
+		// dial does not come through.
+		r.fetch = &fetchState{from: p.Name, until: now.Add(2 * r.cfg.AckTimeout)}
+		return
 	}
+	r.fetch = &fetchState{from: p.Name, until: now.Add(10 * r.cfg.AckTimeout)}
+	r.sendFetch(c)
 }
 
 // joined reports whether the membership has finished joining its cluster,

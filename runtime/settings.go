@@ -48,7 +48,10 @@ type Settings struct {
 	// should cover the seconds the membership protocol needs to declare a
 	// dead node dead, yet be short enough that a node that was merely
 	// paused (a long GC, a brief partition) soon serves again. Zero
-	// disables suspicion. Default 5s.
+	// disables suspicion. Default 10s: longer than memberlist's LAN
+	// preset takes to declare a crashed node dead (6.8 s at worst on a
+	// small cluster, measured in docs/cluster.md), so that a killed node
+	// is not tried, and paid for, again before the membership drops it.
 	SuspectFor time.Duration
 	// Budget limits the rate of failovers; see BudgetSettings.
 	Budget BudgetSettings
@@ -61,7 +64,7 @@ const (
 	DefaultAttemptTimeout    = timeouts.Attempt
 	DefaultOperationTimeout  = timeouts.Operation
 	DefaultMaxFailovers      = 1
-	DefaultSuspectFor        = 5 * time.Second
+	DefaultSuspectFor        = 10 * time.Second
 )
 
 // DefaultSettings returns the default settings. Groups is empty: the caller

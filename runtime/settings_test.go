@@ -27,7 +27,7 @@ func TestDefaultSettings(t *testing.T) {
 		AttemptTimeout:    5 * time.Second,
 		OperationTimeout:  10 * time.Second,
 		MaxFailovers:      1,
-		SuspectFor:        5 * time.Second,
+		SuspectFor:        10 * time.Second,
 		Budget:            BudgetSettings{Rate: 100, Burst: 50},
 	}
 	if diff := cmp.Diff(want, s); diff != "" {

@@ -1,7 +1,9 @@
 // Command ffgen generates typed fast-failover clients and servers from Go
-// interfaces annotated with //ff: directives. Run it from go generate:
+// interfaces annotated with //ff: directives. Record it as a tool of your
+// module (go get -tool github.com/ffgen/ffgen/cmd/ffgen) and run it from
+// go generate:
 //
-//	//go:generate ffgen
+//	//go:generate go tool ffgen
 //
 // Usage:
 //
@@ -23,9 +25,6 @@ import (
 
 	"github.com/ffgen/ffgen/internal/generator"
 )
-
-// version is set at link time by release builds.
-var version = "devel"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -53,7 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return generator.ExitUsage
 	}
 	if *showVersion {
-		fmt.Fprintln(stdout, "ffgen", version)
+		fmt.Fprintln(stdout, "ffgen", currentVersion())
 		return generator.ExitOK
 	}
 	cfg := &generator.Config{

@@ -5,7 +5,7 @@ import (
 	"errors"
 )
 
-//go:generate go run github.com/ffgen/ffgen/cmd/ffgen
+//go:generate go tool ffgen
 
 // Accounts is a ledger of bank accounts, replicated on every node: writes
 // are scattered to every node, reads go to one node and fail over.

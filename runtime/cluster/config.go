@@ -56,13 +56,18 @@ type Config struct {
 	// metadata while it returns an error, and every member lists it.
 	Ready func() error
 
-	// Seeds are gossip addresses ("host:port") of nodes to join. Joining
-	// retries in the background with exponential backoff between
-	// JoinRetryMin and JoinRetryMax until one succeeds, so nodes may start
-	// in any order. No seeds: this node starts a new cluster.
+	// Seeds are gossip addresses of nodes to join: "host:port", or
+	// "dns+name:port" (every A/AAAA address of name) or
+	// "dnssrv+_svc._tcp.name" (every SRV target), resolved again at every
+	// join attempt (see Resolve). Joining retries in the background with
+	// exponential backoff between JoinRetryMin and JoinRetryMax until one
+	// succeeds, so nodes may start in any order. No seeds: this node
+	// starts a new cluster.
 	Seeds        []string
 	JoinRetryMin time.Duration
 	JoinRetryMax time.Duration
+	// Resolver resolves the DNS seeds; nil is net.DefaultResolver.
+	Resolver *net.Resolver
 
 	// SecretKey enables gossip encryption (AES, 16, 24 or 32 bytes); every
 	// node must use the same key. Keyring, if set, wins (key rotation).
@@ -126,6 +131,9 @@ func (c *Config) validate() error {
 		if err := CheckRPCAddr(c.RPCAddr); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := checkAddresses(c.Seeds); err != nil {
+		errs = append(errs, fmt.Errorf("seeds: %w", err))
 	}
 	if c.JoinRetryMin <= 0 || c.JoinRetryMax < c.JoinRetryMin {
 		errs = append(errs, fmt.Errorf("join backoff %v..%v: want 0 < JoinRetryMin <= JoinRetryMax", c.JoinRetryMin, c.JoinRetryMax))

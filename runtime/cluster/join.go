@@ -1,17 +1,21 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 )
 
+// resolveTimeout bounds the DNS lookups of one join attempt.
+const resolveTimeout = 5 * time.Second
+
 // otherSeeds returns the seeds without this node's own gossip address:
 // every node of a deployment can be given the same seed list.
-func (c *Cluster) otherSeeds() []string {
+func (c *Cluster) otherSeeds(seeds []string) []string {
 	self := c.localAddr()
 	var out []string
-	for _, s := range c.cfg.Seeds {
+	for _, s := range seeds {
 		if s != self && s != "" {
 			out = append(out, s)
 		}
@@ -19,10 +23,44 @@ func (c *Cluster) otherSeeds() []string {
 	return out
 }
 
+// needsJoin reports whether Start must join rather than start a new
+// cluster: some seed is another node, or DNS has to say who the seeds are.
+// A node whose DNS seeds name only itself waits to be joined, which is what
+// the first pod behind a headless service must do.
+func (c *Cluster) needsJoin() bool {
+	return hasDNS(c.cfg.Seeds) || len(c.otherSeeds(c.cfg.Seeds)) > 0
+}
+
+// joinSeeds resolves the seeds anew, so that DNS seeds follow the nodes
+// that exist now, and drops this node.
+func (c *Cluster) joinSeeds() ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	resolved, err := Resolve(ctx, c.cfg.Resolver, c.cfg.Seeds)
+	seeds := c.otherSeeds(resolved)
+	if len(seeds) == 0 {
+		if err == nil {
+			err = fmt.Errorf("seeds %v resolve to no node but this one (%v)", c.cfg.Seeds, resolved)
+		}
+		return nil, err
+	}
+	if err != nil {
+		c.log.Debug("cluster: some seeds did not resolve", "err", err)
+	}
+	return seeds, nil
+}
+
 // joinLoop joins the seeds, retrying with exponential backoff until one
 // answers, another node joins us, or the node stops. Seeds that are not up
 // yet are normal at deployment time, so failures are logged, not fatal.
-func (c *Cluster) joinLoop(seeds []string) {
+func (c *Cluster) joinLoop() {
 	defer c.wg.Done()
 	delay := c.cfg.JoinRetryMin
 	timer := time.NewTimer(0)
@@ -36,7 +74,11 @@ func (c *Cluster) joinLoop(seeds []string) {
 		if c.Joined() {
 			return
 		}
-		n, err := c.ml.Join(seeds)
+		seeds, err := c.joinSeeds()
+		n := 0
+		if err == nil {
+			n, err = c.ml.Join(seeds)
+		}
 		if n > 0 {
 			c.setJoined()
 			c.log.Info("cluster: joined", "seeds", seeds, "reached", n, "attempts", attempt)
@@ -51,7 +93,7 @@ func (c *Cluster) joinLoop(seeds []string) {
 			c.joinErr = err
 		}
 		c.mu.Unlock()
-		c.log.Warn("cluster: join failed, retrying", "seeds", seeds, "attempt", attempt, "retry_in", delay, "err", err)
+		c.log.Warn("cluster: join failed, retrying", "seeds", c.cfg.Seeds, "attempt", attempt, "retry_in", delay, "err", err)
 		timer.Reset(delay)
 		delay = min(2*delay, c.cfg.JoinRetryMax)
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ffgen/ffgen/runtime"
@@ -58,6 +59,11 @@ type ManagementConfig struct {
 	// "Authorization: Bearer <token>", except for the static files of the
 	// cluster page, which carry no data.
 	Token string
+	// PublicHealth serves /health/alive and /health/ready without the
+	// token, for probes that cannot send one (a Kubernetes httpGet probe
+	// takes no secret); a not-ready answer then gives its reason only to
+	// requests that carry the token.
+	PublicHealth bool
 	// Groups are the failure groups /health/ready requires a live member in.
 	Groups []string
 	// Routes mounts extra read-only endpoints beside the built-in ones,
@@ -152,7 +158,9 @@ func newManagement(cfg ManagementConfig) (http.Handler, error) {
 	if cfg.Token == "" {
 		return mux, nil
 	}
-	return bearer(cfg.Token, mux, func(r *http.Request) bool { return isPage(mux, r) }), nil
+	return bearer(cfg.Token, mux, func(r *http.Request) bool {
+		return isPage(mux, r) || cfg.PublicHealth && isHealth(r)
+	}), nil
 }
 
 // mountRoute adds one extra route, leaving conflicts among wildcards to
@@ -185,17 +193,26 @@ func mountRoute(mux *http.ServeMux, pattern string, h http.Handler) (err error) 
 
 type management struct{ cfg ManagementConfig }
 
+// isHealth reports whether r asks for a health route.
+func isHealth(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+		(r.URL.Path == "/health/alive" || r.URL.Path == "/health/ready")
+}
+
+// hasToken reports whether r carries the token, or none is required.
+func hasToken(token string, r *http.Request) bool {
+	return token == "" || subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+token)) == 1
+}
+
 // bearer rejects requests without the token, comparing in constant time,
 // except those public reports true for.
 func bearer(token string, next http.Handler, public func(*http.Request) bool) http.Handler {
-	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if public(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		if !hasToken(token, r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ffgen"`)
 			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
 			return
@@ -205,6 +222,7 @@ func bearer(token string, next http.Handler, public func(*http.Request) bool) ht
 }
 
 func (m *management) members(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(JoinedHeader, strconv.FormatBool(m.cfg.Members.Joined()))
 	writeJSON(w, http.StatusOK, m.cfg.Members.AllMembers())
 }
 
@@ -277,6 +295,9 @@ type readiness struct {
 
 func (m *management) ready(w http.ResponseWriter, r *http.Request) {
 	if reason := m.notReady(); reason != "" {
+		if !hasToken(m.cfg.Token, r) {
+			reason = "not ready (the reason needs the token)"
+		}
 		writeJSON(w, http.StatusServiceUnavailable, readiness{Reason: reason})
 		return
 	}

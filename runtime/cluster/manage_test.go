@@ -428,3 +428,21 @@ func TestManagementReplicas(t *testing.T) {
 	do(t, h, call{method: "GET", path: "/health/ready", status: 200})
 	do(t, h, call{method: "GET", path: "/metrics", status: 200, contains: `ffgen_replica_ready{service="bank.Accounts"} 1`})
 }
+
+// With PublicHealth, probes without the token get the health answers but
+// not the reason a node is not ready, and nothing else.
+func TestManagementPublicHealth(t *testing.T) {
+	members := testMembers()
+	members.joined = false
+	h := NewManagement(ManagementConfig{Members: members, Token: "s3cret", PublicHealth: true})
+	do(t, h, call{method: "GET", path: "/health/alive", status: 200, contains: `"alive":true`})
+	do(t, h, call{method: "HEAD", path: "/health/ready", status: 503})
+	body := do(t, h, call{method: "GET", path: "/health/ready", status: 503, contains: "needs the token"})
+	if strings.Contains(body, "not joined") {
+		t.Errorf("the reason went to a request without the token: %s", body)
+	}
+	do(t, h, call{method: "GET", path: "/health/ready", token: "s3cret", status: 503, contains: "not joined"})
+	for _, path := range []string{"/cluster/members", "/metrics", "/ops", "/health/other"} {
+		do(t, h, call{method: "GET", path: path, status: 401, contains: "bearer token"})
+	}
+}

@@ -129,13 +129,12 @@ func Start(cfg Config) (*Cluster, error) {
 		c.wg.Add(1)
 		go c.followReadiness()
 	}
-	seeds := c.otherSeeds()
-	if len(seeds) == 0 {
+	if c.needsJoin() {
+		c.wg.Add(1)
+		go c.joinLoop()
+	} else {
 		c.setJoined()
 		c.log.Info("cluster: started a new cluster", "gossip", c.localAddr())
-	} else {
-		c.wg.Add(1)
-		go c.joinLoop(seeds)
 	}
 	return c, nil
 }

@@ -24,7 +24,8 @@ func (s *subscriber) wake() {
 
 func (s *subscriber) cancel() { s.once.Do(func() { close(s.done) }) }
 
-func (s *subscriber) run(c *Cluster) {
+// run calls fn with members() after every wake until cancelled.
+func (s *subscriber) run(members func() []runtime.Member) {
 	for {
 		select {
 		case <-s.done:
@@ -36,7 +37,7 @@ func (s *subscriber) run(c *Cluster) {
 			return
 		default:
 		}
-		s.fn(c.Members())
+		s.fn(members())
 	}
 }
 
@@ -56,7 +57,7 @@ func (c *Cluster) Subscribe(fn func(members []runtime.Member)) (cancel func()) {
 	if !active {
 		return func() {}
 	}
-	go s.run(c)
+	go s.run(c.Members)
 	return func() {
 		c.mu.Lock()
 		delete(c.subs, s)

@@ -60,7 +60,7 @@ func (s *Scenario) Run(ctx context.Context) (*Result, error) {
 
 	summaryPath := filepath.Join(s.Dir, "summary.json")
 	load := c.Command("bankload",
-		"-groups", strings.Join(testbed.Groups, ","), "-seeds", strings.Join(c.Seeds(), ","), "-mgmt", strings.Join(c.MgmtAddrs(), ","),
+		"-groups", strings.Join(testbed.Groups, ","), "-mgmt", strings.Join(c.MgmtAddrs(), ","),
 		"-duration", s.Duration.String(), "-accounts", strconv.Itoa(s.Accounts), "-callers", strconv.Itoa(s.Callers),
 		"-rate", strconv.Itoa(s.Rate), "-json", summaryPath)
 	load.Stdout, load.Stderr = s.Out, s.Err

@@ -169,7 +169,7 @@ func (s *Suite) runFault(ctx context.Context, f fault, fw *firewall) Row {
 func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row) error {
 	run := "f" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	common := []string{
-		"-groups", strings.Join(testbed.Groups, ","), "-seeds", strings.Join(e.Seeds(), ","),
+		"-groups", strings.Join(testbed.Groups, ","),
 		"-mgmt", strings.Join(e.MgmtAddrs(), ","), "-run", run, "-accounts", strconv.Itoa(s.Accounts),
 		"-progress", "0", "-require-all",
 	}

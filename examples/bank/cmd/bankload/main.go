@@ -5,10 +5,12 @@
 // outcome the writer was told. It exits 1 when the audit fails or a caller
 // waited past the operation deadline, 2 when it cannot start.
 //
-// It joins the cluster's gossip as a member that serves nothing, so its
-// routing follows the same membership as the nodes. Writes share one
-// client; each caller reads through a client of its own, so a failover is
-// attributed to the read that paid for it.
+// It is a thin client: it follows the membership the nodes' management
+// endpoints report (cluster.Follow) without joining gossip, so it needs no
+// gossip port or failure group and no node lists it. Writes share one
+// client, so that every node receives them in the same order; each caller
+// reads through a client of its own, so a failover is attributed to the
+// read that paid for it.
 //
 // Several bankload processes can write to the same accounts: one opens them
 // (-run R -duration 0 -writes open.json), the others write without opening
@@ -19,15 +21,12 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
-	"net"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -48,27 +47,23 @@ const usage = `Runs load against a bank cluster and audits every node's balances
 const deadlineMargin = time.Second
 
 type config struct {
-	name, groups, seeds, mgmt, token, gossip, preset, key string
-	logLevel, jsonPath                                    string
-	tlsCA, tlsCert, tlsKey                                string
-	run, writesPath, auditOnly                            string
-	open, audit, requireAll                               bool
-	accounts, callers, ops, readPct, rate                 int
-	initial                                               int
-	duration, progress, auditTimeout, joinTimeout         time.Duration
+	name, groups, mgmt, token                     string
+	logLevel, jsonPath                            string
+	tlsCA, tlsCert, tlsKey                        string
+	run, writesPath, auditOnly                    string
+	open, audit, requireAll                       bool
+	accounts, callers, ops, readPct, rate         int
+	initial                                       int
+	duration, progress, auditTimeout, joinTimeout time.Duration
 }
 
 func main() {
 	f := cli.NewFlags("bankload", usage)
 	var (
-		name     = f.String("name", "", "bankload-"+strconv.Itoa(os.Getpid()), "gossip member name of this load generator")
+		name     = f.String("name", "", "bankload-"+strconv.Itoa(os.Getpid()), "name of this load generator in the nodes' logs")
 		groups   = f.String("groups", runtime.EnvGroups, "", "every failure group, comma-separated, as the nodes list them (required)")
-		seeds    = f.String("seeds", "FFGEN_SEEDS", "", "gossip addresses of cluster nodes, comma-separated (required)")
-		mgmt     = f.String("mgmt", "FFGEN_MANAGEMENT_ADDRS", "", "management addresses of the nodes to audit, comma-separated (required)")
+		mgmt     = f.String("mgmt", "FFGEN_MANAGEMENT_ADDRS", "", "management addresses of the nodes, comma-separated: host:port, dns+name:port or dnssrv+name; the membership is read from them and they are audited (required)")
 		token    = f.String("manage-token", cli.ManageTokenEnv, "", "bearer token of the nodes' management endpoints, if they require one")
-		gossip   = f.String("gossip", "", "127.0.0.1:0", "memberlist bind address of this load generator")
-		preset   = f.String("gossip-preset", "FFGEN_GOSSIP_PRESET", "lan", "memberlist timing, as the nodes use: lan or local")
-		key      = f.String("gossip-key", "FFGEN_GOSSIP_KEY", "", "gossip encryption key, base64, as the nodes use")
 		logLevel = f.String("log-level", "FFGEN_LOG_LEVEL", "warn", "runtime log level: debug, info, warn or error")
 		tlsCA    = f.String("rpc-tls-ca", "FFGEN_RPC_TLS_CA", "", "PEM CA of the nodes' certificates: connect with TLS 1.3")
 		tlsCert  = f.String("rpc-tls-cert", "FFGEN_RPC_TLS_CLIENT_CERT", "", "PEM client certificate, for nodes that require one")
@@ -93,8 +88,7 @@ func main() {
 	)
 	f.Parse(os.Args[1:])
 	c := config{
-		name: *name, groups: *groups, seeds: *seeds, mgmt: *mgmt, token: *token, gossip: *gossip, preset: *preset,
-		key: *key, logLevel: *logLevel, jsonPath: *jsonPath, tlsCA: *tlsCA, tlsCert: *tlsCert, tlsKey: *tlsKey,
+		name: *name, groups: *groups, mgmt: *mgmt, token: *token, logLevel: *logLevel, jsonPath: *jsonPath, tlsCA: *tlsCA, tlsCert: *tlsCert, tlsKey: *tlsKey,
 		accounts: *accounts, callers: *callers, ops: *ops, readPct: *readPct, rate: *rate, initial: *initial,
 		duration: *duration, progress: *progress, auditTimeout: *auditTO, joinTimeout: *joinTO,
 		run: *runFlag, writesPath: *writes, auditOnly: *only, open: *open, audit: *doAudit, requireAll: *all,
@@ -113,8 +107,8 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 	if c.auditOnly != "" {
 		return auditOnly(ctx, c)
 	}
-	if c.seeds == "" || c.mgmt == "" {
-		return fail(errors.New("-seeds and -mgmt are required"))
+	if c.mgmt == "" {
+		return fail(errors.New("-mgmt is required"))
 	}
 	if c.accounts < 2 || c.callers < 1 || c.readPct < 0 || c.readPct > 100 || c.initial < 0 || c.rate < 0 {
 		return fail(errors.New("want -accounts >= 2, -callers >= 1, 0 <= -reads <= 100, -initial >= 0, -rate >= 0"))
@@ -130,23 +124,23 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 		return fail(err)
 	}
 
-	cl, err := joinCluster(ctx, c, settings.Groups)
+	members, err := follow(ctx, c, settings.Groups, log)
 	if err != nil {
 		return fail(err)
 	}
-	defer cl.Shutdown()
+	defer members.Close()
 
 	rtLog := slog.New(newOnceHandler(log.Handler()))
 	clientTLS, err := cli.ClientTLS(c.tlsCA, c.tlsCert, c.tlsKey)
 	if err != nil {
 		return fail(err)
 	}
-	tcp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: c.name, Group: "bankload", Logger: rtLog}, ClientTLS: clientTLS})
+	tcp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: c.name, Logger: rtLog}, ClientTLS: clientTLS})
 	if err != nil {
 		return fail(err)
 	}
 	newClient := func(m runtime.Metrics) (*runtime.Client, error) {
-		return runtime.NewClient(runtime.ClientConfig{Transport: tcp, Membership: cl, Settings: settings, Metrics: m, Logger: rtLog})
+		return runtime.NewClient(runtime.ClientConfig{Transport: tcp, Membership: members, Settings: settings, Metrics: m, Logger: rtLog})
 	}
 	writeProbe := newProbe()
 	wc, err := newClient(writeProbe)
@@ -270,8 +264,13 @@ func auditOnly(ctx context.Context, c config) int {
 
 // runAudit audits every -mgmt node against the writes into sum.
 func runAudit(ctx context.Context, c config, sum *cli.Summary, model *ledgerModel, writes []writeRecord, run string) {
+	addrs, err := cluster.Resolve(ctx, nil, cli.List(c.mgmt))
+	if err != nil {
+		// Audit what resolved; a node that did not is as good as killed.
+		fmt.Fprintln(os.Stderr, "bankload: audit:", err)
+	}
 	res := audit(context.WithoutCancel(ctx), cli.ManagementClient(5*time.Second, c.token), auditSpec{
-		model: model, writes: writes, addrs: cli.List(c.mgmt), prefix: run + "-",
+		model: model, writes: writes, addrs: addrs, prefix: run + "-",
 		timeout: c.auditTimeout, requireAll: c.requireAll,
 	})
 	sum.Audited = true
@@ -303,59 +302,20 @@ func pacer(ctx context.Context, start time.Time, ops, rate int) func() bool {
 	}
 }
 
-// joinCluster joins the gossip as a member with no services and waits until
-// every group has a member serving the bank.
-func joinCluster(ctx context.Context, c config, groups []string) (*cluster.Cluster, error) {
-	cfg, err := cli.ClusterConfig(c.preset)
+// follow reads the membership from the nodes' management endpoints and
+// waits until every group has a member serving the bank.
+func follow(ctx context.Context, c config, groups []string, log *slog.Logger) (*cluster.Follower, error) {
+	f, err := cluster.Follow(cluster.FollowConfig{Nodes: cli.List(c.mgmt), Token: c.token, Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	host, port, err := net.SplitHostPort(c.gossip)
-	if err != nil {
-		return nil, fmt.Errorf("-gossip %q: %w", c.gossip, err)
-	}
-	if cfg.BindPort, err = strconv.Atoi(port); err != nil {
-		return nil, fmt.Errorf("-gossip %q: bad port", c.gossip)
-	}
-	cfg.BindAddr = host
-	cfg.Name, cfg.Group = c.name, "bankload" // no configured group: never routed to
-	cfg.Seeds = cli.List(c.seeds)
-	if c.key != "" {
-		if cfg.SecretKey, err = base64.StdEncoding.DecodeString(c.key); err != nil {
-			return nil, fmt.Errorf("-gossip-key: not base64: %w", err)
-		}
-	}
-	cl, err := cluster.Start(cfg)
-	if err != nil {
+	wctx, cancel := context.WithTimeout(ctx, c.joinTimeout)
+	defer cancel()
+	if err := f.Wait(wctx, bank.AccountsDesc.Name, groups); err != nil {
+		f.Close()
 		return nil, err
 	}
-	deadline := time.After(c.joinTimeout)
-	for {
-		missing := missingGroups(cl.Members(), groups)
-		if len(missing) == 0 {
-			return cl, nil
-		}
-		select {
-		case <-ctx.Done():
-			cl.Shutdown()
-			return nil, ctx.Err()
-		case <-deadline:
-			err := fmt.Errorf("after %v: no member serving %s in group(s) %v (join error: %v)", c.joinTimeout, bank.AccountsDesc.Name, missing, cl.JoinErr())
-			cl.Shutdown()
-			return nil, err
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-func missingGroups(members []runtime.Member, groups []string) []string {
-	var missing []string
-	for _, g := range groups {
-		if !slices.ContainsFunc(members, func(m runtime.Member) bool { return m.Group == g && m.Serves(bank.AccountsDesc.Name) }) {
-			missing = append(missing, g)
-		}
-	}
-	return missing
+	return f, nil
 }
 
 // openAll opens the accounts with n callers, each Open under an ID of its

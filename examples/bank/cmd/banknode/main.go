@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -40,9 +41,10 @@ only with a token).
 type config struct {
 	name, group, groups           string
 	rpc, advertise, gossip, seeds string
+	gossipAdvertise               string
 	mgmt, token, preset, key      string
 	tlsCert, tlsKey, tlsCA        string
-	plaintext                     bool
+	plaintext, healthPublic       bool
 	logLevel                      string
 	drain                         time.Duration
 	remember, journal             int
@@ -50,35 +52,9 @@ type config struct {
 
 func main() {
 	f := cli.NewFlags("banknode", usage)
-	var (
-		name      = f.String("name", "FFGEN_NODE", "", "unique node name (required)")
-		group     = f.String("group", "FFGEN_GROUP", "", "this node's failure group (required)")
-		groups    = f.String("groups", runtime.EnvGroups, "", "every failure group, comma-separated, the same order on every node (required)")
-		rpc       = f.String("rpc", "FFGEN_RPC_ADDR", "127.0.0.1:7600", "fast-failover listen address")
-		advertise = f.String("rpc-advertise", "FFGEN_RPC_ADVERTISE", "", "fast-failover address published to others (default: the listen address; required when -rpc binds every interface)")
-		tlsCert   = f.String("rpc-tls-cert", "FFGEN_RPC_TLS_CERT", "", "PEM certificate of the fast-failover listener (with -rpc-tls-key: TLS 1.3)")
-		tlsKey    = f.String("rpc-tls-key", "FFGEN_RPC_TLS_KEY", "", "PEM private key of -rpc-tls-cert")
-		tlsCA     = f.String("rpc-tls-ca", "FFGEN_RPC_TLS_CA", "", "PEM CA that client certificates must chain to (mutual TLS)")
-		plaintext = f.Bool("rpc-plaintext", "FFGEN_RPC_PLAINTEXT", false, "allow -rpc beyond loopback without TLS: anyone who reaches the port can send writes")
-		gossip    = f.String("gossip", "FFGEN_GOSSIP_ADDR", "127.0.0.1:7946", "memberlist bind address (UDP and TCP)")
-		seeds     = f.String("seeds", "FFGEN_SEEDS", "", "gossip addresses of nodes to join, comma-separated (none: start a cluster)")
-		mgmt      = f.String("mgmt", "FFGEN_MANAGEMENT_ADDR", cluster.DefaultManagementAddr, "management HTTP address; beyond loopback it needs -manage-token")
-		token     = f.String("manage-token", cli.ManageTokenEnv, "", "bearer token required on every management request (prefer the variable: flags show in ps)")
-		preset    = f.String("gossip-preset", "FFGEN_GOSSIP_PRESET", "lan", "memberlist timing: lan (dead after seconds) or local (about 1-2 s)")
-		key       = f.String("gossip-key", "FFGEN_GOSSIP_KEY", "", "gossip encryption key, base64 of 16, 24 or 32 bytes")
-		logLevel  = f.String("log-level", "FFGEN_LOG_LEVEL", "info", "debug, info, warn or error")
-		drain     = f.Duration("drain", "FFGEN_DRAIN_TIMEOUT", 5*time.Second, "how long shutdown waits for running handlers")
-		remember  = f.Int("remember", "FFGEN_REMEMBER_OPS", bank.DefaultRemember, "operation outcomes the ledger remembers for idempotency")
-		journal   = f.Int("journal", "FFGEN_JOURNAL_OPS", bank.DefaultJournal, "executed writes the ledger journals for audits (0: none)")
-	)
+	parsed := defineFlags(f)
 	f.Parse(os.Args[1:])
-	c := config{
-		name: *name, group: *group, groups: *groups,
-		rpc: *rpc, advertise: *advertise, gossip: *gossip, seeds: *seeds,
-		mgmt: *mgmt, token: *token, preset: *preset, key: *key, logLevel: *logLevel,
-		tlsCert: *tlsCert, tlsKey: *tlsKey, tlsCA: *tlsCA, plaintext: *plaintext,
-		drain: *drain, remember: *remember, journal: *journal,
-	}
+	c := parsed()
 	ctx, stop, log := f.Start(c.logLevel)
 	defer stop()
 	if err := run(ctx, c, log); err != nil {
@@ -87,37 +63,95 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, c config, log *slog.Logger) error {
+// defineFlags defines banknode's flags on f and returns the function
+// that reads them once parsed.
+func defineFlags(f *cli.Flags) func() config {
+	var (
+		name      = f.String("name", "FFGEN_NODE", "", "unique node name (required)")
+		group     = f.String("group", "FFGEN_GROUP", "", "this node's failure group (required), e.g. its zone")
+		groups    = f.String("groups", runtime.EnvGroups, "", "every failure group, comma-separated, the same order on every node (required)")
+		rpc       = f.String("rpc", "FFGEN_RPC_ADDR", "127.0.0.1:7600", "fast-failover listen address")
+		advertise = f.String("rpc-advertise", "FFGEN_RPC_ADVERTISE", "", "fast-failover address published to others (default: the listen address; required when -rpc binds every interface)")
+		tlsCert   = f.String("rpc-tls-cert", "FFGEN_RPC_TLS_CERT", "", "PEM certificate of the fast-failover listener (with -rpc-tls-key: TLS 1.3)")
+		tlsKey    = f.String("rpc-tls-key", "FFGEN_RPC_TLS_KEY", "", "PEM private key of -rpc-tls-cert")
+		tlsCA     = f.String("rpc-tls-ca", "FFGEN_RPC_TLS_CA", "", "PEM CA that client certificates must chain to (mutual TLS)")
+		plaintext = f.Bool("rpc-plaintext", "FFGEN_RPC_PLAINTEXT", false, "allow -rpc beyond loopback without TLS: anyone who reaches the port can send writes")
+		gossip    = f.String("gossip", "FFGEN_GOSSIP_ADDR", "127.0.0.1:7946", "memberlist bind address (UDP and TCP)")
+		gossipAdv = f.String("gossip-advertise", "FFGEN_GOSSIP_ADVERTISE", "", "gossip address published to others, host or host:port (default: derived from -gossip; set it when -gossip binds every interface)")
+		seeds     = f.String("seeds", "FFGEN_SEEDS", "", "gossip addresses of nodes to join, comma-separated: host:port, dns+name:port (A/AAAA) or dnssrv+_svc._tcp.name (SRV), resolved again at every attempt (none: start a cluster)")
+		mgmt      = f.String("mgmt", "FFGEN_MANAGEMENT_ADDR", cluster.DefaultManagementAddr, "management HTTP address; beyond loopback it needs -manage-token")
+		token     = f.String("manage-token", cli.ManageTokenEnv, "", "bearer token required on every management request (prefer the variable: flags show in ps)")
+		health    = f.Bool("health-public", "FFGEN_HEALTH_PUBLIC", false, "serve /health/alive and /health/ready without the token, for probes that cannot send it")
+		preset    = f.String("gossip-preset", "FFGEN_GOSSIP_PRESET", "lan", "memberlist timing: lan (dead after seconds) or local (about 1-2 s)")
+		key       = f.String("gossip-key", "FFGEN_GOSSIP_KEY", "", "gossip encryption key, base64 of 16, 24 or 32 bytes")
+		logLevel  = f.String("log-level", "FFGEN_LOG_LEVEL", "info", "debug, info, warn or error")
+		drain     = f.Duration("drain", "FFGEN_DRAIN_TIMEOUT", 5*time.Second, "how long shutdown waits for running handlers")
+		remember  = f.Int("remember", "FFGEN_REMEMBER_OPS", bank.DefaultRemember, "operation outcomes the ledger remembers for idempotency")
+		journal   = f.Int("journal", "FFGEN_JOURNAL_OPS", bank.DefaultJournal, "executed writes the ledger journals for audits (0: none)")
+	)
+	return func() config {
+		return config{
+			name: *name, group: *group, groups: *groups,
+			rpc: *rpc, advertise: *advertise, gossip: *gossip, gossipAdvertise: *gossipAdv, seeds: *seeds,
+			mgmt: *mgmt, token: *token, healthPublic: *health, preset: *preset, key: *key, logLevel: *logLevel,
+			tlsCert: *tlsCert, tlsKey: *tlsKey, tlsCA: *tlsCA, plaintext: *plaintext,
+			drain: *drain, remember: *remember, journal: *journal,
+		}
+	}
+}
+
+// prepared is what run needs, checked before anything listens.
+type prepared struct {
+	settings  runtime.Settings
+	cluster   cluster.Config
+	serverTLS *tls.Config
+}
+
+// prepare checks c and derives the settings and the cluster config from
+// it, so that a bad configuration fails before the node is seen.
+func prepare(c config) (prepared, error) {
+	var p prepared
 	if c.name == "" || c.group == "" {
-		return errors.New("-name and -group are required")
+		return p, errors.New("-name and -group are required")
 	}
 	settings, err := runtime.SettingsFromEnv(runtime.DefaultSettings())
 	if err != nil {
-		return err
+		return p, err
 	}
 	if c.groups != "" {
 		settings.Groups = cli.List(c.groups)
 	}
 	if err := settings.Validate(); err != nil {
-		return err
+		return p, err
 	}
 	if !slices.Contains(settings.Groups, c.group) {
-		return fmt.Errorf("group %q is not one of -groups %q", c.group, settings.Groups)
+		return p, fmt.Errorf("group %q is not one of -groups %q", c.group, settings.Groups)
 	}
-	ccfg, err := clusterConfig(c)
-	if err != nil {
-		return err
+	if p.cluster, err = clusterConfig(c); err != nil {
+		return p, err
 	}
 	if err := cluster.CheckManagementAddr(c.mgmt, c.token, nil); err != nil {
-		return fmt.Errorf("-mgmt: %w", err)
+		return p, fmt.Errorf("-mgmt: %w", err)
+	}
+	if c.healthPublic && c.token == "" {
+		return p, errors.New("-health-public without -manage-token: every route is public already")
 	}
 	if err := checkAdvertise(c.rpc, c.advertise); err != nil {
-		return err
+		return p, err
 	}
-	serverTLS, err := cli.ServerTLS(c.tlsCert, c.tlsKey, c.tlsCA)
+	if p.serverTLS, err = cli.ServerTLS(c.tlsCert, c.tlsKey, c.tlsCA); err != nil {
+		return p, err
+	}
+	p.settings = settings
+	return p, nil
+}
+
+func run(ctx context.Context, c config, log *slog.Logger) error {
+	p, err := prepare(c)
 	if err != nil {
 		return err
 	}
+	settings, ccfg, serverTLS := p.settings, p.cluster, p.serverTLS
 	clusterLog := log // the cluster adds the node name itself
 	log = log.With("node", c.name)
 
@@ -221,6 +255,16 @@ func clusterConfig(c config) (cluster.Config, error) {
 	}
 	cfg.Name, cfg.Group = c.name, c.group
 	cfg.BindAddr, cfg.BindPort = host, p
+	if c.gossipAdvertise != "" {
+		host, port, err := net.SplitHostPort(c.gossipAdvertise)
+		if err != nil {
+			host, port = c.gossipAdvertise, strconv.Itoa(p)
+		}
+		if cfg.AdvertisePort, err = strconv.Atoi(port); err != nil || net.ParseIP(host) == nil {
+			return cfg, fmt.Errorf("-gossip-advertise %q: want an IP address, with or without a port", c.gossipAdvertise)
+		}
+		cfg.AdvertiseAddr = host
+	}
 	cfg.Seeds = cli.List(c.seeds)
 	if c.key != "" {
 		k, err := base64.StdEncoding.DecodeString(c.key)
@@ -250,13 +294,14 @@ func management(c config, groups []string, cl interface {
 		json.NewEncoder(w).Encode(rep)
 	})
 	return cluster.ManagementConfig{
-		Members:  cl,
-		Operator: cl,
-		Metrics:  stats,
-		Ops:      []runtime.InFlighter{srv},
-		Replicas: srv,
-		Groups:   groups,
-		Token:    c.token,
-		Routes:   map[string]http.Handler{"GET " + cli.BalancesPath: balances, "GET " + cli.JournalPath: journal},
+		Members:      cl,
+		Operator:     cl,
+		Metrics:      stats,
+		Ops:          []runtime.InFlighter{srv},
+		Replicas:     srv,
+		Groups:       groups,
+		Token:        c.token,
+		PublicHealth: c.healthPublic,
+		Routes:       map[string]http.Handler{"GET " + cli.BalancesPath: balances, "GET " + cli.JournalPath: journal},
 	}
 }

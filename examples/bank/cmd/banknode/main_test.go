@@ -30,7 +30,15 @@ func TestClusterConfig(t *testing.T) {
 		!slices.Equal(cfg.Seeds, []string{"h:1", "h:2"}) || len(cfg.SecretKey) != 16 || cfg.Preset != cluster.PresetLocal {
 		t.Fatalf("config = %+v", cfg)
 	}
+	for adv, want := range map[string]string{"10.1.2.3": "10.1.2.3:7001", "10.1.2.3:7999": "10.1.2.3:7999"} {
+		cfg, err := clusterConfig(config{gossip: "0.0.0.0:7001", gossipAdvertise: adv, preset: "lan"})
+		if got := net.JoinHostPort(cfg.AdvertiseAddr, fmt.Sprint(cfg.AdvertisePort)); err != nil || got != want {
+			t.Errorf("-gossip-advertise %s: %s, %v; want %s", adv, got, err, want)
+		}
+	}
 	for _, bad := range []config{
+		{gossip: "0.0.0.0:1", gossipAdvertise: "pod-name", preset: "lan"},
+		{gossip: "0.0.0.0:1", gossipAdvertise: "10.0.0.1:x", preset: "lan"},
 		{gossip: "nohost", preset: "lan"},
 		{gossip: "127.0.0.1:x", preset: "lan"},
 		{gossip: "127.0.0.1:1", preset: "wan"},

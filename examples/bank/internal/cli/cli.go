@@ -21,6 +21,9 @@ import (
 type Flags struct {
 	*flag.FlagSet
 	Errs []error
+	// Envs maps each flag that has an environment variable to its name,
+	// so that deployment files can be checked against the flags.
+	Envs map[string]string
 }
 
 // NewFlags returns flags for the named command, exiting on -h and on errors.
@@ -30,7 +33,18 @@ func NewFlags(name, usage string) *Flags {
 		fmt.Fprintf(fs.Output(), "usage: %s [flags]\n\n%s\nFlags (environment variable in brackets):\n", name, usage)
 		fs.PrintDefaults()
 	}
-	return &Flags{FlagSet: fs}
+	return &Flags{FlagSet: fs, Envs: map[string]string{}}
+}
+
+// lookup returns $env's value if set and not empty, recording it as
+// flag name's variable.
+func (f *Flags) lookup(name, env string) (string, bool) {
+	if env == "" {
+		return "", false
+	}
+	f.Envs[name] = env
+	v, ok := os.LookupEnv(env)
+	return v, ok && v != ""
 }
 
 func envHelp(env, help string) string {
@@ -42,7 +56,7 @@ func envHelp(env, help string) string {
 
 // String defines a string flag defaulting to $env, else def.
 func (f *Flags) String(name, env, def, help string) *string {
-	if v, ok := os.LookupEnv(env); ok && env != "" && v != "" {
+	if v, ok := f.lookup(name, env); ok {
 		def = v
 	}
 	return f.FlagSet.String(name, def, envHelp(env, help))
@@ -50,7 +64,7 @@ func (f *Flags) String(name, env, def, help string) *string {
 
 // Duration defines a duration flag defaulting to $env, else def.
 func (f *Flags) Duration(name, env string, def time.Duration, help string) *time.Duration {
-	if v, ok := os.LookupEnv(env); ok && env != "" && v != "" {
+	if v, ok := f.lookup(name, env); ok {
 		d, err := time.ParseDuration(v)
 		if err != nil {
 			f.Errs = append(f.Errs, fmt.Errorf("%s=%q: not a duration", env, v))
@@ -63,7 +77,7 @@ func (f *Flags) Duration(name, env string, def time.Duration, help string) *time
 
 // Int defines an int flag defaulting to $env, else def.
 func (f *Flags) Int(name, env string, def int, help string) *int {
-	if v, ok := os.LookupEnv(env); ok && env != "" && v != "" {
+	if v, ok := f.lookup(name, env); ok {
 		n, err := strconv.Atoi(v)
 		if err != nil {
 			f.Errs = append(f.Errs, fmt.Errorf("%s=%q: not an integer", env, v))
@@ -76,7 +90,7 @@ func (f *Flags) Int(name, env string, def int, help string) *int {
 
 // Bool defines a bool flag defaulting to $env ("true", "1", ...), else def.
 func (f *Flags) Bool(name, env string, def bool, help string) *bool {
-	if v, ok := os.LookupEnv(env); ok && env != "" && v != "" {
+	if v, ok := f.lookup(name, env); ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			f.Errs = append(f.Errs, fmt.Errorf("%s=%q: not a boolean", env, v))

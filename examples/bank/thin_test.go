@@ -1,0 +1,251 @@
+package bank_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ffgen/ffgen/examples/bank"
+	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/cluster"
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// thinBound is a generous bound for membership changes over loopback
+// (memberlist's Local preset declares a crash dead in 1-2 s), leaving
+// room for the race detector on a busy 2-core machine.
+const thinBound = 20 * time.Second
+
+var thinGroups = []string{"a", "b"}
+
+// thinNode is one bank node as a process would run it: TCP server,
+// memberlist gossip, management HTTP on loopback.
+type thinNode struct {
+	name string
+	srv  *runtime.Server
+	cl   *cluster.Cluster
+	mgmt *cluster.ManagementServer
+}
+
+func startThinNode(t *testing.T, name, group string, seeds ...string) *thinNode {
+	t.Helper()
+	settings := runtime.DefaultSettings()
+	settings.Groups = thinGroups
+	tcp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: name, Group: group}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Node: name})
+	if err := bank.RegisterAccountsServer(srv, bank.NewLedger(0)); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := srv.Serve(tcp, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cluster.DefaultLocalConfig()
+	cfg.Name, cfg.Group, cfg.RPCAddr, cfg.Services, cfg.Seeds = name, group, ln.Addr(), srv.Services(), seeds
+	cfg.JoinRetryMin, cfg.JoinRetryMax = 20*time.Millisecond, 200*time.Millisecond
+	cl, err := cluster.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.UseMembership(cl)
+	ms, err := cluster.ServeManagement("127.0.0.1:0", cluster.ManagementConfig{Members: cl, Groups: thinGroups}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &thinNode{name: name, srv: srv, cl: cl, mgmt: ms}
+	t.Cleanup(n.kill)
+	return n
+}
+
+func (n *thinNode) gossip() string { return n.cl.LocalNode().GossipAddress }
+func (n *thinNode) addr() string   { return n.mgmt.Addr().String() }
+
+// kill stops the node as a crash would: no leave message, connections
+// and listeners gone.
+func (n *thinNode) kill() {
+	n.mgmt.Shutdown(context.Background())
+	n.cl.Operate(n.name, cluster.OpDown)
+	n.srv.Close()
+}
+
+type thinClient struct {
+	follow *cluster.Follower
+	accts  *bank.AccountsClient
+}
+
+func startThinClient(t *testing.T, i int, nodes []string) *thinClient {
+	t.Helper()
+	settings := runtime.DefaultSettings()
+	settings.Groups = thinGroups
+	f, err := cluster.Follow(cluster.FollowConfig{Nodes: nodes, Interval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	tcp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: fmt.Sprintf("thin-%d", i)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := runtime.NewClient(runtime.ClientConfig{Transport: tcp, Membership: f, Settings: settings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	return &thinClient{follow: f, accts: bank.NewAccountsClient(rc)}
+}
+
+// waitReady waits until the nodes' replicas have caught up, as their
+// readiness probes would.
+func waitReady(t *testing.T, nodes ...*thinNode) {
+	t.Helper()
+	for _, n := range nodes {
+		waitUntil(t, n.name+" ready", func() bool {
+			for _, st := range n.srv.Replication() {
+				if !st.Ready {
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
+
+func memberNames(ms []runtime.Member) []string {
+	out := []string{}
+	for _, m := range ms {
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+func statusNames(ss []cluster.MemberStatus) []string {
+	out := []string{}
+	for _, s := range ss {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(thinBound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", thinBound, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// eachClient runs fn for every client at once and fails on the first
+// error.
+func eachClient(t *testing.T, clients []*thinClient, fn func(i int, c *thinClient) error) {
+	t.Helper()
+	errs := make([]error, len(clients))
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() { errs[i] = fn(i, c) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("client %d: %v", i, err)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// Twenty thin clients route, fail over and follow joins and leaves, while
+// the membership lists only the nodes.
+func TestThinClientsFollowTheClusterWithoutJoiningIt(t *testing.T) {
+	a1 := startThinNode(t, "a1", "a")
+	b1 := startThinNode(t, "b1", "b", a1.gossip())
+	nodes := []*thinNode{a1, b1}
+	clients := make([]*thinClient, 20)
+	for i := range clients {
+		clients[i] = startThinClient(t, i, []string{a1.addr(), b1.addr()})
+	}
+	ctx := context.Background()
+	waitFor := func(what string, want ...string) {
+		t.Helper()
+		waitUntil(t, what, func() bool {
+			for _, c := range clients {
+				if !slices.Equal(memberNames(c.follow.Members()), want) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	waitFor("every client sees a1 and b1", "a1", "b1")
+	waitReady(t, a1, b1)
+
+	// Every client opens an account and reads it back.
+	ids := make([]string, len(clients))
+	eachClient(t, clients, func(i int, c *thinClient) error {
+		ids[i] = fmt.Sprintf("thin-%02d", i)
+		if _, err := c.accts.Open(ctx, bank.OpenRequest{AccountID: ids[i], Initial: int64(100 + i)}); err != nil {
+			return err
+		}
+		b, err := c.accts.Balance(ctx, ids[i])
+		if err == nil && b.Amount != int64(100+i) {
+			err = fmt.Errorf("balance %d, want %d", b.Amount, 100+i)
+		}
+		return err
+	})
+	onlyNodes := func(want ...string) {
+		t.Helper()
+		for _, n := range nodes {
+			if got := statusNames(n.cl.AllMembers()); !slices.Equal(got, want) {
+				t.Errorf("%s lists %v, want only the nodes %v", n.name, got, want)
+			}
+		}
+	}
+	onlyNodes("a1", "b1")
+
+	// A node joins: every client routes to it.
+	a2 := startThinNode(t, "a2", "a", a1.gossip())
+	nodes = append(nodes, a2)
+	waitFor("every client sees a2 join", "a1", "a2", "b1")
+	waitReady(t, a2)
+	onlyNodes("a1", "a2", "b1")
+
+	// a1 crashes. Clients reading the membership from a1 read it from b1,
+	// every client's reads keep working (those of a1's accounts fail over)
+	// and the clients follow a1's departure.
+	a1.kill()
+	eachClient(t, clients, func(i int, c *thinClient) error {
+		b, err := c.accts.Balance(ctx, ids[(i+1)%len(ids)])
+		if err == nil && b.Amount != int64(100+(i+1)%len(ids)) {
+			err = fmt.Errorf("balance %d after a1's crash", b.Amount)
+		}
+		return err
+	})
+	waitFor("every client drops the crashed a1", "a2", "b1")
+	for i, c := range clients {
+		if src := c.follow.Source(); src != b1.addr() {
+			t.Errorf("client %d reads the membership from %s, want b1 (%s), the only given node left", i, src, b1.addr())
+		}
+	}
+
+	// a2 leaves gracefully: the clients stop routing to it.
+	if err := a2.cl.Leave(cluster.DefaultLeaveTimeout); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("every client drops a2, which left", "b1")
+	eachClient(t, clients, func(i int, c *thinClient) error {
+		_, err := c.accts.Balance(ctx, ids[i])
+		return err
+	})
+	if got := statusNames(b1.cl.AllMembers()); !slices.Equal(got, []string{"a1", "a2", "b1"}) {
+		t.Errorf("b1 lists %v, want the nodes only (a1 dead, a2 left)", got)
+	}
+}

@@ -1,0 +1,193 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime"
+)
+
+// source is a MemberSource that a test changes while followers read it.
+type source struct {
+	mu     sync.Mutex
+	all    []MemberStatus
+	joined bool
+}
+
+func (s *source) set(joined bool, all ...MemberStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.all, s.joined = all, joined
+}
+func (s *source) AllMembers() []MemberStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.all)
+}
+func (s *source) Joined() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.joined
+}
+func (s *source) Member(string) (MemberStatus, bool) { return MemberStatus{}, false }
+
+func status(name, group string, st State) MemberStatus {
+	return MemberStatus{Name: name, Group: group, Address: name + ":9000", Services: []string{"svc"}, State: st}
+}
+
+// serve serves the management API of src with token at host:port.
+func serve(t *testing.T, src MemberSource, token string) *httptest.Server {
+	t.Helper()
+	s := httptest.NewServer(NewManagement(ManagementConfig{Members: src, Token: token}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func hostPort(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
+
+func follow(t *testing.T, cfg FollowConfig) *Follower {
+	t.Helper()
+	if cfg.Interval == 0 {
+		cfg.Interval = 20 * time.Millisecond
+	}
+	f, err := Follow(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func sameAs(got []runtime.Member, names ...string) bool {
+	var have []string
+	for _, m := range got {
+		have = append(have, m.Name)
+	}
+	return slices.Equal(have, names)
+}
+
+func TestFollowerReadsLiveMembersAndFailsOver(t *testing.T) {
+	src := &source{}
+	src.set(true, status("a1", "a", StateAlive), status("b1", "b", StateSuspect), status("c1", "c", StateLeaving), status("d1", "d", StateDead))
+	servers := map[string]*httptest.Server{}
+	for range 3 {
+		s := serve(t, src, "tok")
+		servers[hostPort(s)] = s
+	}
+	f := follow(t, FollowConfig{Nodes: slices.Sorted(maps.Keys(servers)), Token: "tok"})
+
+	ctx, cancel := context.WithTimeout(context.Background(), detectBound)
+	defer cancel()
+	if err := f.Wait(ctx, "svc", []string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Wait(ctx, "svc", nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []runtime.Member{
+		{Name: "a1", Group: "a", Addr: "a1:9000", Services: []string{"svc"}},
+		{Name: "b1", Group: "b", Addr: "b1:9000", Services: []string{"svc"}},
+	}
+	if got := f.Members(); !sameMembers(got, want) {
+		t.Errorf("Members() = %+v, want the alive and suspect ones %+v", got, want)
+	}
+
+	views := make(chan []runtime.Member, 64)
+	cancelSub := f.Subscribe(func(ms []runtime.Member) { views <- ms })
+	defer cancelSub()
+	<-views // the current view, given before Subscribe returned
+
+	// The node it reads from goes away, twice: it reads from another one
+	// and follows the changes there.
+	for round, names := range [][]string{{"a1", "b1", "b2"}, {"a1", "b2"}} {
+		gone := f.Source()
+		servers[gone].Close()
+		var all []MemberStatus
+		for _, n := range names {
+			all = append(all, status(n, n[:1], StateAlive))
+		}
+		src.set(true, all...)
+		select {
+		case ms := <-views:
+			if !sameAs(ms, names...) {
+				t.Errorf("round %d: view %v, want %v", round, ms, names)
+			}
+		case <-time.After(detectBound):
+			t.Fatalf("round %d: no new view; source %s, err %v", round, f.Source(), f.Err())
+		}
+		if s := f.Source(); s == gone || s == "" {
+			t.Errorf("round %d: still reading from %q, which is gone", round, s)
+		}
+	}
+
+	// Every node gone: the last view stays, and Err says why.
+	servers[f.Source()].Close()
+	eventually(t, detectBound, "an error once no node answers", func() bool { return f.Err() != nil })
+	if !sameAs(f.Members(), "a1", "b2") {
+		t.Errorf("Members() = %v after every node went away, want the last view kept", f.Members())
+	}
+}
+
+func TestFollowerSkipsNodesThatCannotSpeakForTheCluster(t *testing.T) {
+	lonely := &source{}
+	lonely.set(false, status("x1", "a", StateAlive)) // restarted, not joined yet
+	good := &source{}
+	good.set(true, status("a1", "a", StateAlive), status("b1", "b", StateAlive))
+	f := follow(t, FollowConfig{Nodes: []string{hostPort(serve(t, lonely, "")), hostPort(serve(t, good, ""))}})
+	ctx, cancel := context.WithTimeout(context.Background(), detectBound)
+	defer cancel()
+	if err := f.Wait(ctx, "svc", []string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if !sameAs(f.Members(), "a1", "b1") {
+		t.Errorf("Members() = %v, want the joined node's view", f.Members())
+	}
+
+	// A wrong token is named in the error.
+	w := follow(t, FollowConfig{Nodes: []string{hostPort(serve(t, good, "right"))}, Token: "wrong"})
+	eventually(t, detectBound, "an error", func() bool { return w.Err() != nil })
+	if err := w.Err(); !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "bearer token") {
+		t.Errorf("Err() = %v, want 401 and the reason", err)
+	}
+	short, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel2()
+	if err := w.Wait(short, "svc", []string{"a"}); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "[a]") {
+		t.Errorf("Wait = %v, want the deadline with the missing group", err)
+	}
+	if err := w.Wait(short, "svc", nil); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "[any]") {
+		t.Errorf("Wait without groups = %v, want the deadline: no member at all", err)
+	}
+	if _, err := Follow(FollowConfig{}); err == nil {
+		t.Error("Follow without nodes: no error")
+	}
+}
+
+// Nodes named by SRV records: the follower finds them, and when every node
+// it knows is gone it asks DNS again and finds the new ones.
+func TestFollowerFindsNodesThroughDNS(t *testing.T) {
+	d := startDNS(t)
+	src := &source{}
+	src.set(true, status("a1", "a", StateAlive), status("b1", "b", StateAlive))
+	old := serve(t, src, "")
+	const name = "_mgmt._tcp.bank.test."
+	d.setSRV(name, "old.bank.test:"+old.URL[strings.LastIndex(old.URL, ":")+1:])
+	f := follow(t, FollowConfig{Nodes: []string{"dnssrv+" + name}, Resolver: d.Resolver, ResolveEvery: time.Hour})
+	eventually(t, detectBound, "the view through DNS", func() bool { return len(f.Members()) == 2 })
+
+	src2 := &source{}
+	src2.set(true, status("a2", "a", StateAlive), status("b1", "b", StateAlive))
+	fresh := serve(t, src2, "")
+	d.setSRV(name, "new.bank.test:"+fresh.URL[strings.LastIndex(fresh.URL, ":")+1:])
+	old.Close()
+	eventually(t, detectBound, "the view of the node DNS names now", func() bool { return sameAs(f.Members(), "a2", "b1") })
+	if f.Source() != hostPort(fresh) {
+		t.Errorf("Source() = %s, want %s", f.Source(), hostPort(fresh))
+	}
+}
