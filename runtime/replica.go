@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ffgen/ffgen/runtime/transport"
@@ -144,6 +145,9 @@ type replica struct {
 	snapBuf      []byte          // snapshot chunks received so far
 	bootable     map[string]bool // peers that came up empty too
 	lastTick     time.Time
+	peersCache   []Member // peers() of the view whose first element is peersOf
+	peersOf      *Member
+	peersLen     int
 	lastAppend   time.Time // when a sequencer last sent an Append
 	stop         chan struct{}
 }
@@ -217,21 +221,23 @@ func (r *replica) peers() []Member {
 	if m == nil {
 		return nil
 	}
+	all := m.Members()
+	// Memberships hand out the same slice until the view changes: the
+	// filtered, sorted list is kept for it, sparing every write the work.
+	if len(all) == r.peersLen && (len(all) == 0 || &all[0] == r.peersOf) {
+		return r.peersCache
+	}
 	var out []Member
-	for _, mb := range m.Members() {
+	for _, mb := range all {
 		if mb.Name != r.self() && mb.Serves(r.name) {
 			out = append(out, mb)
 		}
 	}
-	slices.SortFunc(out, func(a, b Member) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+	r.peersCache, r.peersLen, r.peersOf = out, len(all), nil
+	if len(all) > 0 {
+		r.peersOf = &all[0]
+	}
 	return out
 }
 
