@@ -26,7 +26,7 @@ type ClientConfig struct {
 	Codec codec.Codec
 	// Metrics receives client events. Default NopMetrics.
 	Metrics Metrics
-	// Logger receives suspicions and missed writes. Default slog.Default().
+	// Logger receives suspicions. Default slog.Default().
 	Logger *slog.Logger
 	// Pool tunes dialing and reconnect backoff.
 	Pool transport.PoolConfig

@@ -7,15 +7,12 @@
 // RegisterAccountsServer, which serves an Accounts implementation on a
 // runtime.Server. Ledger is the in-memory implementation every node runs.
 //
-// Writes (Open, Deposit, Withdraw, Transfer) are scattered: every live node
-// receives them, the first answer wins, and the other nodes still apply
-// them, so all replicas hold the same balances. They stay equal because each
-// node runs one operation per account at a time, in arrival order, and one
-// client sends its scattered writes to every node in the same order.
-// Several clients writing to the same accounts can reach two nodes in
-// different orders; a withdrawal could then succeed on one and fail on the
-// other. Balance is read from one node and fails over to the next group in
-// a fraction of a second when that node stops answering.
+// Writes (Open, Deposit, Withdraw, Transfer) are scattered, that is
+// replicated by the runtime: the service's sequencer orders every client's
+// writes and every node runs them in that order, so all replicas hold the
+// same balances whichever and however many clients write. Balance is read
+// from one node and fails over to the next group in a fraction of a second
+// when that node stops answering.
 //
 // Each write is idempotent by its operation ID (runtime.AttemptFrom): a
 // node executes an operation at most once and answers a repeat from memory.
@@ -23,10 +20,10 @@
 // (Ledger.Journal), so that an audit can find each acknowledged write on
 // every node.
 //
-// Known limits of the example: a node that was declared dead, restarted or
-// answered ErrLedgerBusy missed writes and holds stale balances; nothing
-// brings it up to date, so restart the whole cluster (or keep the node
-// busy) instead. Close runs on one node only; see Accounts.Close.
+// A node that is behind (restarted empty, paused, cut off) answers nothing
+// until it has caught up; Ledger implements runtime.StateTransfer so that it
+// can copy a peer's accounts, remembered outcomes and journal. Close runs on
+// one node only; see Accounts.Close.
 //
 // cmd/banknode runs one node; cmd/bankload drives a cluster with load and
 // audits every node's balances and journal afterwards; demo runs the whole
