@@ -72,21 +72,23 @@ type ReplicaStatus struct {
 	Service string `json:"service"`
 	// Ready is false while the node is behind: it answers every attempt of
 	// the service with Failover ("catching up") until it has caught up.
-	Ready       bool         `json:"ready"`
-	Behind      string       `json:"behind,omitempty"` // why it is behind
-	BehindSince time.Time    `json:"behind_since,omitzero"`
-	Leader      string       `json:"leader,omitempty"` // the sequencer of the newest epoch known here
-	Leading     bool         `json:"leading"`
-	Epoch       string       `json:"epoch"`
-	Commit      uint64       `json:"commit"`
-	Applied     uint64       `json:"applied"`
-	Running     int          `json:"running"`   // applied writes still running
-	LogFirst    uint64       `json:"log_first"` // oldest write a follower can still replay from here
-	InSync      []string     `json:"in_sync,omitempty"`
-	CatchUps    uint64       `json:"catch_ups"`     // completed catch-ups
-	Snapshots   uint64       `json:"snapshots"`     // state transfers received
-	LastCatchUp string       `json:"last_catch_up"` // how long the last catch-up took
-	Divergences []Divergence `json:"divergences,omitempty"`
+	Ready       bool      `json:"ready"`
+	Behind      string    `json:"behind,omitempty"` // why it is behind
+	BehindSince time.Time `json:"behind_since,omitzero"`
+	Leader      string    `json:"leader,omitempty"` // the sequencer of the newest epoch known here
+	Leading     bool      `json:"leading"`
+	Epoch       string    `json:"epoch"`
+	Commit      uint64    `json:"commit"`
+	Applied     uint64    `json:"applied"`
+	Running     int       `json:"running"`   // applied writes still running
+	LogFirst    uint64    `json:"log_first"` // oldest write a follower can still replay from here
+	InSync      []string  `json:"in_sync,omitempty"`
+	CatchUps    uint64    `json:"catch_ups"`     // completed catch-ups
+	Snapshots   uint64    `json:"snapshots"`     // state transfers received
+	LastCatchUp string    `json:"last_catch_up"` // how long the last catch-up took
+	// LastCatchUpSeconds is LastCatchUp for metrics.
+	LastCatchUpSeconds float64      `json:"last_catch_up_seconds"`
+	Divergences        []Divergence `json:"divergences,omitempty"`
 }
 
 // Divergence records writes this node had run that the newer epoch's
@@ -99,13 +101,6 @@ type Divergence struct {
 	Index    uint64    `json:"index"`  // first log position that differed
 	Entities []string  `json:"entities"`
 	Writes   int       `json:"writes"`
-}
-
-// ReplicaMetrics is implemented by a Metrics that also counts replication
-// events (Stats does).
-type ReplicaMetrics interface {
-	ReplicaDiverged(service string, writes int)
-	ReplicaCaughtUp(service string, took time.Duration)
 }
 
 // maxDivergences bounds the divergence records a node keeps.
@@ -207,9 +202,6 @@ func (r *replica) setReady(how string) {
 		r.lastCatchUp = took
 	}
 	r.everReady = true
-	if rm, ok := r.s.cfg.Metrics.(ReplicaMetrics); ok {
-		rm.ReplicaCaughtUp(r.name, took)
-	}
 	r.s.cfg.Logger.Info("ffgen: replica caught up", "service", r.name, "how", how, "took", took,
 		"applied", r.applied, "epoch", r.epoch.String())
 }
@@ -337,6 +329,7 @@ func (r *replica) status() ReplicaStatus {
 	}
 	if r.lastCatchUp > 0 {
 		st.LastCatchUp = r.lastCatchUp.String()
+		st.LastCatchUpSeconds = r.lastCatchUp.Seconds()
 	}
 	if !r.ready {
 		st.BehindSince = r.behindSince

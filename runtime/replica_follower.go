@@ -229,9 +229,6 @@ func (r *replica) diverged(winner Epoch, index uint64) {
 	if len(r.divergences) > maxDivergences {
 		r.divergences = r.divergences[1:]
 	}
-	if rm, ok := r.s.cfg.Metrics.(ReplicaMetrics); ok {
-		rm.ReplicaDiverged(r.name, d.Writes)
-	}
 	r.s.cfg.Logger.Error("ffgen: replicas diverged: this node ran writes the newer epoch does not have; taking its state",
 		"service", r.name, "winner", d.Winner, "index", index, "writes", d.Writes, "entities", d.Entities)
 	r.needSnapshot = true

@@ -388,6 +388,7 @@ func replicaGauges(sts []runtime.ReplicaStatus) []byte {
 		{"ffgen_replica_catch_ups_total", "counter", "Catch-ups completed.", func(st runtime.ReplicaStatus) float64 { return float64(st.CatchUps) }},
 		{"ffgen_replica_snapshots_total", "counter", "State transfers received.", func(st runtime.ReplicaStatus) float64 { return float64(st.Snapshots) }},
 		{"ffgen_replica_divergences", "gauge", "Divergences recorded (bounded list).", func(st runtime.ReplicaStatus) float64 { return float64(len(st.Divergences)) }},
+		{"ffgen_replica_last_catch_up_seconds", "gauge", "How long the last catch-up took.", func(st runtime.ReplicaStatus) float64 { return st.LastCatchUpSeconds }},
 	}
 	for _, f := range families {
 		p.Family(f.name, f.typ, f.help)
