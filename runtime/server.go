@@ -391,27 +391,28 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 // answer ends e, which never ran, with res for every waiter. Called with
 // s.mu held; the sends are queued, never blocking.
 func (s *Server) answer(e *execution, res *transport.Result) {
-	for _, w := range e.waiters {
-		delete(w.conn.calls, w.call)
+	s.endUnrun(e, func(call uint64) transport.Frame {
 		r := *res
-		r.Call = w.call
-		s.send(w.conn.conn, &r)
-	}
-	e.waiters = nil
-	if s.execs[e.info.OpID] == e {
-		delete(s.execs, e.info.OpID)
-	}
-	e.state = stateDone
+		r.Call = call
+		return &r
+	})
 }
 
 // redirect sends e's waiters to another node, as a handler's ForwardTo
 // does. Called with s.mu held.
 func (s *Server) redirect(e *execution, rd *transport.Redirect) {
+	s.endUnrun(e, func(call uint64) transport.Frame {
+		r := *rd
+		r.Call = call
+		return &r
+	})
+}
+
+// endUnrun ends e, which never ran, with the frame f makes for each waiter.
+func (s *Server) endUnrun(e *execution, f func(call uint64) transport.Frame) {
 	for _, w := range e.waiters {
 		delete(w.conn.calls, w.call)
-		r := *rd
-		r.Call = w.call
-		s.send(w.conn.conn, &r)
+		s.send(w.conn.conn, f(w.call))
 	}
 	e.waiters = nil
 	if s.execs[e.info.OpID] == e {
