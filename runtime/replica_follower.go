@@ -194,7 +194,10 @@ func (r *replica) finished(e *execution, res *transport.Result) {
 	en.exec = nil
 	r.running--
 	if res == nil || res.Status == transport.StatusFailover {
-		r.setBehind(fmt.Sprintf("write %d did not apply here", en.index))
+		if !r.s.halted {
+			// A shutdown stops writes too; only a live node is behind.
+			r.setBehind(fmt.Sprintf("write %d did not apply here", en.index))
+		}
 	} else {
 		en.applied = true
 		en.result = *res
