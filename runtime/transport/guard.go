@@ -2,6 +2,7 @@ package transport
 
 import (
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -29,8 +30,13 @@ const (
 	refusalLogEvery = time.Second
 )
 
-// freeOSMemory is replaced in tests.
-var freeOSMemory = debug.FreeOSMemory
+// freeOSMemory returns freed memory to the operating system. Two
+// collections: the first moves pooled chunks to the pools' victim caches,
+// the second frees them. Replaced in tests.
+var freeOSMemory = func() {
+	runtime.GC()
+	debug.FreeOSMemory()
+}
 
 // refusal is a kind of connection the node refused or ended for cause.
 type refusal uint8

@@ -148,8 +148,9 @@ func TestStreamWriteStall(t *testing.T) {
 func TestGuardReturnsMemoryAfterBurst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var released atomic.Int32
+		saved := freeOSMemory
 		freeOSMemory = func() { released.Add(1) }
-		t.Cleanup(func() { freeOSMemory = nil })
+		t.Cleanup(func() { freeOSMemory = saved })
 		g := newGuard(0, 0, discard)
 		burst := func() {
 			for range 1000 {
