@@ -229,3 +229,43 @@ func TestTCPOversizedPayloadFailsWithoutFailover(t *testing.T) {
 		t.Errorf("primary %s ran %d more times, want 1: the connection should have stayed up", own[0], after-before)
 	}
 }
+
+// Hostile connections to a node, one of each kind, stay their own
+// problem: the honest client's calls all run on the primary, none fails
+// over, and the node stays unsuspected.
+func TestTCPHostileConnectionsDoNotDisturbCalls(t *testing.T) {
+	e := newTCPEnv(t, testSettings())
+	own := e.owners(t, "acct")
+	var addr string
+	for _, m := range e.members.Members() {
+		if m.Name == own[0] {
+			addr = m.Addr
+		}
+	}
+	hello, _ := transport.AppendFrame(nil, &transport.Hello{Version: transport.Version, Node: "hostile", Group: "x"}, 0)
+	stalled := append(append([]byte(nil), hello...), 0, 0x40, 0, 0, transport.Version, byte(transport.TypeAttempt))
+	for _, b := range [][]byte{nil, stalled, []byte("\x00\x00\x00\x05\x09junk"), append(append([]byte(nil), hello...), 0xff, 0xff, 0xff, 0xff)} {
+		for range 10 {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.Write(b)
+		}
+	}
+	for i := range 50 {
+		if got, err := e.ledger.Add(t.Context(), "acct", 1); err != nil || got != int64(i+1) {
+			t.Fatalf("Add %d = %d, %v", i, got, err)
+		}
+	}
+	if n := e.ledgers[own[0]].executions(); n != 50 {
+		t.Errorf("primary %s ran %d of 50 calls", own[0], n)
+	}
+	if n := e.ledgers[own[1]].executions(); n != 0 {
+		t.Errorf("secondary %s ran %d calls: something failed over", own[1], n)
+	}
+	if e.client.Suspected(own[0]) {
+		t.Errorf("primary %s suspected", own[0])
+	}
+}

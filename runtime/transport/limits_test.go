@@ -185,10 +185,30 @@ func TestGuardReturnsMemoryAfterBurst(t *testing.T) {
 		for range 10 {
 			g.admit()
 			g.leave()
+			g.refuse(refusedHandshake, "10.0.0.1:1", "", ErrOverloaded)
 		}
 		time.Sleep(time.Minute)
 		if n := released.Load(); n != 2 {
-			t.Errorf("released %d times after small churn, want still 2", n)
+			t.Fatalf("released %d times after small churn, want still 2", n)
+		}
+		// Many refused connections are, even if each closed at once; the
+		// release waits until they stop.
+		start := time.Now()
+		for range 5 * releaseRefusals {
+			time.Sleep(10 * time.Millisecond)
+			g.admit()
+			g.refuse(refusedBadFrame, "10.0.0.1:1", "", ErrMalformedFrame)
+			g.leave()
+		}
+		attackEnd := time.Now()
+		time.Sleep(releaseDelay - time.Millisecond)
+		if n := released.Load(); n != 2 {
+			t.Fatalf("released during the attack or within %v of its end (%v after its start)", releaseDelay, time.Since(start))
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if n := released.Load(); n != 3 {
+			t.Errorf("released %d times %v after the refusals ended, want 3", n, time.Since(attackEnd))
 		}
 	})
 }

@@ -16,6 +16,11 @@
 // attack next to its p99 without one. It is a measurement, not a test:
 //
 //	go run ./examples/bank/cmd/bankattack
+//
+// The hostile connections come from a child process run under nice(1):
+// on one machine the attacker shares the node's cores, which a real one
+// would not, and in the honest client's process its garbage collections
+// would count against the client.
 package main
 
 import (
@@ -43,7 +48,50 @@ import (
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
-var verbose = flag.Bool("v", false, "print the first error of each honest caller")
+var (
+	verbose     = flag.Bool("v", false, "print the first error of each honest caller")
+	niceness    = flag.Int("attacker-nice", 10, "nice(1) level of the attacking process (0: not niced)")
+	hostile     = flag.String("hostile", "", "internal: run as the attacker with this kind")
+	hostileAddr = flag.String("addr", "", "internal: the attacker's target")
+)
+
+// attacker is the child process: it attacks when told "go" on stdin and
+// closes everything when stdin ends, then prints its report.
+func attacker(addr, kind string, n int) {
+	in := bufio.NewReader(os.Stdin)
+	in.ReadString('\n')
+	a := attack(addr, kind, n)
+	io.Copy(io.Discard, in)
+	a.closeAll()
+	fmt.Println(a.report())
+}
+
+// spawnAttacker starts the attacking child process for kind; writing to
+// the returned pipe starts the attack, closing it ends it.
+func spawnAttacker(addr, kind string, n int) (io.WriteCloser, func() string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	args := []string{self, "-hostile", kind, "-addr", addr, "-conns", strconv.Itoa(n)}
+	if *niceness != 0 {
+		args = append([]string{"nice", "-n", strconv.Itoa(*niceness)}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	return in, func() string {
+		cmd.Wait()
+		return strings.TrimSpace(out.String())
+	}, nil
+}
 
 func main() {
 	var (
@@ -55,6 +103,10 @@ func main() {
 		rate   = flag.Int("rate", 500, "honest operations per second")
 	)
 	flag.Parse()
+	if *hostile != "" {
+		attacker(*hostileAddr, *hostile, *conns)
+		return
+	}
 	if err := run(*node, *conns, strings.Split(*kinds, ","), *window, *settle, *rate); err != nil {
 		fmt.Fprintln(os.Stderr, "bankattack:", err)
 		os.Exit(1)
@@ -103,20 +155,26 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 	fmt.Printf("node pid %d, rpc %s; %d hostile connections per kind; honest load %d ops/s\n", pid, rpc, conns, rate)
 	fmt.Printf("idle RSS %.1f MB; honest without attack: %s\n\n", mb(idle), base)
 
+	first := idle
 	for _, kind := range kinds {
 		idle := rss(pid)
 		var peak atomic.Int64
+		start, report, err := spawnAttacker(rpc, kind, conns)
+		if err != nil {
+			return err
+		}
 		stopSample := sample(pid, &peak)
-		a := attack(rpc, kind, conns)
+		fmt.Fprintln(start, "go")
 		during := h.measure(window)
-		a.closeAll()
+		start.Close()
+		closed := report()
 		stopSample()
 		time.Sleep(settle)
 		after := rss(pid)
-		fmt.Printf("%-10s RSS idle %.1f MB, peak +%.1f MB, %v after close %+.1f MB from idle\n",
-			kind, mb(idle), mb(peak.Load()-idle), settle, mb(after-idle))
+		fmt.Printf("%-10s RSS before %.1f MB, peak +%.1f MB; %v after close %.1f MB: %+.1f MB from before, %+.1f MB from the first idle\n",
+			kind, mb(idle), mb(peak.Load()-idle), settle, mb(after), mb(after-idle), mb(after-first))
 		fmt.Printf("%-10s honest during attack: %s (p99 %.2fx without)\n", "", during, float64(during.p99)/float64(base.p99))
-		fmt.Printf("%-10s connections closed by the node: %s\n\n", "", a.report())
+		fmt.Printf("%-10s connections closed by the node: %s\n\n", "", closed)
 	}
 	return nil
 }
