@@ -5,9 +5,16 @@ package runtime_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"strings"
 	"testing"
@@ -268,4 +275,92 @@ func TestTCPHostileConnectionsDoNotDisturbCalls(t *testing.T) {
 	if e.client.Suspected(own[0]) {
 		t.Errorf("primary %s suspected", own[0])
 	}
+}
+
+// Nodes that will not talk to the client as configured fail its calls
+// with reasons that say why, not as refused connections: TLS on the nodes
+// and none on the client, or another protocol version.
+func TestTCPMismatchedNodesNameTheCause(t *testing.T) {
+	cert := selfSigned(t)
+	tlsNode, err := transport.NewTCP(transport.TCPConfig{
+		Config: transport.Config{Node: "tls", Group: "a", Logger: quietLogger()},
+		TLS:    &tls.Config{Certificates: []tls.Certificate{cert}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := runtime.NewServer(runtime.ServerConfig{Settings: testSettings(), Logger: quietLogger()})
+	if err := srv.Register(ledgerDesc, newMemLedger("tls")); err != nil {
+		t.Fatal(err)
+	}
+	tl, err := srv.Serve(tlsNode, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+
+	old, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	go func() {
+		for {
+			c, err := old.Accept()
+			if err != nil {
+				return
+			}
+			hello, _ := transport.AppendFrame(nil, &transport.Hello{Version: 0, Node: "old", Group: "a"}, 0)
+			c.Write(hello)
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+
+	for _, tt := range []struct {
+		addr   string
+		reason runtime.Reason
+		is     error
+	}{
+		{tl.Addr(), runtime.ReasonTLS, transport.ErrTLS},
+		{old.Addr().String(), runtime.ReasonProtocol, transport.ErrBadVersion},
+	} {
+		e := newTCPEnv(t, testSettings())
+		ms := e.members.Members()
+		for i := range ms {
+			ms[i].Addr = tt.addr
+		}
+		e.members.Set(ms)
+		_, err := e.ledger.Add(t.Context(), "acct", 1)
+		var re *runtime.Error
+		if !errors.As(err, &re) || re.Reason != tt.reason || !errors.Is(err, tt.is) || errors.Is(err, transport.ErrRefused) {
+			t.Errorf("Add against %s: %v; want reason %s wrapping %v, not ErrRefused", tt.addr, err, tt.reason, tt.is)
+			continue
+		}
+		for _, h := range re.History {
+			if h.Reason != tt.reason {
+				t.Errorf("attempt #%d on %s ended %s, want %s", h.Number, h.Node, h.Reason, tt.reason)
+			}
+		}
+	}
+}
+
+// selfSigned returns a certificate for 127.0.0.1 that nobody trusts.
+func selfSigned(t *testing.T) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "node"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
