@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/codec"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -363,4 +364,64 @@ func selfSigned(t *testing.T) tls.Certificate {
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+type bigArgs struct{ N int64 }
+
+func (a *bigArgs) AppendFF(b []byte) []byte { return codec.AppendVarint(b, a.N) }
+
+func (a *bigArgs) UnmarshalFF(b []byte) error {
+	r := codec.NewReader(b)
+	a.N = r.Varint()
+	return r.Done()
+}
+
+type bigResult struct{ B []byte }
+
+func (x *bigResult) AppendFF(b []byte) []byte { return codec.AppendBytes(b, x.B) }
+
+func (x *bigResult) UnmarshalFF(b []byte) error {
+	r := codec.NewReader(b)
+	x.B = r.Bytes()
+	return r.Done()
+}
+
+// A result too large for a frame cannot reach the caller from any node: it
+// is answered as a failure that says so, at once, instead of leaving the
+// caller to time out and fail over.
+func TestTCPOversizedResultIsAnswered(t *testing.T) {
+	get := &runtime.MethodDesc{
+		Service: "test.Big", Name: "Get",
+		Entities: func(codec.Message, []string) []string { return []string{"e"} },
+		NewArgs:  func() codec.Message { return new(bigArgs) },
+		Handle: func(_ context.Context, _ any, args codec.Message) (codec.Message, error) {
+			return &bigResult{B: make([]byte, args.(*bigArgs).N)}, nil
+		},
+	}
+	desc := &runtime.ServiceDesc{Name: "test.Big", Methods: []*runtime.MethodDesc{get}}
+	e := newTCPEnv(t, testSettings())
+	for _, srv := range e.servers {
+		if err := srv.Register(desc, struct{}{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms := e.members.Members()
+	for i := range ms {
+		ms[i].Services = append(ms[i].Services, desc.Name)
+	}
+	e.members.Set(ms)
+
+	var res bigResult
+	if err := e.client.Invoke(t.Context(), get, &bigArgs{N: 1000}, &res); err != nil || len(res.B) != 1000 {
+		t.Fatalf("small result: %d bytes, %v", len(res.B), err)
+	}
+	err := e.client.Invoke(t.Context(), get, &bigArgs{N: transport.DefaultMaxFrameSize}, &res)
+	var re *runtime.Error
+	var remote *runtime.RemoteError
+	if !errors.As(err, &re) || !errors.As(err, &remote) || !strings.Contains(remote.Message, "does not fit in a frame") {
+		t.Fatalf("oversized result: %v, want a *runtime.RemoteError saying it does not fit", err)
+	}
+	if len(re.History) != 1 || re.Delivery != runtime.Acknowledged {
+		t.Errorf("oversized result: %d attempts, %s; want 1, acknowledged", len(re.History), re.Delivery)
+	}
 }
