@@ -106,6 +106,15 @@ func testSettings() runtime.Settings {
 	return s
 }
 
+// patientSettings are for tests that assert no failover happens: on a
+// loaded machine the default 200 ms heartbeat timeout may pass for reasons
+// the test is not about.
+func patientSettings() runtime.Settings {
+	s := testSettings()
+	s.HeartbeatTimeout, s.AttemptTimeout, s.OperationTimeout = 5*time.Second, 10*time.Second, 20*time.Second
+	return s
+}
+
 func TestTCPCallsAndDeclaredErrors(t *testing.T) {
 	e := newTCPEnv(t, testSettings())
 	if got, err := e.ledger.Add(t.Context(), "acct", 5); err != nil || got != 5 {
@@ -209,7 +218,7 @@ func TestTCPLongOperationDoesNotFailOver(t *testing.T) {
 // not delivered, without a failover, and the connection keeps serving
 // other calls.
 func TestTCPOversizedPayloadFailsWithoutFailover(t *testing.T) {
-	e := newTCPEnv(t, testSettings())
+	e := newTCPEnv(t, patientSettings())
 	own := e.owners(t, "acct")
 	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
 		t.Fatal(err)
@@ -242,7 +251,7 @@ func TestTCPOversizedPayloadFailsWithoutFailover(t *testing.T) {
 // problem: the honest client's calls all run on the primary, none fails
 // over, and the node stays unsuspected.
 func TestTCPHostileConnectionsDoNotDisturbCalls(t *testing.T) {
-	e := newTCPEnv(t, testSettings())
+	e := newTCPEnv(t, patientSettings())
 	own := e.owners(t, "acct")
 	var addr string
 	for _, m := range e.members.Members() {
@@ -399,7 +408,7 @@ func TestTCPOversizedResultIsAnswered(t *testing.T) {
 		},
 	}
 	desc := &runtime.ServiceDesc{Name: "test.Big", Methods: []*runtime.MethodDesc{get}}
-	e := newTCPEnv(t, testSettings())
+	e := newTCPEnv(t, patientSettings())
 	for _, srv := range e.servers {
 		if err := srv.Register(desc, struct{}{}); err != nil {
 			t.Fatal(err)

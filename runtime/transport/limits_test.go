@@ -237,7 +237,8 @@ func TestGuardRefusalsLogAtABoundedRate(t *testing.T) {
 // Past MaxConns a connection is closed as soon as it is accepted; a slot
 // that frees takes the next one.
 func TestTCPMaxConns(t *testing.T) {
-	tr := newTCP(t, "server", func(c *TCPConfig) { c.MaxConns = 2 })
+	// Handshakes that never finish must not time out under the test.
+	tr := newTCP(t, "server", func(c *TCPConfig) { c.MaxConns, c.HandshakeTimeout = 2, time.Minute })
 	l := listen(t, tr, newRecorder())
 	var raws []net.Conn
 	for range 2 {
