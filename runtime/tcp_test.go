@@ -29,14 +29,18 @@ type tcpEnv struct {
 	members *runtime.StaticMembership
 	ledgers map[string]*memLedger
 	servers map[string]*runtime.Server
-	client  *runtime.Client
-	ledger  *ledgerClient
-	s       runtime.Settings
+	// transports are the nodes' transports, for their counters.
+	transports map[string]*transport.TCP
+	client     *runtime.Client
+	ledger     *ledgerClient
+	s          runtime.Settings
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func newTCPEnv(tb testing.TB, s runtime.Settings) *tcpEnv {
+// newTCPEnv starts one node per group and a client; edit, if given,
+// adjusts every transport's configuration.
+func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPConfig)) *tcpEnv {
 	tb.Helper()
 	if len(s.Groups) == 0 {
 		s.Groups = []string{"a", "b"}
@@ -46,11 +50,17 @@ func newTCPEnv(tb testing.TB, s runtime.Settings) *tcpEnv {
 		ledgers: map[string]*memLedger{},
 		servers: map[string]*runtime.Server{},
 		s:       s,
+
+		transports: map[string]*transport.TCP{},
 	}
 	var ms []runtime.Member
 	for _, g := range s.Groups {
 		name := g + "1"
-		tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: name, Group: g, Logger: quietLogger()}})
+		cfg := transport.TCPConfig{Config: transport.Config{Node: name, Group: g, Logger: quietLogger()}}
+		for _, f := range edit {
+			f(&cfg)
+		}
+		tp, err := transport.NewTCP(cfg)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -63,11 +73,15 @@ func newTCPEnv(tb testing.TB, s runtime.Settings) *tcpEnv {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		e.ledgers[name], e.servers[name] = l, srv
+		e.ledgers[name], e.servers[name], e.transports[name] = l, srv, tp
 		ms = append(ms, runtime.Member{Name: name, Group: g, Addr: ln.Addr(), Services: []string{ledgerDesc.Name}})
 	}
 	e.members.Set(ms)
-	ctp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: quietLogger()}})
+	ccfg := transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: quietLogger()}}
+	for _, f := range edit {
+		f(&ccfg)
+	}
+	ctp, err := transport.NewTCP(ccfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -432,5 +446,32 @@ func TestTCPOversizedResultIsAnswered(t *testing.T) {
 	}
 	if len(re.History) != 1 || re.Delivery != runtime.Acknowledged {
 		t.Errorf("oversized result: %d attempts, %s; want 1, acknowledged", len(re.History), re.Delivery)
+	}
+}
+
+// A pooled connection with nothing to do closes itself after the idle
+// timeout; the next call dials a fresh one and runs where it should,
+// without failing over.
+func TestTCPIdleConnectionIsRedialed(t *testing.T) {
+	e := newTCPEnv(t, patientSettings(), func(c *transport.TCPConfig) { c.IdleTimeout = 2 * time.Second })
+	own := e.owners(t, "acct")
+	node := e.transports[own[0]]
+	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+		t.Fatal(err)
+	}
+	// The client's side, at half the timeout, closes first.
+	for deadline := time.Now().Add(10 * time.Second); node.NodeStats().Conns != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle connection to %s was never closed: %+v", own[0], node.NodeStats())
+		}
+	}
+	if n := node.NodeStats().IdleClosed; n != 0 {
+		t.Errorf("the node closed %d idle connections itself; the client should have, first", n)
+	}
+	if got, err := e.ledger.Add(t.Context(), "acct", 1); err != nil || got != 2 {
+		t.Fatalf("Add after the idle close = %d, %v; want 2 from %s", got, err, own[0])
+	}
+	if n := e.ledgers[own[1]].executions(); n != 0 {
+		t.Errorf("secondary ran %d calls", n)
 	}
 }
