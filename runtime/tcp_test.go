@@ -252,6 +252,15 @@ func TestTCPOversizedPayloadFailsWithoutFailover(t *testing.T) {
 	if e.client.Suspected(re.History[0].Node) {
 		t.Errorf("%s is suspected after an oversized payload that was never sent", re.History[0].Node)
 	}
+	// A scatter write too large for a frame reaches no node; none missed
+	// it, since none got it.
+	_, err = e.ledger.Transfer(t.Context(), huge, "acct", 1)
+	if !errors.As(err, &re) || re.Reason != runtime.ReasonTooLarge || re.Delivery != runtime.NotDelivered {
+		t.Fatalf("scatter with a 4 MiB entity: %v, want too-large, not delivered", err)
+	}
+	if m := e.client.MissedWrites(); len(m) != 0 {
+		t.Errorf("nodes marked as having missed a write nobody got: %v", m)
+	}
 	before := e.ledgers[own[0]].executions()
 	if got, err := e.ledger.Add(t.Context(), "acct", 1); err != nil || got != 2 {
 		t.Fatalf("Add after the oversized one = %d, %v; want 2", got, err)
