@@ -151,12 +151,15 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 	h.measure(3 * time.Second) // warm up
 	time.Sleep(2 * time.Second)
 	idle := rss(pid)
-	base := h.measure(window)
 	fmt.Printf("node pid %d, rpc %s; %d hostile connections per kind; honest load %d ops/s\n", pid, rpc, conns, rate)
-	fmt.Printf("idle RSS %.1f MB; honest without attack: %s\n\n", mb(idle), base)
+	fmt.Printf("idle RSS %.1f MB\n\n", mb(idle))
 
 	first := idle
 	for _, kind := range kinds {
+		// A baseline of its own, just before each attack: on a shared
+		// machine the load from elsewhere drifts more than an attack
+		// moves the latency.
+		base := h.measure(window)
 		idle := rss(pid)
 		var peak atomic.Int64
 		start, report, err := spawnAttacker(rpc, kind, conns)
@@ -173,7 +176,8 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 		after := rss(pid)
 		fmt.Printf("%-10s RSS before %.1f MB, peak +%.1f MB; %v after close %.1f MB: %+.1f MB from before, %+.1f MB from the first idle\n",
 			kind, mb(idle), mb(peak.Load()-idle), settle, mb(after), mb(after-idle), mb(after-first))
-		fmt.Printf("%-10s honest during attack: %s (p99 %.2fx without)\n", "", during, float64(during.p99)/float64(base.p99))
+		fmt.Printf("%-10s honest just before: %s\n", "", base)
+		fmt.Printf("%-10s honest during attack: %s (p99 %.2fx before)\n", "", during, float64(during.p99)/float64(base.p99))
 		fmt.Printf("%-10s connections closed by the node: %s\n\n", "", closed)
 	}
 	return nil
