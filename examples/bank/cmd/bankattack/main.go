@@ -159,7 +159,9 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 		// A baseline of its own, just before each attack: on a shared
 		// machine the load from elsewhere drifts more than an attack
 		// moves the latency.
+		cpu0 := cpuTime(pid)
 		base := h.measure(window)
+		cpuBase := cpuTime(pid) - cpu0
 		idle := rss(pid)
 		var peak atomic.Int64
 		start, report, err := spawnAttacker(rpc, kind, conns)
@@ -168,7 +170,9 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 		}
 		stopSample := sample(pid, &peak)
 		fmt.Fprintln(start, "go")
+		cpu1 := cpuTime(pid)
 		during := h.measure(window)
+		cpuDuring := cpuTime(pid) - cpu1
 		start.Close()
 		closed := report()
 		stopSample()
@@ -176,6 +180,7 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 		after := rss(pid)
 		fmt.Printf("%-10s RSS before %.1f MB, peak +%.1f MB; %v after close %.1f MB: %+.1f MB from before, %+.1f MB from the first idle\n",
 			kind, mb(idle), mb(peak.Load()-idle), settle, mb(after), mb(after-idle), mb(after-first))
+		fmt.Printf("%-10s node CPU: %.2f s before, %.2f s during the attack (%v each)\n", "", cpuBase.Seconds(), cpuDuring.Seconds(), window)
 		fmt.Printf("%-10s honest just before: %s\n", "", base)
 		fmt.Printf("%-10s honest during attack: %s (p99 %.2fx before)\n", "", during, float64(during.p99)/float64(base.p99))
 		fmt.Printf("%-10s connections closed by the node: %s\n\n", "", closed)
@@ -220,6 +225,23 @@ func rss(pid int) int64 {
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
+
+// cpuTime is the user and system CPU time pid has used, from /proc, in
+// clock ticks of 10 ms (USER_HZ on Linux).
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name may hold spaces; the fields after it do not.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
 
 // sample records the peak RSS of pid every 50 ms until stopped.
 func sample(pid int, peak *atomic.Int64) func() {
