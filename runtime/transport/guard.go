@@ -24,8 +24,11 @@ const (
 	// returned to the operating system, and releaseEvery how often at most.
 	releaseMin   = 16 << 20
 	releaseEvery = 10 * time.Second
-	// releaseDelay lets a wave of closing connections finish first.
-	releaseDelay = time.Second
+	// releaseDelay is the quiet time, without refusals, before memory is
+	// returned: a wave of closing connections finishes first, and the
+	// forced collection, which can hold up calls for milliseconds, comes
+	// after an attack rather than during it.
+	releaseDelay = 5 * time.Second
 	// releaseRefusals is how many refused connections make an attack
 	// whose garbage is worth returning.
 	releaseRefusals = 256

@@ -176,13 +176,16 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 		start.Close()
 		closed := report()
 		stopSample()
-		time.Sleep(settle)
+		// The honest client keeps calling while the node settles: giving
+		// memory back has a cost of its own.
+		settling := h.measure(settle)
 		after := rss(pid)
 		fmt.Printf("%-10s RSS before %.1f MB, peak +%.1f MB; %v after close %.1f MB: %+.1f MB from before, %+.1f MB from the first idle\n",
 			kind, mb(idle), mb(peak.Load()-idle), settle, mb(after), mb(after-idle), mb(after-first))
 		fmt.Printf("%-10s node CPU: %.2f s before, %.2f s during the attack (%v each)\n", "", cpuBase.Seconds(), cpuDuring.Seconds(), window)
 		fmt.Printf("%-10s honest just before: %s\n", "", base)
 		fmt.Printf("%-10s honest during attack: %s (p99 %.2fx before)\n", "", during, float64(during.p99)/float64(base.p99))
+		fmt.Printf("%-10s honest in the %v after:  %s (p99 %.2fx before)\n", "", settle, settling, float64(settling.p99)/float64(base.p99))
 		fmt.Printf("%-10s connections closed by the node: %s\n\n", "", closed)
 	}
 	return nil
