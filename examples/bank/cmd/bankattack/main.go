@@ -129,7 +129,11 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 	}
 	rpc, gossip, mgmt := freePort(), freePort(), freePort()
 	cmd := exec.Command(bin, "-name", "a1", "-group", "a", "-groups", "a,b",
-		"-rpc", rpc, "-gossip", gossip, "-mgmt", mgmt, "-gossip-preset", "local", "-log-level", "error")
+		"-rpc", rpc, "-gossip", gossip, "-mgmt", mgmt, "-gossip-preset", "local", "-log-level", "error",
+		// The ledger remembers every write's outcome for idempotency;
+		// bounded low, the honest writes do not grow the node's memory
+		// over the run, which would blur what the attacks leave behind.
+		"-remember", "1024")
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if err := cmd.Start(); err != nil {
 		return err
