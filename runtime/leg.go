@@ -134,6 +134,7 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 		// The connection closed itself for idleness just now, with
 		// nothing in flight: a fresh one is what the next caller would
 		// get, so this one gets it too.
+		c.pool.Discard(member.Addr, conn)
 		dctx, cancel := context.WithDeadline(ctx, op.dialDeadline())
 		conn, err = c.pool.Get(dctx, member.Addr)
 		cancel()

@@ -5,15 +5,23 @@ package runtime_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/codec"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -21,14 +29,18 @@ type tcpEnv struct {
 	members *runtime.StaticMembership
 	ledgers map[string]*memLedger
 	servers map[string]*runtime.Server
-	client  *runtime.Client
-	ledger  *ledgerClient
-	s       runtime.Settings
+	// transports are the nodes' transports, for their counters.
+	transports map[string]*transport.TCP
+	client     *runtime.Client
+	ledger     *ledgerClient
+	s          runtime.Settings
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func newTCPEnv(tb testing.TB, s runtime.Settings) *tcpEnv {
+// newTCPEnv starts one node per group and a client; edit, if given,
+// adjusts every transport's configuration.
+func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPConfig)) *tcpEnv {
 	tb.Helper()
 	if len(s.Groups) == 0 {
 		s.Groups = []string{"a", "b"}
@@ -38,11 +50,17 @@ func newTCPEnv(tb testing.TB, s runtime.Settings) *tcpEnv {
 		ledgers: map[string]*memLedger{},
 		servers: map[string]*runtime.Server{},
 		s:       s,
+
+		transports: map[string]*transport.TCP{},
 	}
 	var ms []runtime.Member
 	for _, g := range s.Groups {
 		name := g + "1"
-		tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: name, Group: g, Logger: quietLogger()}})
+		cfg := transport.TCPConfig{Config: transport.Config{Node: name, Group: g, Logger: quietLogger()}}
+		for _, f := range edit {
+			f(&cfg)
+		}
+		tp, err := transport.NewTCP(cfg)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -55,11 +73,15 @@ func newTCPEnv(tb testing.TB, s runtime.Settings) *tcpEnv {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		e.ledgers[name], e.servers[name] = l, srv
+		e.ledgers[name], e.servers[name], e.transports[name] = l, srv, tp
 		ms = append(ms, runtime.Member{Name: name, Group: g, Addr: ln.Addr(), Services: []string{ledgerDesc.Name}})
 	}
 	e.members.Set(ms)
-	ctp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: quietLogger()}})
+	ccfg := transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: quietLogger()}}
+	for _, f := range edit {
+		f(&ccfg)
+	}
+	ctp, err := transport.NewTCP(ccfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -95,6 +117,15 @@ func (e *tcpEnv) owners(tb testing.TB, entity string) []string {
 func testSettings() runtime.Settings {
 	s := runtime.DefaultSettings()
 	s.Groups = []string{"a", "b"}
+	return s
+}
+
+// patientSettings are for tests that assert no failover happens: on a
+// loaded machine the default 200 ms heartbeat timeout may pass for reasons
+// the test is not about.
+func patientSettings() runtime.Settings {
+	s := testSettings()
+	s.HeartbeatTimeout, s.AttemptTimeout, s.OperationTimeout = 5*time.Second, 10*time.Second, 20*time.Second
 	return s
 }
 
@@ -201,7 +232,7 @@ func TestTCPLongOperationDoesNotFailOver(t *testing.T) {
 // not delivered, without a failover, and the connection keeps serving
 // other calls.
 func TestTCPOversizedPayloadFailsWithoutFailover(t *testing.T) {
-	e := newTCPEnv(t, testSettings())
+	e := newTCPEnv(t, patientSettings())
 	own := e.owners(t, "acct")
 	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
 		t.Fatal(err)
@@ -221,11 +252,237 @@ func TestTCPOversizedPayloadFailsWithoutFailover(t *testing.T) {
 	if e.client.Suspected(re.History[0].Node) {
 		t.Errorf("%s is suspected after an oversized payload that was never sent", re.History[0].Node)
 	}
+	// A scatter write too large for a frame reaches no node: it fails the
+	// same way, and no replica falls behind for it.
+	_, err = e.ledger.Transfer(t.Context(), huge, "acct", 1)
+	if !errors.As(err, &re) || re.Reason != runtime.ReasonTooLarge || re.Delivery != runtime.NotDelivered {
+		t.Fatalf("scatter with a 4 MiB entity: %v, want too-large, not delivered", err)
+	}
+	for name, srv := range e.servers {
+		if err := srv.Ready(); err != nil {
+			t.Errorf("%s fell behind for a write nobody got: %v", name, err)
+		}
+	}
 	before := e.ledgers[own[0]].executions()
 	if got, err := e.ledger.Add(t.Context(), "acct", 1); err != nil || got != 2 {
 		t.Fatalf("Add after the oversized one = %d, %v; want 2", got, err)
 	}
 	if after := e.ledgers[own[0]].executions(); after != before+1 {
 		t.Errorf("primary %s ran %d more times, want 1: the connection should have stayed up", own[0], after-before)
+	}
+}
+
+// Hostile connections to a node, one of each kind, stay their own
+// problem: the honest client's calls all run on the primary, none fails
+// over, and the node stays unsuspected.
+func TestTCPHostileConnectionsDoNotDisturbCalls(t *testing.T) {
+	e := newTCPEnv(t, patientSettings())
+	own := e.owners(t, "acct")
+	var addr string
+	for _, m := range e.members.Members() {
+		if m.Name == own[0] {
+			addr = m.Addr
+		}
+	}
+	hello, _ := transport.AppendFrame(nil, &transport.Hello{Version: transport.Version, Node: "hostile", Group: "x"}, 0)
+	stalled := append(append([]byte(nil), hello...), 0, 0x40, 0, 0, transport.Version, byte(transport.TypeAttempt))
+	for _, b := range [][]byte{nil, stalled, []byte("\x00\x00\x00\x05\x09junk"), append(append([]byte(nil), hello...), 0xff, 0xff, 0xff, 0xff)} {
+		for range 10 {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.Write(b)
+		}
+	}
+	for i := range 50 {
+		if got, err := e.ledger.Add(t.Context(), "acct", 1); err != nil || got != int64(i+1) {
+			t.Fatalf("Add %d = %d, %v", i, got, err)
+		}
+	}
+	if n := e.ledgers[own[0]].executions(); n != 50 {
+		t.Errorf("primary %s ran %d of 50 calls", own[0], n)
+	}
+	if n := e.ledgers[own[1]].executions(); n != 0 {
+		t.Errorf("secondary %s ran %d calls: something failed over", own[1], n)
+	}
+	if e.client.Suspected(own[0]) {
+		t.Errorf("primary %s suspected", own[0])
+	}
+}
+
+// Nodes that will not talk to the client as configured fail its calls
+// with reasons that say why, not as refused connections: TLS on the nodes
+// and none on the client, or another protocol version.
+func TestTCPMismatchedNodesNameTheCause(t *testing.T) {
+	cert := selfSigned(t)
+	tlsNode, err := transport.NewTCP(transport.TCPConfig{
+		Config: transport.Config{Node: "tls", Group: "a", Logger: quietLogger()},
+		TLS:    &tls.Config{Certificates: []tls.Certificate{cert}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := runtime.NewServer(runtime.ServerConfig{Settings: testSettings(), Logger: quietLogger()})
+	if err := srv.Register(ledgerDesc, newMemLedger("tls")); err != nil {
+		t.Fatal(err)
+	}
+	tl, err := srv.Serve(tlsNode, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+
+	old, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	go func() {
+		for {
+			c, err := old.Accept()
+			if err != nil {
+				return
+			}
+			hello, _ := transport.AppendFrame(nil, &transport.Hello{Version: 0, Node: "old", Group: "a"}, 0)
+			c.Write(hello)
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+
+	for _, tt := range []struct {
+		addr   string
+		reason runtime.Reason
+		is     error
+	}{
+		{tl.Addr(), runtime.ReasonTLS, transport.ErrTLS},
+		{old.Addr().String(), runtime.ReasonProtocol, transport.ErrBadVersion},
+	} {
+		e := newTCPEnv(t, testSettings())
+		ms := e.members.Members()
+		for i := range ms {
+			ms[i].Addr = tt.addr
+		}
+		e.members.Set(ms)
+		_, err := e.ledger.Add(t.Context(), "acct", 1)
+		var re *runtime.Error
+		if !errors.As(err, &re) || re.Reason != tt.reason || !errors.Is(err, tt.is) || errors.Is(err, transport.ErrRefused) {
+			t.Errorf("Add against %s: %v; want reason %s wrapping %v, not ErrRefused", tt.addr, err, tt.reason, tt.is)
+			continue
+		}
+		for _, h := range re.History {
+			if h.Reason != tt.reason {
+				t.Errorf("attempt #%d on %s ended %s, want %s", h.Number, h.Node, h.Reason, tt.reason)
+			}
+		}
+	}
+}
+
+// selfSigned returns a certificate for 127.0.0.1 that nobody trusts.
+func selfSigned(t *testing.T) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "node"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+type bigArgs struct{ N int64 }
+
+func (a *bigArgs) AppendFF(b []byte) []byte { return codec.AppendVarint(b, a.N) }
+
+func (a *bigArgs) UnmarshalFF(b []byte) error {
+	r := codec.NewReader(b)
+	a.N = r.Varint()
+	return r.Done()
+}
+
+type bigResult struct{ B []byte }
+
+func (x *bigResult) AppendFF(b []byte) []byte { return codec.AppendBytes(b, x.B) }
+
+func (x *bigResult) UnmarshalFF(b []byte) error {
+	r := codec.NewReader(b)
+	x.B = r.Bytes()
+	return r.Done()
+}
+
+// A result too large for a frame cannot reach the caller from any node: it
+// is answered as a failure that says so, at once, instead of leaving the
+// caller to time out and fail over.
+func TestTCPOversizedResultIsAnswered(t *testing.T) {
+	get := &runtime.MethodDesc{
+		Service: "test.Big", Name: "Get",
+		Entities: func(codec.Message, []string) []string { return []string{"e"} },
+		NewArgs:  func() codec.Message { return new(bigArgs) },
+		Handle: func(_ context.Context, _ any, args codec.Message) (codec.Message, error) {
+			return &bigResult{B: make([]byte, args.(*bigArgs).N)}, nil
+		},
+	}
+	desc := &runtime.ServiceDesc{Name: "test.Big", Methods: []*runtime.MethodDesc{get}}
+	e := newTCPEnv(t, patientSettings())
+	for _, srv := range e.servers {
+		if err := srv.Register(desc, struct{}{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms := e.members.Members()
+	for i := range ms {
+		ms[i].Services = append(ms[i].Services, desc.Name)
+	}
+	e.members.Set(ms)
+
+	var res bigResult
+	if err := e.client.Invoke(t.Context(), get, &bigArgs{N: 1000}, &res); err != nil || len(res.B) != 1000 {
+		t.Fatalf("small result: %d bytes, %v", len(res.B), err)
+	}
+	err := e.client.Invoke(t.Context(), get, &bigArgs{N: transport.DefaultMaxFrameSize}, &res)
+	var re *runtime.Error
+	var remote *runtime.RemoteError
+	if !errors.As(err, &re) || !errors.As(err, &remote) || !strings.Contains(remote.Message, "does not fit in a frame") {
+		t.Fatalf("oversized result: %v, want a *runtime.RemoteError saying it does not fit", err)
+	}
+	if len(re.History) != 1 || re.Delivery != runtime.Acknowledged {
+		t.Errorf("oversized result: %d attempts, %s; want 1, acknowledged", len(re.History), re.Delivery)
+	}
+}
+
+// A pooled connection with nothing to do closes itself after the idle
+// timeout; the next call dials a fresh one and runs where it should,
+// without failing over.
+func TestTCPIdleConnectionIsRedialed(t *testing.T) {
+	e := newTCPEnv(t, patientSettings(), func(c *transport.TCPConfig) { c.IdleTimeout = 2 * time.Second })
+	own := e.owners(t, "acct")
+	node := e.transports[own[0]]
+	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+		t.Fatal(err)
+	}
+	// The client's side, at half the timeout, closes first.
+	for deadline := time.Now().Add(10 * time.Second); node.NodeStats().Conns != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle connection to %s was never closed: %+v", own[0], node.NodeStats())
+		}
+	}
+	if n := node.NodeStats().IdleClosed; n != 0 {
+		t.Errorf("the node closed %d idle connections itself; the client should have, first", n)
+	}
+	if got, err := e.ledger.Add(t.Context(), "acct", 1); err != nil || got != 2 {
+		t.Fatalf("Add after the idle close = %d, %v; want 2 from %s", got, err, own[0])
+	}
+	if n := e.ledgers[own[1]].executions(); n != 0 {
+		t.Errorf("secondary ran %d calls", n)
 	}
 }

@@ -15,7 +15,7 @@ func (s *Stats) WatchTransport(t NodeStatser) { s.transport.Store(&t) }
 func writeTransport(p *PromWriter, st transport.NodeStats) {
 	p.Family("ffgen_transport_connections", "gauge", "Accepted connections open or in their handshake.")
 	p.Sample("ffgen_transport_connections", nil, float64(st.Conns))
-	p.Family("ffgen_transport_buffered_bytes", "gauge", "Read-buffer bytes held beyond each connection's base buffer.")
+	p.Family("ffgen_transport_buffered_bytes", "gauge", "Bytes held for frames larger than a connection's base read buffer.")
 	p.Sample("ffgen_transport_buffered_bytes", nil, float64(st.BufferedBytes))
 	p.Family("ffgen_transport_refused_total", "counter", "Connections refused or closed for cause, by cause.")
 	for _, c := range []struct {

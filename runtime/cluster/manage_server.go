@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 // DefaultManagementAddr is where the management API listens by default:
@@ -85,18 +87,13 @@ func CheckManagementAddr(addr, token string, tlsConfig *tls.Config) error {
 	return nil
 }
 
-// isLoopback reports whether every address host may resolve to is a
-// loopback one; an empty host means every interface.
+// isLoopback is transport.IsLoopback, with the address named in its error.
 func isLoopback(addr string) (bool, error) {
-	host, _, err := net.SplitHostPort(addr)
+	loop, err := transport.IsLoopback(addr)
 	if err != nil {
 		return false, fmt.Errorf("cluster: management address %q: %w", addr, err)
 	}
-	if host == "localhost" {
-		return true, nil
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback(), nil
+	return loop, nil
 }
 
 // Addr returns the address the server listens on.

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -23,14 +24,25 @@ const (
 	// returned to the operating system, and releaseEvery how often at most.
 	releaseMin   = 16 << 20
 	releaseEvery = 10 * time.Second
-	// releaseDelay lets a wave of closing connections finish first.
-	releaseDelay = time.Second
+	// releaseDelay is the quiet time, without refusals, before memory is
+	// returned: a wave of closing connections finishes first, and the
+	// forced collection, which can hold up calls for milliseconds, comes
+	// after an attack rather than during it.
+	releaseDelay = 5 * time.Second
+	// releaseRefusals is how many refused connections make an attack
+	// whose garbage is worth returning.
+	releaseRefusals = 256
 	// refusalLogEvery bounds the log lines per kind of refusal.
 	refusalLogEvery = time.Second
 )
 
-// freeOSMemory is replaced in tests.
-var freeOSMemory = debug.FreeOSMemory
+// freeOSMemory returns freed memory to the operating system. Two
+// collections: the first moves pooled chunks to the pools' victim caches,
+// the second frees them. Replaced in tests.
+var freeOSMemory = func() {
+	runtime.GC()
+	debug.FreeOSMemory()
+}
 
 // refusal is a kind of connection the node refused or ended for cause.
 type refusal uint8
@@ -58,7 +70,7 @@ var refusalMessages = [numRefusals]string{
 // Counters only grow; Conns and BufferedBytes are current values.
 type NodeStats struct {
 	Conns             int64  // accepted connections, open or in their handshake
-	BufferedBytes     int64  // read-buffer bytes beyond each connection's base buffer
+	BufferedBytes     int64  // bytes held for frames larger than a connection's base buffer
 	RefusedConns      uint64 // accepted and closed at once: MaxConns reached
 	BufferLimit       uint64 // closed because MaxBufferedBytes was reached
 	FrameTimeouts     uint64 // closed with a frame unfinished after FrameTimeout
@@ -85,10 +97,12 @@ type guard struct {
 	lastLog    [numRefusals]time.Time
 	suppressed [numRefusals]int
 
-	relMu       sync.Mutex
-	peak        int64 // footprint high-water mark since the last release
-	lastRelease time.Time
-	relTimer    *time.Timer
+	relMu        sync.Mutex
+	peak         int64 // footprint high-water mark since the last release
+	refusedSince int   // refusals since the last release
+	lastRefusal  time.Time
+	lastRelease  time.Time
+	relTimer     *time.Timer
 }
 
 func newGuard(maxConns int, maxBuffered int64, log *slog.Logger) *guard {
@@ -139,6 +153,13 @@ func (g *guard) unreserve(n int64) {
 func (g *guard) refuse(kind refusal, addr, peer string, err error) {
 	g.counts[kind].Add(1)
 	now := time.Now()
+	g.relMu.Lock()
+	g.refusedSince++
+	g.lastRefusal = now
+	if g.refusedSince >= releaseRefusals {
+		g.scheduleLocked()
+	}
+	g.relMu.Unlock()
 	g.logMu.Lock()
 	if now.Sub(g.lastLog[kind]) < refusalLogEvery {
 		g.suppressed[kind]++
@@ -186,23 +207,43 @@ func (g *guard) grew() {
 // footprint has fallen by releaseMin and to half its peak. The Go runtime
 // would keep the freed heap until its next collection, which an idle node
 // may not run for minutes: a node that absorbed an attack would hold the
-// attack's memory long after it ended.
+// attack's memory long after it ended. Refusals schedule one too (see
+// refuse): connections an attack opens may close too fast to raise the
+// footprint, but not without garbage.
 func (g *guard) shrank() {
 	f := g.footprint()
 	g.relMu.Lock()
 	defer g.relMu.Unlock()
-	if g.relTimer != nil || g.peak-f < releaseMin || f > g.peak/2 {
+	if g.peak-f >= releaseMin && f <= g.peak/2 {
+		g.scheduleLocked()
+	}
+}
+
+// scheduleLocked arms the release unless it is armed: releaseDelay from
+// now, and not within releaseEvery of the last one.
+func (g *guard) scheduleLocked() {
+	if g.relTimer != nil {
 		return
 	}
 	wait := max(releaseDelay, time.Until(g.lastRelease.Add(releaseEvery)))
 	g.relTimer = time.AfterFunc(wait, g.release)
 }
 
+// release returns memory once refusals have stopped for releaseDelay: while
+// an attack goes on, it would only be taken again.
 func (g *guard) release() {
+	g.relMu.Lock()
+	if wait := time.Until(g.lastRefusal.Add(releaseDelay)); wait > 0 {
+		g.relTimer = time.AfterFunc(wait, g.release)
+		g.relMu.Unlock()
+		return
+	}
+	g.relMu.Unlock()
 	freeOSMemory()
 	g.relMu.Lock()
 	g.lastRelease = time.Now()
 	g.peak = g.footprint()
+	g.refusedSince = 0
 	g.relTimer = nil
 	g.relMu.Unlock()
 }

@@ -148,8 +148,9 @@ func TestStreamWriteStall(t *testing.T) {
 func TestGuardReturnsMemoryAfterBurst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var released atomic.Int32
+		saved := freeOSMemory
 		freeOSMemory = func() { released.Add(1) }
-		t.Cleanup(func() { freeOSMemory = nil })
+		t.Cleanup(func() { freeOSMemory = saved })
 		g := newGuard(0, 0, discard)
 		burst := func() {
 			for range 1000 {
@@ -184,10 +185,30 @@ func TestGuardReturnsMemoryAfterBurst(t *testing.T) {
 		for range 10 {
 			g.admit()
 			g.leave()
+			g.refuse(refusedHandshake, "10.0.0.1:1", "", ErrOverloaded)
 		}
 		time.Sleep(time.Minute)
 		if n := released.Load(); n != 2 {
-			t.Errorf("released %d times after small churn, want still 2", n)
+			t.Fatalf("released %d times after small churn, want still 2", n)
+		}
+		// Many refused connections are, even if each closed at once; the
+		// release waits until they stop.
+		start := time.Now()
+		for range 5 * releaseRefusals {
+			time.Sleep(10 * time.Millisecond)
+			g.admit()
+			g.refuse(refusedBadFrame, "10.0.0.1:1", "", ErrMalformedFrame)
+			g.leave()
+		}
+		attackEnd := time.Now()
+		time.Sleep(releaseDelay - time.Millisecond)
+		if n := released.Load(); n != 2 {
+			t.Fatalf("released during the attack or within %v of its end (%v after its start)", releaseDelay, time.Since(start))
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if n := released.Load(); n != 3 {
+			t.Errorf("released %d times %v after the refusals ended, want 3", n, time.Since(attackEnd))
 		}
 	})
 }
@@ -216,7 +237,8 @@ func TestGuardRefusalsLogAtABoundedRate(t *testing.T) {
 // Past MaxConns a connection is closed as soon as it is accepted; a slot
 // that frees takes the next one.
 func TestTCPMaxConns(t *testing.T) {
-	tr := newTCP(t, "server", func(c *TCPConfig) { c.MaxConns = 2 })
+	// Handshakes that never finish must not time out under the test.
+	tr := newTCP(t, "server", func(c *TCPConfig) { c.MaxConns, c.HandshakeTimeout = 2, time.Minute })
 	l := listen(t, tr, newRecorder())
 	var raws []net.Conn
 	for range 2 {

@@ -173,6 +173,17 @@ func (p *Pool) drop(addr string, c Conn, h *pooledHandler) {
 	}
 }
 
+// Discard forgets c if it is addr's connection, so that the next Get
+// dials, without waiting for c to report its close: for a caller that
+// found c closing, as a connection closed for idleness is.
+func (p *Pool) Discard(addr string, c Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pp := p.peers[addr]; pp != nil && pp.conn == c {
+		pp.conn = nil
+	}
+}
+
 // Lookup returns the live connection to addr, or nil, without dialing: the
 // fast path that spares callers a dial context when a connection exists.
 func (p *Pool) Lookup(addr string) Conn {

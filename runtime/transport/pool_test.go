@@ -200,6 +200,35 @@ func TestPoolRedialsAfterClose(t *testing.T) {
 	})
 }
 
+// A connection discarded before it reports its close is not handed out
+// again; its late close does not drop the new one.
+func TestPoolDiscard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ft := &fakeTransport{}
+		h := newRecorder()
+		p := NewPool(ft, h, PoolConfig{})
+		defer p.Close()
+		ctx := context.Background()
+		first, err := p.Get(ctx, "a:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Discard("a:1", first)
+		if c := p.Lookup("a:1"); c != nil {
+			t.Fatalf("Lookup after Discard = %v, want none", c)
+		}
+		second, err := p.Get(ctx, "a:1")
+		if err != nil || second == first || ft.dials.Load() != 2 {
+			t.Fatalf("Get after Discard = %v, %v after %d dials; want a new connection", second, err, ft.dials.Load())
+		}
+		first.Close()
+		<-h.closes
+		if c := p.Lookup("a:1"); c != second {
+			t.Errorf("the discarded connection's close dropped its successor: Lookup = %v", c)
+		}
+	})
+}
+
 func TestPoolForwardsFrames(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newRecorder()

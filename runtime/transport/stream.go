@@ -33,19 +33,24 @@ const (
 // next returns is valid until the following call, which lets one buffer
 // serve every frame: handlers must copy what they keep.
 //
-// The buffer grows only as bytes arrive, doubling when it is full, so a
-// length prefix alone costs nothing: holding a frame of n bytes takes at
-// most 2n. Growth beyond baseReadBuffer is charged to the node's guard and
-// handed back as soon as the frame has been handled.
+// Memory follows the bytes that arrived, never the length a peer announced.
+// Frames up to baseReadBuffer go through a buffer that starts small and
+// grows to that base. A larger frame is gathered in chunks as its bytes
+// arrive, each charged to the node's guard, and copied once into a buffer
+// of its exact size when complete: a stalled frame holds only what came,
+// and growing one leaves no garbage behind. The charge is handed back at
+// the next frame.
 type frameReader struct {
 	rd      io.Reader
 	max     int
 	g       *guard // nil: no node-wide budget
 	buf     []byte // len(buf) is the buffer's size; [r:w] is unread
 	r, w    int
-	consume int   // bytes of the last frame to skip on the next call
-	charged int64 // bytes reserved from g
-	err     error // a read error held back until the buffered bytes are used
+	consume int      // bytes of the last frame to skip on the next call
+	chunks  [][]byte // a large frame in progress
+	big     []byte   // the last large frame, until the next call
+	charged int64    // bytes reserved from g
+	err     error    // a read error held back until the buffered bytes are used
 	// wide is set when a read filled all free space: the peer is sending
 	// batches, and a larger buffer saves read calls.
 	wide bool
@@ -59,6 +64,12 @@ type frameReader struct {
 	deadline     time.Time                         // the read deadline currently set
 	lastRecv     time.Time
 }
+
+// Large frames are gathered in chunks of minChunk to chunkSize bytes.
+const (
+	minChunk  = 4 << 10
+	chunkSize = 64 << 10
+)
 
 func newFrameReader(r io.Reader, max int, g *guard) *frameReader {
 	return &frameReader{rd: r, max: max, g: g, buf: make([]byte, initialReadBuffer)}
@@ -80,12 +91,12 @@ func (r *frameReader) next() ([]byte, error) {
 	r.r += r.consume
 	r.consume = 0
 	r.frameStart = time.Time{}
+	r.release()
 	if r.r == r.w {
 		r.r, r.w = 0, 0
-		r.shrink()
 	}
 	for r.w-r.r < 4 {
-		if err := r.fill(4); err != nil {
+		if err := r.fill(); err != nil {
 			if err == io.EOF && r.w > r.r {
 				err = io.ErrUnexpectedEOF
 			}
@@ -97,8 +108,11 @@ func (r *frameReader) next() ([]byte, error) {
 		return nil, err
 	}
 	need := 4 + n
+	if need > baseReadBuffer {
+		return r.large(need)
+	}
 	for r.w-r.r < need {
-		if err := r.fill(need); err != nil {
+		if err := r.fill(); err != nil {
 			return nil, unexpectedEOF(err)
 		}
 	}
@@ -106,9 +120,10 @@ func (r *frameReader) next() ([]byte, error) {
 	return r.buf[r.r+4 : r.r+need], nil
 }
 
-// fill reads at least one more byte towards a frame of need bytes
-// (prefix included), making room first.
-func (r *frameReader) fill(need int) error {
+// fill reads at least one more byte into the buffer, making room first:
+// unread bytes move to the front, and a full buffer, or one a batch
+// filled, grows towards baseReadBuffer.
+func (r *frameReader) fill() error {
 	if r.err != nil {
 		return r.err
 	}
@@ -116,48 +131,166 @@ func (r *frameReader) fill(need int) error {
 		r.w = copy(r.buf, r.buf[r.r:r.w])
 		r.r = 0
 	}
-	if r.w == len(r.buf) || r.wide && len(r.buf) < baseReadBuffer {
-		if err := r.grow(need); err != nil {
-			return err
+	if len(r.buf) < baseReadBuffer && (r.w == len(r.buf) || r.wide) {
+		b := make([]byte, min(2*len(r.buf), baseReadBuffer))
+		copy(b, r.buf[:r.w])
+		r.buf = b
+	}
+	free := len(r.buf) - r.w
+	n, err := r.read(r.buf[r.w:], r.w, 0)
+	r.w += n
+	r.wide = n == free
+	return err
+}
+
+// large gathers a frame of need bytes (prefix included) that is bigger than
+// the base buffer, which holds its first bytes.
+func (r *frameReader) large(need int) ([]byte, error) {
+	got := r.w - r.r
+	if err := r.addChunk(got, need); err != nil {
+		return nil, err
+	}
+	r.chunks[0] = append(r.chunks[0], r.buf[r.r:r.w]...)
+	r.r, r.w = 0, 0
+	for got < need {
+		last := r.chunks[len(r.chunks)-1]
+		if len(last) == cap(last) {
+			if err := r.addChunk(got, need-got); err != nil {
+				return nil, err
+			}
+			last = r.chunks[len(r.chunks)-1]
+		}
+		n, err := r.read(last[len(last):min(cap(last), len(last)+need-got)], got, need)
+		r.chunks[len(r.chunks)-1] = last[:len(last)+n]
+		got += n
+		if err != nil && got < need {
+			return nil, unexpectedEOF(err)
 		}
 	}
+	if !r.reserve(int64(need)) {
+		return nil, r.overloaded(need, need)
+	}
+	r.big = make([]byte, 0, need)
+	for _, c := range r.chunks {
+		r.big = append(r.big, c...)
+	}
+	r.dropChunks()
+	return r.big[4:], nil
+}
+
+// addChunk starts a new chunk for at most left more bytes, charged to the
+// node. Chunks double with what arrived, from minChunk to chunkSize, so a
+// frame never holds much more than twice its bytes so far.
+func (r *frameReader) addChunk(got, left int) error {
+	class := chunkClass(min(chunkSize, left, max(minChunk, got)))
+	size := minChunk << class
+	if !r.reserve(int64(size)) {
+		return r.overloaded(size, 0)
+	}
+	r.chunks = append(r.chunks, getChunk(class))
+	return nil
+}
+
+// chunkPools recycle chunks by size class (minChunk << class), so that
+// connections an attack opens and the node closes leave no garbage for
+// the next ones to add to: the heap stays near what is in use.
+var chunkPools [5]sync.Pool
+
+// chunkClass is the smallest class that holds n bytes.
+func chunkClass(n int) int {
+	c := 0
+	for minChunk<<c < n && c < len(chunkPools)-1 {
+		c++
+	}
+	return c
+}
+
+func getChunk(class int) []byte {
+	if p, ok := chunkPools[class].Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, minChunk<<class)
+}
+
+func putChunk(b []byte) {
+	class := chunkClass(cap(b))
+	if minChunk<<class == cap(b) {
+		chunkPools[class].Put(&b)
+	}
+}
+
+func (r *frameReader) overloaded(more, frame int) error {
+	what := "a large frame"
+	if frame > 0 {
+		what = fmt.Sprintf("a %d-byte frame", frame-4)
+	}
+	return fmt.Errorf("%w: %s needs %d more buffer bytes, the node holds %d of %d",
+		ErrOverloaded, what, more, r.g.buffered.Load(), r.g.maxBuffered)
+}
+
+func (r *frameReader) reserve(n int64) bool {
+	if r.g != nil && !r.g.reserve(n) {
+		return false
+	}
+	r.charged += n
+	return true
+}
+
+func (r *frameReader) dropChunks() {
+	var n int64
+	for _, c := range r.chunks {
+		n += int64(cap(c))
+		putChunk(c)
+	}
+	clear(r.chunks)
+	r.chunks = r.chunks[:0]
+	r.charged -= n
+	if r.g != nil {
+		r.g.unreserve(n)
+	}
+}
+
+// read reads into p, which must not be empty, under the deadline that
+// applies: the frame timeout when have bytes of a frame (of need, 0 if
+// not known yet) are here, the idle timeout when none are.
+func (r *frameReader) read(p []byte, have, need int) (int, error) {
 	armed := false
 	for {
 		if r.nc != nil && !armed {
-			if err := r.setDeadline(); err != nil {
-				return err
+			if err := r.setDeadline(have > 0); err != nil {
+				return 0, err
 			}
 		}
-		free := len(r.buf) - r.w
-		n, err := r.rd.Read(r.buf[r.w:])
-		r.w += n
+		n, err := r.rd.Read(p)
 		if n > 0 {
-			r.wide = n == free
 			if r.nc != nil {
 				r.lastRecv = time.Now()
 			}
-			if !errors.Is(err, os.ErrDeadlineExceeded) {
+			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				r.err = err
 			}
-			return nil
+			return n, nil
 		}
 		if err == nil {
 			continue
 		}
 		if r.nc != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-			if r.w > 0 {
-				return fmt.Errorf("%w: %d of %d bytes after %v", ErrFrameTimeout, r.w, need, r.frameTimeout)
+			if have > 0 {
+				if need == 0 {
+					return 0, fmt.Errorf("%w: %d bytes of a frame header after %v", ErrFrameTimeout, have, r.frameTimeout)
+				}
+				return 0, fmt.Errorf("%w: %d of %d bytes after %v", ErrFrameTimeout, have, need, r.frameTimeout)
 			}
 			if until, busy := r.idleCheck(r.lastRecv); busy {
 				r.deadline, armed = until, true
 				if err := r.nc.SetReadDeadline(until); err != nil {
-					return err
+					return 0, err
 				}
 				continue
 			}
-			return fmt.Errorf("%w: no frame for %v", ErrIdle, time.Since(r.lastRecv).Round(time.Second))
+			return 0, fmt.Errorf("%w: no frame for %v", ErrIdle, time.Since(r.lastRecv).Round(time.Second))
 		}
-		return err
+		return 0, err
 	}
 }
 
@@ -165,10 +298,10 @@ func (r *frameReader) fill(need int) error {
 // idle timeout when none is. The idle deadline is moved only when it has
 // come within half the timeout, so a busy connection does not pay for a
 // deadline change on every read; when it fires early, idleCheck decides.
-func (r *frameReader) setDeadline() error {
+func (r *frameReader) setDeadline(mid bool) error {
 	var dl time.Time
 	switch {
-	case r.w > 0:
+	case mid:
 		if !r.frameStart.IsZero() {
 			return nil
 		}
@@ -176,7 +309,7 @@ func (r *frameReader) setDeadline() error {
 		dl = r.frameStart.Add(r.frameTimeout)
 	case r.idleTimeout > 0:
 		now := time.Now()
-		if !r.deadline.IsZero() && r.deadline.Sub(now) > r.idleTimeout/2 && r.deadline.Sub(now) <= r.idleTimeout {
+		if left := r.deadline.Sub(now); !r.deadline.IsZero() && left > r.idleTimeout/2 && left <= r.idleTimeout {
 			return nil
 		}
 		dl = now.Add(r.idleTimeout)
@@ -189,38 +322,10 @@ func (r *frameReader) setDeadline() error {
 	return r.nc.SetReadDeadline(dl)
 }
 
-// grow enlarges the buffer towards need, at most doubling it, so the
-// memory a frame holds follows the bytes that actually arrived.
-func (r *frameReader) grow(need int) error {
-	// need > len(buf) or a wide reader below the base, so size > len(buf).
-	size := min(2*len(r.buf), max(need, baseReadBuffer))
-	charge := int64(max(size-baseReadBuffer, 0)) - r.charged
-	if charge > 0 && r.g != nil {
-		if !r.g.reserve(charge) {
-			return fmt.Errorf("%w: a %d-byte frame needs %d more buffer bytes, the node holds %d of %d",
-				ErrOverloaded, need-4, charge, r.g.buffered.Load(), r.g.maxBuffered)
-		}
-	}
-	if charge > 0 {
-		r.charged += charge
-	}
-	b := make([]byte, size)
-	copy(b, r.buf[:r.w])
-	r.buf = b
-	return nil
-}
-
-// shrink returns a grown buffer once it is empty.
-func (r *frameReader) shrink() {
-	if len(r.buf) <= baseReadBuffer {
-		return
-	}
-	r.buf = make([]byte, baseReadBuffer)
-	r.release()
-}
-
-// release hands the charged bytes back; the reader is done with them.
+// release hands back what the last large frame held.
 func (r *frameReader) release() {
+	r.dropChunks()
+	r.big = nil
 	if r.g != nil {
 		r.g.unreserve(r.charged)
 	}

@@ -97,7 +97,8 @@ type Config struct {
 	SendQueueBytes int
 	// FrameTimeout bounds the time from the first byte of a frame to its
 	// last, and a write to a peer that does not read. Default
-	// DefaultFrameTimeout.
+	// DefaultFrameTimeout. Like IdleTimeout, it applies to streams (TCP);
+	// the in-memory transport delivers whole frames and has neither.
 	FrameTimeout time.Duration
 	// IdleTimeout closes a connection that carried no frame either way for
 	// that long. Heartbeats flow while any attempt is in flight, so only

@@ -233,8 +233,12 @@ func checkAdvertise(rpc, advertise string) error {
 	if advertise != "" {
 		return nil
 	}
-	if err := cluster.CheckRPCAddr(rpc); err != nil {
-		return fmt.Errorf("-rpc %s binds every interface, and peers cannot dial that: set -rpc-advertise to the address they reach this node on: %w", rpc, err)
+	host, _, err := net.SplitHostPort(rpc)
+	if err != nil {
+		return fmt.Errorf("-rpc %q: %w", rpc, err)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("-rpc %s binds every interface, an address peers cannot dial: set -rpc-advertise to the address they reach this node on", rpc)
 	}
 	return nil
 }

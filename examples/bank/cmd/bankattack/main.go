@@ -1,0 +1,466 @@
+// Command bankattack measures how one banknode process holds up against
+// hostile connections: it starts the node on loopback, runs an honest
+// client at a fixed rate, and then, one kind at a time, opens -conns
+// hostile connections to the node's fast-failover port:
+//
+//	no-hello   connect and send nothing
+//	stalled    a Hello, then a frame announcing 4 MiB, 1 MiB of it, silence
+//	garbage    bytes that are no frame at all
+//	bomb       a Hello, then a length prefix of 0xFFFFFFFF
+//	truncated  a Hello cut short, then silence
+//	all        every kind above at once
+//
+// For each kind it reports the node's RSS growth (peak over idle), its RSS
+// 30 s after the hostile connections closed, how long the node took to
+// close the stalled connections, and the honest client's p99 during the
+// attack next to its p99 without one. It is a measurement, not a test:
+//
+//	go run ./examples/bank/cmd/bankattack
+//
+// The hostile connections come from a child process run under nice(1):
+// on one machine the attacker shares the node's cores, which a real one
+// would not, and in the honest client's process its garbage collections
+// would count against the client.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ffgen/ffgen/examples/bank"
+	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+var (
+	verbose     = flag.Bool("v", false, "print the first error of each honest caller")
+	niceness    = flag.Int("attacker-nice", 10, "nice(1) level of the attacking process (0: not niced)")
+	hostile     = flag.String("hostile", "", "internal: run as the attacker with this kind")
+	hostileAddr = flag.String("addr", "", "internal: the attacker's target")
+)
+
+// attacker is the child process: it attacks when told "go" on stdin and
+// closes everything when stdin ends, then prints its report.
+func attacker(addr, kind string, n int) {
+	in := bufio.NewReader(os.Stdin)
+	in.ReadString('\n')
+	a := attack(addr, kind, n)
+	io.Copy(io.Discard, in)
+	a.closeAll()
+	fmt.Println(a.report())
+}
+
+// spawnAttacker starts the attacking child process for kind; writing to
+// the returned pipe starts the attack, closing it ends it.
+func spawnAttacker(addr, kind string, n int) (io.WriteCloser, func() string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	args := []string{self, "-hostile", kind, "-addr", addr, "-conns", strconv.Itoa(n)}
+	if *niceness != 0 {
+		args = append([]string{"nice", "-n", strconv.Itoa(*niceness)}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	return in, func() string {
+		cmd.Wait()
+		return strings.TrimSpace(out.String())
+	}, nil
+}
+
+func main() {
+	var (
+		node   = flag.String("banknode", "", "banknode binary (default: build it with go build)")
+		conns  = flag.Int("conns", 1000, "hostile connections per kind")
+		kinds  = flag.String("kinds", "no-hello,stalled,garbage,bomb,truncated,all", "kinds of attack, comma-separated")
+		window = flag.Duration("window", 10*time.Second, "how long each attack and the baseline run")
+		settle = flag.Duration("settle", 30*time.Second, "wait after the hostile connections closed before measuring RSS")
+		rate   = flag.Int("rate", 500, "honest operations per second")
+	)
+	flag.Parse()
+	if *hostile != "" {
+		attacker(*hostileAddr, *hostile, *conns)
+		return
+	}
+	if err := run(*node, *conns, strings.Split(*kinds, ","), *window, *settle, *rate); err != nil {
+		fmt.Fprintln(os.Stderr, "bankattack:", err)
+		os.Exit(1)
+	}
+}
+
+func run(bin string, conns int, kinds []string, window, settle time.Duration, rate int) error {
+	dir, err := os.MkdirTemp("", "bankattack")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if bin == "" {
+		bin = filepath.Join(dir, "banknode")
+		build := exec.Command("go", "build", "-o", bin, "./examples/bank/cmd/banknode")
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building banknode (run from the repository root): %w", err)
+		}
+	}
+	rpc, gossip, mgmt := freePort(), freePort(), freePort()
+	cmd := exec.Command(bin, "-name", "a1", "-group", "a", "-groups", "a,b",
+		"-rpc", rpc, "-gossip", gossip, "-mgmt", mgmt, "-gossip-preset", "local", "-log-level", "error",
+		// The ledger remembers every write's outcome for idempotency;
+		// bounded low, the honest writes do not grow the node's memory
+		// over the run, which would blur what the attacks leave behind.
+		"-remember", "1024")
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	}()
+	pid := cmd.Process.Pid
+	if err := waitDial(rpc, 20*time.Second); err != nil {
+		return err
+	}
+
+	h, err := newHonest(rpc, rate)
+	if err != nil {
+		return err
+	}
+	defer h.close()
+	h.measure(3 * time.Second) // warm up
+	time.Sleep(2 * time.Second)
+	idle := rss(pid)
+	fmt.Printf("node pid %d, rpc %s; %d hostile connections per kind; honest load %d ops/s\n", pid, rpc, conns, rate)
+	fmt.Printf("idle RSS %.1f MB\n\n", mb(idle))
+
+	first := idle
+	for _, kind := range kinds {
+		// A baseline of its own, just before each attack: on a shared
+		// machine the load from elsewhere drifts more than an attack
+		// moves the latency.
+		cpu0 := cpuTime(pid)
+		base := h.measure(window)
+		cpuBase := cpuTime(pid) - cpu0
+		idle := rss(pid)
+		var peak atomic.Int64
+		start, report, err := spawnAttacker(rpc, kind, conns)
+		if err != nil {
+			return err
+		}
+		stopSample := sample(pid, &peak)
+		fmt.Fprintln(start, "go")
+		cpu1 := cpuTime(pid)
+		during := h.measure(window)
+		cpuDuring := cpuTime(pid) - cpu1
+		start.Close()
+		closed := report()
+		stopSample()
+		// The honest client keeps calling while the node settles: giving
+		// memory back has a cost of its own.
+		settling := h.measure(settle)
+		after := rss(pid)
+		fmt.Printf("%-10s RSS before %.1f MB, peak +%.1f MB; %v after close %.1f MB: %+.1f MB from before, %+.1f MB from the first idle\n",
+			kind, mb(idle), mb(peak.Load()-idle), settle, mb(after), mb(after-idle), mb(after-first))
+		fmt.Printf("%-10s node CPU: %.2f s before, %.2f s during the attack (%v each)\n", "", cpuBase.Seconds(), cpuDuring.Seconds(), window)
+		fmt.Printf("%-10s honest just before: %s\n", "", base)
+		fmt.Printf("%-10s honest during attack: %s (p99 %.2fx before)\n", "", during, float64(during.p99)/float64(base.p99))
+		fmt.Printf("%-10s honest in the %v after:  %s (p99 %.2fx before)\n", "", settle, settling, float64(settling.p99)/float64(base.p99))
+		fmt.Printf("%-10s connections closed by the node: %s\n\n", "", closed)
+	}
+	return nil
+}
+
+func freePort() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitDial(addr string, limit time.Duration) error {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return nil
+		}
+	}
+	return fmt.Errorf("node at %s did not come up within %v", addr, limit)
+}
+
+// rss is the resident set of pid in bytes, from /proc.
+func rss(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func mb(b int64) float64 { return float64(b) / (1 << 20) }
+
+// cpuTime is the user and system CPU time pid has used, from /proc, in
+// clock ticks of 10 ms (USER_HZ on Linux).
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name may hold spaces; the fields after it do not.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// sample records the peak RSS of pid every 50 ms until stopped.
+func sample(pid int, peak *atomic.Int64) func() {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if r := rss(pid); r > peak.Load() {
+				peak.Store(r)
+			}
+			select {
+			case <-t.C:
+			case <-done:
+				return
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// honest is a client calling the node at a fixed rate.
+type honest struct {
+	c    *runtime.Client
+	acc  *bank.AccountsClient
+	rate int
+}
+
+func newHonest(addr string, rate int) (*honest, error) {
+	tcp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "honest", Group: "load", Logger: slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		return nil, err
+	}
+	s := runtime.DefaultSettings()
+	s.Groups = []string{"a", "b"}
+	members := runtime.NewStaticMembership(runtime.Member{Name: "a1", Group: "a", Addr: addr, Services: []string{bank.AccountsDesc.Name}})
+	c, err := runtime.NewClient(runtime.ClientConfig{Transport: tcp, Membership: members, Settings: s, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	h := &honest{c: c, acc: bank.NewAccountsClient(c), rate: rate}
+	for i := range 16 {
+		if _, err := h.acc.Open(context.Background(), bank.OpenRequest{AccountID: account(i), Initial: 1000}); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("opening accounts: %w", err)
+		}
+	}
+	return h, nil
+}
+
+func account(i int) string { return fmt.Sprintf("attack-%02d", i) }
+
+func (h *honest) close() { h.c.Close() }
+
+type latencies struct {
+	n, errs  int
+	p50, p99 time.Duration
+	max      time.Duration
+}
+
+func (l latencies) String() string {
+	return fmt.Sprintf("%d ops, %d errors, p50 %v, p99 %v, max %v", l.n, l.errs, l.p50.Round(time.Microsecond), l.p99.Round(time.Microsecond), l.max.Round(time.Microsecond))
+}
+
+// measure runs deposits and balance reads, alternating, at the client's
+// rate for d, from 4 callers, and returns their latencies.
+func (h *honest) measure(d time.Duration) latencies {
+	const callers = 4
+	var mu sync.Mutex
+	var all []time.Duration
+	errs := 0
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for w := range callers {
+		wg.Go(func() {
+			t := time.NewTicker(time.Second * callers / time.Duration(h.rate))
+			defer t.Stop()
+			var mine []time.Duration
+			bad := 0
+			for i := 0; time.Now().Before(end); i++ {
+				<-t.C
+				acct := account((w*7 + i) % 16)
+				start := time.Now()
+				var err error
+				if i%2 == 0 {
+					_, err = h.acc.Deposit(context.Background(), bank.DepositRequest{AccountID: acct, Amount: 1})
+				} else {
+					_, err = h.acc.Balance(context.Background(), acct)
+				}
+				mine = append(mine, time.Since(start))
+				if err != nil {
+					bad++
+					if bad == 1 && *verbose {
+						fmt.Fprintln(os.Stderr, "honest error:", err)
+					}
+				}
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			errs += bad
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	slices.Sort(all)
+	if len(all) == 0 {
+		return latencies{}
+	}
+	return latencies{n: len(all), errs: errs, p50: all[len(all)/2], p99: all[len(all)*99/100], max: all[len(all)-1]}
+}
+
+// payloads returns what a hostile connection of kind sends.
+func payloads(kind string) [][]byte {
+	hello, _ := transport.AppendFrame(nil, &transport.Hello{Version: transport.Version, Node: "hostile", Group: "x"}, 0)
+	switch kind {
+	case "no-hello":
+		return [][]byte{nil}
+	case "stalled":
+		b := binary.BigEndian.AppendUint32(append([]byte(nil), hello...), 4<<20)
+		b = append(b, transport.Version, 2)
+		return [][]byte{append(b, make([]byte, 1<<20)...)}
+	case "garbage":
+		return [][]byte{[]byte("\x00\x00\x00\x20\x07this is not a frame of any kind!!")}
+	case "bomb":
+		return [][]byte{append(append([]byte(nil), hello...), 0xff, 0xff, 0xff, 0xff)}
+	case "truncated":
+		return [][]byte{hello[:len(hello)-3]}
+	case "all":
+		var out [][]byte
+		for _, k := range []string{"no-hello", "stalled", "garbage", "bomb", "truncated"} {
+			out = append(out, payloads(k)...)
+		}
+		return out
+	}
+	panic("unknown kind " + kind)
+}
+
+// assault is one kind's hostile connections.
+type assault struct {
+	kind     string
+	mu       sync.Mutex
+	conns    []net.Conn
+	closedIn []time.Duration // from the last byte sent to the node's close
+	refused  int             // could not connect or closed before the last byte
+	open     atomic.Int32
+	wg       sync.WaitGroup
+}
+
+// attack opens n connections per payload of kind, 64 dials at a time, and
+// watches each until the node closes it.
+func attack(addr, kind string, n int) *assault {
+	a := &assault{kind: kind}
+	sem := make(chan struct{}, 64)
+	for _, p := range payloads(kind) {
+		for range n {
+			sem <- struct{}{}
+			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			<-sem
+			if err != nil {
+				a.mu.Lock()
+				a.refused++
+				a.mu.Unlock()
+				continue
+			}
+			a.mu.Lock()
+			a.conns = append(a.conns, c)
+			a.mu.Unlock()
+			a.open.Add(1)
+			a.wg.Go(func() { a.watch(c, p) })
+		}
+	}
+	return a
+}
+
+func (a *assault) watch(c net.Conn, p []byte) {
+	defer a.open.Add(-1)
+	c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write(p); err != nil {
+		a.mu.Lock()
+		a.refused++
+		a.mu.Unlock()
+		return
+	}
+	sent := time.Now()
+	_, err := io.Copy(io.Discard, c)
+	if errors.Is(err, net.ErrClosed) {
+		return // closed by us at the end of the window
+	}
+	a.mu.Lock()
+	a.closedIn = append(a.closedIn, time.Since(sent))
+	a.mu.Unlock()
+}
+
+func (a *assault) closeAll() {
+	a.mu.Lock()
+	for _, c := range a.conns {
+		c.Close()
+	}
+	a.mu.Unlock()
+	a.wg.Wait()
+}
+
+func (a *assault) report() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d := slices.Clone(a.closedIn)
+	slices.Sort(d)
+	stillOpen := len(a.conns) - len(d) - a.refused
+	if len(d) == 0 {
+		return fmt.Sprintf("none of %d (%d still open at the end of the window, %d cut off while sending)", len(a.conns), stillOpen, a.refused)
+	}
+	return fmt.Sprintf("%d of %d, median %v, max %v after their last byte; %d cut off while sending, %d still open at the end of the window",
+		len(d), len(a.conns), d[len(d)/2].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond), a.refused, stillOpen)
+}
