@@ -157,9 +157,22 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 
 	ledger := bank.NewLedger(c.remember, bank.WithJournal(c.journal))
 	stats := runtime.NewStats()
+	// Replication dials the other nodes over the same transport: a node
+	// that serves TLS speaks TLS to its peers too, presenting its own
+	// certificate (for mutual TLS) and trusting -rpc-tls-ca.
+	var peerTLS *tls.Config
+	if serverTLS != nil {
+		peerTLS = &tls.Config{}
+		if c.tlsCA != "" {
+			if peerTLS, err = cli.ClientTLS(c.tlsCA, c.tlsCert, c.tlsKey); err != nil {
+				return err
+			}
+		}
+	}
 	tcp, err := transport.NewTCP(transport.TCPConfig{
 		Config:         transport.Config{Node: c.name, Group: c.group, Logger: log},
 		TLS:            serverTLS,
+		ClientTLS:      peerTLS,
 		AllowPlaintext: c.plaintext,
 	})
 	if err != nil {
