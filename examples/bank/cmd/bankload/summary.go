@@ -87,7 +87,7 @@ func printSummary(w io.Writer, s *cli.Summary) {
 	p("uncertain       %d writes of unknown outcome (the audit accepts either outcome for them)", s.Uncertain)
 	p("failed          %d operations ended in an error other than that or ErrInsufficientFunds", s.Failed)
 	p("failovers       %s", counts(s.Failovers))
-	p("scatter copies  ended unanswered: %s", counts(s.ScatterLegs))
+	p("write attempts  ended without an answer: %s", counts(s.ScatterLegs))
 	p("latency         %s", fmtLatency(s.Latency))
 	p("failed over     %s", fmtLatency(s.FailoverLatency))
 	for _, r := range slices.Sorted(maps.Keys(s.FailoverByReason)) {
