@@ -27,12 +27,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,10 +132,11 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 	rpc, gossip, mgmt := freePort(), freePort(), freePort()
 	cmd := exec.Command(bin, "-name", "a1", "-group", "a", "-groups", "a,b",
 		"-rpc", rpc, "-gossip", gossip, "-mgmt", mgmt, "-gossip-preset", "local", "-log-level", "error",
-		// The ledger remembers every write's outcome for idempotency;
+		// The ledger remembers every write's outcome for idempotency and
+		// journals it, and the replica keeps a log of recent writes;
 		// bounded low, the honest writes do not grow the node's memory
 		// over the run, which would blur what the attacks leave behind.
-		"-remember", "1024")
+		"-remember", "1024", "-journal", "1024", "-replication-log", "1024")
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if err := cmd.Start(); err != nil {
 		return err
@@ -144,6 +147,10 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 	}()
 	pid := cmd.Process.Pid
 	if err := waitDial(rpc, 20*time.Second); err != nil {
+		return err
+	}
+	// Its replica answers once it has settled that it is alone.
+	if err := waitReady(mgmt, 20*time.Second); err != nil {
 		return err
 	}
 
@@ -463,4 +470,30 @@ func (a *assault) report() string {
 	}
 	return fmt.Sprintf("%d of %d, median %v, max %v after their last byte; %d cut off while sending, %d still open at the end of the window",
 		len(d), len(a.conns), d[len(d)/2].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond), a.refused, stillOpen)
+}
+
+// waitReady polls the node's /cluster/replicas until every replicated
+// service is caught up (/health/ready would also want a member in group b).
+func waitReady(mgmt string, bound time.Duration) error {
+	hc := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(bound)
+	for {
+		var reps []runtime.ReplicaStatus
+		resp, err := hc.Get("http://" + mgmt + "/cluster/replicas")
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&reps)
+			resp.Body.Close()
+		}
+		ready := err == nil && len(reps) > 0
+		for _, r := range reps {
+			ready = ready && r.Ready
+		}
+		if ready {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node's replicas not ready after %s: %v %+v", bound, err, reps)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -47,7 +47,7 @@ type config struct {
 	plaintext, healthPublic       bool
 	logLevel                      string
 	drain                         time.Duration
-	remember, journal             int
+	remember, journal, replLog    int
 }
 
 func main() {
@@ -88,6 +88,7 @@ func defineFlags(f *cli.Flags) func() config {
 		drain     = f.Duration("drain", "FFGEN_DRAIN_TIMEOUT", 5*time.Second, "how long shutdown waits for running handlers")
 		remember  = f.Int("remember", "FFGEN_REMEMBER_OPS", bank.DefaultRemember, "operation outcomes the ledger remembers for idempotency")
 		journal   = f.Int("journal", "FFGEN_JOURNAL_OPS", bank.DefaultJournal, "executed writes the ledger journals for audits (0: none)")
+		replLog   = f.Int("replication-log", "FFGEN_REPLICATION_LOG", 0, "writes each node keeps for peers that fall behind (0: the runtime's default, 100000); further behind takes a snapshot")
 	)
 	return func() config {
 		return config{
@@ -95,7 +96,7 @@ func defineFlags(f *cli.Flags) func() config {
 			rpc: *rpc, advertise: *advertise, gossip: *gossip, gossipAdvertise: *gossipAdv, seeds: *seeds,
 			mgmt: *mgmt, token: *token, healthPublic: *health, preset: *preset, key: *key, logLevel: *logLevel,
 			tlsCert: *tlsCert, tlsKey: *tlsKey, tlsCA: *tlsCA, plaintext: *plaintext,
-			drain: *drain, remember: *remember, journal: *journal,
+			drain: *drain, remember: *remember, journal: *journal, replLog: *replLog,
 		}
 	}
 }
@@ -183,7 +184,8 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	// for the membership (UseMembership below) and catch up from peers
 	// before it answers, so a restarted node never answers from an empty
 	// ledger.
-	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Metrics: stats, Logger: log, Node: c.name})
+	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Metrics: stats, Logger: log, Node: c.name,
+		Replication: runtime.ReplicationConfig{LogEntries: c.replLog}})
 	if err := bank.RegisterAccountsServer(srv, ledger); err != nil {
 		return err
 	}
