@@ -224,8 +224,15 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 			}
 			switch {
 			case ev.result != nil:
-				c.alive(member.Name)
 				out.result = ev.result
+				if now := time.Now(); stoppedInTime(ev.result) && !now.Before(attemptEnd) {
+					// The server's own timer stopped the handler: the
+					// same moment as ours, so the attempt ends as our
+					// timer would have ended it, whichever fired first.
+					r, err := op.timeUp(ctx, now, member.Name, a.Timeout)
+					return end(r, err)
+				}
+				c.alive(member.Name)
 				return op.judge(end, ev.result, member.Name)
 			case ev.redirect != nil:
 				// The handler passed the attempt on: watch the new node.
@@ -256,14 +263,8 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 			beatEnd := time.Unix(0, l.beat.Load()).Add(s.HeartbeatTimeout)
 			switch {
 			case !now.Before(attemptEnd):
-				if !now.Before(op.deadline) {
-					return end(ReasonDeadline, fmt.Errorf("operation timeout %s passed: %w", s.OperationTimeout, context.DeadlineExceeded))
-				}
-				if ctx.Err() != nil {
-					return end(ReasonDeadline, context.Cause(ctx))
-				}
-				c.suspect(member.Name, ReasonAttemptTimeout)
-				return end(ReasonAttemptTimeout, fmt.Errorf("attempt on %s took longer than %s: %w", member.Name, a.Timeout, context.DeadlineExceeded))
+				r, err := op.timeUp(ctx, now, member.Name, a.Timeout)
+				return end(r, err)
 			case !now.Before(beatEnd):
 				c.suspect(member.Name, ReasonHeartbeatTimeout)
 				return end(ReasonHeartbeatTimeout, fmt.Errorf("no heartbeat from %s within %s: %w", member.Name, s.HeartbeatTimeout, context.DeadlineExceeded))
@@ -280,6 +281,31 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 }
 
 const maxRedirects = 4
+
+// timeUp names how an attempt whose time ran out at now ends: the operation
+// deadline and the caller's context are nobody's fault; only an attempt
+// timeout of its own makes the node suspect.
+func (op *operation) timeUp(ctx context.Context, now time.Time, node string, timeout time.Duration) (Reason, error) {
+	if !now.Before(op.deadline) {
+		return ReasonDeadline, fmt.Errorf("operation timeout %s passed: %w", op.s.OperationTimeout, context.DeadlineExceeded)
+	}
+	if ctx.Err() != nil {
+		return ctxReason(ctx), context.Cause(ctx)
+	}
+	// The caller's deadline set the attempt's end, and its context has not
+	// noticed yet: its timer fires at the same instant as ours.
+	if dl, ok := ctx.Deadline(); ok && !now.Before(dl) {
+		return ReasonDeadline, context.DeadlineExceeded
+	}
+	op.c.suspect(node, ReasonAttemptTimeout)
+	return ReasonAttemptTimeout, fmt.Errorf("attempt on %s took longer than %s: %w", node, timeout, context.DeadlineExceeded)
+}
+
+// stoppedInTime reports whether r is a server's answer that the attempt's
+// time ran out there (or it was cancelled before it ran).
+func stoppedInTime(r *transport.Result) bool {
+	return r.Status == transport.StatusFailover && r.Code == codeTimeout
+}
 
 // ctxReason tells a cancelled context (a hedge loser, a caller that gave
 // up) from one whose deadline passed.

@@ -17,7 +17,7 @@ const (
 	ReasonQueueFull        Reason = 7  // the connection's send queue was full
 	ReasonNoMember         Reason = 8  // the group had no live member serving the service
 	ReasonSuspected        Reason = 9  // the owner is locally suspected; skipped
-	ReasonCancelled        Reason = 10 // a hedge or scatter loser, cancelled
+	ReasonCancelled        Reason = 10 // the caller's context was cancelled, or a hedge loser
 	ReasonDeadline         Reason = 11 // the operation deadline or the caller's context ended it
 	ReasonBudget           Reason = 12 // the failover budget was spent
 	ReasonTLS              Reason = 13 // the TLS handshake with the owner failed
