@@ -98,6 +98,9 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 			if ctx.Err() != nil {
 				return fail(ctxReason(ctx), context.Cause(ctx))
 			}
+			if c.closed.Load() {
+				return fail(ReasonClosed, fmt.Errorf("dial %s: %w", member.Name, ErrClientClosed))
+			}
 			r := dialReason(err)
 			c.suspect(member.Name, r)
 			return fail(r, fmt.Errorf("dial %s (%s): %w", member.Name, member.Addr, err))
@@ -150,6 +153,8 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	if err != nil {
 		c.forget(l)
 		switch {
+		case c.closed.Load():
+			return fail(ReasonClosed, fmt.Errorf("send to %s: %w", member.Name, ErrClientClosed))
 		case errors.Is(err, transport.ErrQueueFull):
 			return fail(ReasonQueueFull, fmt.Errorf("send to %s: %w", member.Name, err))
 		case errors.Is(err, transport.ErrFrameTooLarge):
@@ -255,6 +260,8 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 					return end(ReasonConnBroken, fmt.Errorf("send to %s: %w", member.Name, err))
 				}
 				l.beat.Store(time.Now().UnixNano())
+			case c.closed.Load():
+				return end(ReasonClosed, fmt.Errorf("connection to %s closed: %w", member.Name, ErrClientClosed))
 			default:
 				c.suspect(member.Name, ReasonConnBroken)
 				return end(ReasonConnBroken, fmt.Errorf("connection to %s broke: %w", member.Name, ev.err))

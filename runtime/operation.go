@@ -49,6 +49,9 @@ func (op *operation) sequential(ctx context.Context, flags transport.AttemptFlag
 		if err := ctx.Err(); err != nil {
 			return op.fail(ctxReason(ctx), context.Cause(ctx))
 		}
+		if op.c.closed.Load() {
+			return op.fail(ReasonClosed, ErrClientClosed)
+		}
 		if n > 0 && !time.Now().Before(op.deadline) {
 			break
 		}
@@ -166,7 +169,7 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 		if stopped {
 			return
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || op.c.closed.Load() {
 			refused = true
 			return
 		}
@@ -208,8 +211,11 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 			}
 		}
 	}
-	if refused { // the next attempt did not start: the context had ended
-		return op.fail(ctxReason(ctx), context.Cause(ctx))
+	if refused { // the next attempt did not start: the context had ended, or the client closed
+		if err := ctx.Err(); err != nil {
+			return op.fail(ctxReason(ctx), context.Cause(ctx))
+		}
+		return op.fail(ReasonClosed, ErrClientClosed)
 	}
 	return op.fail(last.reason, last.err)
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -195,3 +198,69 @@ func TestCancelDuringBudgetWaitIsCancelled(t *testing.T) {
 		}
 	})
 }
+
+// Invoke after Close fails at once with ErrClientClosed: no dial, no node
+// suspected, nothing delivered.
+func TestInvokeAfterClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs logBuffer
+		e := &env{Cluster: fftest.New(t, fftest.Config{}), ledgers: map[string]*memLedger{}}
+		e.Serve(t, ledgerDesc, func(n *fftest.Node) any { return newMemLedger(n.Name) })
+		c := e.Client(t, func(cfg *runtime.ClientConfig) { cfg.Logger = logs.logger() })
+		synctest.Wait()
+		c.Close()
+		start := time.Now()
+		_, err := newLedgerClient(c).Add(t.Context(), "acct", 1)
+		if !errors.Is(err, runtime.ErrClientClosed) || runtime.MaybeExecuted(err) {
+			t.Errorf("err = %v; want ErrClientClosed, not executed", err)
+		}
+		if took := time.Since(start); took != 0 {
+			t.Errorf("Invoke after Close took %v, want no waiting", took)
+		}
+		if got := logs.String(); got != "" {
+			t.Errorf("Invoke after Close logged:\n%s", got)
+		}
+	})
+}
+
+// Operations in flight when the client closes end with ErrClientClosed and
+// do not fail over; the node they ran on is not suspected.
+func TestCloseEndsOperationsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		time.AfterFunc(50*time.Millisecond, func() { e.client.Close() })
+		_, err := e.ledger.Add(t.Context(), "acct", 1)
+		re := wantError(t, err)
+		if !errors.Is(err, runtime.ErrClientClosed) || re.Reason != runtime.ReasonClosed || len(re.History) != 1 || !runtime.MaybeExecuted(err) {
+			t.Errorf("got %v; want client-closed after the one attempt, maybe executed", err)
+		}
+		if e.client.Suspected(own[0]) || e.ledgers[own[1]].executions() != 0 {
+			t.Errorf("closing blamed %s or failed over to %s", own[0], own[1])
+		}
+	})
+}
+
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// logger writes text records into l.
+func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }

@@ -23,6 +23,7 @@ const (
 	ReasonTLS              Reason = 13 // the TLS handshake with the owner failed
 	ReasonProtocol         Reason = 14 // the owner speaks another protocol or version
 	ReasonTooLarge         Reason = 15 // the attempt exceeds the frame limit; no node can take it
+	ReasonClosed           Reason = 16 // the client was closed
 )
 
 var reasonNames = [...]string{
@@ -42,6 +43,7 @@ var reasonNames = [...]string{
 	ReasonTLS:              "tls-failed",
 	ReasonProtocol:         "protocol-mismatch",
 	ReasonTooLarge:         "too-large",
+	ReasonClosed:           "client-closed",
 }
 
 // String returns the reason's stable name, used in logs and metric labels.
