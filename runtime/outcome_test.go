@@ -245,6 +245,24 @@ func TestCloseEndsOperationsInFlight(t *testing.T) {
 	})
 }
 
+// Every sentinel error of the runtime carries the package prefix, and the
+// errors the runtime wraps them in still match them.
+func TestSentinelErrorsArePrefixed(t *testing.T) {
+	for _, err := range []error{runtime.ErrNoRoute, runtime.ErrBudgetExhausted, runtime.ErrInvalidSettings, runtime.ErrClientClosed} {
+		if !strings.HasPrefix(err.Error(), "ffgen: ") {
+			t.Errorf("%q lacks the ffgen: prefix", err)
+		}
+	}
+	b := runtime.NewBudget(runtime.BudgetSettings{Rate: 1, Burst: 1})
+	b.Take(context.Background())
+	if err := b.Take(context.Background()); !errors.Is(err, runtime.ErrBudgetExhausted) {
+		t.Errorf("Take on an empty bucket = %v, want ErrBudgetExhausted", err)
+	}
+	if err := (runtime.Settings{}).Validate(); !errors.Is(err, runtime.ErrInvalidSettings) {
+		t.Errorf("Validate = %v, want ErrInvalidSettings", err)
+	}
+}
+
 type logBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder

@@ -161,7 +161,7 @@ func TestSettingsValidateMethod(t *testing.T) {
 		want string
 	}{
 		{"attempt below heartbeat timeout", MethodSettings{AttemptTimeout: 150 * time.Millisecond},
-			"method bank.Accounts.Withdraw: invalid settings: AttemptTimeout (150ms) must be above HeartbeatTimeout (200ms)"},
+			"method bank.Accounts.Withdraw: ffgen: invalid settings: AttemptTimeout (150ms) must be above HeartbeatTimeout (200ms)"},
 		{"attempt above inherited operation", MethodSettings{AttemptTimeout: 20 * time.Second},
 			"OperationTimeout (10s) must be at least AttemptTimeout (20s)"},
 		{"heartbeat timeout under twice interval", MethodSettings{HeartbeatTimeout: 100 * time.Millisecond},
