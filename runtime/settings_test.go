@@ -350,3 +350,21 @@ func TestRegisterValidatesOverrides(t *testing.T) {
 		t.Errorf("the rejected service is registered: %v", got)
 	}
 }
+
+// A method whose Service names another service would be registered under
+// one name and called under the other: Register refuses it.
+func TestRegisterChecksTheMethodsService(t *testing.T) {
+	s := NewServer(ServerConfig{})
+	bad := &ServiceDesc{Name: "p.S", Methods: []*MethodDesc{{
+		Service: "p.Other", Name: "M",
+		NewArgs: func() codec.Message { return nil },
+		Handle:  func(context.Context, any, codec.Message) (codec.Message, error) { return nil, nil },
+	}}}
+	err := s.Register(bad, struct{}{})
+	if err == nil || !strings.Contains(err.Error(), `method M says it belongs to service "p.Other"`) {
+		t.Fatalf("Register = %v, want the mismatch named", err)
+	}
+	if got := s.Services(); len(got) != 0 {
+		t.Errorf("the rejected service is registered: %v", got)
+	}
+}
