@@ -243,7 +243,9 @@ func (c *Client) suspect(node string, why Reason) {
 	c.nsuspect.Store(int32(len(c.suspects)))
 	c.mu.Unlock()
 	if !already {
-		c.cfg.Logger.Warn("ffgen: node suspected", "node", node, "reason", why.String(), "for", c.cfg.Settings.SuspectFor)
+		// "peer", as the transport names the node at the other end: "node"
+		// is the caller's to bind to its own logger.
+		c.cfg.Logger.Warn("ffgen: node suspected", "peer", node, "reason", why.String(), "for", c.cfg.Settings.SuspectFor)
 	}
 }
 

@@ -282,3 +282,25 @@ func (l *logBuffer) String() string {
 
 // logger writes text records into l.
 func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+
+// The suspicion warning names the suspected node as the peer: a client's
+// logger that carries its own node attribute does not get a second one.
+func TestSuspicionLogNamesThePeer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs logBuffer
+		e := &env{Cluster: fftest.New(t, fftest.Config{}), ledgers: map[string]*memLedger{}}
+		e.Serve(t, ledgerDesc, func(n *fftest.Node) any { return newMemLedger(n.Name) })
+		c := e.Client(t, func(cfg *runtime.ClientConfig) { cfg.Logger = logs.logger().With("node", "client1") })
+		synctest.Wait()
+		e.client = c
+		own := e.owners(t, "acct")
+		e.Crash(own[0])
+		if _, err := newLedgerClient(c).Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		out := logs.String()
+		if !strings.Contains(out, "node suspected") || strings.Count(out, "node=") != 1 || !strings.Contains(out, "peer="+own[0]) {
+			t.Errorf("suspicion logged as:\n%s\nwant node=client1 once and peer=%s", out, own[0])
+		}
+	})
+}

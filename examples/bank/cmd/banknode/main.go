@@ -152,7 +152,6 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return err
 	}
 	settings, ccfg, serverTLS := p.settings, p.cluster, p.serverTLS
-	clusterLog := log // the cluster adds the node name itself
 	log = log.With("node", c.name)
 
 	ledger := bank.NewLedger(c.remember, bank.WithJournal(c.journal))
@@ -188,7 +187,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	}
 	ccfg.Services = srv.Services()
 	ccfg.Ready = srv.Ready
-	ccfg.Logger = clusterLog
+	ccfg.Logger = log
 	cl, err := cluster.Start(ccfg)
 	if err != nil {
 		return err
