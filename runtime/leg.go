@@ -296,13 +296,10 @@ func (op *operation) timeUp(ctx context.Context, now time.Time, node string, tim
 	if !now.Before(op.deadline) {
 		return ReasonDeadline, fmt.Errorf("operation timeout %s passed: %w", op.s.OperationTimeout, context.DeadlineExceeded)
 	}
-	if ctx.Err() != nil {
-		return ctxReason(ctx), context.Cause(ctx)
-	}
-	// The caller's deadline set the attempt's end, and its context has not
-	// noticed yet: its timer fires at the same instant as ours.
-	if dl, ok := ctx.Deadline(); ok && !now.Before(dl) {
-		return ReasonDeadline, context.DeadlineExceeded
+	// The caller's deadline may have set the attempt's end, its context's
+	// timer firing at the same instant as ours.
+	if r, err := callerEnded(ctx); err != nil {
+		return r, err
 	}
 	op.c.suspect(node, ReasonAttemptTimeout)
 	return ReasonAttemptTimeout, fmt.Errorf("attempt on %s took longer than %s: %w", node, timeout, context.DeadlineExceeded)

@@ -46,8 +46,8 @@ func (op *operation) sequential(ctx context.Context, flags transport.AttemptFlag
 	for n := 0; n <= op.s.MaxFailovers; n++ {
 		// An attempt is started only with time left: one that could not
 		// be sent would stand in the history as if it had been tried.
-		if err := ctx.Err(); err != nil {
-			return op.fail(ctxReason(ctx), context.Cause(ctx))
+		if r, err := callerEnded(ctx); err != nil {
+			return op.fail(r, err)
 		}
 		if op.c.closed.Load() {
 			return op.fail(ReasonClosed, ErrClientClosed)
@@ -76,6 +76,19 @@ func (op *operation) sequential(ctx context.Context, flags transport.AttemptFlag
 		return op.fail(last.reason, fmt.Errorf("%w: %s", ErrNoRoute, last.err))
 	}
 	return op.fail(last.reason, last.err)
+}
+
+// callerEnded reports whether ctx has ended, counting a deadline that has
+// passed although the context's own timer has not fired yet: an attempt
+// started then could not be sent.
+func callerEnded(ctx context.Context) (Reason, error) {
+	if ctx.Err() != nil {
+		return ctxReason(ctx), context.Cause(ctx)
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return ReasonDeadline, context.DeadlineExceeded
+	}
+	return ReasonNone, nil
 }
 
 // takeBudget spends a failover token, waiting no longer than the operation
@@ -169,7 +182,7 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 		if stopped {
 			return
 		}
-		if ctx.Err() != nil || op.c.closed.Load() {
+		if _, err := callerEnded(ctx); err != nil || op.c.closed.Load() {
 			refused = true
 			return
 		}
@@ -212,8 +225,8 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 		}
 	}
 	if refused { // the next attempt did not start: the context had ended, or the client closed
-		if err := ctx.Err(); err != nil {
-			return op.fail(ctxReason(ctx), context.Cause(ctx))
+		if r, err := callerEnded(ctx); err != nil {
+			return op.fail(r, err)
 		}
 		return op.fail(ReasonClosed, ErrClientClosed)
 	}
