@@ -44,6 +44,7 @@ func TestCancelledOperationWasDelivered(t *testing.T) {
 				if _, err := e.ledger.Transfer(t.Context(), "x", "y", 0); err != nil {
 					t.Fatal(err)
 				}
+				waitTransfers(t, e, 1)
 				for _, n := range e.Nodes {
 					e.Net.Pause(n.Name)
 				}
@@ -82,9 +83,43 @@ func TestCancelledOperationWasDelivered(t *testing.T) {
 				if sent != want {
 					t.Errorf("%d attempt(s) in the history, want %d: %v", sent, want, err)
 				}
+				if mode == "scatter" {
+					// What made "not delivered" dangerous: the write
+					// runs on every replica all the same.
+					waitTransfers(t, e, 2)
+				}
+				// The resumed nodes finish what they were sent before the
+				// cluster shuts down: a replicated write that a follower
+				// applies while its server shuts down races the shutdown.
+				time.Sleep(time.Second)
+				synctest.Wait()
 			})
 		})
 	}
+}
+
+// waitTransfers waits until every node's ledger has run n transfers.
+func waitTransfers(t *testing.T, e *env, n int) {
+	t.Helper()
+	for range 100 {
+		done := true
+		for _, l := range e.ledgers {
+			l.mu.Lock()
+			got := 0
+			for _, op := range l.log {
+				if strings.HasPrefix(op, "transfer ") {
+					got++
+				}
+			}
+			l.mu.Unlock()
+			done = done && got == n
+		}
+		if done {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("not every replica ran %d transfers within 10s", n)
 }
 
 // An attempt whose time runs out while the handler runs is an attempt
