@@ -204,8 +204,8 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 				last = o
 			}
 			switch o.reason {
-			case ReasonTooLarge, ReasonDeadline, ReasonCancelled:
-				stopped = true // no node can take it, or no time is left
+			case ReasonTooLarge, ReasonDeadline, ReasonCancelled, ReasonClosed:
+				stopped = true // no node can take it, no time is left, or the client closed
 				continue
 			}
 			if next <= op.s.MaxFailovers && running == 0 {

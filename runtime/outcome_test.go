@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -259,26 +260,41 @@ func TestInvokeAfterClose(t *testing.T) {
 }
 
 // Operations in flight when the client closes end with ErrClientClosed and
-// do not fail over; the node they ran on is not suspected.
+// do not fail over, nor count a failover; the node they ran on is not
+// suspected.
 func TestCloseEndsOperationsInFlight(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, fftest.Config{})
-		own := e.owners(t, "acct")
-		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
-			<-ctx.Done()
-			return ctx.Err()
+	for _, m := range []*runtime.MethodDesc{ledgerAdd, hedgeAdd(time.Second)} {
+		t.Run(m.Mode.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, fftest.Config{})
+				own := e.owners(t, "acct")
+				e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+					<-ctx.Done()
+					return ctx.Err()
+				})
+				failovers := &failoverCounter{}
+				c := e.Client(t, func(cfg *runtime.ClientConfig) { cfg.Metrics = failovers })
+				synctest.Wait()
+				time.AfterFunc(50*time.Millisecond, func() { c.Close() })
+				err := c.Invoke(t.Context(), m, &ledgerAddArgs{Account: "acct", Amount: 1}, &ledgerInt64Result{})
+				re := wantError(t, err)
+				if !errors.Is(err, runtime.ErrClientClosed) || re.Reason != runtime.ReasonClosed || len(re.History) != 1 || !runtime.MaybeExecuted(err) {
+					t.Errorf("got %v; want client-closed after the one attempt, maybe executed", err)
+				}
+				if c.Suspected(own[0]) || e.ledgers[own[1]].executions() != 0 || failovers.n.Load() != 0 {
+					t.Errorf("closing blamed %s, failed over to %s or counted %d failovers", own[0], own[1], failovers.n.Load())
+				}
+			})
 		})
-		time.AfterFunc(50*time.Millisecond, func() { e.client.Close() })
-		_, err := e.ledger.Add(t.Context(), "acct", 1)
-		re := wantError(t, err)
-		if !errors.Is(err, runtime.ErrClientClosed) || re.Reason != runtime.ReasonClosed || len(re.History) != 1 || !runtime.MaybeExecuted(err) {
-			t.Errorf("got %v; want client-closed after the one attempt, maybe executed", err)
-		}
-		if e.client.Suspected(own[0]) || e.ledgers[own[1]].executions() != 0 {
-			t.Errorf("closing blamed %s or failed over to %s", own[0], own[1])
-		}
-	})
+	}
 }
+
+type failoverCounter struct {
+	runtime.NopMetrics
+	n atomic.Int32
+}
+
+func (f *failoverCounter) Failover(string, string, runtime.Reason) { f.n.Add(1) }
 
 // Every sentinel error of the runtime carries the package prefix, and the
 // errors the runtime wraps them in still match them.
