@@ -124,11 +124,12 @@ func waitTransfers(t *testing.T, e *env, n int) {
 }
 
 // An attempt whose time runs out while the handler runs is an attempt
-// timeout, whichever comes first: the client's timer or the server's own
-// "handler stopped" answer, sent at the same instant. It was recorded as
-// failover-error when the answer won, with the wrong metric label.
+// timeout, end to end: history, error and suspicion. The server's own
+// "handler stopped" answer, sent at the same instant, can be read before
+// the client's timer fires on a busy machine; in a bubble the timer always
+// wins, so TestStoppedAnswerAtTheAttemptEndIsATimeout puts the answer first.
 func TestAttemptTimeoutIsNotAFailoverError(t *testing.T) {
-	for i := range 30 { // the two events race at one instant: try both orders
+	for i := range 3 {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := runtime.DefaultSettings()
@@ -160,7 +161,7 @@ func TestAttemptTimeoutIsNotAFailoverError(t *testing.T) {
 // second attempt is started, or recorded, without time to send it, and the
 // first is not blamed on the node (no attempt-timeout, no failover-error).
 func TestCallerDeadlineAddsNoPhantomAttempt(t *testing.T) {
-	for i := range 30 { // the caller's deadline, the attempt timer and the server's answer share one instant
+	for i := range 10 { // the caller's deadline, the attempt timer and the server's answer share one instant
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newEnv(t, fftest.Config{})
