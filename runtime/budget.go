@@ -11,7 +11,7 @@ import (
 
 // ErrBudgetExhausted is matched (errors.Is) by the error Budget.Take
 // returns when no failover token could be had.
-var ErrBudgetExhausted = errors.New("failover budget exhausted")
+var ErrBudgetExhausted = errors.New("ffgen: failover budget exhausted")
 
 // BudgetSettings configure a client's failover budget: a token bucket that
 // every failover draws from, so that a sick cluster is not hit by a storm

@@ -122,7 +122,9 @@ func (c *Client) membershipChanged(ms []Member) {
 }
 
 // Close stops the client: it unsubscribes and closes its connections.
-// Operations in flight end with connection errors.
+// Operations in flight end without failing over, and later ones fail at
+// once; both with an *Error matching ErrClientClosed. Closing is not a
+// node's fault: no node is suspected for it.
 func (c *Client) Close() error {
 	c.closed.Store(true)
 	c.unsub()
@@ -151,6 +153,9 @@ func (c *Client) Invoke(ctx context.Context, m *MethodDesc, args, reply codec.Me
 		op.id = id
 	} else {
 		rand.Read(op.id[:])
+	}
+	if c.closed.Load() {
+		return op.fail(ReasonClosed, ErrClientClosed)
 	}
 	op.entities = m.Entities(args, op.entityBuf[:0])
 	if len(op.entities) == 0 {
@@ -229,7 +234,7 @@ func (c *Client) track(op *operation, on bool) {
 // suspect marks node as locally suspected, so operations skip it for
 // SuspectFor without paying a timeout again.
 func (c *Client) suspect(node string, why Reason) {
-	if c.cfg.Settings.SuspectFor <= 0 {
+	if c.cfg.Settings.SuspectFor <= 0 || c.closed.Load() {
 		return
 	}
 	c.mu.Lock()
@@ -238,7 +243,9 @@ func (c *Client) suspect(node string, why Reason) {
 	c.nsuspect.Store(int32(len(c.suspects)))
 	c.mu.Unlock()
 	if !already {
-		c.cfg.Logger.Warn("ffgen: node suspected", "node", node, "reason", why.String(), "for", c.cfg.Settings.SuspectFor)
+		// "peer", as the transport names the node at the other end: "node"
+		// is the caller's to bind to its own logger.
+		c.cfg.Logger.Warn("ffgen: node suspected", "peer", node, "reason", why.String(), "for", c.cfg.Settings.SuspectFor)
 	}
 }
 

@@ -66,7 +66,7 @@ type ServiceDesc struct {
 // MethodDesc describes one method as plain data. The client reads the
 // routing and error fields; the server also uses NewArgs and Handle.
 type MethodDesc struct {
-	Service string // equal to the owning ServiceDesc.Name
+	Service string // equal to the owning ServiceDesc.Name; Register checks it
 	Name    string
 	Mode    Mode
 	Hedge   time.Duration // ModeHedge: delay before the next group is tried

@@ -129,3 +129,7 @@ func ForwardTo(node string) error { return &ForwardError{Node: node} }
 
 // ErrNoRoute means no live member serves the service in any group.
 var ErrNoRoute = errors.New("ffgen: no live member serves the service")
+
+// ErrClientClosed is matched (errors.Is) by the error of an operation
+// started after Client.Close, or ended by it.
+var ErrClientClosed = errors.New("ffgen: client closed")

@@ -98,6 +98,9 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 			if ctx.Err() != nil {
 				return fail(ctxReason(ctx), context.Cause(ctx))
 			}
+			if c.closed.Load() {
+				return fail(ReasonClosed, fmt.Errorf("dial %s: %w", member.Name, ErrClientClosed))
+			}
 			r := dialReason(err)
 			c.suspect(member.Name, r)
 			return fail(r, fmt.Errorf("dial %s (%s): %w", member.Name, member.Addr, err))
@@ -151,6 +154,8 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	if err != nil {
 		c.forget(l)
 		switch {
+		case c.closed.Load():
+			return fail(ReasonClosed, fmt.Errorf("send to %s: %w", member.Name, ErrClientClosed))
 		case errors.Is(err, transport.ErrQueueFull):
 			return fail(ReasonQueueFull, fmt.Errorf("send to %s: %w", member.Name, err))
 		case errors.Is(err, transport.ErrFrameTooLarge):
@@ -225,8 +230,15 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 			}
 			switch {
 			case ev.result != nil:
-				c.alive(member.Name)
 				out.result = ev.result
+				if now := time.Now(); stoppedInTime(ev.result) && !now.Before(attemptEnd) {
+					// The server's own timer stopped the handler: the
+					// same moment as ours, so the attempt ends as our
+					// timer would have ended it, whichever fired first.
+					r, err := op.timeUp(ctx, now, member.Name, a.Timeout)
+					return end(r, err)
+				}
+				c.alive(member.Name)
 				return op.judge(end, ev.result, member.Name)
 			case ev.redirect != nil:
 				// The handler passed the attempt on: watch the new node.
@@ -249,6 +261,8 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 					return end(ReasonConnBroken, fmt.Errorf("send to %s: %w", member.Name, err))
 				}
 				l.beat.Store(time.Now().UnixNano())
+			case c.closed.Load():
+				return end(ReasonClosed, fmt.Errorf("connection to %s closed: %w", member.Name, ErrClientClosed))
 			default:
 				c.suspect(member.Name, ReasonConnBroken)
 				return end(ReasonConnBroken, fmt.Errorf("connection to %s broke: %w", member.Name, ev.err))
@@ -257,14 +271,8 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 			beatEnd := time.Unix(0, l.beat.Load()).Add(s.HeartbeatTimeout)
 			switch {
 			case !now.Before(attemptEnd):
-				if !now.Before(op.deadline) {
-					return end(ReasonDeadline, fmt.Errorf("operation timeout %s passed: %w", s.OperationTimeout, context.DeadlineExceeded))
-				}
-				if ctx.Err() != nil {
-					return end(ReasonDeadline, context.Cause(ctx))
-				}
-				c.suspect(member.Name, ReasonAttemptTimeout)
-				return end(ReasonAttemptTimeout, fmt.Errorf("attempt on %s took longer than %s: %w", member.Name, a.Timeout, context.DeadlineExceeded))
+				r, err := op.timeUp(ctx, now, member.Name, a.Timeout)
+				return end(r, err)
 			case !now.Before(beatEnd):
 				c.suspect(member.Name, ReasonHeartbeatTimeout)
 				return end(ReasonHeartbeatTimeout, fmt.Errorf("no heartbeat from %s within %s: %w", member.Name, s.HeartbeatTimeout, context.DeadlineExceeded))
@@ -281,6 +289,28 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 }
 
 const maxRedirects = 4
+
+// timeUp names how an attempt whose time ran out at now ends: the operation
+// deadline and the caller's context are nobody's fault; only an attempt
+// timeout of its own makes the node suspect.
+func (op *operation) timeUp(ctx context.Context, now time.Time, node string, timeout time.Duration) (Reason, error) {
+	if !now.Before(op.deadline) {
+		return ReasonDeadline, fmt.Errorf("operation timeout %s passed: %w", op.s.OperationTimeout, context.DeadlineExceeded)
+	}
+	// The caller's deadline may have set the attempt's end, its context's
+	// timer firing at the same instant as ours.
+	if r, err := callerEnded(ctx); err != nil {
+		return r, err
+	}
+	op.c.suspect(node, ReasonAttemptTimeout)
+	return ReasonAttemptTimeout, fmt.Errorf("attempt on %s took longer than %s: %w", node, timeout, context.DeadlineExceeded)
+}
+
+// stoppedInTime reports whether r is a server's answer that the attempt's
+// time ran out there (or it was cancelled before it ran).
+func stoppedInTime(r *transport.Result) bool {
+	return r.Status == transport.StatusFailover && r.Code == codeTimeout
+}
 
 // ctxReason tells a cancelled context (a hedge loser, a caller that gave
 // up) from one whose deadline passed.

@@ -44,12 +44,20 @@ func (op *operation) sequential(ctx context.Context, flags transport.AttemptFlag
 	var last outcome
 	routed := false
 	for n := 0; n <= op.s.MaxFailovers; n++ {
+		// An attempt is started only with time left: one that could not
+		// be sent would stand in the history as if it had been tried.
+		if r, err := callerEnded(ctx); err != nil {
+			return op.fail(r, err)
+		}
+		if op.c.closed.Load() {
+			return op.fail(ReasonClosed, ErrClientClosed)
+		}
 		if n > 0 && !time.Now().Before(op.deadline) {
 			break
 		}
 		if n > 0 && paidFailover(last.reason) {
-			if err := op.takeBudget(ctx, last.reason); err != nil {
-				return op.fail(ReasonBudget, err)
+			if r, err := op.takeBudget(ctx, last.reason); err != nil {
+				return op.fail(r, err)
 			}
 		}
 		last = op.try(ctx, order, n, flags, n == op.s.MaxFailovers && !routed)
@@ -70,13 +78,36 @@ func (op *operation) sequential(ctx context.Context, flags transport.AttemptFlag
 	return op.fail(last.reason, last.err)
 }
 
+// callerEnded reports whether ctx has ended, counting a deadline that has
+// passed although the context's own timer has not fired yet: an attempt
+// started then could not be sent.
+func callerEnded(ctx context.Context) (Reason, error) {
+	if ctx.Err() != nil {
+		return ctxReason(ctx), context.Cause(ctx)
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return ReasonDeadline, context.DeadlineExceeded
+	}
+	return ReasonNone, nil
+}
+
 // takeBudget spends a failover token, waiting no longer than the operation
-// deadline.
-func (op *operation) takeBudget(ctx context.Context, why Reason) error {
+// deadline. A wait that the caller's context or the deadline ended is
+// reported as such, not as a spent budget.
+func (op *operation) takeBudget(ctx context.Context, why Reason) (Reason, error) {
 	op.c.cfg.Metrics.Failover(op.m.Service, op.m.Name, why)
-	ctx, cancel := context.WithDeadline(ctx, op.deadline)
+	bctx, cancel := context.WithDeadline(ctx, op.deadline)
 	defer cancel()
-	return op.c.budget.Take(ctx)
+	err := op.c.budget.Take(bctx)
+	switch {
+	case err == nil:
+		return ReasonNone, nil
+	case ctx.Err() != nil:
+		return ctxReason(ctx), err
+	case bctx.Err() != nil:
+		return ReasonDeadline, err
+	}
+	return ReasonBudget, err
 }
 
 // paidFailover reports whether a failover after r spends the budget: only
@@ -143,7 +174,18 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 	hedge := time.NewTimer(delay)
 	defer hedge.Stop()
 	next, running := 0, 0
+	// stopped: no further attempt starts; the time is up, or no node can
+	// take the attempt. Those in flight are still awaited, so that every
+	// attempt sent is in the history.
+	stopped, refused := false, false
 	start := func() {
+		if stopped {
+			return
+		}
+		if _, err := callerEnded(ctx); err != nil || op.c.closed.Load() {
+			refused = true
+			return
+		}
 		n := next
 		next++
 		running++
@@ -158,17 +200,18 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 			if o.final() {
 				return op.finish(o)
 			}
-			last = o
-			if o.reason == ReasonTooLarge {
-				return op.fail(o.reason, o.err) // no node can take it
+			if last.reason != ReasonTooLarge {
+				last = o
 			}
-			if o.reason == ReasonDeadline || o.reason == ReasonCancelled {
+			switch o.reason {
+			case ReasonTooLarge, ReasonDeadline, ReasonCancelled, ReasonClosed:
+				stopped = true // no node can take it, no time is left, or the client closed
 				continue
 			}
 			if next <= op.s.MaxFailovers && running == 0 {
 				if paidFailover(o.reason) {
-					if err := op.takeBudget(ctx, o.reason); err != nil {
-						return op.fail(ReasonBudget, err)
+					if r, err := op.takeBudget(ctx, o.reason); err != nil {
+						return op.fail(r, err)
 					}
 				}
 				start()
@@ -180,6 +223,12 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 				hedge.Reset(delay)
 			}
 		}
+	}
+	if refused { // the next attempt did not start: the context had ended, or the client closed
+		if r, err := callerEnded(ctx); err != nil {
+			return op.fail(r, err)
+		}
+		return op.fail(ReasonClosed, ErrClientClosed)
 	}
 	return op.fail(last.reason, last.err)
 }

@@ -17,12 +17,13 @@ const (
 	ReasonQueueFull        Reason = 7  // the connection's send queue was full
 	ReasonNoMember         Reason = 8  // the group had no live member serving the service
 	ReasonSuspected        Reason = 9  // the owner is locally suspected; skipped
-	ReasonCancelled        Reason = 10 // a hedge or scatter loser, cancelled
+	ReasonCancelled        Reason = 10 // the caller's context was cancelled, or a hedge loser
 	ReasonDeadline         Reason = 11 // the operation deadline or the caller's context ended it
 	ReasonBudget           Reason = 12 // the failover budget was spent
 	ReasonTLS              Reason = 13 // the TLS handshake with the owner failed
 	ReasonProtocol         Reason = 14 // the owner speaks another protocol or version
 	ReasonTooLarge         Reason = 15 // the attempt exceeds the frame limit; no node can take it
+	ReasonClosed           Reason = 16 // the client was closed
 )
 
 var reasonNames = [...]string{
@@ -42,6 +43,7 @@ var reasonNames = [...]string{
 	ReasonTLS:              "tls-failed",
 	ReasonProtocol:         "protocol-mismatch",
 	ReasonTooLarge:         "too-large",
+	ReasonClosed:           "client-closed",
 }
 
 // String returns the reason's stable name, used in logs and metric labels.

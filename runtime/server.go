@@ -120,8 +120,20 @@ func (s *Server) Register(svc *ServiceDesc, impl any) error {
 	}
 	r := &registered{desc: svc, impl: impl, methods: make(map[string]*MethodDesc, len(svc.Methods))}
 	for _, m := range svc.Methods {
+		if m == nil {
+			return fmt.Errorf("ffgen: Register %s: nil method", svc.Name)
+		}
+		// Clients route and servers look up by MethodDesc.Service: a
+		// method naming another service would be served under one name
+		// and called under the other.
+		if m.Service != svc.Name {
+			return fmt.Errorf("ffgen: Register %s: method %s says it belongs to service %q", svc.Name, m.Name, m.Service)
+		}
 		if m.Handle == nil || m.NewArgs == nil {
 			return fmt.Errorf("ffgen: Register %s: method %s has no handler", svc.Name, m.Name)
+		}
+		if _, dup := r.methods[m.Name]; dup {
+			return fmt.Errorf("ffgen: Register %s: method %s is declared twice", svc.Name, m.Name)
 		}
 		r.methods[m.Name] = m
 	}

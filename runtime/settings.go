@@ -16,7 +16,7 @@ import (
 
 // ErrInvalidSettings is matched (errors.Is) by every error that
 // Settings.Validate and Settings.ValidateMethod report.
-var ErrInvalidSettings = errors.New("invalid settings")
+var ErrInvalidSettings = errors.New("ffgen: invalid settings")
 
 // Settings configure a client's failover behaviour. The defaults are those
 // of Akka Fast Failover; DefaultSettings returns them.

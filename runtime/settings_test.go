@@ -161,7 +161,7 @@ func TestSettingsValidateMethod(t *testing.T) {
 		want string
 	}{
 		{"attempt below heartbeat timeout", MethodSettings{AttemptTimeout: 150 * time.Millisecond},
-			"method bank.Accounts.Withdraw: invalid settings: AttemptTimeout (150ms) must be above HeartbeatTimeout (200ms)"},
+			"method bank.Accounts.Withdraw: ffgen: invalid settings: AttemptTimeout (150ms) must be above HeartbeatTimeout (200ms)"},
 		{"attempt above inherited operation", MethodSettings{AttemptTimeout: 20 * time.Second},
 			"OperationTimeout (10s) must be at least AttemptTimeout (20s)"},
 		{"heartbeat timeout under twice interval", MethodSettings{HeartbeatTimeout: 100 * time.Millisecond},
@@ -345,6 +345,24 @@ func TestRegisterValidatesOverrides(t *testing.T) {
 	err := s.Register(bad, struct{}{})
 	if !errors.Is(err, ErrInvalidSettings) || !strings.Contains(err.Error(), "method p.S.M: ") {
 		t.Fatalf("Register = %v, want ErrInvalidSettings naming p.S.M", err)
+	}
+	if got := s.Services(); len(got) != 0 {
+		t.Errorf("the rejected service is registered: %v", got)
+	}
+}
+
+// A method whose Service names another service would be registered under
+// one name and called under the other: Register refuses it.
+func TestRegisterChecksTheMethodsService(t *testing.T) {
+	s := NewServer(ServerConfig{})
+	bad := &ServiceDesc{Name: "p.S", Methods: []*MethodDesc{{
+		Service: "p.Other", Name: "M",
+		NewArgs: func() codec.Message { return nil },
+		Handle:  func(context.Context, any, codec.Message) (codec.Message, error) { return nil, nil },
+	}}}
+	err := s.Register(bad, struct{}{})
+	if err == nil || !strings.Contains(err.Error(), `method M says it belongs to service "p.Other"`) {
+		t.Fatalf("Register = %v, want the mismatch named", err)
 	}
 	if got := s.Services(); len(got) != 0 {
 		t.Errorf("the rejected service is registered: %v", got)

@@ -213,14 +213,43 @@ func TestTCPFrozenNodeFailsOverOnHeartbeatTimeout(t *testing.T) {
 	}
 }
 
+// A handler that outlives the heartbeat timeout over real sockets is kept
+// alive by its heartbeats. The handler runs until the client has watched
+// the operation stay on its first node for twice the heartbeat timeout; ten
+// heartbeats fit in one timeout, so a loaded machine that delays a few does
+// not fail it over.
 func TestTCPLongOperationDoesNotFailOver(t *testing.T) {
-	e := newTCPEnv(t, testSettings())
+	s := testSettings()
+	s.HeartbeatInterval, s.HeartbeatTimeout = 50*time.Millisecond, 500*time.Millisecond
+	e := newTCPEnv(t, s)
 	own := e.owners(t, "acct")
-	e.ledgers[own[0]].setHook(func(context.Context, string, int64) error {
-		time.Sleep(3 * e.s.HeartbeatTimeout)
-		return nil
+	release := make(chan struct{})
+	e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	})
-	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+	done := make(chan error, 1)
+	go func() { _, err := e.ledger.Add(t.Context(), "acct", 1); done <- err }()
+	bound := time.Now().Add(time.Minute)
+	for {
+		ops := e.client.InFlight()
+		if len(ops) == 1 && ops[0].Node == own[0] && ops[0].Attempt == 0 && time.Since(ops[0].Started) > 2*s.HeartbeatTimeout {
+			break
+		}
+		if len(ops) == 1 && ops[0].Attempt > 0 {
+			t.Fatalf("failed over to %s while %s heartbeated", ops[0].Node, own[0])
+		}
+		if time.Now().After(bound) {
+			t.Fatalf("the operation did not run on %s for %v within a minute: %+v", own[0], 2*s.HeartbeatTimeout, ops)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
+	close(release)
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if n := e.ledgers[own[1]].executions(); n != 0 {

@@ -80,7 +80,9 @@ type Config struct {
 	ForgetAfter time.Duration
 
 	// Logger receives this package's logs and memberlist's, at debug level
-	// except memberlist's errors. Nil discards them.
+	// except memberlist's errors. Nil discards them. It is used as it is:
+	// a process that logs for several nodes binds each one's name
+	// (Logger.With("node", name)), so that no record carries it twice.
 	Logger *slog.Logger
 
 	// Tune, if set, adjusts the memberlist configuration after the preset

@@ -254,7 +254,10 @@ func TestServeManagementLoopback(t *testing.T) {
 func TestManagementOnCluster(t *testing.T) {
 	a := startNode(t, "a", "g0")
 	b := startNode(t, "b", "g1", seeds(a))
-	eventually(t, detectBound, "a sees b", func() bool { return len(a.Members()) == 2 })
+	// Both must know each other before b leaves: a node that leaves before
+	// it has heard of any peer announces its leave to no one, and a then
+	// sees it die instead.
+	eventually(t, detectBound, "a and b see each other", func() bool { return len(a.Members()) == 2 && len(b.Members()) == 2 })
 	stats := runtime.NewStats()
 	stats.Failover("bank.Accounts", "Deposit", runtime.ReasonHeartbeatTimeout)
 	h := NewManagement(ManagementConfig{Members: a, Operator: a, Metrics: stats, ReadWrite: true, Groups: []string{"g0", "g1"}})

@@ -107,7 +107,7 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{
 		cfg:      cfg,
-		log:      lg.With("node", cfg.Name),
+		log:      lg,
 		nodes:    make(map[string]*MemberStatus),
 		subs:     make(map[*subscriber]struct{}),
 		joinedCh: make(chan struct{}),

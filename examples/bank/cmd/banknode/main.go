@@ -153,7 +153,6 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		return err
 	}
 	settings, ccfg, serverTLS := p.settings, p.cluster, p.serverTLS
-	clusterLog := log // the cluster adds the node name itself
 	log = log.With("node", c.name)
 
 	ledger := bank.NewLedger(c.remember, bank.WithJournal(c.journal))
@@ -203,7 +202,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	}
 	ccfg.Services = srv.Services()
 	ccfg.Ready = srv.Ready
-	ccfg.Logger = clusterLog
+	ccfg.Logger = log
 	cl, err := cluster.Start(ccfg)
 	if err != nil {
 		return err
