@@ -161,6 +161,11 @@ func (r *replica) adopt(es []*entry, from string, winner Epoch) bool {
 
 // apply dispatches committed entries, in index order, to the entity queues.
 func (r *replica) apply() {
+	if r.s.closed {
+		// Shutting down: Shutdown waits for what runs; nothing new may
+		// start behind its back.
+		return
+	}
 	for !r.paused && r.applied < r.commit {
 		en := r.log.at(r.applied + 1)
 		if en == nil {

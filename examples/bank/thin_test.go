@@ -2,6 +2,7 @@ package bank_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -195,11 +196,19 @@ func TestThinClientsFollowTheClusterWithoutJoiningIt(t *testing.T) {
 		if _, err := c.accts.Open(ctx, bank.OpenRequest{AccountID: ids[i], Initial: int64(100 + i)}); err != nil {
 			return err
 		}
-		b, err := c.accts.Balance(ctx, ids[i])
-		if err == nil && b.Amount != int64(100+i) {
-			err = fmt.Errorf("balance %d, want %d", b.Amount, 100+i)
+		// The read may go to a follower, which runs the Open a network
+		// delay after the client was answered: poll, with a bound.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			b, err := c.accts.Balance(ctx, ids[i])
+			if err == nil && b.Amount != int64(100+i) {
+				return fmt.Errorf("balance %d, want %d", b.Amount, 100+i)
+			}
+			if err == nil || !errors.Is(err, bank.ErrUnknownAccount) || time.Now().After(deadline) {
+				return err
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		return err
 	})
 	onlyNodes := func(want ...string) {
 		t.Helper()
