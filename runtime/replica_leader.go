@@ -23,7 +23,7 @@ type follower struct {
 	addr       string
 	sentTo     uint64    // entries up to here were sent
 	match      uint64    // the follower's log agrees up to here
-	inSync     bool      // counted for commits
+	inSync     bool      // acknowledged all it was sent within AckTimeout (reported)
 	waiting    time.Time // since when an entry it has not acknowledged was sent
 	hinted     bool      // told it is further behind than the log reaches
 	heard      time.Time // its last answer of any kind
@@ -51,9 +51,10 @@ const (
 )
 
 // write takes a client's scatter attempt on this node: e is the new
-// execution, registered but not scheduled. It returns the answer when the
-// attempt is not taken; when it is (both nil), e waits for its commit.
-// a is nil when a parked write is taken again after a takeover.
+// execution, not scheduled. It returns the answer when the attempt is not
+// taken; when it is (both nil), the caller registers e, which then waits
+// for its commit. a is nil when a parked write is taken again after a
+// takeover (e is registered already).
 func (r *replica) write(e *execution, a *transport.Attempt) (*transport.Result, *transport.Redirect) {
 	if !r.ready {
 		return &transport.Result{Status: transport.StatusFailover, Code: codeCatchingUp, Message: "replica catching up: " + r.behind}, nil
