@@ -20,7 +20,6 @@ const (
 
 // follower is what a sequencer knows of one follower.
 type follower struct {
-	addr       string
 	sentTo     uint64    // entries up to here were sent
 	match      uint64    // the follower's log agrees up to here
 	inSync     bool      // acknowledged all it was sent within AckTimeout (reported)
@@ -138,20 +137,22 @@ func (r *replica) appendWrite(e *execution) {
 // set from the membership.
 func (r *replica) replicate() {
 	now := time.Now()
-	live := make(map[string]bool)
-	for _, m := range r.peers() {
-		live[m.Name] = true
+	peers := r.peers()
+	for _, m := range peers {
 		f := r.followers[m.Name]
 		if f == nil {
 			f = &follower{sentTo: r.commit}
 			r.followers[m.Name] = f
 		}
-		f.addr = m.Addr
 		r.sendTo(m, f, now)
 	}
-	for name := range r.followers {
-		if !live[name] {
-			delete(r.followers, name)
+	if len(r.followers) > len(peers) {
+		// A member left the view. Peers are few; a scan allocates nothing
+		// on the path every write takes.
+		for name := range r.followers {
+			if !slices.ContainsFunc(peers, func(m Member) bool { return m.Name == name }) {
+				delete(r.followers, name)
+			}
 		}
 	}
 }
@@ -459,10 +460,10 @@ func (r *replica) finishTakeover() {
 	r.leading = true
 	r.followers = make(map[string]*follower)
 	for from, m := range t.replies {
-		if mb, ok := r.member(from); ok && m.status == ackOK {
+		if _, ok := r.member(from); ok && m.status == ackOK {
 			// Its log agrees with ours at least up to its commit; the
 			// first Append settles the rest.
-			f := &follower{addr: mb.Addr, sentTo: min(m.commit, r.log.last()), inSync: true}
+			f := &follower{sentTo: min(m.commit, r.log.last()), inSync: true}
 			f.match = f.sentTo
 			r.followers[from] = f
 		}
