@@ -13,7 +13,9 @@
 // For each kind it reports the node's RSS growth (peak over idle), its RSS
 // 30 s after the hostile connections closed, how long the node took to
 // close the stalled connections, and the honest client's p99 during the
-// attack next to its p99 without one. It is a measurement, not a test:
+// attack next to its p99 in the window just before it: -rounds attacks per
+// kind, each after a baseline of its own, and the median of the rounds'
+// ratios. It is a measurement, not a test:
 //
 //	go run ./examples/bank/cmd/bankattack
 //
@@ -103,19 +105,20 @@ func main() {
 		window = flag.Duration("window", 10*time.Second, "how long each attack and the baseline run")
 		settle = flag.Duration("settle", 30*time.Second, "wait after the hostile connections closed before measuring RSS")
 		rate   = flag.Int("rate", 500, "honest operations per second")
+		rounds = flag.Int("rounds", 3, "attacks per kind, each after a baseline window of its own")
 	)
 	flag.Parse()
 	if *hostile != "" {
 		attacker(*hostileAddr, *hostile, *conns)
 		return
 	}
-	if err := run(*node, *conns, strings.Split(*kinds, ","), *window, *settle, *rate); err != nil {
+	if err := run(*node, *conns, strings.Split(*kinds, ","), *window, *settle, *rate, max(*rounds, 1)); err != nil {
 		fmt.Fprintln(os.Stderr, "bankattack:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, conns int, kinds []string, window, settle time.Duration, rate int) error {
+func run(bin string, conns int, kinds []string, window, settle time.Duration, rate, rounds int) error {
 	dir, err := os.MkdirTemp("", "bankattack")
 	if err != nil {
 		return err
@@ -167,37 +170,56 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 
 	first := idle
 	for _, kind := range kinds {
-		// A baseline of its own, just before each attack: on a shared
-		// machine the load from elsewhere drifts more than an attack
-		// moves the latency.
-		cpu0 := cpuTime(pid)
-		base := h.measure(window)
-		cpuBase := cpuTime(pid) - cpu0
 		idle := rss(pid)
 		var peak atomic.Int64
-		start, report, err := spawnAttacker(rpc, kind, conns)
-		if err != nil {
-			return err
+		var ratios []float64
+		var base, during latencies
+		var cpuBase, cpuDuring time.Duration
+		var closed []string
+		for r := range rounds {
+			// A baseline of its own, just before each attack: on a shared
+			// machine the load from elsewhere drifts more than an attack
+			// moves the latency, so each round compares the two windows
+			// next to each other, and the rounds' median ratio is the
+			// figure.
+			cpu0 := cpuTime(pid)
+			b := h.measure(window)
+			cpuBase += cpuTime(pid) - cpu0
+			start, report, err := spawnAttacker(rpc, kind, conns)
+			if err != nil {
+				return err
+			}
+			stopSample := sample(pid, &peak)
+			fmt.Fprintln(start, "go")
+			cpu1 := cpuTime(pid)
+			d := h.measure(window)
+			cpuDuring += cpuTime(pid) - cpu1
+			start.Close()
+			closed = append(closed, report())
+			stopSample()
+			ratios = append(ratios, float64(d.p99)/float64(b.p99))
+			base, during = base.add(b), during.add(d)
+			if r < rounds-1 {
+				// Let the node close what is left before the next baseline.
+				h.measure(2 * time.Second)
+			}
 		}
-		stopSample := sample(pid, &peak)
-		fmt.Fprintln(start, "go")
-		cpu1 := cpuTime(pid)
-		during := h.measure(window)
-		cpuDuring := cpuTime(pid) - cpu1
-		start.Close()
-		closed := report()
-		stopSample()
 		// The honest client keeps calling while the node settles: giving
 		// memory back has a cost of its own.
 		settling := h.measure(settle)
 		after := rss(pid)
+		slices.Sort(ratios)
 		fmt.Printf("%-10s RSS before %.1f MB, peak +%.1f MB; %v after close %.1f MB: %+.1f MB from before, %+.1f MB from the first idle\n",
 			kind, mb(idle), mb(peak.Load()-idle), settle, mb(after), mb(after-idle), mb(after-first))
-		fmt.Printf("%-10s node CPU: %.2f s before, %.2f s during the attack (%v each)\n", "", cpuBase.Seconds(), cpuDuring.Seconds(), window)
+		fmt.Printf("%-10s node CPU: %.2f s before, %.2f s during the attacks (%d rounds of %v each)\n", "", cpuBase.Seconds(), cpuDuring.Seconds(), rounds, window)
 		fmt.Printf("%-10s honest just before: %s\n", "", base)
-		fmt.Printf("%-10s honest during attack: %s (p99 %.2fx before)\n", "", during, float64(during.p99)/float64(base.p99))
-		fmt.Printf("%-10s honest in the %v after:  %s (p99 %.2fx before)\n", "", settle, settling, float64(settling.p99)/float64(base.p99))
-		fmt.Printf("%-10s connections closed by the node: %s\n\n", "", closed)
+		fmt.Printf("%-10s honest during attack: %s\n", "", during)
+		fmt.Printf("%-10s honest p99 during / just before, per round: %s; median %.2fx\n", "", fmtRatios(ratios), ratios[len(ratios)/2])
+		fmt.Printf("%-10s honest in the %v after:  %s\n", "", settle, settling)
+		for r, c := range closed {
+			fmt.Printf("%-10s round %d, connections closed by the node: %s\n", "", r+1, c)
+		}
+		fmt.Println()
 	}
 	return nil
 }
@@ -315,6 +337,29 @@ type latencies struct {
 	n, errs  int
 	p50, p99 time.Duration
 	max      time.Duration
+	all      []time.Duration // sorted
+}
+
+// add merges two windows' latencies.
+func (l latencies) add(o latencies) latencies {
+	all := append(slices.Clone(l.all), o.all...)
+	slices.Sort(all)
+	return summarize(all, l.errs+o.errs)
+}
+
+func summarize(all []time.Duration, errs int) latencies {
+	if len(all) == 0 {
+		return latencies{errs: errs}
+	}
+	return latencies{n: len(all), errs: errs, p50: all[len(all)/2], p99: all[len(all)*99/100], max: all[len(all)-1], all: all}
+}
+
+func fmtRatios(rs []float64) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = fmt.Sprintf("%.2fx", r)
+	}
+	return strings.Join(s, " ")
 }
 
 func (l latencies) String() string {
@@ -362,10 +407,7 @@ func (h *honest) measure(d time.Duration) latencies {
 	}
 	wg.Wait()
 	slices.Sort(all)
-	if len(all) == 0 {
-		return latencies{}
-	}
-	return latencies{n: len(all), errs: errs, p50: all[len(all)/2], p99: all[len(all)*99/100], max: all[len(all)-1]}
+	return summarize(all, errs)
 }
 
 // payloads returns what a hostile connection of kind sends.
