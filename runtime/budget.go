@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// ErrBudgetExhausted is matched (errors.Is) by the error Budget.Take
-// returns when no failover token could be had.
+// ErrBudgetExhausted is matched (errors.Is) by the error of an operation
+// that ended because no failover token could be had (ReasonBudget).
 var ErrBudgetExhausted = errors.New("ffgen: failover budget exhausted")
 
 // BudgetSettings configure a client's failover budget: a token bucket that
@@ -57,8 +57,8 @@ func (s BudgetSettings) validate() []error {
 	return errs
 }
 
-// Budget is a token bucket of failovers, safe for concurrent use. A nil
-// *Budget, or one made with a zero Rate, allows everything. Time comes
+// budget is a token bucket of failovers, safe for concurrent use. A nil
+// *budget, or one made with a zero Rate, allows everything. Time comes
 // from time.Now and time.Timer, so it runs on the fake clock of a
 // testing/synctest bubble.
 //
@@ -66,7 +66,7 @@ func (s BudgetSettings) validate() []error {
 // with tat the time at which the bucket would be full again. Integer
 // durations keep it exact: a token taken the moment it is due is never
 // refused for rounding.
-type Budget struct {
+type budget struct {
 	interval time.Duration // time per token; 0: unlimited
 	slack    time.Duration // (Burst-1) * interval: how far tat may run ahead of now
 	wait     time.Duration
@@ -75,11 +75,11 @@ type Budget struct {
 	tat time.Time // theoretical arrival time of the next token beyond the burst
 }
 
-// NewBudget returns a full bucket. Settings are expected to be valid
+// newBudget returns a full bucket. Settings are expected to be valid
 // (Settings.Validate); a non-positive or non-finite Rate gives an
 // unlimited budget.
-func NewBudget(s BudgetSettings) *Budget {
-	b := &Budget{wait: max(s.Wait, 0)}
+func newBudget(s BudgetSettings) *budget {
+	b := &budget{wait: max(s.Wait, 0)}
 	if s.Rate > 0 && !math.IsInf(s.Rate, 0) {
 		b.interval = max(time.Duration(float64(time.Second)/s.Rate), 1)
 		b.slack = time.Duration(max(s.Burst, 1)-1) * b.interval
@@ -93,7 +93,7 @@ func NewBudget(s BudgetSettings) *Budget {
 // error matching ErrBudgetExhausted (and ctx's error, if ctx ended the
 // wait). Over any span of time no more than Burst plus Rate per second
 // tokens are granted.
-func (b *Budget) Take(ctx context.Context) error {
+func (b *budget) Take(ctx context.Context) error {
 	if b == nil || b.interval == 0 {
 		return nil
 	}
@@ -138,7 +138,7 @@ func (b *Budget) Take(ctx context.Context) error {
 
 // Available returns how many tokens could be taken now without waiting;
 // -1 for an unlimited budget. For metrics and tests.
-func (b *Budget) Available() int {
+func (b *budget) Available() int {
 	if b == nil || b.interval == 0 {
 		return -1
 	}

@@ -12,7 +12,7 @@ import (
 
 func TestBudgetBurstThenExhausted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBudget(BudgetSettings{Rate: 10, Burst: 3})
+		b := newBudget(BudgetSettings{Rate: 10, Burst: 3})
 		ctx := context.Background()
 		for i := range 3 {
 			if err := b.Take(ctx); err != nil {
@@ -31,7 +31,7 @@ func TestBudgetBurstThenExhausted(t *testing.T) {
 
 func TestBudgetRefill(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBudget(BudgetSettings{Rate: 10, Burst: 2}) // one token per 100ms
+		b := newBudget(BudgetSettings{Rate: 10, Burst: 2}) // one token per 100ms
 		ctx := context.Background()
 		_, _ = b.Take(ctx), b.Take(ctx)
 
@@ -57,7 +57,7 @@ func TestBudgetRefill(t *testing.T) {
 
 func TestBudgetWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBudget(BudgetSettings{Rate: 10, Burst: 1, Wait: 150 * time.Millisecond})
+		b := newBudget(BudgetSettings{Rate: 10, Burst: 1, Wait: 150 * time.Millisecond})
 		ctx := context.Background()
 		start := time.Now()
 		if err := b.Take(ctx); err != nil {
@@ -95,7 +95,7 @@ func TestBudgetWait(t *testing.T) {
 
 func TestBudgetWaitHonoursContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBudget(BudgetSettings{Rate: 1, Burst: 1, Wait: 10 * time.Second})
+		b := newBudget(BudgetSettings{Rate: 1, Burst: 1, Wait: 10 * time.Second})
 		_ = b.Take(context.Background())
 
 		// A deadline before the token is due fails at once.
@@ -129,7 +129,7 @@ func TestBudgetWaitHonoursContext(t *testing.T) {
 func TestBudgetConcurrentNeverExceeds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const rate, burst = 20, 5
-		b := NewBudget(BudgetSettings{Rate: rate, Burst: burst, Wait: 120 * time.Millisecond})
+		b := newBudget(BudgetSettings{Rate: rate, Burst: burst, Wait: 120 * time.Millisecond})
 		start := time.Now()
 		var mu sync.Mutex
 		var grants []time.Duration
@@ -169,7 +169,7 @@ func TestBudgetConcurrentNeverExceeds(t *testing.T) {
 }
 
 func TestBudgetUnlimited(t *testing.T) {
-	for _, b := range []*Budget{nil, NewBudget(BudgetSettings{})} {
+	for _, b := range []*budget{nil, newBudget(BudgetSettings{})} {
 		for range 1000 {
 			if err := b.Take(context.Background()); err != nil {
 				t.Fatalf("unlimited budget: %v", err)

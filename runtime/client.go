@@ -39,7 +39,7 @@ type Client struct {
 	cfg    ClientConfig
 	router *Router
 	pool   *transport.Pool
-	budget *Budget
+	budget *budget
 	unsub  func()
 
 	nextCall atomic.Uint64
@@ -91,7 +91,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	c := &Client{
 		cfg:      cfg,
 		router:   NewRouter(cfg.Settings.Groups),
-		budget:   NewBudget(cfg.Settings.Budget),
+		budget:   newBudget(cfg.Settings.Budget),
 		legs:     make(map[uint64]*leg),
 		suspects: make(map[string]time.Time),
 		ops:      make(map[*operation]struct{}),
@@ -131,12 +131,6 @@ func (c *Client) Close() error {
 	c.pool.Close()
 	return nil
 }
-
-// Conns lists the client's open connections, for tools and tests.
-func (c *Client) Conns() []transport.Conn { return c.pool.Conns() }
-
-// Router exposes the client's routing table, for tools and tests.
-func (c *Client) Router() *Router { return c.router }
 
 // Invoke runs one operation of method m: args is sent, and on success the
 // result is decoded into reply. It returns exactly one outcome, never later
@@ -257,8 +251,8 @@ func (c *Client) alive(node string) {
 	c.mu.Unlock()
 }
 
-// Suspected reports whether node is locally suspected now.
-func (c *Client) Suspected(node string) bool {
+// suspected reports whether node is locally suspected now.
+func (c *Client) suspected(node string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	until, ok := c.suspects[node]

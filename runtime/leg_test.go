@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ffgen/ffgen/runtime/internal/memnet"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -20,7 +21,7 @@ func TestStoppedAnswerAtTheAttemptEndIsATimeout(t *testing.T) {
 		s := DefaultSettings()
 		s.Groups = []string{"a", "b"}
 		c, err := NewClient(ClientConfig{
-			Transport:  transport.NewMemNetwork().Transport(transport.Config{Node: "client"}),
+			Transport:  memnet.NewNetwork().Transport(transport.Config{Node: "client"}),
 			Membership: NewStaticMembership(),
 			Settings:   s,
 			Logger:     slog.New(slog.DiscardHandler),

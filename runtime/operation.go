@@ -149,7 +149,7 @@ func (op *operation) pick(group int, ignoreSuspicion bool) (Member, Reason) {
 	r := op.c.router
 	var skip func(string) bool
 	if op.c.nsuspect.Load() > 0 { // the common case takes no lock at all
-		skip = op.c.Suspected
+		skip = op.c.suspected
 	}
 	if m, ok := r.Owner(op.m.Service, group, op.key, skip); ok {
 		return m, ReasonNone

@@ -53,12 +53,3 @@ func (r Reason) String() string {
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
-
-// Reasons lists every reason, for metric exporters.
-func Reasons() []Reason {
-	out := make([]Reason, len(reasonNames))
-	for i := range out {
-		out[i] = Reason(i)
-	}
-	return out
-}

@@ -114,7 +114,7 @@ type replica struct {
 	cfg      ReplicationConfig
 
 	log       replicaLog
-	epoch     Epoch // the newest epoch seen or promised
+	epoch     epoch // the newest epoch seen or promised
 	leading   bool  // this node sequences epoch
 	commit    uint64
 	applied   uint64 // dispatched to the entity queues, in index order
@@ -254,9 +254,9 @@ func (r *replica) naturalLeader() bool {
 	}
 	rt := NewRouter(groups)
 	rt.Update(m.Members())
-	k := KeyOf(sequencerKey(r.name))
-	for _, g := range rt.GroupOrderKey(k, nil) {
-		if o, ok := rt.OwnerKey(r.name, g, k, nil); ok {
+	k := keyOf(sequencerKey(r.name))
+	for _, g := range rt.groupOrderKey(k, nil) {
+		if o, ok := rt.ownerKey(r.name, g, k, nil); ok {
 			return o.Name == r.self()
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/fftest"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -19,7 +20,7 @@ import (
 // of its own, so that a partition can let each side's membership declare
 // the other side dead, as memberlist would after its timeouts.
 type splitCluster struct {
-	net     *transport.MemNetwork
+	net     *fftest.Network
 	all     []runtime.Member
 	views   map[string]*runtime.StaticMembership
 	servers map[string]*runtime.Server
@@ -29,7 +30,7 @@ type splitCluster struct {
 
 func newSplitCluster(t *testing.T) *splitCluster {
 	c := &splitCluster{
-		net:     transport.NewMemNetwork(),
+		net:     fftest.NewNetwork(),
 		views:   map[string]*runtime.StaticMembership{},
 		servers: map[string]*runtime.Server{},
 		ledgers: map[string]*memLedger{},

@@ -122,7 +122,7 @@ func (r *replica) onRecover(c transport.Conn, m *recoverMsg) {
 	if !r.ready && !r.everReady {
 		// A node that never caught up holds nothing a candidate needs.
 		reply.status = ackNotReady
-		reply.last, reply.lastEp = 0, Epoch{}
+		reply.last, reply.lastEp = 0, epoch{}
 	}
 	if reply.status == ackOK {
 		if es, ok := r.log.after(m.from, maxBatch, maxBatchBytes); ok && (len(es) == 0 || es[len(es)-1].index == r.log.last()) {
@@ -135,7 +135,7 @@ func (r *replica) onRecover(c transport.Conn, m *recoverMsg) {
 // adopt replaces this node's log after the common prefix with es (from a
 // peer whose log is more advanced). It reports false, and records a
 // divergence, when that would undo a write that already ran here.
-func (r *replica) adopt(es []*entry, from string, winner Epoch) bool {
+func (r *replica) adopt(es []*entry, from string, winner epoch) bool {
 	for _, en := range es {
 		if en.index <= r.log.base {
 			continue
@@ -219,7 +219,7 @@ func (r *replica) finished(e *execution, res *transport.Result) {
 
 // diverged records that this node ran writes the winning epoch does not
 // have, and catches up from a snapshot of the winner's state.
-func (r *replica) diverged(winner Epoch, index uint64) {
+func (r *replica) diverged(winner epoch, index uint64) {
 	d := Divergence{At: time.Now(), Winner: winner.String(), Index: index}
 	seen := map[string]bool{}
 	for i := index; i <= r.applied; i++ {

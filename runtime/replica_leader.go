@@ -31,7 +31,7 @@ type follower struct {
 }
 
 type takeover struct {
-	epoch   Epoch
+	epoch   epoch
 	need    int             // promises it cannot finish without
 	waitFor map[string]bool // peers it waits for until the deadline: all but those the client saw fail
 	failed  []string
@@ -348,7 +348,7 @@ func (r *replica) stepDown(why string) {
 // AckTimeout; it needs at least enough promises that every quorum that
 // could have committed a write shares a node with them.
 func (r *replica) startTakeover(failed []string, tries int) {
-	ep := Epoch{Term: r.epoch.Term + 1, Node: r.self()}
+	ep := epoch{Term: r.epoch.Term + 1, Node: r.self()}
 	r.epoch = ep
 	peers := r.peers()
 	n := 1 + len(peers)

@@ -7,7 +7,7 @@ package runtime
 // received in a snapshot) and no longer replayable from here.
 type replicaLog struct {
 	base    uint64
-	baseEp  Epoch
+	baseEp  epoch
 	entries []*entry
 	byOp    map[[16]byte]*entry
 }
@@ -26,17 +26,17 @@ func (l *replicaLog) at(i uint64) *entry {
 
 // epochAt is the epoch of the entry at i; base's for i == base. ok is false
 // below base or past the end.
-func (l *replicaLog) epochAt(i uint64) (Epoch, bool) {
+func (l *replicaLog) epochAt(i uint64) (epoch, bool) {
 	if i == l.base {
 		return l.baseEp, true
 	}
 	if e := l.at(i); e != nil {
 		return e.epoch, true
 	}
-	return Epoch{}, false
+	return epoch{}, false
 }
 
-func (l *replicaLog) lastEpoch() Epoch {
+func (l *replicaLog) lastEpoch() epoch {
 	ep, _ := l.epochAt(l.last())
 	return ep
 }
@@ -104,7 +104,7 @@ func (l *replicaLog) trim(keep int, upTo uint64) {
 }
 
 // reset replaces the log: after a snapshot, the state covers up to base.
-func (l *replicaLog) reset(base uint64, baseEp Epoch) {
+func (l *replicaLog) reset(base uint64, baseEp epoch) {
 	l.base, l.baseEp = base, baseEp
 	l.entries = nil
 	l.byOp = make(map[[16]byte]*entry)

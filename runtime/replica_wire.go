@@ -26,35 +26,35 @@ const (
 	ackNotReady uint8 = 3 // the receiver is behind itself and cannot serve a copy
 )
 
-// Epoch orders leaders: a higher epoch always wins. The node name makes
+// epoch orders leaders: a higher epoch always wins. The node name makes
 // epochs unique without any agreement: two nodes that take over at the same
 // term still have different epochs.
-type Epoch struct {
+type epoch struct {
 	Term uint64
 	Node string
 }
 
 // Less reports whether e is older than o.
-func (e Epoch) Less(o Epoch) bool {
+func (e epoch) Less(o epoch) bool {
 	if e.Term != o.Term {
 		return e.Term < o.Term
 	}
 	return e.Node < o.Node
 }
 
-func (e Epoch) String() string { return fmt.Sprintf("%d/%s", e.Term, e.Node) }
+func (e epoch) String() string { return fmt.Sprintf("%d/%s", e.Term, e.Node) }
 
-func appendEpoch(b []byte, e Epoch) []byte {
+func appendEpoch(b []byte, e epoch) []byte {
 	b = codec.AppendUvarint(b, e.Term)
 	return codec.AppendString(b, e.Node)
 }
 
-func readEpoch(r *codec.Reader) Epoch { return Epoch{Term: r.Uvarint(), Node: r.String()} }
+func readEpoch(r *codec.Reader) epoch { return epoch{Term: r.Uvarint(), Node: r.String()} }
 
 // entry is one write in a service's log.
 type entry struct {
 	index    uint64
-	epoch    Epoch
+	epoch    epoch
 	opID     [16]byte
 	method   string
 	entities []string
@@ -141,9 +141,9 @@ func readEntries(r *codec.Reader) []*entry {
 
 // appendMsg is msgAppend.
 type appendMsg struct {
-	epoch     Epoch
+	epoch     epoch
 	prevIndex uint64
-	prevEpoch Epoch
+	prevEpoch epoch
 	commit    uint64
 	entries   []*entry
 	snapshot  bool // the log (from prevIndex) no longer reaches the follower: fetch a snapshot
@@ -169,7 +169,7 @@ func (m *appendMsg) decode(r *codec.Reader) {
 
 // ackMsg is msgAck.
 type ackMsg struct {
-	epoch  Epoch // the follower's epoch
+	epoch  epoch // the follower's epoch
 	status uint8
 	match  uint64 // the follower's log agrees with the leader's up to here
 }
@@ -188,7 +188,7 @@ func (m *ackMsg) decode(r *codec.Reader) {
 
 // recoverMsg is msgRecover.
 type recoverMsg struct {
-	epoch Epoch  // the candidate's new epoch
+	epoch epoch  // the candidate's new epoch
 	from  uint64 // the candidate's commit index: send the log after it
 }
 
@@ -204,11 +204,11 @@ func (m *recoverMsg) decode(r *codec.Reader) {
 
 // recoveredMsg is msgRecovered.
 type recoveredMsg struct {
-	epoch   Epoch // the peer's epoch after the promise
+	epoch   epoch // the peer's epoch after the promise
 	status  uint8 // ackOK: promised; ackStale: the peer knows a newer epoch; ackNotReady: the peer is behind
 	commit  uint64
 	last    uint64
-	lastEp  Epoch
+	lastEp  epoch
 	covered bool     // entries start right after the candidate's from
 	entries []*entry // after from, when covered
 }
@@ -253,10 +253,10 @@ func (m *fetchMsg) decode(r *codec.Reader) {
 // to from) and the log entries after it.
 type fetchedMsg struct {
 	status   uint8 // ackOK, or ackNotReady
-	epoch    Epoch // the sender's epoch
+	epoch    epoch // the sender's epoch
 	snapshot bool
 	snapAt   uint64 // the snapshot holds every entry up to here
-	snapEp   Epoch
+	snapEp   epoch
 	offset   uint64 // of this chunk of the state
 	total    uint64 // the state's size
 	state    []byte

@@ -38,9 +38,11 @@ func fmix64(k uint64) uint64 {
 
 func score(entityHash, nameHash uint64) uint64 { return fmix64(entityHash ^ nameHash) }
 
-// Router answers which node an entity's operation goes to. Reads are
-// lock-free and allocation-free over an immutable table that Update
-// replaces; it is safe for concurrent use.
+// Router answers which node an entity's operation goes to. Every client
+// and server keeps one of its own, fed by its membership; a tool or a test
+// that makes one with NewRouter and gives it the same membership view gets
+// the same answers. Reads are lock-free and allocation-free over an
+// immutable table that Update replaces; it is safe for concurrent use.
 type Router struct {
 	groups     []string
 	groupHash  []uint64
@@ -133,23 +135,23 @@ func (r *Router) Update(members []Member) (ignored []Member) {
 	return ignored
 }
 
-// EntityKey is an entity ID's routing hash. A client that looks up the
+// entityKey is an entity ID's routing hash. A client that looks up the
 // same entity more than once (the group order, then an owner per attempt)
-// computes it once with KeyOf and uses the *Key methods.
-type EntityKey uint64
+// computes it once with keyOf and uses the *Key methods.
+type entityKey uint64
 
-// KeyOf returns the entity's routing hash.
-func KeyOf(entity string) EntityKey { return EntityKey(xxhash.Sum64String(entity)) }
+// keyOf returns the entity's routing hash.
+func keyOf(entity string) entityKey { return entityKey(xxhash.Sum64String(entity)) }
 
 // GroupOrder appends to dst[:0] the indexes of the configured groups in
 // the entity's order, highest score first, and returns it. It does not
 // allocate when cap(dst) >= len(Groups()).
 func (r *Router) GroupOrder(entity string, dst []int) []int {
-	return r.GroupOrderKey(KeyOf(entity), dst)
+	return r.groupOrderKey(keyOf(entity), dst)
 }
 
-// GroupOrderKey is GroupOrder for a precomputed key.
-func (r *Router) GroupOrderKey(k EntityKey, dst []int) []int {
+// groupOrderKey is GroupOrder for a precomputed key.
+func (r *Router) groupOrderKey(k entityKey, dst []int) []int {
 	eh := uint64(k)
 	dst = dst[:0]
 	// Insertion sort: there are a handful of groups, and recomputing a
@@ -172,11 +174,11 @@ func (r *Router) GroupOrderKey(k EntityKey, dst []int) []int {
 // suspects the owner gets the next-best member of the same group. It
 // reports false if no member is left.
 func (r *Router) Owner(service string, group int, entity string, skip func(name string) bool) (Member, bool) {
-	return r.OwnerKey(service, group, KeyOf(entity), skip)
+	return r.ownerKey(service, group, keyOf(entity), skip)
 }
 
-// OwnerKey is Owner for a precomputed key.
-func (r *Router) OwnerKey(service string, group int, k EntityKey, skip func(name string) bool) (Member, bool) {
+// ownerKey is Owner for a precomputed key.
+func (r *Router) ownerKey(service string, group int, k entityKey, skip func(name string) bool) (Member, bool) {
 	sr := r.table.Load().services[service]
 	if sr == nil || group < 0 || group >= len(sr.byGroup) {
 		return Member{}, false

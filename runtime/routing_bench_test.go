@@ -42,10 +42,10 @@ func BenchmarkRoutingKey(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		k := KeyOf(ents[i%len(ents)])
+		k := keyOf(ents[i%len(ents)])
 		i++
-		dst = r.GroupOrderKey(k, dst)
-		if _, ok := r.OwnerKey("bank.Accounts", dst[0], k, nil); !ok {
+		dst = r.groupOrderKey(k, dst)
+		if _, ok := r.ownerKey("bank.Accounts", dst[0], k, nil); !ok {
 			b.Fatal("no owner")
 		}
 	}

@@ -282,9 +282,9 @@ func TestRoutingNoAllocs(t *testing.T) {
 		t.Fatalf("GroupOrder+Owner: %v allocs/op, want 0", allocs)
 	}
 	allocs = testing.AllocsPerRun(1000, func() {
-		k := KeyOf("account-12345")
-		dst = r.GroupOrderKey(k, dst)
-		if _, ok := r.OwnerKey("svc", dst[0], k, skip); !ok {
+		k := keyOf("account-12345")
+		dst = r.groupOrderKey(k, dst)
+		if _, ok := r.ownerKey("svc", dst[0], k, skip); !ok {
 			t.Fatal("no owner")
 		}
 	})

@@ -44,7 +44,7 @@ type ServerConfig struct {
 
 // Server runs registered services for the fast-failover protocol: it
 // serializes operations per entity, heartbeats every attempt it holds, and
-// remembers results by operation ID. It implements transport.Handler.
+// remembers results by operation ID.
 type Server struct {
 	cfg ServerConfig
 
@@ -65,7 +65,7 @@ type Server struct {
 	running    sync.WaitGroup
 }
 
-var _ transport.Handler = (*Server)(nil)
+var _ transport.Handler = (*serverHandler)(nil)
 var _ InFlighter = (*Server)(nil)
 
 type registered struct {
@@ -165,7 +165,7 @@ func (s *Server) Services() []string {
 
 // Serve listens on addr through t and serves every accepted connection.
 func (s *Server) Serve(t transport.Transport, addr string) (transport.Listener, error) {
-	l, err := t.Listen(addr, s)
+	l, err := t.Listen(addr, (*serverHandler)(s))
 	if err != nil {
 		return nil, err
 	}
@@ -260,8 +260,8 @@ func (s *Server) cancelAll() {
 	}
 }
 
-// HandleFrame implements transport.Handler.
-func (s *Server) HandleFrame(c transport.Conn, f transport.Frame) {
+// handleFrame receives a frame of a client's connection.
+func (s *Server) handleFrame(c transport.Conn, f transport.Frame) {
 	switch f := f.(type) {
 	case *transport.Attempt:
 		s.arrive(c, f)
@@ -275,10 +275,10 @@ func (s *Server) HandleFrame(c transport.Conn, f transport.Frame) {
 	}
 }
 
-// HandleClose implements transport.Handler. Operations keep running: the
+// handleClose forgets a client's connection. Operations keep running: the
 // client has failed over, and a half-run handler is worse than a finished
 // one whose result nobody reads.
-func (s *Server) HandleClose(c transport.Conn, err error) {
+func (s *Server) handleClose(c transport.Conn, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n := c.Peer().Node; s.peerIn[n] == c {

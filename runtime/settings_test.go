@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ffgen/ffgen/runtime/codec"
+	"github.com/ffgen/ffgen/runtime/internal/memnet"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -311,7 +312,7 @@ func TestNewClientValidatesDeclaredServices(t *testing.T) {
 	svc := Declare(&ServiceDesc{Name: "p.S", Methods: []*MethodDesc{
 		{Service: "p.S", Name: "Short", Settings: MethodSettings{OperationTimeout: time.Millisecond}},
 	}})
-	net := transport.NewMemNetwork()
+	net := memnet.NewNetwork()
 	cfg := ClientConfig{
 		Transport:  net.Transport(transport.Config{Node: "c", Group: "clients"}),
 		Membership: NewStaticMembership(),

@@ -41,9 +41,7 @@ func newBankCluster(t *testing.T) *bankCluster {
 
 // owner returns the node that serves id's reads first.
 func (c *bankCluster) owner(id string) string {
-	r := c.client.Router()
-	m, _ := r.Owner(bank.AccountsDesc.Name, r.GroupOrder(id, nil)[0], id, nil)
-	return m.Name
+	return c.Owners(bank.AccountsDesc.Name, id)[0]
 }
 
 // accountOwnedBy returns an account ID whose reads go first to node.

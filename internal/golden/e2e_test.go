@@ -149,16 +149,11 @@ func newE2E(t *testing.T) *e2eEnv {
 // owners returns the owner of the entity in each group, in failover order.
 func (e *e2eEnv) owners(t *testing.T, entity string) (primary, secondary *ledger) {
 	t.Helper()
-	r := e.client.Router()
-	var out []*ledger
-	for _, g := range r.GroupOrder(entity, nil) {
-		m, ok := r.Owner(e2e.LedgerDesc.Name, g, entity, nil)
-		if !ok {
-			t.Fatalf("no owner of %q in group %d", entity, g)
-		}
-		out = append(out, e.ledgers[m.Name])
+	owners := e.Owners(e2e.LedgerDesc.Name, entity)
+	if len(owners) != 2 {
+		t.Fatalf("owners of %q: %v, want one in each group", entity, owners)
 	}
-	return out[0], out[1]
+	return e.ledgers[owners[0]], e.ledgers[owners[1]]
 }
 
 func TestE2ERegister(t *testing.T) {
@@ -345,7 +340,7 @@ func TestE2ENewClientValidatesMethodSettings(t *testing.T) {
 	s.Groups = []string{"a", "b"}
 	s.HeartbeatInterval, s.HeartbeatTimeout = 150*time.Millisecond, 400*time.Millisecond
 	_, err := runtime.NewClient(runtime.ClientConfig{
-		Transport:  transport.NewMemNetwork().Transport(transport.Config{Node: "c", Group: "clients"}),
+		Transport:  fftest.NewNetwork().Transport(transport.Config{Node: "c", Group: "clients"}),
 		Membership: runtime.NewStaticMembership(),
 		Settings:   s,
 	})

@@ -183,7 +183,7 @@ func (f *Follower) Wait(ctx context.Context, service string, groups []string) er
 		round, lastErr := f.round, f.err
 		f.mu.Unlock()
 		members := f.Members()
-		missing := MissingGroups(members, service, groups)
+		missing := missingGroups(members, service, groups)
 		if len(groups) == 0 && !slices.ContainsFunc(members, func(m runtime.Member) bool { return m.Serves(service) }) {
 			missing = []string{"any"}
 		}
@@ -200,8 +200,8 @@ func (f *Follower) Wait(ctx context.Context, service string, groups []string) er
 	}
 }
 
-// MissingGroups returns the groups that have no member serving service.
-func MissingGroups(members []runtime.Member, service string, groups []string) []string {
+// missingGroups returns the groups that have no member serving service.
+func missingGroups(members []runtime.Member, service string, groups []string) []string {
 	var missing []string
 	for _, g := range groups {
 		if !slices.ContainsFunc(members, func(m runtime.Member) bool { return m.Group == g && m.Serves(service) }) {

@@ -1,7 +1,7 @@
 // Package fftest builds in-memory clusters for tests of services built on
-// the runtime: every node is a runtime.Server on a transport.MemNetwork, the
-// membership is static, and the network's faults (pause, cut, reset, delay)
-// are at hand. Create a Cluster inside a testing/synctest bubble for
+// the runtime: every node is a runtime.Server on an in-memory Network, the
+// membership is static, and the network's faults (pause, cut, reset, delay,
+// drop) are at hand. Create a Cluster inside a testing/synctest bubble for
 // deterministic timing; it closes itself through t.Cleanup.
 package fftest
 
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/internal/memnet"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -37,7 +38,7 @@ type Config struct {
 
 // Cluster is an in-memory cluster.
 type Cluster struct {
-	Net         *transport.MemNetwork
+	Net         *Network
 	Members     *runtime.StaticMembership
 	Settings    runtime.Settings
 	Nodes       []*Node
@@ -51,7 +52,7 @@ type Cluster struct {
 type Node struct {
 	Name, Group string
 	Server      *runtime.Server
-	Transport   *transport.MemTransport
+	tr          *memnet.Transport
 	services    []string
 }
 
@@ -73,7 +74,7 @@ func New(tb testing.TB, cfg Config) *Cluster {
 		tb.Fatalf("fftest: settings: %v", err)
 	}
 	c := &Cluster{
-		Net:         transport.NewMemNetwork(),
+		Net:         NewNetwork(),
 		Members:     runtime.NewStaticMembership(),
 		Settings:    s,
 		logger:      cfg.Logger,
@@ -82,12 +83,12 @@ func New(tb testing.TB, cfg Config) *Cluster {
 	for _, g := range cfg.Groups {
 		for i := 1; i <= cfg.PerGroup; i++ {
 			name := fmt.Sprintf("%s%d", g, i)
-			t := c.Net.Transport(transport.Config{Node: name, Group: g, Logger: cfg.Logger})
+			t := c.Net.n.Transport(transport.Config{Node: name, Group: g, Logger: cfg.Logger})
 			srv := runtime.NewServer(runtime.ServerConfig{Settings: s, Logger: cfg.Logger, Membership: c.Members, Node: name, Replication: c.replication})
 			if _, err := srv.Serve(t, name); err != nil {
 				tb.Fatalf("fftest: node %s: %v", name, err)
 			}
-			c.Nodes = append(c.Nodes, &Node{Name: name, Group: g, Server: srv, Transport: t})
+			c.Nodes = append(c.Nodes, &Node{Name: name, Group: g, Server: srv, tr: t})
 		}
 	}
 	tb.Cleanup(c.Close)
@@ -185,10 +186,10 @@ func (c *Cluster) Restart(tb testing.TB, name string) *Node {
 		tb.Fatalf("fftest: no node %s", name)
 	}
 	n.Server.Close()
-	n.Transport.Close()
-	n.Transport = c.Net.Transport(transport.Config{Node: name, Group: n.Group, Logger: c.logger})
+	n.tr.Close()
+	n.tr = c.Net.n.Transport(transport.Config{Node: name, Group: n.Group, Logger: c.logger})
 	n.Server = runtime.NewServer(runtime.ServerConfig{Settings: c.Settings, Logger: c.logger, Membership: c.Members, Node: name, Replication: c.replication})
-	if _, err := n.Server.Serve(n.Transport, name); err != nil {
+	if _, err := n.Server.Serve(n.tr, name); err != nil {
 		tb.Fatalf("fftest: restart %s: %v", name, err)
 	}
 	for _, s := range c.served {
@@ -236,6 +237,23 @@ func (n *Node) Member() runtime.Member {
 	return runtime.Member{Name: n.Name, Group: n.Group, Addr: n.Name, Services: append([]string(nil), n.services...)}
 }
 
+// Owners returns the nodes an operation of service on entity is sent to,
+// in the order a client tries them: the entity's owner in each failure
+// group, groups in the entity's order, as routing alone decides it (a
+// client passes over the nodes it suspects). A group with no node serving
+// service is left out.
+func (c *Cluster) Owners(service, entity string) []string {
+	r := runtime.NewRouter(c.Settings.Groups)
+	r.Update(c.Members.Members())
+	var out []string
+	for _, g := range r.GroupOrder(entity, nil) {
+		if m, ok := r.Owner(service, g, entity, nil); ok {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
 // Node returns the named node, or nil.
 func (c *Cluster) Node(name string) *Node {
 	for _, n := range c.Nodes {
@@ -275,7 +293,7 @@ func (c *Cluster) Client(tb testing.TB, modify ...func(*runtime.ClientConfig)) *
 // membership would until it declares the node dead.
 func (c *Cluster) Crash(name string) {
 	if n := c.Node(name); n != nil {
-		n.Transport.Close()
+		n.tr.Close()
 	}
 }
 

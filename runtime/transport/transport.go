@@ -1,8 +1,9 @@
 // Package transport carries the fast-failover protocol's frames between
 // nodes: a versioned, length-prefixed binary format (frame.go), TCP with
-// optional TLS for real use (tcp.go), an in-memory network with switchable
-// faults for tests (mem.go), and a pool that keeps one connection per peer
-// (pool.go).
+// optional TLS (tcp.go), and a pool that keeps one connection per peer
+// (pool.go). The in-memory network with switchable faults that tests run
+// on is not part of this package; tests of services reach it through
+// runtime/fftest.
 //
 // The Transport interface is small on purpose. Capabilities that not every
 // transport has are optional interfaces, discovered with a type assertion, as
@@ -12,6 +13,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -85,6 +87,12 @@ var (
 	// ErrInsecureListen refuses a plaintext listener beyond loopback.
 	ErrInsecureListen = errors.New("transport: refusing to listen beyond loopback without TLS")
 )
+
+// ErrReset is the reason a connection ends when it is reset under it:
+// by the peer's system (ECONNRESET), or, in the in-memory network tests
+// run on, by a fault or by the far end's node going down. It matches
+// ErrClosed.
+var ErrReset = fmt.Errorf("transport: connection reset: %w", ErrClosed)
 
 // Config is what every transport needs to know about the local node.
 type Config struct {

@@ -1,4 +1,4 @@
-package transport
+package memnet
 
 import (
 	"context"
@@ -11,25 +11,27 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ffgen/ffgen/runtime/transport"
 )
 
-// memRec is a Handler that records what it gets.
+// memRec is a transport.Handler that records what it gets.
 type memRec struct {
 	mu     sync.Mutex
-	conn   Conn
-	frames []Frame
+	conn   transport.Conn
+	frames []transport.Frame
 	at     []time.Time
 	closes []error
-	onRecv func(c Conn, f Frame) // optional, called after recording
+	onRecv func(c transport.Conn, f transport.Frame) // optional, called after recording
 }
 
-func (r *memRec) HandleFrame(c Conn, f Frame) {
+func (r *memRec) HandleFrame(c transport.Conn, f transport.Frame) {
 	// Re-encode to copy: the frame's bytes are only valid during the call.
-	buf, err := AppendFrame(nil, f, 0)
+	buf, err := transport.AppendFrame(nil, f, 0)
 	if err != nil {
 		panic(err)
 	}
-	cp, err := Decode(buf[4:])
+	cp, err := transport.Decode(buf[4:])
 	if err != nil {
 		panic(err)
 	}
@@ -43,20 +45,20 @@ func (r *memRec) HandleFrame(c Conn, f Frame) {
 	}
 }
 
-func (r *memRec) HandleClose(c Conn, err error) {
+func (r *memRec) HandleClose(c transport.Conn, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.conn = c
 	r.closes = append(r.closes, err)
 }
 
-// calls returns the Call numbers of the Cancel frames received.
+// calls returns the Call numbers of the transport.Cancel frames received.
 func (r *memRec) calls() []uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []uint64
 	for _, f := range r.frames {
-		if c, ok := f.(*Cancel); ok {
+		if c, ok := f.(*transport.Cancel); ok {
 			out = append(out, c.Call)
 		}
 	}
@@ -69,7 +71,7 @@ func (r *memRec) closeErrs() []error {
 	return append([]error(nil), r.closes...)
 }
 
-func (r *memRec) lastConn() Conn {
+func (r *memRec) lastConn() transport.Conn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.conn
@@ -77,15 +79,15 @@ func (r *memRec) lastConn() Conn {
 
 // memSetup is a client b1 (group b) dialed to a server a1 (group a).
 type memSetup struct {
-	net      *MemNetwork
-	cli      Conn
+	net      *Network
+	cli      transport.Conn
 	cliRec   *memRec
 	srvRec   *memRec
-	srvTrans *MemTransport
-	ln       Listener
+	srvTrans *Transport
+	ln       transport.Listener
 }
 
-func newMemSetup(t *testing.T, srvCfg, cliCfg Config) *memSetup {
+func newMemSetup(t *testing.T, srvCfg, cliCfg transport.Config) *memSetup {
 	t.Helper()
 	if srvCfg.Node == "" {
 		srvCfg.Node, srvCfg.Group = "a1", "a"
@@ -93,7 +95,7 @@ func newMemSetup(t *testing.T, srvCfg, cliCfg Config) *memSetup {
 	if cliCfg.Node == "" {
 		cliCfg.Node, cliCfg.Group = "b1", "b"
 	}
-	s := &memSetup{net: NewMemNetwork(), cliRec: new(memRec), srvRec: new(memRec)}
+	s := &memSetup{net: NewNetwork(), cliRec: new(memRec), srvRec: new(memRec)}
 	t.Cleanup(func() { s.net.Close() })
 	s.srvTrans = s.net.Transport(srvCfg)
 	ln, err := s.srvTrans.Listen(srvCfg.Node, s.srvRec)
@@ -108,10 +110,10 @@ func newMemSetup(t *testing.T, srvCfg, cliCfg Config) *memSetup {
 	return s
 }
 
-func memSendCancels(t *testing.T, c Conn, from, to uint64) {
+func memSendCancels(t *testing.T, c transport.Conn, from, to uint64) {
 	t.Helper()
 	for i := from; i < to; i++ {
-		if err := c.Send(&Cancel{Call: i}); err != nil {
+		if err := c.Send(&transport.Cancel{Call: i}); err != nil {
 			t.Fatalf("Send(%d): %v", i, err)
 		}
 	}
@@ -134,37 +136,37 @@ func memWantCalls(t *testing.T, who string, r *memRec, want []uint64) {
 
 func TestMemRoundTrip(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newMemSetup(t, Config{}, Config{})
-		s.srvRec.onRecv = func(c Conn, f Frame) {
-			if a, ok := f.(*Attempt); ok {
-				if err := c.Send(&Result{Call: a.Call, Payload: append([]byte("re:"), a.Payload...)}); err != nil {
+		s := newMemSetup(t, transport.Config{}, transport.Config{})
+		s.srvRec.onRecv = func(c transport.Conn, f transport.Frame) {
+			if a, ok := f.(*transport.Attempt); ok {
+				if err := c.Send(&transport.Result{Call: a.Call, Payload: append([]byte("re:"), a.Payload...)}); err != nil {
 					t.Errorf("reply: %v", err)
 				}
 			}
 		}
-		att := &Attempt{Call: 7, OpID: [16]byte{1, 2}, Timeout: time.Second, Heartbeat: 90 * time.Millisecond,
-			Service: "Accounts", Method: "Withdraw", Entities: []string{"acc-1"}, Flags: FlagHold,
-			History: []Prior{{Node: "c1", Group: "c", Reason: 2}}, Payload: []byte("args")}
+		att := &transport.Attempt{Call: 7, OpID: [16]byte{1, 2}, Timeout: time.Second, Heartbeat: 90 * time.Millisecond,
+			Service: "Accounts", Method: "Withdraw", Entities: []string{"acc-1"}, Flags: transport.FlagHold,
+			History: []transport.Prior{{Node: "c1", Group: "c", Reason: 2}}, Payload: []byte("args")}
 		if err := s.cli.Send(att); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
 
-		if diff := cmp.Diff([]Frame{att}, s.srvRec.frames); diff != "" {
+		if diff := cmp.Diff([]transport.Frame{att}, s.srvRec.frames); diff != "" {
 			t.Errorf("server received (-want +got):\n%s", diff)
 		}
-		want := []Frame{&Result{Call: 7, Payload: []byte("re:args")}}
+		want := []transport.Frame{&transport.Result{Call: 7, Payload: []byte("re:args")}}
 		if diff := cmp.Diff(want, s.cliRec.frames); diff != "" {
 			t.Errorf("client received (-want +got):\n%s", diff)
 		}
-		if got, want := s.cli.Peer(), (Hello{Version: Version, Node: "a1", Group: "a", MaxFrame: DefaultMaxFrameSize}); got != want {
+		if got, want := s.cli.Peer(), (transport.Hello{Version: transport.Version, Node: "a1", Group: "a", MaxFrame: transport.DefaultMaxFrameSize}); got != want {
 			t.Errorf("client Peer() = %+v, want %+v", got, want)
 		}
 		srv := s.srvRec.lastConn()
-		if got, want := srv.Peer(), (Hello{Version: Version, Node: "b1", Group: "b", MaxFrame: DefaultMaxFrameSize}); got != want {
+		if got, want := srv.Peer(), (transport.Hello{Version: transport.Version, Node: "b1", Group: "b", MaxFrame: transport.DefaultMaxFrameSize}); got != want {
 			t.Errorf("server Peer() = %+v, want %+v", got, want)
 		}
-		cs, ss := s.cli.(StatsConn).Stats(), srv.(StatsConn).Stats()
+		cs, ss := s.cli.(transport.StatsConn).Stats(), srv.(transport.StatsConn).Stats()
 		if cs.FramesSent != 1 || cs.FramesReceived != 1 || ss.FramesSent != 1 || ss.FramesReceived != 1 {
 			t.Errorf("stats: client %+v, server %+v", cs, ss)
 		}
@@ -176,7 +178,7 @@ func TestMemRoundTrip(t *testing.T) {
 
 func TestMemPauseHoldsFramesInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newMemSetup(t, Config{}, Config{})
+		s := newMemSetup(t, transport.Config{}, transport.Config{})
 		memSendCancels(t, s.cli, 0, 1) // so the server has a conn to answer on
 		synctest.Wait()
 		srv := s.srvRec.lastConn()
@@ -201,7 +203,7 @@ func TestMemPauseHoldsFramesInOrder(t *testing.T) {
 
 func TestMemPauseHoldsClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newMemSetup(t, Config{}, Config{})
+		s := newMemSetup(t, transport.Config{}, transport.Config{})
 		memSendCancels(t, s.cli, 0, 1)
 		synctest.Wait()
 		s.net.Pause("a1")
@@ -212,25 +214,25 @@ func TestMemPauseHoldsClose(t *testing.T) {
 		if got := s.srvRec.closeErrs(); len(got) != 0 {
 			t.Fatalf("paused server got HandleClose(%v)", got)
 		}
-		if got := s.cliRec.closeErrs(); len(got) != 1 || !errors.Is(got[0], ErrReset) {
-			t.Fatalf("client closes = %v, want [ErrReset]", got)
+		if got := s.cliRec.closeErrs(); len(got) != 1 || !errors.Is(got[0], transport.ErrReset) {
+			t.Fatalf("client closes = %v, want [transport.ErrReset]", got)
 		}
 		s.net.Resume("a1")
 		synctest.Wait()
-		if got := s.srvRec.closeErrs(); len(got) != 1 || !errors.Is(got[0], ErrReset) {
-			t.Fatalf("resumed server closes = %v, want [ErrReset]", got)
+		if got := s.srvRec.closeErrs(); len(got) != 1 || !errors.Is(got[0], transport.ErrReset) {
+			t.Fatalf("resumed server closes = %v, want [transport.ErrReset]", got)
 		}
 	})
 }
 
 func TestMemPauseBlocksDial(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := NewMemNetwork()
+		net := NewNetwork()
 		defer net.Close()
-		if _, err := net.Transport(Config{Node: "a1"}).Listen("", new(memRec)); err != nil {
+		if _, err := net.Transport(transport.Config{Node: "a1"}).Listen("", new(memRec)); err != nil {
 			t.Fatal(err)
 		}
-		cli := net.Transport(Config{Node: "b1"})
+		cli := net.Transport(transport.Config{Node: "b1"})
 		net.Pause("a1")
 
 		// A dial with a deadline gives up exactly then.
@@ -270,7 +272,7 @@ func TestMemPauseBlocksDial(t *testing.T) {
 
 func TestMemCutOneWay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newMemSetup(t, Config{}, Config{})
+		s := newMemSetup(t, transport.Config{}, transport.Config{})
 		memSendCancels(t, s.cli, 0, 1)
 		synctest.Wait()
 		srv := s.srvRec.lastConn()
@@ -297,7 +299,7 @@ func TestMemCutOneWay(t *testing.T) {
 
 func TestMemCutBoth(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newMemSetup(t, Config{}, Config{})
+		s := newMemSetup(t, transport.Config{}, transport.Config{})
 		memSendCancels(t, s.cli, 0, 1)
 		synctest.Wait()
 		srv := s.srvRec.lastConn()
@@ -312,7 +314,7 @@ func TestMemCutBoth(t *testing.T) {
 		// A dial across the cut waits like an unanswered handshake.
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		if _, err := s.net.Transport(Config{Node: "b1"}).Dial(ctx, "a1", new(memRec)); !errors.Is(err, context.DeadlineExceeded) {
+		if _, err := s.net.Transport(transport.Config{Node: "b1"}).Dial(ctx, "a1", new(memRec)); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Dial across a cut: %v, want DeadlineExceeded", err)
 		}
 
@@ -327,7 +329,7 @@ func TestMemCutBoth(t *testing.T) {
 
 func TestMemIsolate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newMemSetup(t, Config{}, Config{})
+		s := newMemSetup(t, transport.Config{}, transport.Config{})
 		s.net.Isolate("a1")
 		memSendCancels(t, s.cli, 0, 3)
 		synctest.Wait()
@@ -341,7 +343,7 @@ func TestMemIsolate(t *testing.T) {
 
 func TestMemDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newMemSetup(t, Config{}, Config{})
+		s := newMemSetup(t, transport.Config{}, transport.Config{})
 		s.net.Delay("b1", "a1", 100*time.Millisecond)
 		start := time.Now()
 		memSendCancels(t, s.cli, 0, 1)
@@ -363,15 +365,15 @@ func TestMemDelay(t *testing.T) {
 
 func TestMemDelayAddsRoundTripToDial(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := NewMemNetwork()
+		net := NewNetwork()
 		defer net.Close()
-		if _, err := net.Transport(Config{Node: "a1"}).Listen("", new(memRec)); err != nil {
+		if _, err := net.Transport(transport.Config{Node: "a1"}).Listen("", new(memRec)); err != nil {
 			t.Fatal(err)
 		}
 		net.Delay("a1", "b1", 20*time.Millisecond)
 		net.Delay("b1", "a1", 30*time.Millisecond)
 		start := time.Now()
-		if _, err := net.Transport(Config{Node: "b1"}).Dial(t.Context(), "a1", new(memRec)); err != nil {
+		if _, err := net.Transport(transport.Config{Node: "b1"}).Dial(t.Context(), "a1", new(memRec)); err != nil {
 			t.Fatal(err)
 		}
 		if d := time.Since(start); d != 50*time.Millisecond {
@@ -382,7 +384,7 @@ func TestMemDelayAddsRoundTripToDial(t *testing.T) {
 
 func TestMemDropNext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newMemSetup(t, Config{}, Config{})
+		s := newMemSetup(t, transport.Config{}, transport.Config{})
 		s.net.DropNext("b1", "a1", 3)
 		memSendCancels(t, s.cli, 0, 6)
 		synctest.Wait()
@@ -397,7 +399,7 @@ func TestMemDropProbability(t *testing.T) {
 	run := func(seed uint64) []uint64 {
 		var got []uint64
 		synctest.Test(t, func(t *testing.T) {
-			s := newMemSetup(t, Config{}, Config{})
+			s := newMemSetup(t, transport.Config{}, transport.Config{})
 			s.net.Seed(seed)
 			s.net.Drop("b1", "a1", 0.3)
 			memSendCancels(t, s.cli, 0, 1000)
@@ -428,7 +430,7 @@ func TestMemDropProbability(t *testing.T) {
 
 func TestMemReset(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newMemSetup(t, Config{}, Config{})
+		s := newMemSetup(t, transport.Config{}, transport.Config{})
 		memSendCancels(t, s.cli, 0, 1)
 		synctest.Wait()
 		srv := s.srvRec.lastConn()
@@ -442,12 +444,12 @@ func TestMemReset(t *testing.T) {
 		memWantCalls(t, "server", s.srvRec, memSeq(0, 1))
 		for who, r := range map[string]*memRec{"client": s.cliRec, "server": s.srvRec} {
 			got := r.closeErrs()
-			if len(got) != 1 || !errors.Is(got[0], ErrReset) || !errors.Is(got[0], ErrClosed) {
+			if len(got) != 1 || !errors.Is(got[0], transport.ErrReset) || !errors.Is(got[0], transport.ErrClosed) {
 				t.Errorf("%s closes = %v, want one ErrReset", who, got)
 			}
 		}
-		for who, c := range map[string]Conn{"client": s.cli, "server": srv} {
-			if err := c.Send(&Cancel{}); !errors.Is(err, ErrClosed) {
+		for who, c := range map[string]transport.Conn{"client": s.cli, "server": srv} {
+			if err := c.Send(&transport.Cancel{}); !errors.Is(err, transport.ErrClosed) {
 				t.Errorf("%s Send after reset: %v, want ErrClosed", who, err)
 			}
 		}
@@ -459,9 +461,9 @@ func TestMemReset(t *testing.T) {
 
 func TestMemResetNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newMemSetup(t, Config{}, Config{})
+		s := newMemSetup(t, transport.Config{}, transport.Config{})
 		other := new(memRec)
-		if _, err := s.net.Transport(Config{Node: "c1"}).Dial(t.Context(), "a1", other); err != nil {
+		if _, err := s.net.Transport(transport.Config{Node: "c1"}).Dial(t.Context(), "a1", other); err != nil {
 			t.Fatal(err)
 		}
 		if n := s.net.ResetNode("a1"); n != 2 {
@@ -469,7 +471,7 @@ func TestMemResetNode(t *testing.T) {
 		}
 		synctest.Wait()
 		for who, r := range map[string]*memRec{"b1": s.cliRec, "c1": other} {
-			if got := r.closeErrs(); len(got) != 1 || !errors.Is(got[0], ErrReset) {
+			if got := r.closeErrs(); len(got) != 1 || !errors.Is(got[0], transport.ErrReset) {
 				t.Errorf("%s closes = %v, want one ErrReset", who, got)
 			}
 		}
@@ -481,7 +483,7 @@ func TestMemResetNode(t *testing.T) {
 
 func TestMemCloseFlushesThenCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newMemSetup(t, Config{}, Config{})
+		s := newMemSetup(t, transport.Config{}, transport.Config{})
 		s.net.Delay("b1", "a1", time.Second)
 		memSendCancels(t, s.cli, 0, 10)
 		if err := s.cli.Close(); err != nil {
@@ -490,7 +492,7 @@ func TestMemCloseFlushesThenCloses(t *testing.T) {
 		if err := s.cli.Close(); err != nil {
 			t.Errorf("second Close: %v", err)
 		}
-		if err := s.cli.Send(&Cancel{}); !errors.Is(err, ErrClosed) {
+		if err := s.cli.Send(&transport.Cancel{}); !errors.Is(err, transport.ErrClosed) {
 			t.Errorf("Send after Close: %v, want ErrClosed", err)
 		}
 		synctest.Wait()
@@ -503,7 +505,7 @@ func TestMemCloseFlushesThenCloses(t *testing.T) {
 		time.Sleep(time.Second)
 		synctest.Wait()
 		memWantCalls(t, "server", s.srvRec, memSeq(0, 10))
-		if got := s.srvRec.closeErrs(); len(got) != 1 || !errors.Is(got[0], ErrClosed) {
+		if got := s.srvRec.closeErrs(); len(got) != 1 || !errors.Is(got[0], transport.ErrClosed) {
 			t.Errorf("peer closes = %v, want one ErrClosed", got)
 		}
 	})
@@ -511,16 +513,16 @@ func TestMemCloseFlushesThenCloses(t *testing.T) {
 
 func TestMemDialRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newMemSetup(t, Config{}, Config{})
-		cli := s.net.Transport(Config{Node: "b1"})
+		s := newMemSetup(t, transport.Config{}, transport.Config{})
+		cli := s.net.Transport(transport.Config{Node: "b1"})
 		start := time.Now()
-		if _, err := cli.Dial(t.Context(), "nowhere", new(memRec)); !errors.Is(err, ErrRefused) {
+		if _, err := cli.Dial(t.Context(), "nowhere", new(memRec)); !errors.Is(err, transport.ErrRefused) {
 			t.Errorf("Dial unknown address: %v, want ErrRefused", err)
 		}
 		if err := s.ln.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cli.Dial(t.Context(), "a1", new(memRec)); !errors.Is(err, ErrRefused) {
+		if _, err := cli.Dial(t.Context(), "a1", new(memRec)); !errors.Is(err, transport.ErrRefused) {
 			t.Errorf("Dial closed listener: %v, want ErrRefused", err)
 		}
 		if time.Since(start) != 0 {
@@ -539,23 +541,23 @@ func TestMemDialRefused(t *testing.T) {
 		if err := s.srvTrans.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cli.Dial(t.Context(), "a1-admin", new(memRec)); !errors.Is(err, ErrRefused) {
+		if _, err := cli.Dial(t.Context(), "a1-admin", new(memRec)); !errors.Is(err, transport.ErrRefused) {
 			t.Errorf("Dial to a closed transport: %v, want ErrRefused", err)
 		}
 		synctest.Wait()
-		if got := s.cliRec.closeErrs(); len(got) != 1 || !errors.Is(got[0], ErrReset) {
-			t.Errorf("client of a closed node: closes %v, want [ErrReset]", got)
+		if got := s.cliRec.closeErrs(); len(got) != 1 || !errors.Is(got[0], transport.ErrReset) {
+			t.Errorf("client of a closed node: closes %v, want [transport.ErrReset]", got)
 		}
-		if got := s.srvRec.closeErrs(); len(got) != 1 || !errors.Is(got[0], ErrClosed) {
-			t.Errorf("closed node: closes %v, want [ErrClosed]", got)
+		if got := s.srvRec.closeErrs(); len(got) != 1 || !errors.Is(got[0], transport.ErrClosed) {
+			t.Errorf("closed node: closes %v, want [transport.ErrClosed]", got)
 		}
 	})
 }
 
 func TestMemListenErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := NewMemNetwork()
-		tr := net.Transport(Config{Node: "a1"})
+		net := NewNetwork()
+		tr := net.Transport(transport.Config{Node: "a1"})
 		ln, err := tr.Listen("", new(memRec))
 		if err != nil {
 			t.Fatal(err)
@@ -567,10 +569,10 @@ func TestMemListenErrors(t *testing.T) {
 			t.Error("second Listen on the same address succeeded")
 		}
 		net.Close()
-		if _, err := tr.Listen("other", new(memRec)); !errors.Is(err, ErrClosed) {
+		if _, err := tr.Listen("other", new(memRec)); !errors.Is(err, transport.ErrClosed) {
 			t.Errorf("Listen on a closed network: %v, want ErrClosed", err)
 		}
-		if _, err := tr.Dial(t.Context(), "a1", new(memRec)); !errors.Is(err, ErrClosed) {
+		if _, err := tr.Dial(t.Context(), "a1", new(memRec)); !errors.Is(err, transport.ErrClosed) {
 			t.Errorf("Dial on a closed network: %v, want ErrClosed", err)
 		}
 	})
@@ -578,29 +580,29 @@ func TestMemListenErrors(t *testing.T) {
 
 func TestMemQueueFullWhilePaused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newMemSetup(t, Config{}, Config{Node: "b1", SendQueueBytes: 100})
+		s := newMemSetup(t, transport.Config{}, transport.Config{Node: "b1", SendQueueBytes: 100})
 		s.net.Pause("a1")
 		var sent uint64
 		var err error
 		for ; sent < 1000; sent++ {
-			if err = s.cli.Send(&Cancel{Call: sent}); err != nil {
+			if err = s.cli.Send(&transport.Cancel{Call: sent}); err != nil {
 				break
 			}
 		}
-		if !errors.Is(err, ErrQueueFull) {
+		if !errors.Is(err, transport.ErrQueueFull) {
 			t.Fatalf("after %d sends: %v, want ErrQueueFull", sent, err)
 		}
-		// A Cancel of a small call is 7 bytes on the wire: 14 fit in 100.
+		// A transport.Cancel of a small call is 7 bytes on the wire: 14 fit in 100.
 		if sent != 14 {
 			t.Errorf("%d frames fit in 100 bytes, want 14", sent)
 		}
-		if st := s.cli.(StatsConn).Stats(); st.QueueFull != 1 || st.FramesSent != sent {
+		if st := s.cli.(transport.StatsConn).Stats(); st.QueueFull != 1 || st.FramesSent != sent {
 			t.Errorf("stats %+v", st)
 		}
 		s.net.Resume("a1")
 		synctest.Wait()
 		memWantCalls(t, "server", s.srvRec, memSeq(0, sent))
-		if err := s.cli.Send(&Cancel{Call: sent}); err != nil {
+		if err := s.cli.Send(&transport.Cancel{Call: sent}); err != nil {
 			t.Errorf("Send after the queue drained: %v", err)
 		}
 	})
@@ -609,9 +611,9 @@ func TestMemQueueFullWhilePaused(t *testing.T) {
 func TestMemFrameSizeLimits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		quiet := slog.New(slog.DiscardHandler) // the rejected frame is logged
-		s := newMemSetup(t, Config{Node: "a1", MaxFrameSize: 64, Logger: quiet}, Config{Node: "b1", MaxFrameSize: 128})
-		big := &Attempt{Payload: make([]byte, 200)}
-		if err := s.cli.Send(big); !errors.Is(err, ErrFrameTooLarge) {
+		s := newMemSetup(t, transport.Config{Node: "a1", MaxFrameSize: 64, Logger: quiet}, transport.Config{Node: "b1", MaxFrameSize: 128})
+		big := &transport.Attempt{Payload: make([]byte, 200)}
+		if err := s.cli.Send(big); !errors.Is(err, transport.ErrFrameTooLarge) {
 			t.Fatalf("Send over the sender's limit: %v, want ErrFrameTooLarge", err)
 		}
 		memSendCancels(t, s.cli, 0, 1)
@@ -619,8 +621,8 @@ func TestMemFrameSizeLimits(t *testing.T) {
 		memWantCalls(t, "server", s.srvRec, memSeq(0, 1))
 
 		// Within the sender's limit but over the receiver's, which its
-		// Hello announced: Send refuses it and the connection carries on.
-		if err := s.cli.Send(&Attempt{Payload: make([]byte, 80)}); !errors.Is(err, ErrFrameTooLarge) {
+		// transport.Hello announced: Send refuses it and the connection carries on.
+		if err := s.cli.Send(&transport.Attempt{Payload: make([]byte, 80)}); !errors.Is(err, transport.ErrFrameTooLarge) {
 			t.Fatalf("Send over the receiver's limit: %v, want ErrFrameTooLarge", err)
 		}
 		memSendCancels(t, s.cli, 1, 2)
@@ -629,7 +631,7 @@ func TestMemFrameSizeLimits(t *testing.T) {
 		if got := s.cliRec.closeErrs(); len(got) != 0 {
 			t.Errorf("sender closes = %v, want none", got)
 		}
-		if err := s.cli.Send(nil); !errors.Is(err, ErrMalformedFrame) {
+		if err := s.cli.Send(nil); !errors.Is(err, transport.ErrMalformedFrame) {
 			t.Errorf("Send(nil): %v, want ErrMalformedFrame", err)
 		}
 	})
@@ -637,24 +639,24 @@ func TestMemFrameSizeLimits(t *testing.T) {
 
 func TestMemNetworkCloseEndsEverything(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newMemSetup(t, Config{}, Config{})
+		s := newMemSetup(t, transport.Config{}, transport.Config{})
 		memSendCancels(t, s.cli, 0, 1)
 		synctest.Wait()
 		s.net.Pause("a1")
 		memSendCancels(t, s.cli, 1, 3)
 		dialErr := make(chan error, 1)
 		go func() {
-			_, err := s.net.Transport(Config{Node: "c1"}).Dial(t.Context(), "a1", new(memRec))
+			_, err := s.net.Transport(transport.Config{Node: "c1"}).Dial(t.Context(), "a1", new(memRec))
 			dialErr <- err
 		}()
 		synctest.Wait()
 		s.net.Close()
-		if err := <-dialErr; !errors.Is(err, ErrClosed) {
+		if err := <-dialErr; !errors.Is(err, transport.ErrClosed) {
 			t.Errorf("waiting Dial: %v, want ErrClosed", err)
 		}
 		synctest.Wait()
 		for who, r := range map[string]*memRec{"client": s.cliRec, "paused server": s.srvRec} {
-			if got := r.closeErrs(); len(got) != 1 || !errors.Is(got[0], ErrClosed) {
+			if got := r.closeErrs(); len(got) != 1 || !errors.Is(got[0], transport.ErrClosed) {
 				t.Errorf("%s closes = %v, want one ErrClosed", who, got)
 			}
 		}
@@ -664,13 +666,13 @@ func TestMemNetworkCloseEndsEverything(t *testing.T) {
 
 func TestMemConcurrentSendersKeepOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newMemSetup(t, Config{}, Config{})
+		s := newMemSetup(t, transport.Config{}, transport.Config{})
 		const senders, each = 8, 200
 		var wg sync.WaitGroup
 		for g := range uint64(senders) {
 			wg.Go(func() {
 				for i := range uint64(each) {
-					if err := s.cli.Send(&Cancel{Call: g<<32 | i}); err != nil {
+					if err := s.cli.Send(&transport.Cancel{Call: g<<32 | i}); err != nil {
 						t.Errorf("Send: %v", err)
 						return
 					}
@@ -699,8 +701,8 @@ func TestMemConcurrentSendersKeepOrder(t *testing.T) {
 
 func TestMemCloseFromHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newMemSetup(t, Config{}, Config{})
-		s.srvRec.onRecv = func(c Conn, f Frame) {
+		s := newMemSetup(t, transport.Config{}, transport.Config{})
+		s.srvRec.onRecv = func(c transport.Conn, f transport.Frame) {
 			if err := c.Close(); err != nil {
 				t.Errorf("Close in HandleFrame: %v", err)
 			}
@@ -714,7 +716,7 @@ func TestMemCloseFromHandler(t *testing.T) {
 		if got := s.srvRec.closeErrs(); len(got) != 1 || got[0] != nil {
 			t.Errorf("server closes = %v, want [nil]", got)
 		}
-		if got := s.cliRec.closeErrs(); len(got) != 1 || !errors.Is(got[0], ErrClosed) {
+		if got := s.cliRec.closeErrs(); len(got) != 1 || !errors.Is(got[0], transport.ErrClosed) {
 			t.Errorf("client closes = %v, want one ErrClosed", got)
 		}
 	})
@@ -723,18 +725,18 @@ func TestMemCloseFromHandler(t *testing.T) {
 // TestMemRealClock runs outside a bubble: the transport works on the real
 // clock too. Only generous bounds.
 func TestMemRealClock(t *testing.T) {
-	net := NewMemNetwork()
+	net := NewNetwork()
 	defer net.Close()
-	if _, err := net.Transport(Config{Node: "a1"}).Listen("", memEcho{}); err != nil {
+	if _, err := net.Transport(transport.Config{Node: "a1"}).Listen("", memEcho{}); err != nil {
 		t.Fatal(err)
 	}
 	net.Delay("a1", "b1", time.Millisecond)
 	res := make(memResults, 1)
-	c, err := net.Transport(Config{Node: "b1"}).Dial(t.Context(), "a1", res)
+	c, err := net.Transport(transport.Config{Node: "b1"}).Dial(t.Context(), "a1", res)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Send(&Attempt{Call: 1}); err != nil {
+	if err := c.Send(&transport.Attempt{Call: 1}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -751,29 +753,29 @@ type memCounter struct {
 	tick  chan struct{}
 }
 
-func (c *memCounter) HandleFrame(Conn, Frame) {
+func (c *memCounter) HandleFrame(transport.Conn, transport.Frame) {
 	if c.count++; c.count%c.n == 0 {
 		c.tick <- struct{}{}
 	}
 }
 
-func (c *memCounter) HandleClose(Conn, error) {}
+func (c *memCounter) HandleClose(transport.Conn, error) {}
 
 // BenchmarkMemSendHeartbeat measures one-way throughput: Send, encode,
 // queue, decode and deliver a one-item heartbeat.
 func BenchmarkMemSendHeartbeat(b *testing.B) {
-	net := NewMemNetwork()
+	net := NewNetwork()
 	defer net.Close()
 	const batch = 64
 	srv := &memCounter{n: batch, tick: make(chan struct{}, 1)}
-	if _, err := net.Transport(Config{Node: "a1"}).Listen("", srv); err != nil {
+	if _, err := net.Transport(transport.Config{Node: "a1"}).Listen("", srv); err != nil {
 		b.Fatal(err)
 	}
-	c, err := net.Transport(Config{Node: "b1"}).Dial(context.Background(), "a1", &memCounter{n: 1 << 30})
+	c, err := net.Transport(transport.Config{Node: "b1"}).Dial(context.Background(), "a1", &memCounter{n: 1 << 30})
 	if err != nil {
 		b.Fatal(err)
 	}
-	hb := &Heartbeat{Items: []HeartbeatItem{{Call: 12345}}}
+	hb := &transport.Heartbeat{Items: []transport.HeartbeatItem{{Call: 12345}}}
 	b.ReportAllocs()
 	sent := 0
 	for b.Loop() {
@@ -786,35 +788,35 @@ func BenchmarkMemSendHeartbeat(b *testing.B) {
 	}
 }
 
-// memEcho answers every Attempt with a Result.
+// memEcho answers every transport.Attempt with a transport.Result.
 type memEcho struct{}
 
-func (memEcho) HandleFrame(c Conn, f Frame) {
-	if a, ok := f.(*Attempt); ok {
-		_ = c.Send(&Result{Call: a.Call, Payload: a.Payload})
+func (memEcho) HandleFrame(c transport.Conn, f transport.Frame) {
+	if a, ok := f.(*transport.Attempt); ok {
+		_ = c.Send(&transport.Result{Call: a.Call, Payload: a.Payload})
 	}
 }
 
-func (memEcho) HandleClose(Conn, error) {}
+func (memEcho) HandleClose(transport.Conn, error) {}
 
 type memResults chan struct{}
 
-func (r memResults) HandleFrame(Conn, Frame) { r <- struct{}{} }
-func (r memResults) HandleClose(Conn, error) {}
+func (r memResults) HandleFrame(transport.Conn, transport.Frame) { r <- struct{}{} }
+func (r memResults) HandleClose(transport.Conn, error)           {}
 
 // BenchmarkMemRoundTrip measures an Attempt and its Result, one at a time.
 func BenchmarkMemRoundTrip(b *testing.B) {
-	net := NewMemNetwork()
+	net := NewNetwork()
 	defer net.Close()
-	if _, err := net.Transport(Config{Node: "a1"}).Listen("", memEcho{}); err != nil {
+	if _, err := net.Transport(transport.Config{Node: "a1"}).Listen("", memEcho{}); err != nil {
 		b.Fatal(err)
 	}
 	res := make(memResults, 1)
-	c, err := net.Transport(Config{Node: "b1"}).Dial(context.Background(), "a1", res)
+	c, err := net.Transport(transport.Config{Node: "b1"}).Dial(context.Background(), "a1", res)
 	if err != nil {
 		b.Fatal(err)
 	}
-	att := &Attempt{Service: "Accounts", Method: "Withdraw", Entities: []string{"acc-1"}, Payload: make([]byte, 64)}
+	att := &transport.Attempt{Service: "Accounts", Method: "Withdraw", Entities: []string{"acc-1"}, Payload: make([]byte, 64)}
 	b.ReportAllocs()
 	for b.Loop() {
 		att.Call++

@@ -1,17 +1,19 @@
-package transport
+package memnet
 
 import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/ffgen/ffgen/runtime/transport"
 )
 
-// Faults of a MemNetwork. Each can be switched on and off at any time; they
-// name nodes by their Config.Node. Link faults (cut, delay, drop) act when a
+// Faults of a Network. Each can be switched on and off at any time; they
+// name nodes by their transport.Config.Node. Link faults (cut, delay, drop) act when a
 // frame is sent: a frame already in flight keeps the fate it was given.
 // Pause acts on delivery.
 
-// memFaults is the fault state of a MemNetwork, guarded by its mutex.
+// memFaults is the fault state of a Network, guarded by its mutex.
 type memFaults struct {
 	nodes   map[string]*memNodeFaults
 	links   map[memLinkKey]*memLinkFaults
@@ -102,7 +104,7 @@ func (f *memFaults) loseLocked(from, to string) bool {
 
 // change applies fn to the fault state under the lock and wakes whoever
 // waits on it.
-func (n *MemNetwork) change(fn func(f *memFaults)) {
+func (n *Network) change(fn func(f *memFaults)) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	fn(&n.memFaults)
@@ -111,7 +113,7 @@ func (n *MemNetwork) change(fn func(f *memFaults)) {
 
 // Seed reseeds the random source of Drop, so a test's drops are the same on
 // every run. A new network is seeded with 1.
-func (n *MemNetwork) Seed(seed uint64) {
+func (n *Network) Seed(seed uint64) {
 	n.change(func(f *memFaults) { f.rng = rand.New(rand.NewPCG(seed, seed)) })
 }
 
@@ -119,25 +121,25 @@ func (n *MemNetwork) Seed(seed uint64) {
 // its handlers get no calls, not even HandleClose. Frames to and from it are
 // held in order, not lost (they still count against the senders' queue
 // limits), and dials to or from it wait. Connections stay up.
-func (n *MemNetwork) Pause(node string) {
+func (n *Network) Pause(node string) {
 	n.change(func(f *memFaults) { f.node(node).paused = true })
 }
 
 // Resume undoes Pause: everything held is delivered, in the original order,
 // and waiting dials proceed.
-func (n *MemNetwork) Resume(node string) {
+func (n *Network) Resume(node string) {
 	n.change(func(f *memFaults) { f.node(node).paused = false })
 }
 
 // Cut drops every frame sent from one node to the other, silently, like a
 // one-way partition: the connection does not break. Dials between the two
 // wait while either direction is cut.
-func (n *MemNetwork) Cut(from, to string) {
+func (n *Network) Cut(from, to string) {
 	n.change(func(f *memFaults) { f.link(from, to).cut = true })
 }
 
 // CutBoth cuts both directions between a and b.
-func (n *MemNetwork) CutBoth(a, b string) {
+func (n *Network) CutBoth(a, b string) {
 	n.change(func(f *memFaults) {
 		f.link(a, b).cut = true
 		f.link(b, a).cut = true
@@ -146,26 +148,26 @@ func (n *MemNetwork) CutBoth(a, b string) {
 
 // Isolate cuts every link to and from node, including links to nodes that
 // join later. Undo it with Rejoin; Heal does not.
-func (n *MemNetwork) Isolate(node string) {
+func (n *Network) Isolate(node string) {
 	n.change(func(f *memFaults) { f.node(node).isolated = true })
 }
 
 // Rejoin undoes Isolate.
-func (n *MemNetwork) Rejoin(node string) {
+func (n *Network) Rejoin(node string) {
 	n.change(func(f *memFaults) { f.node(node).isolated = false })
 }
 
 // Delay makes frames from one node to the other arrive d after they are
 // sent, order kept: a frame never overtakes an earlier one, even when the
 // delay shrinks. Zero removes the delay.
-func (n *MemNetwork) Delay(from, to string, d time.Duration) {
+func (n *Network) Delay(from, to string, d time.Duration) {
 	n.change(func(f *memFaults) { f.link(from, to).delay = max(d, 0) })
 }
 
 // Drop loses each frame sent from one node to the other with probability p
 // (clamped to [0, 1]), drawn from the network's seeded source. Zero stops
 // it.
-func (n *MemNetwork) Drop(from, to string, p float64) {
+func (n *Network) Drop(from, to string, p float64) {
 	if math.IsNaN(p) {
 		p = 0
 	}
@@ -174,12 +176,12 @@ func (n *MemNetwork) Drop(from, to string, p float64) {
 
 // DropNext loses the next count frames sent from one node to the other;
 // after them the link's other faults apply again.
-func (n *MemNetwork) DropNext(from, to string, count int) {
+func (n *Network) DropNext(from, to string, count int) {
 	n.change(func(f *memFaults) { f.link(from, to).dropNext = max(count, 0) })
 }
 
 // Heal removes the cuts, delays and drops between a and b, both ways.
-func (n *MemNetwork) Heal(a, b string) {
+func (n *Network) Heal(a, b string) {
 	n.change(func(f *memFaults) {
 		delete(f.links, memLinkKey{a, b})
 		delete(f.links, memLinkKey{b, a})
@@ -188,7 +190,7 @@ func (n *MemNetwork) Heal(a, b string) {
 
 // HealAll removes every fault: link faults go, isolated nodes rejoin and
 // paused nodes resume.
-func (n *MemNetwork) HealAll() {
+func (n *Network) HealAll() {
 	n.change(func(f *memFaults) {
 		clear(f.links)
 		clear(f.nodes)
@@ -196,17 +198,17 @@ func (n *MemNetwork) HealAll() {
 }
 
 // Dropped returns how many frames cuts and drops have lost so far.
-func (n *MemNetwork) Dropped() uint64 {
+func (n *Network) Dropped() uint64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.dropped
 }
 
 // Reset breaks every connection between nodes a and b, as a TCP reset
-// would: queued frames are lost and both ends get HandleClose with ErrReset
+// would: queued frames are lost and both ends get HandleClose with transport.ErrReset
 // (a paused end gets it when it resumes). It returns how many connections
 // it broke.
-func (n *MemNetwork) Reset(a, b string) int {
+func (n *Network) Reset(a, b string) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.resetLocked(func(c *memConn) bool {
@@ -216,7 +218,7 @@ func (n *MemNetwork) Reset(a, b string) int {
 }
 
 // ResetNode breaks every connection of node, as Reset does.
-func (n *MemNetwork) ResetNode(node string) int {
+func (n *Network) ResetNode(node string) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.resetLocked(func(c *memConn) bool {
@@ -224,4 +226,4 @@ func (n *MemNetwork) ResetNode(node string) int {
 	}, memResetErr)
 }
 
-func memResetErr(*memEnd) error { return ErrReset }
+func memResetErr(*memEnd) error { return transport.ErrReset }

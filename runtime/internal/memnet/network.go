@@ -1,8 +1,10 @@
-// The in-memory transport: a MemNetwork makes connected transports in one
-// process, each identified by the Config.Node it was created with, and can
-// inject faults between them (mem_faults.go). Frames really go through
-// AppendFrame and a per-connection Decoder, so the wire format is exercised
-// and no memory is shared between the two ends.
+// Package memnet is the in-memory transport that tests run on: a Network
+// makes connected transports in one process, each identified by the
+// transport.Config.Node it was created with, and can inject faults between
+// them (faults.go). Frames really go through transport.AppendFrame and a
+// per-connection transport.Decoder, so the wire format is exercised and no
+// memory is shared between the two ends. It is internal: tests of services
+// reach it through runtime/fftest, which builds clusters on it.
 //
 // It is built for testing/synctest: every goroutine it starts blocks only on
 // channels and timers, so a bubble's fake clock drives heartbeats, delays and
@@ -10,7 +12,7 @@
 // it before the bubble ends, so that no goroutine is left behind:
 //
 //	synctest.Test(t, func(t *testing.T) {
-//		net := transport.NewMemNetwork()
+//		net := memnet.NewNetwork()
 //		defer net.Close() // ends every connection: no goroutine outlives the bubble
 //		srv := net.Transport(transport.Config{Node: "a1", Group: "a"})
 //		cli := net.Transport(transport.Config{Node: "b1", Group: "b"})
@@ -24,8 +26,7 @@
 //	})
 //
 // Outside a bubble it works the same on the real clock.
-
-package transport
+package memnet
 
 import (
 	"context"
@@ -34,21 +35,18 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-)
 
-// ErrReset is the reason both ends of a connection get when the network
-// resets it (MemNetwork.Reset, ResetNode) or when the far end's node goes
-// down. It matches ErrClosed.
-var ErrReset = fmt.Errorf("transport: connection reset: %w", ErrClosed)
+	"github.com/ffgen/ffgen/runtime/transport"
+)
 
 // errMemPeerClosed is the reason an end gets when its peer closed the
 // connection.
-var errMemPeerClosed = fmt.Errorf("%w by the peer", ErrClosed)
+var errMemPeerClosed = fmt.Errorf("%w by the peer", transport.ErrClosed)
 
-// MemNetwork is an in-process network of MemTransports with switchable
-// faults. The zero value is not usable; call NewMemNetwork. Its methods are
+// Network is an in-process network of Transports with switchable
+// faults. The zero value is not usable; call NewNetwork. Its methods are
 // safe for concurrent use.
-type MemNetwork struct {
+type Network struct {
 	mu        sync.Mutex
 	closed    bool
 	listeners map[string]*memListener // by address
@@ -59,10 +57,10 @@ type MemNetwork struct {
 	changed chan struct{}
 }
 
-// NewMemNetwork returns an empty network with no faults. Random drops are
+// NewNetwork returns an empty network with no faults. Random drops are
 // seeded with 1; see Seed.
-func NewMemNetwork() *MemNetwork {
-	n := &MemNetwork{
+func NewNetwork() *Network {
+	n := &Network{
 		listeners: make(map[string]*memListener),
 		conns:     make(map[*memConn]struct{}),
 		changed:   make(chan struct{}),
@@ -74,15 +72,15 @@ func NewMemNetwork() *MemNetwork {
 // Transport returns a transport for the node cfg.Node. Faults name nodes, so
 // give every node a distinct name; two transports with the same name (a
 // restarted node, say) share that node's faults.
-func (n *MemNetwork) Transport(cfg Config) *MemTransport {
-	return &MemTransport{n: n, cfg: cfg.WithDefaults()}
+func (n *Network) Transport(cfg transport.Config) *Transport {
+	return &Transport{n: n, cfg: cfg.WithDefaults()}
 }
 
 // Close tears the whole network down: every listener closes, every
-// connection ends with ErrClosed on both ends (even on a paused node), and
-// waiting dials return ErrClosed. The delivery goroutines exit once their
+// connection ends with transport.ErrClosed on both ends (even on a paused node), and
+// waiting dials return transport.ErrClosed. The delivery goroutines exit once their
 // handlers' HandleClose calls return. Close is idempotent.
-func (n *MemNetwork) Close() error {
+func (n *Network) Close() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -90,7 +88,7 @@ func (n *MemNetwork) Close() error {
 	}
 	n.closed = true
 	for c := range n.conns {
-		c.abortLocked(ErrClosed, ErrClosed)
+		c.abortLocked(transport.ErrClosed, transport.ErrClosed)
 	}
 	for addr, ln := range n.listeners {
 		ln.closed = true
@@ -101,15 +99,15 @@ func (n *MemNetwork) Close() error {
 }
 
 // broadcastLocked wakes everyone waiting for the network's state to change.
-func (n *MemNetwork) broadcastLocked() {
+func (n *Network) broadcastLocked() {
 	close(n.changed)
 	n.changed = make(chan struct{})
 }
 
 // resetLocked aborts every connection for which match is true: the end on
-// node local gets localErr, the other end ErrReset. It returns how many
+// node local gets localErr, the other end transport.ErrReset. It returns how many
 // connections it aborted.
-func (n *MemNetwork) resetLocked(match func(c *memConn) bool, localErr func(e *memEnd) error) int {
+func (n *Network) resetLocked(match func(c *memConn) bool, localErr func(e *memEnd) error) int {
 	count := 0
 	for c := range n.conns {
 		if !match(c) {
@@ -121,28 +119,28 @@ func (n *MemNetwork) resetLocked(match func(c *memConn) bool, localErr func(e *m
 	return count
 }
 
-// MemTransport is one node's endpoint on a MemNetwork. It implements
+// Transport is one node's endpoint on a Network. It implements
 // Transport.
-type MemTransport struct {
-	n         *MemNetwork
-	cfg       Config
+type Transport struct {
+	n         *Network
+	cfg       transport.Config
 	closed    bool                      // guarded by n.mu
 	listeners map[*memListener]struct{} // guarded by n.mu
 }
 
 var (
-	_ Transport = (*MemTransport)(nil)
-	_ Listener  = (*memListener)(nil)
-	_ StatsConn = (*memEnd)(nil)
+	_ transport.Transport = (*Transport)(nil)
+	_ transport.Listener  = (*memListener)(nil)
+	_ transport.StatsConn = (*memEnd)(nil)
 )
 
 // Node returns the name this transport's node is known by.
-func (t *MemTransport) Node() string { return t.cfg.Node }
+func (t *Transport) Node() string { return t.cfg.Node }
 
 // Listen accepts connections at addr; the empty address means the node's
 // name. Connections dialed to addr belong to this transport's node, so the
 // node's faults apply to them.
-func (t *MemTransport) Listen(addr string, h Handler) (Listener, error) {
+func (t *Transport) Listen(addr string, h transport.Handler) (transport.Listener, error) {
 	if h == nil {
 		return nil, errors.New("transport: Listen with a nil Handler")
 	}
@@ -153,7 +151,7 @@ func (t *MemTransport) Listen(addr string, h Handler) (Listener, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed || t.closed {
-		return nil, fmt.Errorf("transport: listen %q: %w", addr, ErrClosed)
+		return nil, fmt.Errorf("transport: listen %q: %w", addr, transport.ErrClosed)
 	}
 	if _, ok := n.listeners[addr]; ok {
 		return nil, fmt.Errorf("transport: listen %q: address already in use", addr)
@@ -168,11 +166,11 @@ func (t *MemTransport) Listen(addr string, h Handler) (Listener, error) {
 	return ln, nil
 }
 
-// Dial connects to the listener at addr. It fails at once with ErrRefused if
+// Dial connects to the listener at addr. It fails at once with transport.ErrRefused if
 // nothing listens there. While either node is paused or a link between them
 // is cut it waits, as a TCP handshake would, until the fault goes or ctx
 // ends; delays on the links add their round trip to the dial.
-func (t *MemTransport) Dial(ctx context.Context, addr string, h Handler) (Conn, error) {
+func (t *Transport) Dial(ctx context.Context, addr string, h transport.Handler) (transport.Conn, error) {
 	if h == nil {
 		return nil, errors.New("transport: Dial with a nil Handler")
 	}
@@ -185,12 +183,12 @@ func (t *MemTransport) Dial(ctx context.Context, addr string, h Handler) (Conn, 
 		n.mu.Lock()
 		if n.closed || t.closed {
 			n.mu.Unlock()
-			return nil, fmt.Errorf("transport: dial %q: %w", addr, ErrClosed)
+			return nil, fmt.Errorf("transport: dial %q: %w", addr, transport.ErrClosed)
 		}
 		ln := n.listeners[addr]
 		if ln == nil {
 			n.mu.Unlock()
-			return nil, fmt.Errorf("transport: dial %q: %w", addr, ErrRefused)
+			return nil, fmt.Errorf("transport: dial %q: %w", addr, transport.ErrRefused)
 		}
 		from, to := t.cfg.Node, ln.t.cfg.Node
 		var wait <-chan struct{}
@@ -222,9 +220,9 @@ func (t *MemTransport) Dial(ctx context.Context, addr string, h Handler) (Conn, 
 	}
 }
 
-// connectLocked makes the connection: each side's Hello is encoded with the
+// connectLocked makes the connection: each side's transport.Hello is encoded with the
 // sender's limit and decoded with the receiver's, as on a real wire.
-func (n *MemNetwork) connectLocked(t *MemTransport, h Handler, ln *memListener) (*memEnd, error) {
+func (n *Network) connectLocked(t *Transport, h transport.Handler, ln *memListener) (*memEnd, error) {
 	dialerHello, err := memExchangeHello(t, ln.t)
 	if err != nil {
 		return nil, fmt.Errorf("transport: dial %q: %w", ln.addr, err)
@@ -248,42 +246,42 @@ func (n *MemNetwork) connectLocked(t *MemTransport, h Handler, ln *memListener) 
 	return d, nil
 }
 
-func memExchangeHello(from, to *MemTransport) (*Hello, error) {
-	buf, err := AppendFrame(nil, &Hello{Version: Version, Node: from.cfg.Node, Group: from.cfg.Group, MaxFrame: uint32(from.cfg.MaxFrameSize)}, from.cfg.MaxFrameSize)
+func memExchangeHello(from, to *Transport) (*transport.Hello, error) {
+	buf, err := transport.AppendFrame(nil, &transport.Hello{Version: transport.Version, Node: from.cfg.Node, Group: from.cfg.Group, MaxFrame: uint32(from.cfg.MaxFrameSize)}, from.cfg.MaxFrameSize)
 	if err != nil {
 		return nil, err
 	}
-	f, err := memDecode(new(Decoder), buf, to.cfg.MaxFrameSize)
+	f, err := memDecode(new(transport.Decoder), buf, to.cfg.MaxFrameSize)
 	if err != nil {
 		return nil, err
 	}
-	hello, ok := f.(*Hello)
+	hello, ok := f.(*transport.Hello)
 	if !ok {
-		return nil, fmt.Errorf("%w: expected hello, got %s", ErrMalformedFrame, f.Type())
+		return nil, fmt.Errorf("%w: expected hello, got %s", transport.ErrMalformedFrame, f.Type())
 	}
 	return hello, nil
 }
 
 // memDecode decodes one length-prefixed frame, checking the prefix against
 // the receiver's limit first, as a stream reader does.
-func memDecode(d *Decoder, buf []byte, max int) (Frame, error) {
+func memDecode(d *transport.Decoder, buf []byte, max int) (transport.Frame, error) {
 	if len(buf) < 4 {
-		return nil, fmt.Errorf("%w: %d bytes is shorter than a length prefix", ErrMalformedFrame, len(buf))
+		return nil, fmt.Errorf("%w: %d bytes is shorter than a length prefix", transport.ErrMalformedFrame, len(buf))
 	}
-	size, err := FrameLen(buf, max)
+	size, err := transport.FrameLen(buf, max)
 	if err != nil {
 		return nil, err
 	}
 	if size != len(buf)-4 {
-		return nil, fmt.Errorf("%w: length prefix says %d bytes, frame has %d", ErrMalformedFrame, size, len(buf)-4)
+		return nil, fmt.Errorf("%w: length prefix says %d bytes, frame has %d", transport.ErrMalformedFrame, size, len(buf)-4)
 	}
 	return d.Decode(buf[4:])
 }
 
 // Close closes every listener of this transport and ends its connections,
-// as if the node went down: its own ends get ErrClosed, their peers
-// ErrReset, and dials to its addresses are refused. It is idempotent.
-func (t *MemTransport) Close() error {
+// as if the node went down: its own ends get transport.ErrClosed, their peers
+// transport.ErrReset, and dials to its addresses are refused. It is idempotent.
+func (t *Transport) Close() error {
 	n := t.n
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -298,18 +296,18 @@ func (t *MemTransport) Close() error {
 		func(c *memConn) bool { return c.ends[0].t == t || c.ends[1].t == t },
 		func(e *memEnd) error {
 			if e.t == t {
-				return ErrClosed
+				return transport.ErrClosed
 			}
-			return ErrReset
+			return transport.ErrReset
 		})
 	n.broadcastLocked()
 	return nil
 }
 
 type memListener struct {
-	t      *MemTransport
+	t      *Transport
 	addr   string
-	h      Handler
+	h      transport.Handler
 	closed bool // guarded by t.n.mu
 }
 
@@ -341,7 +339,7 @@ func (l *memListener) closeLocked() {
 // memConn is a connection: two ends and a pipe per direction. All its state
 // is guarded by the network's mutex.
 type memConn struct {
-	n      *MemNetwork
+	n      *Network
 	ends   [2]memEnd  // dialer, listener
 	pipes  [2]memPipe // dialer to listener, listener to dialer
 	closed bool       // either end closed or the connection was aborted: Send fails
@@ -356,12 +354,12 @@ func (c *memConn) abortLocked(dialerErr, listenerErr error) {
 	c.pipes[0].abortLocked(listenerErr)
 }
 
-// memEnd is one end of a memConn; it is the Conn its handler sees.
+// memEnd is one end of a memConn; it is the transport.Conn its handler sees.
 type memEnd struct {
 	conn        *memConn
-	t           *MemTransport
-	h           Handler
-	peer        Hello
+	t           *Transport
+	h           transport.Handler
+	peer        transport.Hello
 	out, in     *memPipe
 	closeCalled bool // guarded by conn.n.mu
 
@@ -370,15 +368,15 @@ type memEnd struct {
 	queueFull                  atomic.Uint64
 }
 
-func (e *memEnd) Peer() Hello { return e.peer }
+func (e *memEnd) Peer() transport.Hello { return e.peer }
 
 func (e *memEnd) String() string { return e.t.cfg.Node + "->" + e.peer.Node }
 
 // Stats reports what this end did. Every accepted Send is one write, so
 // Writes equals FramesSent; frames lost to a cut or a drop count as sent.
-func (e *memEnd) Stats() Stats {
+func (e *memEnd) Stats() transport.Stats {
 	sent := e.framesSent.Load()
-	return Stats{
+	return transport.Stats{
 		FramesSent:     sent,
 		FramesReceived: e.framesReceived.Load(),
 		BytesSent:      e.bytesSent.Load(),
@@ -391,17 +389,17 @@ func (e *memEnd) Stats() Stats {
 // Send encodes f and queues it for the peer. Faults act here: a frame on a
 // cut link or picked by a drop is lost silently, and a delay fixes the
 // frame's arrival time. Pause acts on delivery (the frame waits in the
-// queue), so a paused peer fills the queue until Send returns ErrQueueFull.
-func (e *memEnd) Send(f Frame) error {
+// queue), so a paused peer fills the queue until Send returns transport.ErrQueueFull.
+func (e *memEnd) Send(f transport.Frame) error {
 	if f == nil {
-		return fmt.Errorf("%w: nil frame", ErrMalformedFrame)
+		return fmt.Errorf("%w: nil frame", transport.ErrMalformedFrame)
 	}
 	bp := memGetBuf()
 	limit := e.t.cfg.MaxFrameSize
 	if m := int(e.peer.MaxFrame); m > 0 && m < limit {
 		limit = m // as a stream does: the peer would close on a larger one
 	}
-	buf, err := AppendFrame((*bp)[:0], f, limit)
+	buf, err := transport.AppendFrame((*bp)[:0], f, limit)
 	*bp = buf
 	if err != nil {
 		memPutBuf(bp)
@@ -412,7 +410,7 @@ func (e *memEnd) Send(f Frame) error {
 	if e.conn.closed {
 		n.mu.Unlock()
 		memPutBuf(bp)
-		return ErrClosed
+		return transport.ErrClosed
 	}
 	p := e.out
 	if p.queued+len(buf) > e.t.cfg.SendQueueBytes {
@@ -420,7 +418,7 @@ func (e *memEnd) Send(f Frame) error {
 		n.mu.Unlock()
 		memPutBuf(bp)
 		e.queueFull.Add(1)
-		return fmt.Errorf("%w: %d bytes queued to %s, limit %d", ErrQueueFull, queued, e.peer.Node, e.t.cfg.SendQueueBytes)
+		return fmt.Errorf("%w: %d bytes queued to %s, limit %d", transport.ErrQueueFull, queued, e.peer.Node, e.t.cfg.SendQueueBytes)
 	}
 	e.framesSent.Add(1)
 	e.bytesSent.Add(uint64(len(buf)))
@@ -438,7 +436,7 @@ func (e *memEnd) Send(f Frame) error {
 
 // Close closes this end: its handler gets HandleClose(nil) at once (after
 // the frame it may be handling), frames already sent are still delivered to
-// the peer, then the peer's handler gets an error matching ErrClosed.
+// the peer, then the peer's handler gets an error matching transport.ErrClosed.
 // Close is idempotent.
 func (e *memEnd) Close() error {
 	n := e.conn.n
@@ -555,7 +553,7 @@ func (p *memPipe) nextLocked() memStep {
 func (p *memPipe) run() {
 	n := p.from.conn.n
 	to := p.to
-	var dec Decoder
+	var dec transport.Decoder
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -595,8 +593,8 @@ func (p *memPipe) run() {
 // deliver decodes one frame with the receiver's limit and hands it to the
 // receiver's handler. A frame that does not decode ends the connection, as
 // a bad frame on a stream does: the receiver gets the decoding error and the
-// sender ErrReset.
-func (p *memPipe) deliver(dec *Decoder, bp *[]byte) {
+// sender transport.ErrReset.
+func (p *memPipe) deliver(dec *transport.Decoder, bp *[]byte) {
 	defer memPutBuf(bp)
 	to := p.to
 	f, err := memDecode(dec, *bp, to.t.cfg.MaxFrameSize)
@@ -607,7 +605,7 @@ func (p *memPipe) deliver(dec *Decoder, bp *[]byte) {
 		n.mu.Lock()
 		to.conn.closed = true
 		p.abortLocked(err)
-		to.out.abortLocked(ErrReset)
+		to.out.abortLocked(transport.ErrReset)
 		n.mu.Unlock()
 		return
 	}

@@ -1,0 +1,17 @@
+package runtime
+
+import "github.com/ffgen/ffgen/runtime/transport"
+
+// What the package's external tests need to see and users do not.
+
+// NewBudget makes a failover budget, for tests of its errors.
+func NewBudget(s BudgetSettings) *budget { return newBudget(s) }
+
+// Router returns the client's live routing table.
+func (c *Client) Router() *Router { return c.router }
+
+// Conns lists the client's open connections.
+func (c *Client) Conns() []transport.Conn { return c.pool.Conns() }
+
+// Suspected reports whether the client suspects node now.
+func (c *Client) Suspected(node string) bool { return c.suspected(node) }

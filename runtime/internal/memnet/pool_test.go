@@ -1,0 +1,95 @@
+package memnet
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// echoAll sends every frame back.
+type echoAll struct{}
+
+func (echoAll) HandleFrame(c transport.Conn, f transport.Frame) { c.Send(f) }
+func (echoAll) HandleClose(transport.Conn, error)               {}
+
+// chanRec passes on the Cancel frames and the closes it gets.
+type chanRec struct {
+	frames chan transport.Frame
+	closes chan chanClose
+}
+
+type chanClose struct {
+	c   transport.Conn
+	err error
+}
+
+func newChanRec() *chanRec {
+	return &chanRec{frames: make(chan transport.Frame, 16), closes: make(chan chanClose, 16)}
+}
+
+func (r *chanRec) HandleFrame(_ transport.Conn, f transport.Frame) {
+	if c, ok := f.(*transport.Cancel); ok {
+		r.frames <- &transport.Cancel{Call: c.Call} // the frame is only valid during the call
+	}
+}
+
+func (r *chanRec) HandleClose(c transport.Conn, err error) { r.closes <- chanClose{c, err} }
+
+// The pool over the in-memory transport, in fake time: a reset drops the
+// connection, a dead address backs off, and a restarted listener is found.
+func TestPoolOverMemTransport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := NewNetwork()
+		defer n.Close()
+		srvT := n.Transport(transport.Config{Node: "a1", Group: "a"})
+		l, err := srvT.Listen("a1", echoAll{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli := newChanRec()
+		p := transport.NewPool(n.Transport(transport.Config{Node: "b1", Group: "b"}), cli, transport.PoolConfig{BackoffMin: time.Second, BackoffMax: time.Second})
+		defer p.Close()
+		ctx := context.Background()
+
+		first, err := p.Get(ctx, "a1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Send(&transport.Cancel{Call: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if got := (<-cli.frames).(*transport.Cancel).Call; got != 1 {
+			t.Fatalf("echo %d", got)
+		}
+
+		l.Close()
+		n.ResetNode("a1")
+		if cl := <-cli.closes; cl.c != first || !errors.Is(cl.err, transport.ErrClosed) {
+			t.Fatalf("close of %v with %v", cl.c, cl.err)
+		}
+		if _, err := p.Get(ctx, "a1"); !errors.Is(err, transport.ErrRefused) {
+			t.Fatalf("Get with nothing listening: %v, want transport.ErrRefused", err)
+		}
+		if _, err = srvT.Listen("a1", echoAll{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Get(ctx, "a1"); !errors.Is(err, transport.ErrRefused) {
+			t.Fatalf("Get inside the backoff window: %v, want the earlier transport.ErrRefused", err)
+		}
+		time.Sleep(time.Second)
+		second, err := p.Get(ctx, "a1")
+		if err != nil || second == first {
+			t.Fatalf("Get after the window: %v, %v", second, err)
+		}
+		if err := second.Send(&transport.Cancel{Call: 2}); err != nil {
+			t.Fatal(err)
+		}
+		if got := (<-cli.frames).(*transport.Cancel).Call; got != 2 {
+			t.Fatalf("echo %d", got)
+		}
+	})
+}
