@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/runtime/codec"
+	"github.com/ffgen/ffgen/runtime/internal/mdctx"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -179,18 +180,24 @@ func (e *execution) call(ctx context.Context) (res codec.Message, err error) {
 			res, err = nil, &panicError{value: v}
 		}
 	}()
-	return e.method.Handle(ctx, e.impl, e.args)
+	return e.handle(ctx)
 }
 
-// attemptCtx carries the AttemptInfo without a context.WithValue allocation.
+// attemptCtx carries the AttemptInfo and the call's metadata without a
+// context.WithValue allocation.
 type attemptCtx struct {
 	context.Context
 	info *AttemptInfo
 }
 
 func (c *attemptCtx) Value(key any) any {
-	if key == (attemptKey{}) {
+	switch key {
+	case attemptKey{}:
 		return c.info
+	case mdctx.IncomingKey{}:
+		if c.info.md != nil {
+			return c.info.md
+		}
 	}
 	return c.Context.Value(key)
 }
