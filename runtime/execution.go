@@ -100,11 +100,14 @@ func (e *execution) run() {
 		m := e.method
 		s.cfg.Metrics.ServerAttempt(m.Service, m.Name, 1)
 		e.actx = attemptCtx{Context: ctx, info: &e.info}
+		began := time.Now()
 		res, err := e.call(&e.actx)
+		ran := time.Since(began)
 		s.cfg.Metrics.ServerAttempt(m.Service, m.Name, -1)
 		switch fwd := asForward(err); {
 		case fwd != nil:
 			if rd, ok := e.redirect(fwd); ok {
+				s.cfg.Metrics.Handled(m.Service, m.Name, "forwarded", "", ran)
 				e.finish(nil, rd)
 				return
 			}
@@ -114,13 +117,19 @@ func (e *execution) run() {
 			// The engine ended the handler (a cancel, the attempt
 			// timeout, a shutdown): its error says nothing about the
 			// operation, so the answer is Failover, and not remembered.
+			*r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "handler stopped: " + err.Error()}
 			if e.restart() {
+				s.cfg.Metrics.Handled(m.Service, m.Name, r.Status.String(), r.Code, ran)
 				return
 			}
-			*r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "handler stopped: " + err.Error()}
 		default:
 			*r = e.safeResult(res, err)
 		}
+		code := r.Code
+		if code == "" && r.Status != transport.StatusOK {
+			code = "undeclared"
+		}
+		s.cfg.Metrics.Handled(m.Service, m.Name, r.Status.String(), code, ran)
 	}
 	e.finish(r, nil)
 }

@@ -1,15 +1,13 @@
 package runtime
 
 import (
-	"io"
 	"maps"
-	"math"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // latencyBuckets are the upper bounds of the latency histograms: fast
@@ -35,9 +33,10 @@ var latencyBuckets = [...]time.Duration{
 var numReasons = len(reasonNames)
 
 // Stats is the Metrics implementation that the management endpoint exports
-// in the Prometheus text format. Counters live per service/method and are
-// created on first use; after that every event is a few atomic adds with no
-// lock and no allocation. Create one with NewStats.
+// to Prometheus: it is a prometheus.Collector, so it also registers with any
+// prometheus.Registerer. Counters live per service/method and are created on
+// first use; after that every event is a few atomic adds with no lock and no
+// allocation, and a scrape reads them. Create one with NewStats.
 type Stats struct {
 	// methods is copy-on-write: readers load the current map without a
 	// lock, the rare first event of a method copies it under mu.
@@ -57,6 +56,10 @@ type methodStats struct {
 	serverInFlight atomic.Int64
 	attemptLatency histogram
 	opLatency      histogram
+	handlerLatency histogram
+
+	mu          sync.Mutex                      // serializes additions to handledList
+	handledList atomic.Pointer[[]*handledCount] // server answers by status and code
 }
 
 // histogram counts observations per bucket (not cumulative: each
@@ -144,150 +147,121 @@ func (s *Stats) ServerAttempt(service, method string, delta int) {
 	s.get(service, method).serverInFlight.Add(int64(delta))
 }
 
-// WritePrometheus writes every metric in the Prometheus text exposition
-// format 0.0.4. Series are sorted by service, method and reason, so the
-// output is stable. Counters by reason only list reasons that occurred.
-func (s *Stats) WritePrometheus(w io.Writer) error {
-	cur := *s.methods.Load()
-	keys := make([]methodKey, 0, len(cur))
-	for k := range cur {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b methodKey) int {
-		if c := strings.Compare(a.service, b.service); c != 0 {
-			return c
+// Handled implements Metrics.
+func (s *Stats) Handled(service, method, status, code string, d time.Duration) {
+	ms := s.get(service, method)
+	ms.handled(status, code).Add(1)
+	ms.handlerLatency.observe(d)
+}
+
+// handled returns the counter of one status and code: a lookup in a short
+// copy-on-write list (a method has a few declared codes), so counting takes
+// no lock and no allocation after the first of its kind.
+func (ms *methodStats) handled(status, code string) *atomic.Uint64 {
+	if l := ms.handledList.Load(); l != nil {
+		for _, h := range *l {
+			if h.status == status && h.code == code {
+				return &h.n
+			}
 		}
-		return strings.Compare(a.method, b.method)
-	})
-	var p PromWriter
-	p.Family("ffgen_attempts_started_total", "counter", "Attempts sent by the client.")
-	for _, k := range keys {
-		p.Sample("ffgen_attempts_started_total", methodLabels(k), float64(cur[k].attempts.Load()))
 	}
-	p.Family("ffgen_attempts_ended_total", "counter", "Attempts ended on the client, by reason (none: the attempt produced the outcome).")
-	for _, k := range keys {
-		writeByReason(&p, "ffgen_attempts_ended_total", k, cur[k].attemptEnds)
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	var cur []*handledCount
+	if l := ms.handledList.Load(); l != nil {
+		cur = *l
 	}
-	p.Family("ffgen_failovers_total", "counter", "Moves to another node, by reason.")
-	for _, k := range keys {
-		writeByReason(&p, "ffgen_failovers_total", k, cur[k].failovers)
+	for _, h := range cur {
+		if h.status == status && h.code == code {
+			return &h.n
+		}
 	}
-	p.Family("ffgen_heartbeat_timeouts_total", "counter", "Attempts abandoned because no heartbeat came within the heartbeat timeout.")
-	for _, k := range keys {
-		p.Sample("ffgen_heartbeat_timeouts_total", methodLabels(k), float64(cur[k].attemptEnds[ReasonHeartbeatTimeout].Load()))
+	h := &handledCount{status: status, code: code}
+	next := append(slices.Clip(cur), h)
+	ms.handledList.Store(&next)
+	return &h.n
+}
+
+type handledCount struct {
+	status, code string
+	n            atomic.Uint64
+}
+
+// The families Stats exports; Describe and Collect share them.
+var (
+	descAttemptsStarted = prometheus.NewDesc("ffgen_attempts_started_total", "Attempts sent by the client.", methodLabelNames, nil)
+	descAttemptsEnded   = prometheus.NewDesc("ffgen_attempts_ended_total", "Attempts ended on the client, by reason (none: the attempt produced the outcome).", reasonLabelNames, nil)
+	descFailovers       = prometheus.NewDesc("ffgen_failovers_total", "Moves to another node, by reason.", reasonLabelNames, nil)
+	descHeartbeatTOs    = prometheus.NewDesc("ffgen_heartbeat_timeouts_total", "Attempts abandoned because no heartbeat came within the heartbeat timeout.", methodLabelNames, nil)
+	descOperations      = prometheus.NewDesc("ffgen_operations_total", "Operations ended on the client, by outcome.", []string{"service", "method", "outcome"}, nil)
+	descClientInFlight  = prometheus.NewDesc("ffgen_client_attempts_in_flight", "Attempts the client has started and not ended.", methodLabelNames, nil)
+	descServerInFlight  = prometheus.NewDesc("ffgen_server_attempts_in_flight", "Handlers running on the server.", methodLabelNames, nil)
+	descAttemptLatency  = prometheus.NewDesc("ffgen_attempt_duration_seconds", "Attempt latency on the client.", methodLabelNames, nil)
+	descOpLatency       = prometheus.NewDesc("ffgen_operation_duration_seconds", "Operation latency on the client, failovers included.", methodLabelNames, nil)
+	descHandled         = prometheus.NewDesc("ffgen_server_handled_total", "Handler runs ended on the server, by the answer's status (ok, fail, failover, forwarded) and error code (declared, ffgen.* for the engine's, undeclared).", []string{"service", "method", "status", "code"}, nil)
+	descHandlerLatency  = prometheus.NewDesc("ffgen_server_handler_duration_seconds", "How long handlers ran on the server.", methodLabelNames, nil)
+
+	methodLabelNames = []string{"service", "method"}
+	reasonLabelNames = []string{"service", "method", "reason"}
+)
+
+var _ prometheus.Collector = (*Stats)(nil)
+
+// Describe implements prometheus.Collector.
+func (s *Stats) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descAttemptsStarted, descAttemptsEnded, descFailovers, descHeartbeatTOs,
+		descOperations, descClientInFlight, descServerInFlight, descAttemptLatency, descOpLatency, descHandled, descHandlerLatency} {
+		ch <- d
 	}
-	p.Family("ffgen_operations_total", "counter", "Operations ended on the client, by outcome.")
-	for _, k := range keys {
-		p.Sample("ffgen_operations_total", append(methodLabels(k), "outcome", "ok"), float64(cur[k].opsOK.Load()))
-		p.Sample("ffgen_operations_total", append(methodLabels(k), "outcome", "error"), float64(cur[k].opsErr.Load()))
-	}
-	p.Family("ffgen_client_attempts_in_flight", "gauge", "Attempts the client has started and not ended.")
-	for _, k := range keys {
-		p.Sample("ffgen_client_attempts_in_flight", methodLabels(k), float64(cur[k].clientInFlight.Load()))
-	}
-	p.Family("ffgen_server_attempts_in_flight", "gauge", "Handlers running on the server.")
-	for _, k := range keys {
-		p.Sample("ffgen_server_attempts_in_flight", methodLabels(k), float64(cur[k].serverInFlight.Load()))
-	}
-	p.Family("ffgen_attempt_duration_seconds", "histogram", "Attempt latency on the client.")
-	for _, k := range keys {
-		writeHistogram(&p, "ffgen_attempt_duration_seconds", k, &cur[k].attemptLatency)
-	}
-	p.Family("ffgen_operation_duration_seconds", "histogram", "Operation latency on the client, failovers included.")
-	for _, k := range keys {
-		writeHistogram(&p, "ffgen_operation_duration_seconds", k, &cur[k].opLatency)
+	describeTransport(ch)
+}
+
+// Collect implements prometheus.Collector: the counters as they are at
+// the scrape, read with atomic loads, no lock held against the hot path.
+// Counters by reason list only reasons that occurred.
+func (s *Stats) Collect(ch chan<- prometheus.Metric) {
+	for k, ms := range *s.methods.Load() {
+		svc, m := k.service, k.method
+		ch <- prometheus.MustNewConstMetric(descAttemptsStarted, prometheus.CounterValue, float64(ms.attempts.Load()), svc, m)
+		collectByReason(ch, descAttemptsEnded, ms.attemptEnds, svc, m)
+		collectByReason(ch, descFailovers, ms.failovers, svc, m)
+		ch <- prometheus.MustNewConstMetric(descHeartbeatTOs, prometheus.CounterValue, float64(ms.attemptEnds[ReasonHeartbeatTimeout].Load()), svc, m)
+		ch <- prometheus.MustNewConstMetric(descOperations, prometheus.CounterValue, float64(ms.opsOK.Load()), svc, m, "ok")
+		ch <- prometheus.MustNewConstMetric(descOperations, prometheus.CounterValue, float64(ms.opsErr.Load()), svc, m, "error")
+		ch <- prometheus.MustNewConstMetric(descClientInFlight, prometheus.GaugeValue, float64(ms.clientInFlight.Load()), svc, m)
+		ch <- prometheus.MustNewConstMetric(descServerInFlight, prometheus.GaugeValue, float64(ms.serverInFlight.Load()), svc, m)
+		ch <- ms.attemptLatency.metric(descAttemptLatency, svc, m)
+		ch <- ms.opLatency.metric(descOpLatency, svc, m)
+		if l := ms.handledList.Load(); l != nil {
+			for _, h := range *l {
+				ch <- prometheus.MustNewConstMetric(descHandled, prometheus.CounterValue, float64(h.n.Load()), svc, m, h.status, h.code)
+			}
+		}
+		ch <- ms.handlerLatency.metric(descHandlerLatency, svc, m)
 	}
 	if t := s.transport.Load(); t != nil {
-		writeTransport(&p, (*t).NodeStats())
+		collectTransport(ch, (*t).NodeStats())
 	}
-	_, err := w.Write(p.Bytes())
-	return err
 }
 
-// methodLabels returns the service and method labels with room for one
-// more pair, so that callers append without reallocating.
-func methodLabels(k methodKey) []string {
-	return append(make([]string, 0, 6), "service", k.service, "method", k.method)
-}
-
-func writeByReason(p *PromWriter, name string, k methodKey, counts []atomic.Uint64) {
+func collectByReason(ch chan<- prometheus.Metric, d *prometheus.Desc, counts []atomic.Uint64, svc, m string) {
 	for r := range counts {
 		if n := counts[r].Load(); n > 0 {
-			p.Sample(name, append(methodLabels(k), "reason", Reason(r).String()), float64(n))
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(n), svc, m, Reason(r).String())
 		}
 	}
 }
 
-func writeHistogram(p *PromWriter, name string, k methodKey, h *histogram) {
-	// Load the buckets first and derive the count from them, so the
-	// exported count always equals the +Inf bucket.
+// metric exports h. The buckets are loaded first and the count derived
+// from them, so the exported count always equals the +Inf bucket.
+func (h *histogram) metric(d *prometheus.Desc, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(latencyBuckets))
 	var cum uint64
 	for i := range h.counts {
 		cum += h.counts[i].Load()
-		le := "+Inf"
 		if i < len(latencyBuckets) {
-			le = formatFloat(latencyBuckets[i].Seconds())
+			buckets[latencyBuckets[i].Seconds()] = cum
 		}
-		p.Sample(name+"_bucket", append(methodLabels(k), "le", le), float64(cum))
 	}
-	p.Sample(name+"_sum", methodLabels(k), time.Duration(h.sumNs.Load()).Seconds())
-	p.Sample(name+"_count", methodLabels(k), float64(cum))
+	return prometheus.MustNewConstHistogram(d, cum, time.Duration(h.sumNs.Load()).Seconds(), buckets, labels...)
 }
-
-// PromWriter builds Prometheus text exposition format 0.0.4. It is exported
-// so that other exporters (cluster membership gauges) share the escaping.
-type PromWriter struct {
-	buf []byte
-}
-
-// Family writes the HELP and TYPE lines of a metric family.
-func (p *PromWriter) Family(name, typ, help string) {
-	p.buf = append(p.buf, "# HELP "...)
-	p.buf = append(p.buf, name...)
-	p.buf = append(p.buf, ' ')
-	p.buf = append(p.buf, helpEscaper.Replace(help)...)
-	p.buf = append(p.buf, "\n# TYPE "...)
-	p.buf = append(p.buf, name...)
-	p.buf = append(p.buf, ' ')
-	p.buf = append(p.buf, typ...)
-	p.buf = append(p.buf, '\n')
-}
-
-// Sample writes one sample; labels alternate names and values.
-func (p *PromWriter) Sample(name string, labels []string, v float64) {
-	p.buf = append(p.buf, name...)
-	if len(labels) > 0 {
-		p.buf = append(p.buf, '{')
-		for i := 0; i+1 < len(labels); i += 2 {
-			if i > 0 {
-				p.buf = append(p.buf, ',')
-			}
-			p.buf = append(p.buf, labels[i]...)
-			p.buf = append(p.buf, `="`...)
-			p.buf = append(p.buf, labelEscaper.Replace(labels[i+1])...)
-			p.buf = append(p.buf, '"')
-		}
-		p.buf = append(p.buf, '}')
-	}
-	p.buf = append(p.buf, ' ')
-	p.buf = appendFloat(p.buf, v)
-	p.buf = append(p.buf, '\n')
-}
-
-// Bytes returns the text written so far.
-func (p *PromWriter) Bytes() []byte { return p.buf }
-
-var (
-	labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-	helpEscaper  = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
-)
-
-// appendFloat writes integers (every counter) without an exponent.
-func appendFloat(b []byte, f float64) []byte {
-	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
-		return strconv.AppendInt(b, int64(f), 10)
-	}
-	return strconv.AppendFloat(b, f, 'g', -1, 64)
-}
-
-func formatFloat(f float64) string { return string(appendFloat(nil, f)) }

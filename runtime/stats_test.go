@@ -2,15 +2,80 @@ package runtime
 
 import (
 	"bytes"
-	"strings"
+	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
-func TestStatsPrometheusGolden(t *testing.T) {
+// scrape registers c with a pedantic registry (which checks every metric
+// against its descriptor), renders the text exposition as /metrics does,
+// and parses it back with the Prometheus text parser.
+func scrape(t testing.TB, c prometheus.Collector) (string, map[string]*dto.MetricFamily) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatalf("the exposition does not parse: %v\n%s", err, buf.String())
+	}
+	return buf.String(), fams
+}
+
+// sample finds the sample of family name whose labels include want
+// (alternating names and values) and returns its value; a histogram's is
+// its count.
+func sample(t testing.TB, fams map[string]*dto.MetricFamily, name string, want ...string) float64 {
+	t.Helper()
+	mf := fams[name]
+	if mf == nil {
+		t.Fatalf("no family %s", name)
+	}
+next:
+	for _, m := range mf.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		for i := 0; i+1 < len(want); i += 2 {
+			if v, ok := labels[want[i]]; !ok || v != want[i+1] {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	t.Fatalf("no sample %s%v", name, want)
+	return 0
+}
+
+func TestStatsExposition(t *testing.T) {
 	s := NewStats()
 	// An operation that fails over once after a heartbeat timeout.
 	s.AttemptStarted("bank.Accounts", "Deposit")
@@ -20,79 +85,65 @@ func TestStatsPrometheusGolden(t *testing.T) {
 	s.AttemptEnded("bank.Accounts", "Deposit", ReasonNone, 3*time.Millisecond)
 	s.OperationEnded("bank.Accounts", "Deposit", true, 203*time.Millisecond)
 	// A label that needs escaping, a failed operation, a running handler.
-	s.OperationEnded(`we"ird\svc`+"\n", "M", false, 20*time.Second)
+	const weird = `we"ird\svc` + "\n"
+	s.OperationEnded(weird, "M", false, 20*time.Second)
 	s.ServerAttempt("bank.Accounts", "Balance", 1)
+	// Server answers: two served, a declared error, an undeclared one.
+	s.Handled("bank.Accounts", "Balance", "ok", "", 2*time.Millisecond)
+	s.Handled("bank.Accounts", "Balance", "ok", "", 4*time.Millisecond)
+	s.Handled("bank.Accounts", "Balance", "fail", "ErrUnknownAccount", time.Millisecond)
+	s.Handled("bank.Accounts", "Balance", "failover", "undeclared", time.Millisecond)
 
-	var buf bytes.Buffer
-	if err := s.WritePrometheus(&buf); err != nil {
-		t.Fatal(err)
+	text, fams := scrape(t, s)
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"ffgen_attempts_started_total", []string{"service", "bank.Accounts", "method", "Deposit"}, 2},
+		{"ffgen_attempts_ended_total", []string{"method", "Deposit", "reason", "none"}, 1},
+		{"ffgen_attempts_ended_total", []string{"method", "Deposit", "reason", "heartbeat-timeout"}, 1},
+		{"ffgen_failovers_total", []string{"method", "Deposit", "reason", "heartbeat-timeout"}, 1},
+		{"ffgen_heartbeat_timeouts_total", []string{"method", "Deposit"}, 1},
+		{"ffgen_heartbeat_timeouts_total", []string{"method", "Balance"}, 0},
+		{"ffgen_operations_total", []string{"method", "Deposit", "outcome", "ok"}, 1},
+		{"ffgen_operations_total", []string{"method", "Deposit", "outcome", "error"}, 0},
+		{"ffgen_operations_total", []string{"service", weird, "method", "M", "outcome", "error"}, 1},
+		{"ffgen_client_attempts_in_flight", []string{"method", "Deposit"}, 0},
+		{"ffgen_server_attempts_in_flight", []string{"method", "Balance"}, 1},
+		{"ffgen_attempt_duration_seconds", []string{"method", "Deposit"}, 2},
+		{"ffgen_operation_duration_seconds", []string{"service", weird, "method", "M"}, 1},
+		{"ffgen_server_handled_total", []string{"method", "Balance", "status", "ok", "code", ""}, 2},
+		{"ffgen_server_handled_total", []string{"method", "Balance", "status", "fail", "code", "ErrUnknownAccount"}, 1},
+		{"ffgen_server_handled_total", []string{"method", "Balance", "status", "failover", "code", "undeclared"}, 1},
+		{"ffgen_server_handler_duration_seconds", []string{"method", "Balance"}, 4},
+	} {
+		if got := sample(t, fams, c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
 	}
-	const esc = `we\"ird\\svc\n`
-	want := `# HELP ffgen_attempts_started_total Attempts sent by the client.
-# TYPE ffgen_attempts_started_total counter
-ffgen_attempts_started_total{service="bank.Accounts",method="Balance"} 0
-ffgen_attempts_started_total{service="bank.Accounts",method="Deposit"} 2
-ffgen_attempts_started_total{service="` + esc + `",method="M"} 0
-# HELP ffgen_attempts_ended_total Attempts ended on the client, by reason (none: the attempt produced the outcome).
-# TYPE ffgen_attempts_ended_total counter
-ffgen_attempts_ended_total{service="bank.Accounts",method="Deposit",reason="none"} 1
-ffgen_attempts_ended_total{service="bank.Accounts",method="Deposit",reason="heartbeat-timeout"} 1
-# HELP ffgen_failovers_total Moves to another node, by reason.
-# TYPE ffgen_failovers_total counter
-ffgen_failovers_total{service="bank.Accounts",method="Deposit",reason="heartbeat-timeout"} 1
-# HELP ffgen_heartbeat_timeouts_total Attempts abandoned because no heartbeat came within the heartbeat timeout.
-# TYPE ffgen_heartbeat_timeouts_total counter
-ffgen_heartbeat_timeouts_total{service="bank.Accounts",method="Balance"} 0
-ffgen_heartbeat_timeouts_total{service="bank.Accounts",method="Deposit"} 1
-ffgen_heartbeat_timeouts_total{service="` + esc + `",method="M"} 0
-# HELP ffgen_operations_total Operations ended on the client, by outcome.
-# TYPE ffgen_operations_total counter
-ffgen_operations_total{service="bank.Accounts",method="Balance",outcome="ok"} 0
-ffgen_operations_total{service="bank.Accounts",method="Balance",outcome="error"} 0
-ffgen_operations_total{service="bank.Accounts",method="Deposit",outcome="ok"} 1
-ffgen_operations_total{service="bank.Accounts",method="Deposit",outcome="error"} 0
-ffgen_operations_total{service="` + esc + `",method="M",outcome="ok"} 0
-ffgen_operations_total{service="` + esc + `",method="M",outcome="error"} 1
-# HELP ffgen_client_attempts_in_flight Attempts the client has started and not ended.
-# TYPE ffgen_client_attempts_in_flight gauge
-ffgen_client_attempts_in_flight{service="bank.Accounts",method="Balance"} 0
-ffgen_client_attempts_in_flight{service="bank.Accounts",method="Deposit"} 0
-ffgen_client_attempts_in_flight{service="` + esc + `",method="M"} 0
-# HELP ffgen_server_attempts_in_flight Handlers running on the server.
-# TYPE ffgen_server_attempts_in_flight gauge
-ffgen_server_attempts_in_flight{service="bank.Accounts",method="Balance"} 1
-ffgen_server_attempts_in_flight{service="bank.Accounts",method="Deposit"} 0
-ffgen_server_attempts_in_flight{service="` + esc + `",method="M"} 0
-# HELP ffgen_attempt_duration_seconds Attempt latency on the client.
-# TYPE ffgen_attempt_duration_seconds histogram
-` + hist("ffgen_attempt_duration_seconds", "bank.Accounts", "Balance", "0", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) +
-		hist("ffgen_attempt_duration_seconds", "bank.Accounts", "Deposit", "0.203", 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2) +
-		hist("ffgen_attempt_duration_seconds", esc, "M", "0", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) +
-		`# HELP ffgen_operation_duration_seconds Operation latency on the client, failovers included.
-# TYPE ffgen_operation_duration_seconds histogram
-` + hist("ffgen_operation_duration_seconds", "bank.Accounts", "Balance", "0", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) +
-		hist("ffgen_operation_duration_seconds", "bank.Accounts", "Deposit", "0.203", 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1) +
-		hist("ffgen_operation_duration_seconds", esc, "M", "20", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1)
-	if got := buf.String(); got != want {
-		t.Errorf("WritePrometheus mismatch\n got:\n%s\nwant:\n%s", got, want)
+	// Counters by reason list only the reasons that occurred.
+	if n := len(fams["ffgen_failovers_total"].GetMetric()); n != 1 {
+		t.Errorf("%d failover series, want 1:\n%s", n, text)
+	}
+	// Buckets are cumulative, bounds inclusive, in seconds.
+	for _, m := range fams["ffgen_attempt_duration_seconds"].GetMetric() {
+		if m.GetLabel()[0].GetValue() != "Deposit" {
+			continue
+		}
+		h := m.GetHistogram()
+		got := map[float64]uint64{}
+		for _, b := range h.GetBucket() {
+			got[b.GetUpperBound()] = b.GetCumulativeCount()
+		}
+		if got[0.0025] != 0 || got[0.005] != 1 || got[0.1] != 1 || got[0.25] != 2 || got[10] != 2 || got[math.Inf(1)] != 2 || len(got) != len(latencyBuckets)+1 {
+			t.Errorf("buckets %v", got)
+		}
+		if h.GetSampleSum() != 0.203 {
+			t.Errorf("sum %v, want 0.203", h.GetSampleSum())
+		}
 	}
 }
-
-// hist renders the expected lines of one histogram: cumulative counts for
-// the 13 bounds and +Inf, then sum and count.
-func hist(name, svc, method, sum string, cum ...int) string {
-	les := []string{"0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "+Inf"}
-	var b strings.Builder
-	l := `service="` + svc + `",method="` + method + `"`
-	for i, le := range les {
-		b.WriteString(name + "_bucket{" + l + `,le="` + le + `"} ` + itoa(cum[i]) + "\n")
-	}
-	b.WriteString(name + "_sum{" + l + "} " + sum + "\n")
-	b.WriteString(name + "_count{" + l + "} " + itoa(cum[len(cum)-1]) + "\n")
-	return b.String()
-}
-
-func itoa(n int) string { return formatFloat(float64(n)) }
 
 func TestStatsBucketBoundsInclusive(t *testing.T) {
 	var h histogram
@@ -107,13 +158,10 @@ func TestStatsBucketBoundsInclusive(t *testing.T) {
 func TestStatsUnknownReasonCounted(t *testing.T) {
 	s := NewStats()
 	s.Failover("s", "m", Reason(200))
-	var buf bytes.Buffer
-	if err := s.WritePrometheus(&buf); err != nil {
-		t.Fatal(err)
-	}
+	_, fams := scrape(t, s)
 	last := Reason(numReasons - 1).String()
-	if !strings.Contains(buf.String(), `ffgen_failovers_total{service="s",method="m",reason="`+last+`"} 1`) {
-		t.Fatalf("unknown reason not counted in the last slot:\n%s", buf.String())
+	if got := sample(t, fams, "ffgen_failovers_total", "service", "s", "method", "m", "reason", last); got != 1 {
+		t.Fatalf("unknown reason counted %v times in the last slot, want 1", got)
 	}
 }
 
@@ -132,14 +180,15 @@ func TestStatsConcurrent(t *testing.T) {
 				s.Failover("svc", m, ReasonConnBroken)
 				s.OperationEnded("svc", m, i%2 == 0, time.Millisecond)
 				s.ServerAttempt("svc", m, -1)
+				s.Handled("svc", m, "fail", fmt.Sprint("E", i%3), time.Millisecond)
 			}
 		})
 		// Export while counting: must not race or tear.
 		wg.Go(func() {
-			var buf bytes.Buffer
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(s)
 			for range 5 {
-				buf.Reset()
-				if err := s.WritePrometheus(&buf); err != nil {
+				if _, err := reg.Gather(); err != nil {
 					t.Error(err)
 				}
 			}
@@ -175,12 +224,14 @@ func TestStatsConcurrent(t *testing.T) {
 func TestStatsHotPathDoesNotAllocate(t *testing.T) {
 	s := NewStats()
 	s.AttemptStarted("svc", "m") // the first event creates the entry
+	s.Handled("svc", "m", "ok", "", 0)
 	allocs := testing.AllocsPerRun(100, func() {
 		s.AttemptStarted("svc", "m")
 		s.AttemptEnded("svc", "m", ReasonNone, time.Millisecond)
 		s.Failover("svc", "m", ReasonDialFailed)
 		s.OperationEnded("svc", "m", true, time.Millisecond)
 		s.ServerAttempt("svc", "m", 1)
+		s.Handled("svc", "m", "ok", "", time.Millisecond)
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocs per event batch, want 0", allocs)
@@ -201,17 +252,17 @@ func BenchmarkStatsAttempt(b *testing.B) {
 	})
 }
 
-func BenchmarkStatsWritePrometheus(b *testing.B) {
+func BenchmarkStatsGather(b *testing.B) {
 	s := NewStats()
 	for _, m := range []string{"A", "B", "C", "D", "E", "F", "G", "H"} {
 		s.OperationEnded("bank.Accounts", m, true, time.Millisecond)
 		s.Failover("bank.Accounts", m, ReasonHeartbeatTimeout)
 	}
-	var buf bytes.Buffer
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s)
 	b.ReportAllocs()
 	for b.Loop() {
-		buf.Reset()
-		if err := s.WritePrometheus(&buf); err != nil {
+		if _, err := reg.Gather(); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -228,21 +279,22 @@ func (f fixedNodeStats) NodeStats() transport.NodeStats { return transport.NodeS
 func TestStatsTransportCounters(t *testing.T) {
 	s := NewStats()
 	s.WatchTransport(fixedNodeStats{Conns: 3, BufferedBytes: 4096, RefusedConns: 7, FrameTimeouts: 2, TLSFailures: 1, IdleClosed: 5})
-	var b strings.Builder
-	if err := s.WritePrometheus(&b); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
-		"ffgen_transport_connections 3\n",
-		"ffgen_transport_buffered_bytes 4096\n",
-		`ffgen_transport_refused_total{cause="conn-limit"} 7` + "\n",
-		`ffgen_transport_refused_total{cause="frame-timeout"} 2` + "\n",
-		`ffgen_transport_refused_total{cause="tls"} 1` + "\n",
-		`ffgen_transport_refused_total{cause="buffer-limit"} 0` + "\n",
-		"ffgen_transport_idle_closed_total 5\n",
+	_, fams := scrape(t, s)
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"ffgen_transport_connections", nil, 3},
+		{"ffgen_transport_buffered_bytes", nil, 4096},
+		{"ffgen_transport_refused_total", []string{"cause", "conn-limit"}, 7},
+		{"ffgen_transport_refused_total", []string{"cause", "frame-timeout"}, 2},
+		{"ffgen_transport_refused_total", []string{"cause", "tls"}, 1},
+		{"ffgen_transport_refused_total", []string{"cause", "buffer-limit"}, 0},
+		{"ffgen_transport_idle_closed_total", nil, 5},
 	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("export lacks %q:\n%s", want, b.String())
+		if got := sample(t, fams, c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
 }

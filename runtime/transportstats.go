@@ -1,6 +1,10 @@
 package runtime
 
-import "github.com/ffgen/ffgen/runtime/transport"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ffgen/ffgen/runtime/transport"
+)
 
 // NodeStatser is a transport that counts the connections and buffers it
 // holds and what it refused; *transport.TCP is one.
@@ -8,16 +12,27 @@ type NodeStatser interface {
 	NodeStats() transport.NodeStats
 }
 
-// WatchTransport adds t's counters to what WritePrometheus writes, as the
+// WatchTransport adds t's counters to what Stats exports, as the
 // ffgen_transport_* families.
 func (s *Stats) WatchTransport(t NodeStatser) { s.transport.Store(&t) }
 
-func writeTransport(p *PromWriter, st transport.NodeStats) {
-	p.Family("ffgen_transport_connections", "gauge", "Accepted connections open or in their handshake.")
-	p.Sample("ffgen_transport_connections", nil, float64(st.Conns))
-	p.Family("ffgen_transport_buffered_bytes", "gauge", "Bytes held for frames larger than a connection's base read buffer.")
-	p.Sample("ffgen_transport_buffered_bytes", nil, float64(st.BufferedBytes))
-	p.Family("ffgen_transport_refused_total", "counter", "Connections refused or closed for cause, by cause.")
+var (
+	descTransportConns    = prometheus.NewDesc("ffgen_transport_connections", "Accepted connections open or in their handshake.", nil, nil)
+	descTransportBuffered = prometheus.NewDesc("ffgen_transport_buffered_bytes", "Bytes held for frames larger than a connection's base read buffer.", nil, nil)
+	descTransportRefused  = prometheus.NewDesc("ffgen_transport_refused_total", "Connections refused or closed for cause, by cause.", []string{"cause"}, nil)
+	descTransportIdle     = prometheus.NewDesc("ffgen_transport_idle_closed_total", "Connections closed after the idle timeout.", nil, nil)
+)
+
+func describeTransport(ch chan<- *prometheus.Desc) {
+	ch <- descTransportConns
+	ch <- descTransportBuffered
+	ch <- descTransportRefused
+	ch <- descTransportIdle
+}
+
+func collectTransport(ch chan<- prometheus.Metric, st transport.NodeStats) {
+	ch <- prometheus.MustNewConstMetric(descTransportConns, prometheus.GaugeValue, float64(st.Conns))
+	ch <- prometheus.MustNewConstMetric(descTransportBuffered, prometheus.GaugeValue, float64(st.BufferedBytes))
 	for _, c := range []struct {
 		cause string
 		n     uint64
@@ -29,8 +44,7 @@ func writeTransport(p *PromWriter, st transport.NodeStats) {
 		{"tls", st.TLSFailures},
 		{"bad-frame", st.BadFrames},
 	} {
-		p.Sample("ffgen_transport_refused_total", []string{"cause", c.cause}, float64(c.n))
+		ch <- prometheus.MustNewConstMetric(descTransportRefused, prometheus.CounterValue, float64(c.n), c.cause)
 	}
-	p.Family("ffgen_transport_idle_closed_total", "counter", "Connections closed after the idle timeout.")
-	p.Sample("ffgen_transport_idle_closed_total", nil, float64(st.IdleClosed))
+	ch <- prometheus.MustNewConstMetric(descTransportIdle, prometheus.CounterValue, float64(st.IdleClosed))
 }
