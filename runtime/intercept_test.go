@@ -359,3 +359,43 @@ func TestMetadataReachesEveryReplicaOfAReplicatedWrite(t *testing.T) {
 		}
 	})
 }
+
+// Metadata goes with a hedged attempt and with an attempt a handler
+// forwarded, as with a failover.
+func TestMetadataGoesWithHedgeAndForward(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		setup func(e *env, primary, next string)
+	}{
+		{"hedge", func(e *env, primary, _ string) {
+			e.ledger.add = hedgeAdd(20 * time.Millisecond)
+			e.ledgers[primary].setHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
+		}},
+		{"forward", func(e *env, primary, next string) {
+			e.ledgers[primary].setHook(func(context.Context, string, int64) error { return runtime.ForwardTo(next) })
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var server seen
+				e := newEnv(t, fftest.Config{Server: serverSeen(&server, "x-request-id")})
+				own := e.owners(t, "acct")
+				tt.setup(e, own[0], own[1])
+				ctx := metadata.AppendToOutgoingContext(t.Context(), "x-request-id", "r1")
+				if got, err := e.ledger.Add(ctx, "acct", 2); err != nil || got != 2 {
+					t.Fatalf("Add = %d, %v", got, err)
+				}
+				synctest.Wait()
+				var onNext string
+				for _, s := range server.list() {
+					if strings.HasPrefix(s, own[1]+" ") {
+						onNext = s
+					}
+				}
+				if !strings.HasSuffix(onNext, "x-request-id=r1") {
+					t.Errorf("%s ran the operation with %q; want x-request-id=r1 (all: %q)", own[1], onNext, server.list())
+				}
+			})
+		})
+	}
+}
