@@ -54,7 +54,7 @@ func (m *management) metrics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var buf bytes.Buffer
-	format := expfmt.Negotiate(r.Header)
+	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
 	enc := expfmt.NewEncoder(&buf, format)
 	for _, mf := range mfs {
 		if err := enc.Encode(mf); err != nil {

@@ -170,7 +170,7 @@ func TestSpanTreeOfAFailedOverOperation(t *testing.T) {
 			{"ffgen.server.handled", otelffgen.AttrOutcome.String("error"), 1},
 		} {
 			if got := sum(rm, c.name, c.attr); got != c.want {
-				t.Errorf("%s{%s} = %d, want %d", c.name, c.attr.Value.Emit(), got, c.want)
+				t.Errorf("%s{%s} = %d, want %d", c.name, c.attr.Value.String(), got, c.want)
 			}
 		}
 		if n := histCount(rm, "ffgen.client.operation.duration"); n != 1 {
@@ -182,7 +182,7 @@ func TestSpanTreeOfAFailedOverOperation(t *testing.T) {
 func attr(s tracetest.SpanStub, k attribute.Key) string {
 	for _, kv := range s.Attributes {
 		if kv.Key == k {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
