@@ -113,25 +113,32 @@ func (e *execution) run() {
 			}
 			err = fmt.Errorf("forward to %s: node unknown", fwd.Node)
 			*r = transport.Result{Status: transport.StatusFailover, Message: err.Error()}
+			e.handled(r, ran)
 		case err != nil && ctx.Err() != nil:
 			// The engine ended the handler (a cancel, the attempt
 			// timeout, a shutdown): its error says nothing about the
 			// operation, so the answer is Failover, and not remembered.
-			*r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "handler stopped: " + err.Error()}
+			// Counted before restart: the run it starts owns e.res.
+			s.cfg.Metrics.Handled(m.Service, m.Name, "failover", codeTimeout, ran)
 			if e.restart() {
-				s.cfg.Metrics.Handled(m.Service, m.Name, r.Status.String(), r.Code, ran)
 				return
 			}
+			*r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "handler stopped: " + err.Error()}
 		default:
 			*r = e.safeResult(res, err)
+			e.handled(r, ran)
 		}
-		code := r.Code
-		if code == "" && r.Status != transport.StatusOK {
-			code = "undeclared"
-		}
-		s.cfg.Metrics.Handled(m.Service, m.Name, r.Status.String(), code, ran)
 	}
 	e.finish(r, nil)
+}
+
+// handled reports a handler run that ended with r to the metrics.
+func (e *execution) handled(r *transport.Result, ran time.Duration) {
+	code := r.Code
+	if code == "" && r.Status != transport.StatusOK {
+		code = "undeclared"
+	}
+	e.s.cfg.Metrics.Handled(e.method.Service, e.method.Name, r.Status.String(), code, ran)
 }
 
 // restart runs a cancelled execution again, still heading its queues, when

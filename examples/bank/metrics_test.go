@@ -35,7 +35,7 @@ func TestMetricsEndpointCarriesTheSeries(t *testing.T) {
 }
 
 func testMetricsEndpoint(t *testing.T) {
-	stats := runtime.NewStats()
+	stats := cluster.NewStats()
 	c := fftest.New(t, fftest.Config{PerGroup: 2, Server: func(_ string, cfg *runtime.ServerConfig) { cfg.Metrics = stats }})
 	ledgers := map[string]*bank.Ledger{}
 	c.Serve(t, bank.AccountsDesc, func(n *fftest.Node) any {

@@ -40,7 +40,7 @@ type ReplicaSource interface {
 type ManagementConfig struct {
 	Members  MemberSource   // required
 	Operator MemberOperator // nil: operations answer 501
-	// Metrics is served on /metrics (*runtime.Stats is one); nil: /metrics
+	// Metrics is served on /metrics (*cluster.Stats is one); nil: /metrics
 	// has the Go, process, membership and operation gauges only.
 	Metrics prometheus.Collector
 	// Gatherer, if set, adds its families to /metrics: an application's

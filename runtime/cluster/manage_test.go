@@ -265,7 +265,7 @@ func TestManagementOnCluster(t *testing.T) {
 	// it has heard of any peer announces its leave to no one, and a then
 	// sees it die instead.
 	eventually(t, detectBound, "a and b see each other", func() bool { return len(a.Members()) == 2 && len(b.Members()) == 2 })
-	stats := runtime.NewStats()
+	stats := NewStats()
 	stats.Failover("bank.Accounts", "Deposit", runtime.ReasonHeartbeatTimeout)
 	h := NewManagement(ManagementConfig{Members: a, Operator: a, Metrics: stats, ReadWrite: true, Groups: []string{"g0", "g1"}})
 

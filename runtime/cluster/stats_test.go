@@ -1,4 +1,4 @@
-package runtime
+package cluster
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -79,10 +80,10 @@ func TestStatsExposition(t *testing.T) {
 	s := NewStats()
 	// An operation that fails over once after a heartbeat timeout.
 	s.AttemptStarted("bank.Accounts", "Deposit")
-	s.AttemptEnded("bank.Accounts", "Deposit", ReasonHeartbeatTimeout, 200*time.Millisecond)
-	s.Failover("bank.Accounts", "Deposit", ReasonHeartbeatTimeout)
+	s.AttemptEnded("bank.Accounts", "Deposit", runtime.ReasonHeartbeatTimeout, 200*time.Millisecond)
+	s.Failover("bank.Accounts", "Deposit", runtime.ReasonHeartbeatTimeout)
 	s.AttemptStarted("bank.Accounts", "Deposit")
-	s.AttemptEnded("bank.Accounts", "Deposit", ReasonNone, 3*time.Millisecond)
+	s.AttemptEnded("bank.Accounts", "Deposit", runtime.ReasonNone, 3*time.Millisecond)
 	s.OperationEnded("bank.Accounts", "Deposit", true, 203*time.Millisecond)
 	// A label that needs escaping, a failed operation, a running handler.
 	const weird = `we"ird\svc` + "\n"
@@ -157,9 +158,9 @@ func TestStatsBucketBoundsInclusive(t *testing.T) {
 
 func TestStatsUnknownReasonCounted(t *testing.T) {
 	s := NewStats()
-	s.Failover("s", "m", Reason(200))
+	s.Failover("s", "m", runtime.Reason(200))
 	_, fams := scrape(t, s)
-	last := Reason(numReasons - 1).String()
+	last := runtime.Reason(numReasons - 1).String()
 	if got := sample(t, fams, "ffgen_failovers_total", "service", "s", "method", "m", "reason", last); got != 1 {
 		t.Fatalf("unknown reason counted %v times in the last slot, want 1", got)
 	}
@@ -176,8 +177,8 @@ func TestStatsConcurrent(t *testing.T) {
 				m := methods[(w+i)%len(methods)]
 				s.AttemptStarted("svc", m)
 				s.ServerAttempt("svc", m, 1)
-				s.AttemptEnded("svc", m, ReasonConnBroken, time.Duration(i)*time.Millisecond)
-				s.Failover("svc", m, ReasonConnBroken)
+				s.AttemptEnded("svc", m, runtime.ReasonConnBroken, time.Duration(i)*time.Millisecond)
+				s.Failover("svc", m, runtime.ReasonConnBroken)
 				s.OperationEnded("svc", m, i%2 == 0, time.Millisecond)
 				s.ServerAttempt("svc", m, -1)
 				s.Handled("svc", m, "fail", fmt.Sprint("E", i%3), time.Millisecond)
@@ -199,8 +200,8 @@ func TestStatsConcurrent(t *testing.T) {
 	for _, ms := range *s.methods.Load() {
 		started += ms.attempts.Load()
 		ok += ms.opsOK.Load()
-		failovers += ms.failovers[ReasonConnBroken].Load()
-		ended += ms.attemptEnds[ReasonConnBroken].Load()
+		failovers += ms.failovers[runtime.ReasonConnBroken].Load()
+		ended += ms.attemptEnds[runtime.ReasonConnBroken].Load()
 		if ms.clientInFlight.Load() != 0 || ms.serverInFlight.Load() != 0 {
 			t.Errorf("in-flight gauges not back to zero: %d %d", ms.clientInFlight.Load(), ms.serverInFlight.Load())
 		}
@@ -227,8 +228,8 @@ func TestStatsHotPathDoesNotAllocate(t *testing.T) {
 	s.Handled("svc", "m", "ok", "", 0)
 	allocs := testing.AllocsPerRun(100, func() {
 		s.AttemptStarted("svc", "m")
-		s.AttemptEnded("svc", "m", ReasonNone, time.Millisecond)
-		s.Failover("svc", "m", ReasonDialFailed)
+		s.AttemptEnded("svc", "m", runtime.ReasonNone, time.Millisecond)
+		s.Failover("svc", "m", runtime.ReasonDialFailed)
 		s.OperationEnded("svc", "m", true, time.Millisecond)
 		s.ServerAttempt("svc", "m", 1)
 		s.Handled("svc", "m", "ok", "", time.Millisecond)
@@ -247,7 +248,7 @@ func BenchmarkStatsAttempt(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			s.AttemptStarted("bank.Accounts", "D")
-			s.AttemptEnded("bank.Accounts", "D", ReasonNone, 2*time.Millisecond)
+			s.AttemptEnded("bank.Accounts", "D", runtime.ReasonNone, 2*time.Millisecond)
 		}
 	})
 }
@@ -256,7 +257,7 @@ func BenchmarkStatsGather(b *testing.B) {
 	s := NewStats()
 	for _, m := range []string{"A", "B", "C", "D", "E", "F", "G", "H"} {
 		s.OperationEnded("bank.Accounts", m, true, time.Millisecond)
-		s.Failover("bank.Accounts", m, ReasonHeartbeatTimeout)
+		s.Failover("bank.Accounts", m, runtime.ReasonHeartbeatTimeout)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(s)

@@ -1,13 +1,16 @@
-package runtime
+package cluster
 
 import (
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ffgen/ffgen/runtime"
 )
 
 // latencyBuckets are the upper bounds of the latency histograms: fast
@@ -28,9 +31,16 @@ var latencyBuckets = [...]time.Duration{
 	10 * time.Second,
 }
 
-// numReasons bounds the per-reason counters; a reason outside it (a newer
-// peer's) is counted under the last slot rather than dropped.
-var numReasons = len(reasonNames)
+// numReasons bounds the per-reason counters: every reason the runtime
+// names, plus the last slot, where a reason outside them (a newer peer's)
+// is counted rather than dropped.
+var numReasons = func() int {
+	n := 0
+	for n < 255 && !strings.HasPrefix(runtime.Reason(n).String(), "reason(") {
+		n++
+	}
+	return n + 1
+}()
 
 // Stats is the Metrics implementation that the management endpoint exports
 // to Prometheus: it is a prometheus.Collector, so it also registers with any
@@ -49,8 +59,8 @@ type methodKey struct{ service, method string }
 
 type methodStats struct {
 	attempts       atomic.Uint64
-	attemptEnds    []atomic.Uint64 // by Reason; ReasonNone is a success
-	failovers      []atomic.Uint64 // by Reason
+	attemptEnds    []atomic.Uint64 // by runtime.Reason; ReasonNone is a success
+	failovers      []atomic.Uint64 // by runtime.Reason
 	opsOK, opsErr  atomic.Uint64
 	clientInFlight atomic.Int64 // attempts started and not ended
 	serverInFlight atomic.Int64
@@ -86,7 +96,7 @@ func NewStats() *Stats {
 	return s
 }
 
-var _ Metrics = (*Stats)(nil)
+var _ runtime.Metrics = (*Stats)(nil)
 
 func (s *Stats) get(service, method string) *methodStats {
 	k := methodKey{service, method}
@@ -109,7 +119,7 @@ func (s *Stats) get(service, method string) *methodStats {
 	return ms
 }
 
-func reasonSlot(r Reason) int { return min(int(r), numReasons-1) }
+func reasonSlot(r runtime.Reason) int { return min(int(r), numReasons-1) }
 
 // AttemptStarted implements Metrics.
 func (s *Stats) AttemptStarted(service, method string) {
@@ -119,7 +129,7 @@ func (s *Stats) AttemptStarted(service, method string) {
 }
 
 // AttemptEnded implements Metrics.
-func (s *Stats) AttemptEnded(service, method string, reason Reason, d time.Duration) {
+func (s *Stats) AttemptEnded(service, method string, reason runtime.Reason, d time.Duration) {
 	ms := s.get(service, method)
 	ms.attemptEnds[reasonSlot(reason)].Add(1)
 	ms.clientInFlight.Add(-1)
@@ -127,7 +137,7 @@ func (s *Stats) AttemptEnded(service, method string, reason Reason, d time.Durat
 }
 
 // Failover implements Metrics.
-func (s *Stats) Failover(service, method string, reason Reason) {
+func (s *Stats) Failover(service, method string, reason runtime.Reason) {
 	s.get(service, method).failovers[reasonSlot(reason)].Add(1)
 }
 
@@ -225,7 +235,7 @@ func (s *Stats) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descAttemptsStarted, prometheus.CounterValue, float64(ms.attempts.Load()), svc, m)
 		collectByReason(ch, descAttemptsEnded, ms.attemptEnds, svc, m)
 		collectByReason(ch, descFailovers, ms.failovers, svc, m)
-		ch <- prometheus.MustNewConstMetric(descHeartbeatTOs, prometheus.CounterValue, float64(ms.attemptEnds[ReasonHeartbeatTimeout].Load()), svc, m)
+		ch <- prometheus.MustNewConstMetric(descHeartbeatTOs, prometheus.CounterValue, float64(ms.attemptEnds[runtime.ReasonHeartbeatTimeout].Load()), svc, m)
 		ch <- prometheus.MustNewConstMetric(descOperations, prometheus.CounterValue, float64(ms.opsOK.Load()), svc, m, "ok")
 		ch <- prometheus.MustNewConstMetric(descOperations, prometheus.CounterValue, float64(ms.opsErr.Load()), svc, m, "error")
 		ch <- prometheus.MustNewConstMetric(descClientInFlight, prometheus.GaugeValue, float64(ms.clientInFlight.Load()), svc, m)
@@ -247,7 +257,7 @@ func (s *Stats) Collect(ch chan<- prometheus.Metric) {
 func collectByReason(ch chan<- prometheus.Metric, d *prometheus.Desc, counts []atomic.Uint64, svc, m string) {
 	for r := range counts {
 		if n := counts[r].Load(); n > 0 {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(n), svc, m, Reason(r).String())
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(n), svc, m, runtime.Reason(r).String())
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package runtime
+package cluster
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
