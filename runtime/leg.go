@@ -69,8 +69,9 @@ type sent struct {
 	start time.Time
 }
 
-// send sends the attempt to member with the metadata md, dialing it first if dial is set and
-// there is no connection; on failure it returns the outcome and false.
+// send sends the attempt, carrying the metadata md, to member, dialing it
+// first if dial is set and there is no connection; on failure it returns
+// the outcome and false.
 // Nothing is sent once the deadline has passed.
 func (op *operation) send(ctx context.Context, member Member, number int, flags transport.AttemptFlags, md []string, dial bool) (*sent, outcome, bool) {
 	c := op.c
