@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"sync"
 	"sync/atomic"
+
+	"github.com/ffgen/ffgen/runtime/metadata"
 )
 
 // PriorAttempt is an earlier attempt of the operation, as the handler sees it.
@@ -23,6 +25,7 @@ type AttemptInfo struct {
 	Progress []byte         // the last progress an earlier attempt reported, if any
 
 	exec *execution
+	md   metadata.MD // the call's metadata, served by the handler's context
 }
 
 // OpIDString returns the operation ID in hex; handlers use it as an

@@ -30,6 +30,10 @@ type ClientConfig struct {
 	Logger *slog.Logger
 	// Pool tunes dialing and reconnect backoff.
 	Pool transport.PoolConfig
+	// Interceptors wrap every operation, the first outermost.
+	Interceptors []OperationInterceptor
+	// AttemptInterceptors wrap every attempt, the first outermost.
+	AttemptInterceptors []AttemptInterceptor
 }
 
 // Client runs operations against a cluster: it implements the client side
@@ -136,13 +140,33 @@ func (c *Client) Close() error {
 // result is decoded into reply. It returns exactly one outcome, never later
 // than the operation deadline (or ctx's, if sooner) plus scheduling delay:
 // nil, the declared error itself for a Fail directive, or an *Error.
+// The metadata in ctx (package metadata) goes with every attempt; so do
+// the per-call options WithOperationID and WithOperationTimeout.
 func (c *Client) Invoke(ctx context.Context, m *MethodDesc, args, reply codec.Message) error {
+	if len(c.cfg.Interceptors) > 0 {
+		return c.intercepted(ctx, m, args, reply)
+	}
+	return c.invoke(ctx, m, args, reply)
+}
+
+// invoke is Invoke below the operation interceptors.
+func (c *Client) invoke(ctx context.Context, m *MethodDesc, args, reply codec.Message) error {
 	s, err := c.settingsFor(m)
 	if err != nil {
 		return err
 	}
+	if d, ok := operationTimeout(ctx); ok {
+		if d <= 0 {
+			return fmt.Errorf("ffgen: %s.%s: WithOperationTimeout(%s): the timeout must be positive", m.Service, m.Name, d)
+		}
+		s.OperationTimeout = d
+	}
+	md, err := outgoingPairs(ctx)
+	if err != nil {
+		return fmt.Errorf("ffgen: %s.%s: %w", m.Service, m.Name, err)
+	}
 	start := time.Now()
-	op := &operation{c: c, m: m, s: s, reply: reply, start: start}
+	op := &operation{c: c, m: m, s: s, reply: reply, start: start, md: md}
 	if id, ok := operationID(ctx); ok {
 		op.id = id
 	} else {

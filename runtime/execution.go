@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/runtime/codec"
+	"github.com/ffgen/ffgen/runtime/internal/mdctx"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -99,29 +100,45 @@ func (e *execution) run() {
 		m := e.method
 		s.cfg.Metrics.ServerAttempt(m.Service, m.Name, 1)
 		e.actx = attemptCtx{Context: ctx, info: &e.info}
+		began := time.Now()
 		res, err := e.call(&e.actx)
+		ran := time.Since(began)
 		s.cfg.Metrics.ServerAttempt(m.Service, m.Name, -1)
 		switch fwd := asForward(err); {
 		case fwd != nil:
 			if rd, ok := e.redirect(fwd); ok {
+				s.cfg.Metrics.Handled(m.Service, m.Name, "forwarded", "", ran)
 				e.finish(nil, rd)
 				return
 			}
 			err = fmt.Errorf("forward to %s: node unknown", fwd.Node)
 			*r = transport.Result{Status: transport.StatusFailover, Message: err.Error()}
+			e.handled(r, ran)
 		case err != nil && ctx.Err() != nil:
 			// The engine ended the handler (a cancel, the attempt
 			// timeout, a shutdown): its error says nothing about the
 			// operation, so the answer is Failover, and not remembered.
+			// Counted before restart: the run it starts owns e.res.
+			s.cfg.Metrics.Handled(m.Service, m.Name, "failover", codeTimeout, ran)
 			if e.restart() {
 				return
 			}
 			*r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "handler stopped: " + err.Error()}
 		default:
 			*r = e.safeResult(res, err)
+			e.handled(r, ran)
 		}
 	}
 	e.finish(r, nil)
+}
+
+// handled reports a handler run that ended with r to the metrics.
+func (e *execution) handled(r *transport.Result, ran time.Duration) {
+	code := r.Code
+	if code == "" && r.Status != transport.StatusOK {
+		code = "undeclared"
+	}
+	e.s.cfg.Metrics.Handled(e.method.Service, e.method.Name, r.Status.String(), code, ran)
 }
 
 // restart runs a cancelled execution again, still heading its queues, when
@@ -179,18 +196,24 @@ func (e *execution) call(ctx context.Context) (res codec.Message, err error) {
 			res, err = nil, &panicError{value: v}
 		}
 	}()
-	return e.method.Handle(ctx, e.impl, e.args)
+	return e.handle(ctx)
 }
 
-// attemptCtx carries the AttemptInfo without a context.WithValue allocation.
+// attemptCtx carries the AttemptInfo and the call's metadata without a
+// context.WithValue allocation.
 type attemptCtx struct {
 	context.Context
 	info *AttemptInfo
 }
 
 func (c *attemptCtx) Value(key any) any {
-	if key == (attemptKey{}) {
+	switch key {
+	case attemptKey{}:
 		return c.info
+	case mdctx.IncomingKey{}:
+		if c.info.md != nil {
+			return c.info.md
+		}
 	}
 	return c.Context.Value(key)
 }

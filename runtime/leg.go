@@ -43,9 +43,18 @@ type outcome struct {
 // final reports whether the outcome ends the operation.
 func (o *outcome) final() bool { return o.reason == ReasonNone }
 
-// attempt runs one attempt on member until it ends.
+// attempt runs one attempt on member until it ends, under the attempt
+// interceptors if there are any.
 func (op *operation) attempt(ctx context.Context, member Member, number int, flags transport.AttemptFlags) outcome {
-	p, o, ok := op.send(ctx, member, number, flags, true)
+	if len(op.c.cfg.AttemptInterceptors) > 0 {
+		return op.interceptedAttempt(ctx, member, number, flags, op.lastReason())
+	}
+	return op.attemptWith(ctx, member, number, flags, op.md)
+}
+
+// attemptWith runs one attempt that carries the metadata md.
+func (op *operation) attemptWith(ctx context.Context, member Member, number int, flags transport.AttemptFlags, md []string) outcome {
+	p, o, ok := op.send(ctx, member, number, flags, md, true)
 	if !ok {
 		return o
 	}
@@ -60,10 +69,11 @@ type sent struct {
 	start time.Time
 }
 
-// send sends the attempt to member, dialing it first if dial is set and
-// there is no connection; on failure it returns the outcome and false.
+// send sends the attempt, carrying the metadata md, to member, dialing it
+// first if dial is set and there is no connection; on failure it returns
+// the outcome and false.
 // Nothing is sent once the deadline has passed.
-func (op *operation) send(ctx context.Context, member Member, number int, flags transport.AttemptFlags, dial bool) (*sent, outcome, bool) {
+func (op *operation) send(ctx context.Context, member Member, number int, flags transport.AttemptFlags, md []string, dial bool) (*sent, outcome, bool) {
 	c := op.c
 	s := op.s
 	p := &sent{start: time.Now(), out: outcome{member: member, number: number}}
@@ -131,6 +141,7 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 		History:   op.priors(),
 		Progress:  op.progress(),
 		Payload:   op.payload,
+		Metadata:  md,
 	}
 	err := conn.Send(&p.a)
 	if errors.Is(err, transport.ErrIdle) && dial {

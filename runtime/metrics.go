@@ -18,15 +18,22 @@ type Metrics interface {
 	// ServerAttempt is called on the server when a handler starts (+1) and
 	// ends (-1).
 	ServerAttempt(service, method string, delta int)
+	// Handled is called on the server when a handler run ends, with how
+	// long it ran: status is the answer's ("ok", "fail", "failover") or
+	// "forwarded" (ForwardTo); code is the declared error's wire code, the
+	// engine's ("ffgen.panic", "ffgen.timeout", ...) or "undeclared" for
+	// an error no rule matched, and empty for ok and forwarded.
+	Handled(service, method, status, code string, d time.Duration)
 }
 
 // NopMetrics discards every event.
 type NopMetrics struct{}
 
-func (NopMetrics) AttemptStarted(string, string)                      {}
-func (NopMetrics) AttemptEnded(string, string, Reason, time.Duration) {}
-func (NopMetrics) Failover(string, string, Reason)                    {}
-func (NopMetrics) OperationEnded(string, string, bool, time.Duration) {}
-func (NopMetrics) ServerAttempt(string, string, int)                  {}
+func (NopMetrics) AttemptStarted(string, string)                         {}
+func (NopMetrics) AttemptEnded(string, string, Reason, time.Duration)    {}
+func (NopMetrics) Failover(string, string, Reason)                       {}
+func (NopMetrics) OperationEnded(string, string, bool, time.Duration)    {}
+func (NopMetrics) ServerAttempt(string, string, int)                     {}
+func (NopMetrics) Handled(string, string, string, string, time.Duration) {}
 
 var _ Metrics = NopMetrics{}

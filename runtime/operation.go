@@ -19,6 +19,7 @@ type operation struct {
 	id       [16]byte
 	reply    codec.Message
 	payload  []byte
+	md       []string // the outgoing metadata as the Attempt frame carries it
 	entities []string
 	key      string // routes the attempts: the first entity, or the sequencer's key
 	start    time.Time
@@ -308,6 +309,16 @@ func (op *operation) priors() []transport.Prior {
 		out[i] = transport.Prior{Node: h.Node, Group: h.Group, Reason: uint8(h.Reason)}
 	}
 	return out
+}
+
+// lastReason is why the latest recorded attempt ended.
+func (op *operation) lastReason() Reason {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if len(op.history) == 0 {
+		return ReasonNone
+	}
+	return op.history[len(op.history)-1].Reason
 }
 
 func (op *operation) progress() []byte {

@@ -125,6 +125,7 @@ func (r *replica) appendWrite(e *execution) {
 		method:   e.method.Name,
 		entities: e.entities,
 		payload:  e.payload,
+		md:       pairsOf(e.info.md),
 		exec:     e,
 	}
 	e.entry = en

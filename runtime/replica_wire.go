@@ -64,9 +64,16 @@ type entry struct {
 	// run again, and copied to nodes that catch up.
 	applied bool
 	result  transport.Result
+	md      []string // the call's metadata, as the Attempt carried it
 
 	exec *execution // the execution waiting for the commit, on a leader
 }
+
+// Entry flags, in the byte that was a bool "applied" before metadata.
+const (
+	entryApplied  byte = 1 << 0
+	entryMetadata byte = 1 << 1
+)
 
 func appendEntry(b []byte, e *entry) []byte {
 	b = codec.AppendUvarint(b, e.index)
@@ -78,7 +85,22 @@ func appendEntry(b []byte, e *entry) []byte {
 		b = codec.AppendString(b, id)
 	}
 	b = codec.AppendBytes(b, e.payload)
-	b = codec.AppendBool(b, e.applied)
+	// The byte that said "applied" also says "metadata follows", so an
+	// entry without metadata is the bytes it was before metadata existed.
+	var flags byte
+	if e.applied {
+		flags |= entryApplied
+	}
+	if len(e.md) > 0 {
+		flags |= entryMetadata
+	}
+	b = append(b, flags)
+	if len(e.md) > 0 {
+		b = codec.AppendUvarint(b, uint64(len(e.md)/2))
+		for _, s := range e.md[:len(e.md)&^1] {
+			b = codec.AppendString(b, s)
+		}
+	}
 	if e.applied {
 		b = append(b, byte(e.result.Status))
 		b = codec.AppendString(b, e.result.Code)
@@ -104,7 +126,23 @@ func readEntry(r *codec.Reader) *entry {
 		e.entities[i] = r.String()
 	}
 	e.payload = append([]byte(nil), r.Bytes()...)
-	if e.applied = r.Bool(); e.applied {
+	flags := r.Byte()
+	if flags&^(entryApplied|entryMetadata) != 0 {
+		r.Fail(fmt.Errorf("unknown entry flags %#x", flags))
+		return e
+	}
+	if flags&entryMetadata != 0 {
+		n := r.Len32()
+		if n == 0 || 2*n > r.Len() {
+			r.Fail(fmt.Errorf("%d metadata pairs in %d bytes", n, r.Len()))
+			return e
+		}
+		e.md = make([]string, 2*n)
+		for i := range e.md {
+			e.md[i] = r.String()
+		}
+	}
+	if e.applied = flags&entryApplied != 0; e.applied {
 		e.result.Status = transport.Status(r.Byte())
 		e.result.Code = r.String()
 		e.result.Message = r.String()

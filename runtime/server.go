@@ -40,6 +40,8 @@ type ServerConfig struct {
 	Node string
 	// Replication tunes the replicated log of scatter services.
 	Replication ReplicationConfig
+	// Interceptors wrap every handler run, the first outermost.
+	Interceptors []ServerInterceptor
 }
 
 // Server runs registered services for the fast-failover protocol: it
@@ -337,6 +339,13 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 			Message: fmt.Sprintf("decode arguments of %s.%s: %v", a.Service, a.Method, err)})
 		return
 	}
+	md, err := incomingMD(a.Metadata)
+	if err != nil {
+		s.mu.Unlock()
+		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFail, Code: codeBadArgs,
+			Message: fmt.Sprintf("metadata of %s.%s: %v", a.Service, a.Method, err)})
+		return
+	}
 	// Both come from the network: bounded, so one frame cannot make the
 	// server heartbeat in a busy loop or hold an entity for a day.
 	timeout := a.Timeout
@@ -360,6 +369,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		Entities: a.Entities,
 		Caller:   c.Peer().Node,
 		exec:     e,
+		md:       md,
 	}
 	if len(a.Progress) > 0 {
 		e.info.Progress = append([]byte(nil), a.Progress...)
@@ -463,6 +473,9 @@ func (s *Server) replayExec(r *replica, en *entry) *execution {
 		payload:  en.payload,
 	}
 	e.info = AttemptInfo{OpID: en.opID, Entities: en.entities, Caller: en.epoch.Node, exec: e}
+	if md, err := incomingMD(en.md); err == nil {
+		e.info.md = md // the sequencer validated it; a bad copy costs the metadata, never the write
+	}
 	if old := s.execs[en.opID]; old == nil {
 		s.execs[en.opID] = e
 	}

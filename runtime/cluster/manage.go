@@ -1,18 +1,18 @@
 package cluster
 
 import (
-	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ffgen/ffgen/runtime"
 )
@@ -36,18 +36,22 @@ type ReplicaSource interface {
 	Replication() []runtime.ReplicaStatus
 }
 
-// MetricsWriter writes metrics in the Prometheus text format;
-// *runtime.Stats implements it.
-type MetricsWriter interface {
-	WritePrometheus(w io.Writer) error
-}
-
 // ManagementConfig configures the management endpoints.
 type ManagementConfig struct {
 	Members  MemberSource   // required
 	Operator MemberOperator // nil: operations answer 501
-	Metrics  MetricsWriter  // nil: /metrics has the membership gauges only
-	Ops      []runtime.InFlighter
+	// Metrics is served on /metrics (*cluster.Stats is one); nil: /metrics
+	// has the Go, process, membership and operation gauges only.
+	Metrics prometheus.Collector
+	// Gatherer, if set, adds its families to /metrics: an application's
+	// own registry, say. A family it shares with the built-in ones makes
+	// /metrics answer 500.
+	Gatherer prometheus.Gatherer
+	// DisablePprof turns off the net/http/pprof handlers under
+	// /debug/pprof/, which are otherwise served under the same token and
+	// address rules as every other route.
+	DisablePprof bool
+	Ops          []runtime.InFlighter
 	// Replicas reports the node's replicated services (*runtime.Server
 	// does): /health/ready fails while one is catching up, and
 	// /cluster/replicas lists their state and any divergence.
@@ -70,7 +74,7 @@ type ManagementConfig struct {
 	// behind the same token. Keys are http.ServeMux patterns of the form
 	// "GET /path" (GET also answers HEAD), without a host; a path may not
 	// start with a built-in route's first segment (/cluster, /health,
-	// /metrics, /ops), so that no extra route takes a request from a
+	// /metrics, /ops, /debug), so that no extra route takes a request from a
 	// built-in one, now or when routes are added there. See Validate.
 	Routes map[string]http.Handler
 }
@@ -100,8 +104,9 @@ func (c ManagementConfig) Validate() error {
 //	                                 live member and no replica is catching up,
 //	                                 else 503 with the reason:
 //	                                 {"ready":false,"error":"..."}
-//	GET    /metrics                  Prometheus text format
+//	GET    /metrics                  Prometheus exposition (client_golang)
 //	GET    /ops                      in-flight operations as JSON
+//	GET    /debug/pprof/...          net/http/pprof, unless DisablePprof
 //	GET    /cluster/page/            the live cluster page (HTML, no token
 //	                                 needed: it holds no data and sends the
 //	                                 token on its own requests)
@@ -135,13 +140,18 @@ var builtinRoutes = []builtinRoute{
 	{"GET /metrics", (*management).metrics},
 	{"GET /ops", (*management).ops},
 	{pagePattern, (*management).page},
+	{"GET /debug/pprof/", (*management).pprof},
 }
 
 func newManagement(cfg ManagementConfig) (http.Handler, error) {
 	if cfg.Members == nil {
 		return nil, errors.New("cluster: ManagementConfig.Members is required")
 	}
-	m := &management{cfg: cfg}
+	g, err := gatherer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m := &management{cfg: cfg, gatherer: g}
 	mux := http.NewServeMux()
 	for _, r := range builtinRoutes {
 		mux.HandleFunc(r.pattern, func(w http.ResponseWriter, req *http.Request) { r.handle(m, w, req) })
@@ -191,7 +201,10 @@ func mountRoute(mux *http.ServeMux, pattern string, h http.Handler) (err error) 
 	return nil
 }
 
-type management struct{ cfg ManagementConfig }
+type management struct {
+	cfg      ManagementConfig
+	gatherer prometheus.Gatherer
+}
 
 // isHealth reports whether r asks for a health route.
 func isHealth(r *http.Request) bool {
@@ -339,71 +352,6 @@ func (m *management) replicas(w http.ResponseWriter, r *http.Request) {
 		out = m.cfg.Replicas.Replication()
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-func (m *management) metrics(w http.ResponseWriter, r *http.Request) {
-	var buf bytes.Buffer
-	if m.cfg.Metrics != nil {
-		if err := m.cfg.Metrics.WritePrometheus(&buf); err != nil {
-			writeError(w, http.StatusInternalServerError, "metrics: "+err.Error())
-			return
-		}
-	}
-	buf.Write(memberGauges(m.cfg.Members.AllMembers()))
-	if m.cfg.Replicas != nil {
-		buf.Write(replicaGauges(m.cfg.Replicas.Replication()))
-	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	w.WriteHeader(http.StatusOK)
-	w.Write(buf.Bytes())
-}
-
-// memberGauges counts members by state, every state listed.
-func memberGauges(all []MemberStatus) []byte {
-	counts := map[State]int{}
-	for _, s := range all {
-		counts[s.State]++
-	}
-	var p runtime.PromWriter
-	p.Family("ffgen_cluster_members", "gauge", "Cluster members known to this node, by state.")
-	for _, st := range []State{StateAlive, StateSuspect, StateLeaving, StateDead, StateLeft} {
-		p.Sample("ffgen_cluster_members", []string{"state", string(st)}, float64(counts[st]))
-	}
-	return p.Bytes()
-}
-
-// replicaGauges exports each replicated service's state, read from what
-// the replica already keeps, at scrape time.
-func replicaGauges(sts []runtime.ReplicaStatus) []byte {
-	var p runtime.PromWriter
-	families := []struct {
-		name, typ, help string
-		value           func(st runtime.ReplicaStatus) float64
-	}{
-		{"ffgen_replica_ready", "gauge", "1 when the replica is caught up, 0 while it is catching up.", func(st runtime.ReplicaStatus) float64 { return b2f(st.Ready) }},
-		{"ffgen_replica_leading", "gauge", "1 when this node sequences the service's writes.", func(st runtime.ReplicaStatus) float64 { return b2f(st.Leading) }},
-		{"ffgen_replica_commit_index", "gauge", "Highest log index known to be committed.", func(st runtime.ReplicaStatus) float64 { return float64(st.Commit) }},
-		{"ffgen_replica_applied_index", "gauge", "Highest log index run on this node.", func(st runtime.ReplicaStatus) float64 { return float64(st.Applied) }},
-		{"ffgen_replica_in_sync", "gauge", "Nodes in the in-sync set (on the sequencer).", func(st runtime.ReplicaStatus) float64 { return float64(len(st.InSync)) }},
-		{"ffgen_replica_catch_ups_total", "counter", "Catch-ups completed.", func(st runtime.ReplicaStatus) float64 { return float64(st.CatchUps) }},
-		{"ffgen_replica_snapshots_total", "counter", "State transfers received.", func(st runtime.ReplicaStatus) float64 { return float64(st.Snapshots) }},
-		{"ffgen_replica_divergences", "gauge", "Divergences recorded (bounded list).", func(st runtime.ReplicaStatus) float64 { return float64(len(st.Divergences)) }},
-		{"ffgen_replica_last_catch_up_seconds", "gauge", "How long the last catch-up took.", func(st runtime.ReplicaStatus) float64 { return st.LastCatchUpSeconds }},
-	}
-	for _, f := range families {
-		p.Family(f.name, f.typ, f.help)
-		for _, st := range sts {
-			p.Sample(f.name, []string{"service", st.Service}, f.value(st))
-		}
-	}
-	return p.Bytes()
-}
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func (m *management) ops(w http.ResponseWriter, r *http.Request) {

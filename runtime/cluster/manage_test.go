@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ffgen/ffgen/runtime"
 )
 
@@ -51,12 +53,16 @@ func (f *fakeOperator) Operate(name string, op Operation) error {
 
 type fakeMetrics struct{ err error }
 
-func (f fakeMetrics) WritePrometheus(w io.Writer) error {
+var descX = prometheus.NewDesc("ffgen_x_total", "A test counter.", nil, nil)
+
+func (fakeMetrics) Describe(ch chan<- *prometheus.Desc) { ch <- descX }
+
+func (f fakeMetrics) Collect(ch chan<- prometheus.Metric) {
 	if f.err != nil {
-		return f.err
+		ch <- prometheus.NewInvalidMetric(descX, f.err)
+		return
 	}
-	_, err := io.WriteString(w, "ffgen_x_total 1\n")
-	return err
+	ch <- prometheus.MustNewConstMetric(descX, prometheus.CounterValue, 1)
 }
 
 type fakeOps []runtime.OpInfo
@@ -127,14 +133,15 @@ func TestManagementReadRoutes(t *testing.T) {
 	do(t, h, call{method: "GET", path: "/cluster/members/nobody", status: 404, contains: `unknown member \"nobody\"`})
 	do(t, h, call{method: "GET", path: "/health/alive", status: 200, contains: `{"alive":true}`})
 	do(t, h, call{method: "GET", path: "/health/ready", status: 200, contains: `{"ready":true}`})
-	do(t, h, call{method: "GET", path: "/metrics", status: 200, contains: "ffgen_x_total 1\n" +
+	do(t, h, call{method: "GET", path: "/metrics", status: 200, contains: "" +
 		"# HELP ffgen_cluster_members Cluster members known to this node, by state.\n" +
 		"# TYPE ffgen_cluster_members gauge\n" +
 		"ffgen_cluster_members{state=\"alive\"} 1\n" +
-		"ffgen_cluster_members{state=\"suspect\"} 1\n" +
-		"ffgen_cluster_members{state=\"leaving\"} 0\n" +
 		"ffgen_cluster_members{state=\"dead\"} 1\n" +
-		"ffgen_cluster_members{state=\"left\"} 0\n"})
+		"ffgen_cluster_members{state=\"leaving\"} 0\n" +
+		"ffgen_cluster_members{state=\"left\"} 0\n" +
+		"ffgen_cluster_members{state=\"suspect\"} 1\n"})
+	do(t, h, call{method: "GET", path: "/metrics", status: 200, contains: "ffgen_x_total 1\n"})
 	body = do(t, h, call{method: "GET", path: "/ops", status: 200})
 	var got []runtime.OpInfo
 	if err := json.Unmarshal([]byte(body), &got); err != nil {
@@ -258,7 +265,7 @@ func TestManagementOnCluster(t *testing.T) {
 	// it has heard of any peer announces its leave to no one, and a then
 	// sees it die instead.
 	eventually(t, detectBound, "a and b see each other", func() bool { return len(a.Members()) == 2 && len(b.Members()) == 2 })
-	stats := runtime.NewStats()
+	stats := NewStats()
 	stats.Failover("bank.Accounts", "Deposit", runtime.ReasonHeartbeatTimeout)
 	h := NewManagement(ManagementConfig{Members: a, Operator: a, Metrics: stats, ReadWrite: true, Groups: []string{"g0", "g1"}})
 
@@ -271,7 +278,7 @@ func TestManagementOnCluster(t *testing.T) {
 		t.Fatalf("members = %+v", all)
 	}
 	do(t, h, call{method: "GET", path: "/health/ready", status: 200})
-	do(t, h, call{method: "GET", path: "/metrics", status: 200, contains: `ffgen_failovers_total{service="bank.Accounts",method="Deposit",reason="heartbeat-timeout"} 1`})
+	do(t, h, call{method: "GET", path: "/metrics", status: 200, contains: `ffgen_failovers_total{method="Deposit",reason="heartbeat-timeout",service="bank.Accounts"} 1`})
 	do(t, h, call{method: "PUT", path: "/cluster/members/b", body: `{"operation":"leave"}`, status: 409, contains: "local node only"})
 	do(t, h, call{method: "GET", path: "/cluster/members/zz", status: 404})
 
@@ -447,5 +454,29 @@ func TestManagementPublicHealth(t *testing.T) {
 	do(t, h, call{method: "GET", path: "/health/ready", token: "s3cret", status: 503, contains: "not joined"})
 	for _, path := range []string{"/cluster/members", "/metrics", "/ops", "/health/other"} {
 		do(t, h, call{method: "GET", path: path, status: 401, contains: "bearer token"})
+	}
+}
+
+// pprof is served under the same token as every other route, and can be
+// turned off.
+func TestManagementPprof(t *testing.T) {
+	h := NewManagement(ManagementConfig{Members: testMembers(), Token: "s3cret"})
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/goroutine?debug=1", "/debug/pprof/profile?seconds=1"} {
+		do(t, h, call{method: "GET", path: path, status: 401, contains: "bearer token"})
+	}
+	do(t, h, call{method: "GET", path: "/debug/pprof/", token: "s3cret", status: 200, contains: "goroutine"})
+	do(t, h, call{method: "GET", path: "/debug/pprof/goroutine?debug=1", token: "s3cret", status: 200, contains: "goroutine profile:"})
+	heap := do(t, h, call{method: "GET", path: "/debug/pprof/heap", token: "s3cret", status: 200})
+	if len(heap) < 2 || heap[0] != 0x1f || heap[1] != 0x8b { // a gzipped profile.proto
+		t.Errorf("heap profile is not a gzipped protobuf: % x", heap[:min(len(heap), 8)])
+	}
+	do(t, h, call{method: "GET", path: "/debug/pprof/nothing", token: "s3cret", status: 404, contains: "no profile"})
+	do(t, h, call{method: "GET", path: "/debug/pprof/profile?seconds=100000", token: "s3cret", status: 400, contains: "seconds must be"})
+	do(t, h, call{method: "GET", path: "/debug/pprof/cmdline", token: "s3cret", status: 404, contains: "no profile"})
+
+	off := NewManagement(ManagementConfig{Members: testMembers(), DisablePprof: true})
+	do(t, off, call{method: "GET", path: "/debug/pprof/", status: 404, contains: "disabled"})
+	if err := (ManagementConfig{Members: testMembers(), Routes: map[string]http.Handler{"GET /debug/x": http.NotFoundHandler()}}).Validate(); !errors.Is(err, ErrBadRoute) {
+		t.Errorf("an extra route under /debug: %v, want ErrBadRoute", err)
 	}
 }

@@ -34,6 +34,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Replication tunes the replicated log of scatter services.
 	Replication runtime.ReplicationConfig
+	// Server, if set, adjusts each node's server config (interceptors,
+	// metrics) before the server is made, on restarts too.
+	Server func(node string, cfg *runtime.ServerConfig)
 }
 
 // Cluster is an in-memory cluster.
@@ -46,6 +49,7 @@ type Cluster struct {
 	clients     int
 	served      []served
 	replication runtime.ReplicationConfig
+	serverCfg   func(node string, cfg *runtime.ServerConfig)
 }
 
 // Node is one server of the cluster.
@@ -79,12 +83,13 @@ func New(tb testing.TB, cfg Config) *Cluster {
 		Settings:    s,
 		logger:      cfg.Logger,
 		replication: cfg.Replication,
+		serverCfg:   cfg.Server,
 	}
 	for _, g := range cfg.Groups {
 		for i := 1; i <= cfg.PerGroup; i++ {
 			name := fmt.Sprintf("%s%d", g, i)
 			t := c.Net.n.Transport(transport.Config{Node: name, Group: g, Logger: cfg.Logger})
-			srv := runtime.NewServer(runtime.ServerConfig{Settings: s, Logger: cfg.Logger, Membership: c.Members, Node: name, Replication: c.replication})
+			srv := c.newServer(name)
 			if _, err := srv.Serve(t, name); err != nil {
 				tb.Fatalf("fftest: node %s: %v", name, err)
 			}
@@ -93,6 +98,14 @@ func New(tb testing.TB, cfg Config) *Cluster {
 	}
 	tb.Cleanup(c.Close)
 	return c
+}
+
+func (c *Cluster) newServer(name string) *runtime.Server {
+	cfg := runtime.ServerConfig{Settings: c.Settings, Logger: c.logger, Membership: c.Members, Node: name, Replication: c.replication}
+	if c.serverCfg != nil {
+		c.serverCfg(name, &cfg)
+	}
+	return runtime.NewServer(cfg)
 }
 
 // withDefaults returns the defaults for zero settings, and s itself
@@ -188,7 +201,7 @@ func (c *Cluster) Restart(tb testing.TB, name string) *Node {
 	n.Server.Close()
 	n.tr.Close()
 	n.tr = c.Net.n.Transport(transport.Config{Node: name, Group: n.Group, Logger: c.logger})
-	n.Server = runtime.NewServer(runtime.ServerConfig{Settings: c.Settings, Logger: c.logger, Membership: c.Members, Node: name, Replication: c.replication})
+	n.Server = c.newServer(name)
 	if _, err := n.Server.Serve(n.tr, name); err != nil {
 		tb.Fatalf("fftest: restart %s: %v", name, err)
 	}

@@ -135,6 +135,10 @@ type Attempt struct {
 	History   []Prior // why earlier attempts ended, oldest first
 	Progress  []byte  // the last progress the client saw, if any
 	Payload   []byte  // the encoded arguments
+	// Metadata is the call's metadata as alternating keys and values. It
+	// follows the payload only when there is some, so an Attempt without
+	// it is the same bytes as before the field existed.
+	Metadata []string
 }
 
 // HeartbeatItem is one running attempt in a Heartbeat frame.
@@ -224,7 +228,15 @@ func (f *Attempt) appendBody(b []byte) []byte {
 		b = append(b, p.Reason)
 	}
 	b = codec.AppendBytes(b, f.Progress)
-	return codec.AppendBytes(b, f.Payload)
+	b = codec.AppendBytes(b, f.Payload)
+	if len(f.Metadata) == 0 {
+		return b
+	}
+	b = codec.AppendUvarint(b, uint64(len(f.Metadata)/2))
+	for _, s := range f.Metadata[:len(f.Metadata)&^1] {
+		b = codec.AppendString(b, s)
+	}
+	return b
 }
 
 func (f *Attempt) decodeBody(r *codec.Reader) {
@@ -255,6 +267,19 @@ func (f *Attempt) decodeBody(r *codec.Reader) {
 	}
 	f.Progress = r.Bytes()
 	f.Payload = r.Bytes()
+	f.Metadata = nil
+	if r.Len() > 0 { // absent when the call has none
+		// A pair takes at least two bytes, so Len32 bounds the allocation.
+		n := r.Len32()
+		if n == 0 || 2*n > r.Len() {
+			r.Fail(fmt.Errorf("%d metadata pairs in %d bytes", n, r.Len()))
+			return
+		}
+		f.Metadata = make([]string, 2*n)
+		for i := range f.Metadata {
+			f.Metadata[i] = r.String()
+		}
+	}
 }
 
 func (f *Heartbeat) appendBody(b []byte) []byte {

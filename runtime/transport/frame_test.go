@@ -34,6 +34,8 @@ func sampleFrames() map[string]Frame {
 			Payload:   []byte{0, 1, 2, 255},
 		},
 		"attempt-minimal": &Attempt{Service: "S", Method: "M", Timeout: -1},
+		"attempt-metadata": &Attempt{Service: "S", Method: "M", Payload: []byte{7},
+			Metadata: []string{"traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "x-user", ""}},
 		"heartbeat": &Heartbeat{Items: []HeartbeatItem{
 			{Call: 1}, {Call: 1 << 40, Progress: []byte("p")},
 		}},
@@ -83,6 +85,26 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 }
 
+// TestAttemptMetadataOptional pins the rule that lets the field be added
+// without a new frame version: an Attempt without metadata is the bytes of
+// the older format, which ends with the payload, and metadata is appended
+// after it, so only a call that sends metadata needs a peer that knows it.
+func TestAttemptMetadataOptional(t *testing.T) {
+	a := Attempt{Call: 1, Service: "S", Method: "M", Payload: []byte("args")}
+	plain := encode(t, &a)
+	if !bytes.HasSuffix(plain, []byte("\x04args")) {
+		t.Fatalf("an Attempt without metadata must end with its payload: % x", plain)
+	}
+	a.Metadata = []string{"k", "v"}
+	with := encode(t, &a)
+	if !bytes.Equal(with[:len(plain)], plain) {
+		t.Fatalf("metadata changed the bytes before it:\n% x\n% x", plain, with)
+	}
+	if tail := with[len(plain):]; !bytes.Equal(tail, []byte{1, 1, 'k', 1, 'v'}) {
+		t.Errorf("metadata encoded as % x, want 01 01 6b 01 76", tail)
+	}
+}
+
 func TestDecodeMalformed(t *testing.T) {
 	valid := encode(t, &Result{Call: 7, Status: StatusFail, Code: "c", Message: "m"})
 	with := func(p []byte, edit func([]byte) []byte) []byte {
@@ -107,6 +129,12 @@ func TestDecodeMalformed(t *testing.T) {
 		{"forged heartbeat count", []byte{Version, byte(TypeHeartbeat), 0xff, 0xff, 0xff, 0xff, 0x0f}, ErrMalformedFrame},
 		{"forged string length", []byte{Version, byte(TypeRedirect), 1, 0xff, 0xff, 0x03, 'a'}, ErrMalformedFrame},
 		{"attempt number overflows uint32", attemptWithNumber(1 << 32), ErrMalformedFrame},
+		{"forged metadata count", append(encode(t, &Attempt{Service: "S", Method: "M"}), 0xff, 0xff, 0x03, 1, 'k'), ErrMalformedFrame},
+		{"zero metadata pairs", append(encode(t, &Attempt{Service: "S", Method: "M"}), 0), ErrMalformedFrame},
+		{"truncated metadata", func() []byte {
+			p := encode(t, &Attempt{Service: "S", Method: "M", Metadata: []string{"k", "value"}})
+			return p[:len(p)-1]
+		}(), ErrMalformedFrame},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

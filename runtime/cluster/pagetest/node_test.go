@@ -59,7 +59,7 @@ func runNode(spec string) error {
 	}
 	settings := runtime.DefaultSettings()
 	settings.Groups = groups
-	stats := runtime.NewStats()
+	stats := cluster.NewStats()
 	tcp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: name, Group: group}})
 	if err != nil {
 		return err

@@ -37,8 +37,9 @@ func (p *probe) Failover(_, _ string, r runtime.Reason) {
 	p.mu.Unlock()
 }
 
-func (p *probe) OperationEnded(string, string, bool, time.Duration) {}
-func (p *probe) ServerAttempt(string, string, int)                  {}
+func (p *probe) OperationEnded(string, string, bool, time.Duration)    {}
+func (p *probe) ServerAttempt(string, string, int)                     {}
+func (p *probe) Handled(string, string, string, string, time.Duration) {}
 
 // take returns the failovers since the last call and forgets them.
 func (p *probe) take() []runtime.Reason {

@@ -156,7 +156,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	log = log.With("node", c.name)
 
 	ledger := bank.NewLedger(c.remember, bank.WithJournal(c.journal))
-	stats := runtime.NewStats()
+	stats := cluster.NewStats()
 	// Replication dials the other nodes over the same transport: a node
 	// that serves TLS speaks TLS to its peers too, presenting its own
 	// certificate (for mutual TLS) and trusting -rpc-tls-ca.
@@ -300,7 +300,7 @@ func clusterConfig(c config) (cluster.Config, error) {
 func management(c config, groups []string, cl interface {
 	cluster.MemberSource
 	cluster.MemberOperator
-}, stats *runtime.Stats, srv *runtime.Server, ledger *bank.Ledger) cluster.ManagementConfig {
+}, stats *cluster.Stats, srv *runtime.Server, ledger *bank.Ledger) cluster.ManagementConfig {
 	balances := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rep := cli.Report{Node: c.name, Group: c.group, InFlight: len(srv.InFlight()), Snapshot: ledger.Snapshot(r.URL.Query().Get("prefix"))}
 		w.Header().Set("Content-Type", "application/json")

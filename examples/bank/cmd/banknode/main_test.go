@@ -70,7 +70,7 @@ func TestManagementServesBalancesBehindToken(t *testing.T) {
 	}
 	srv := runtime.NewServer(runtime.ServerConfig{})
 	c := config{name: "a1", group: "a", token: "s3cret"}
-	cfg := management(c, []string{"a"}, fakeCluster{}, runtime.NewStats(), srv, ledger)
+	cfg := management(c, []string{"a"}, fakeCluster{}, cluster.NewStats(), srv, ledger)
 
 	ms, err := cluster.ServeManagement("0.0.0.0:0", cfg, nil)
 	if err != nil {
@@ -107,7 +107,7 @@ func TestManagementServesBalancesBehindToken(t *testing.T) {
 
 	// Without a token the same address is refused.
 	c.token = ""
-	if _, err := cluster.ServeManagement("0.0.0.0:0", management(c, []string{"a"}, fakeCluster{}, runtime.NewStats(), srv, ledger), nil); !errors.Is(err, cluster.ErrInsecureManagement) {
+	if _, err := cluster.ServeManagement("0.0.0.0:0", management(c, []string{"a"}, fakeCluster{}, cluster.NewStats(), srv, ledger), nil); !errors.Is(err, cluster.ErrInsecureManagement) {
 		t.Fatalf("no token beyond loopback: %v, want ErrInsecureManagement", err)
 	}
 }
