@@ -21,7 +21,19 @@ type serverConn struct {
 	reset    chan time.Duration // a shorter interval for the running ticker
 	stop     chan struct{}
 
-	hb transport.Heartbeat // used by the ticker goroutine only
+	hb  transport.Heartbeat // used by the ticker goroutine only
+	ack transport.Ack       // used by the connection's read goroutine only
+}
+
+// acknowledge tells the client that attempt a arrived and waits here, if
+// the client reads acks. It is called by the connection's read goroutine
+// with s.mu held, before the attempt can run: the ack is queued ahead of
+// the result, and a quick result can go out in the same write.
+func (sc *serverConn) acknowledge(a *transport.Attempt) {
+	if a.Flags&transport.FlagAck != 0 {
+		sc.ack.Call = a.Call
+		sc.s.send(sc.conn, &sc.ack)
+	}
 }
 
 // idleTicks is how many empty ticks a connection's ticker survives.

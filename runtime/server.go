@@ -308,6 +308,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 			e.rerun = true // its handler is being stopped: run it again after
 		}
 		e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
+		sc.acknowledge(a)
 		s.mu.Unlock()
 		return
 	}
@@ -375,6 +376,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		if res == nil && rd == nil {
 			s.execs[a.OpID] = e
 			e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
+			sc.acknowledge(a)
 		}
 		s.mu.Unlock()
 		switch {
@@ -396,6 +398,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	}
 	s.execs[a.OpID] = e
 	e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
+	sc.acknowledge(a)
 	s.schedule(e)
 	s.mu.Unlock()
 }
