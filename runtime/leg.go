@@ -229,11 +229,11 @@ type watch struct {
 	op         *operation
 	ctx        context.Context
 	p          *sent
-	member     Member    // the node watched: the redirect target once redirected
-	attemptEnd time.Time // the attempt timeout, counted from the send
-	due        time.Time // when the timer is set to fire
-	hops       int       // redirects followed
-	graced     time.Duration
+	member     Member        // the node watched: the redirect target once redirected
+	attemptEnd time.Time     // the attempt timeout, counted from the send
+	due        time.Time     // when the timer is set to fire
+	hops       int           // redirects followed
+	graced     time.Duration // waited so far for frames a late timer may have missed
 }
 
 // end ends the attempt for r (ReasonNone: its answer is the outcome).
