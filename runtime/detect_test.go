@@ -14,6 +14,11 @@ package runtime_test
 // FFGEN_DETECT_FOR (default 15s) is the length of each load phase,
 // FFGEN_DETECT_CALLERS (16) its concurrent callers, FFGEN_DETECT_STOPS (20)
 // the SIGSTOPs per row.
+//
+// A third table pauses the client instead: a client process runs the same
+// healthy calls without burners while it is SIGSTOPped for 1.5 heartbeat
+// timeouts about once a second; every failover there is the client blaming
+// a server for its own pause.
 
 import (
 	"bufio"
@@ -273,7 +278,100 @@ func TestDetection(t *testing.T) {
 			report.WriteString("\n")
 		}
 	}
+	fmt.Fprintf(&report, "\nthe client SIGSTOPped for 1.5 heartbeat timeouts about once a second, %d callers for %v, no burners\n", callers, loadFor)
+	fmt.Fprintf(&report, "%-9s %-11s %7s %7s %16s\n", "settings", "hb/timeout", "pauses", "calls", "false failovers")
+	for _, cfg := range configs {
+		pauses, calls, failovers, err := pausedClient(t, ms, cfg.s, callers, loadFor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&report, "%-9s %-11s %7d %7d %16d\n", cfg.name, hbLabel(cfg.s), pauses, calls, failovers)
+	}
 	fmt.Print(report.String())
+}
+
+// TestDetectionClient is a client process of TestDetection: it runs the
+// healthy load against the members in FFGEN_DETECT_CLIENT and prints what
+// became of it.
+func TestDetectionClient(t *testing.T) {
+	spec := os.Getenv("FFGEN_DETECT_CLIENT")
+	if spec == "" {
+		t.Skip("a client process of TestDetection")
+	}
+	// interval timeout callers duration name,group,addr...
+	f := strings.Fields(spec)
+	s := testSettings()
+	var err error
+	if s.HeartbeatInterval, err = time.ParseDuration(f[0]); err != nil {
+		t.Fatal(err)
+	}
+	if s.HeartbeatTimeout, err = time.ParseDuration(f[1]); err != nil {
+		t.Fatal(err)
+	}
+	callers, _ := strconv.Atoi(f[2])
+	d, _ := time.ParseDuration(f[3])
+	members := runtime.NewStaticMembership()
+	var ms []runtime.Member
+	for _, m := range f[4:] {
+		p := strings.Split(m, ",")
+		ms = append(ms, runtime.Member{Name: p[0], Group: p[1], Addr: p[2], Services: []string{ledgerDesc.Name}})
+	}
+	members.Set(ms)
+	fmt.Println("running")
+	calls, fc, errs := falseFailovers(t, members, s, callers, d)
+	fmt.Printf("result %d %d %d\n", calls, fc.n.Load(), errs)
+}
+
+// pausedClient runs the load in a client process and SIGSTOPs it for 1.5
+// heartbeat timeouts every 0.7 to 1.3 s until it is done.
+func pausedClient(t *testing.T, ms []runtime.Member, s runtime.Settings, callers int, d time.Duration) (pauses int, calls, failovers int64, err error) {
+	spec := fmt.Sprintf("%v %v %d %v", s.HeartbeatInterval, s.HeartbeatTimeout, callers, d)
+	for _, m := range ms {
+		spec += fmt.Sprintf(" %s,%s,%s", m.Name, m.Group, m.Addr)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDetectionClient$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "FFGEN_DETECT_CLIENT="+spec)
+	cmd.SysProcAttr = orphanless()
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, 0, 0, err
+	}
+	defer cmd.Wait()
+	lines := make(chan string, 4)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	if l := <-lines; l != "running" {
+		return 0, 0, 0, fmt.Errorf("client process said %q", l)
+	}
+	pause := s.HeartbeatTimeout * 3 / 2
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				return pauses, 0, 0, errors.New("client process exited without a result")
+			}
+			var errs int64
+			if _, err := fmt.Sscanf(l, "result %d %d %d", &calls, &failovers, &errs); err != nil {
+				return pauses, 0, 0, fmt.Errorf("client process said %q", l)
+			}
+			return pauses, calls, failovers, nil
+		case <-time.After(700*time.Millisecond + rand.N(600*time.Millisecond)):
+			if cmd.Process.Signal(syscall.SIGSTOP) == nil {
+				pauses++
+				time.Sleep(pause)
+				cmd.Process.Signal(syscall.SIGCONT)
+			}
+		}
+	}
 }
 
 func hbLabel(s runtime.Settings) string {
