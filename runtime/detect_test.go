@@ -281,11 +281,15 @@ func TestDetection(t *testing.T) {
 	fmt.Fprintf(&report, "\nthe client SIGSTOPped for 1.5 heartbeat timeouts about once a second, %d callers for %v, no burners\n", callers, loadFor)
 	fmt.Fprintf(&report, "%-9s %-11s %7s %7s %16s\n", "settings", "hb/timeout", "pauses", "calls", "false failovers")
 	for _, cfg := range configs {
-		pauses, calls, failovers, err := pausedClient(t, ms, cfg.s, callers, loadFor)
+		pauses, calls, failovers, why, err := pausedClient(t, ms, cfg.s, callers, loadFor)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&report, "%-9s %-11s %7d %7d %16d\n", cfg.name, hbLabel(cfg.s), pauses, calls, failovers)
+		fmt.Fprintf(&report, "%-9s %-11s %7d %7d %16d", cfg.name, hbLabel(cfg.s), pauses, calls, failovers)
+		if why != "" {
+			fmt.Fprintf(&report, "  (%s)", why)
+		}
+		report.WriteString("\n")
 	}
 	fmt.Print(report.String())
 }
@@ -319,12 +323,12 @@ func TestDetectionClient(t *testing.T) {
 	members.Set(ms)
 	fmt.Println("running")
 	calls, fc, errs := falseFailovers(t, members, s, callers, d)
-	fmt.Printf("result %d %d %d\n", calls, fc.n.Load(), errs)
+	fmt.Printf("result %d %d %d %s\n", calls, fc.n.Load(), errs, fc.why())
 }
 
 // pausedClient runs the load in a client process and SIGSTOPs it for 1.5
 // heartbeat timeouts every 0.7 to 1.3 s until it is done.
-func pausedClient(t *testing.T, ms []runtime.Member, s runtime.Settings, callers int, d time.Duration) (pauses int, calls, failovers int64, err error) {
+func pausedClient(t *testing.T, ms []runtime.Member, s runtime.Settings, callers int, d time.Duration) (pauses int, calls, failovers int64, why string, err error) {
 	spec := fmt.Sprintf("%v %v %d %v", s.HeartbeatInterval, s.HeartbeatTimeout, callers, d)
 	for _, m := range ms {
 		spec += fmt.Sprintf(" %s,%s,%s", m.Name, m.Group, m.Addr)
@@ -335,10 +339,10 @@ func pausedClient(t *testing.T, ms []runtime.Member, s runtime.Settings, callers
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, "", err
 	}
 	if err := cmd.Start(); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, "", err
 	}
 	defer cmd.Wait()
 	lines := make(chan string, 4)
@@ -350,20 +354,21 @@ func pausedClient(t *testing.T, ms []runtime.Member, s runtime.Settings, callers
 		close(lines)
 	}()
 	if l := <-lines; l != "running" {
-		return 0, 0, 0, fmt.Errorf("client process said %q", l)
+		return 0, 0, 0, "", fmt.Errorf("client process said %q", l)
 	}
 	pause := s.HeartbeatTimeout * 3 / 2
 	for {
 		select {
 		case l, ok := <-lines:
 			if !ok {
-				return pauses, 0, 0, errors.New("client process exited without a result")
+				return pauses, 0, 0, "", errors.New("client process exited without a result")
 			}
 			var errs int64
 			if _, err := fmt.Sscanf(l, "result %d %d %d", &calls, &failovers, &errs); err != nil {
-				return pauses, 0, 0, fmt.Errorf("client process said %q", l)
+				return pauses, 0, 0, "", fmt.Errorf("client process said %q", l)
 			}
-			return pauses, calls, failovers, nil
+			why = strings.TrimSpace(strings.Join(strings.Fields(l)[4:], " "))
+			return pauses, calls, failovers, why, nil
 		case <-time.After(700*time.Millisecond + rand.N(600*time.Millisecond)):
 			if cmd.Process.Signal(syscall.SIGSTOP) == nil {
 				pauses++

@@ -351,22 +351,17 @@ const starvedAfter = time.Millisecond
 // zero to believe it now. A client whose timer fired late was itself
 // descheduled (a busy host, a stop of the process): the heartbeats the
 // node sent meanwhile may be in the socket, unread, and the silence is its
-// own. It waits as long as it was late (at least a millisecond, at most
-// half a heartbeat interval) for the connection to deliver them, again
-// while it keeps firing late, at most half a heartbeat timeout in all: a
-// frame that arrives meanwhile moves the heartbeat deadline and clears the
-// timeout; without one, the node is blamed. A node that really stopped
-// costs a client that is not starved nothing.
+// own. It gives the node back the time it took from it: it waits as long
+// as it was late for the connection to deliver them, again while it keeps
+// firing late, at most a heartbeat timeout in all. A frame that arrives meanwhile moves the heartbeat deadline and
+// clears the timeout; without one, the node is blamed. A node that really
+// stopped costs a client that is not starved nothing.
 func (w *watch) recheck(now time.Time) time.Duration {
-	s := w.op.s
-	late := now.Sub(w.due)
-	if late < starvedAfter {
+	late, left := now.Sub(w.due), w.op.s.HeartbeatTimeout-w.graced
+	if late < starvedAfter || left <= 0 {
 		return 0
 	}
-	g := min(max(late, time.Millisecond), s.HeartbeatInterval/2)
-	if w.graced+g > s.HeartbeatTimeout/2 {
-		return 0
-	}
+	g := min(late, left)
 	w.graced += g
 	return g
 }

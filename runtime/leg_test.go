@@ -57,9 +57,9 @@ func TestStoppedAnswerAtTheAttemptEndIsATimeout(t *testing.T) {
 // A heartbeat timeout whose timer fired late is re-checked: the client was
 // descheduled, and the heartbeats may be unread in its socket. A frame
 // that arrives meanwhile clears it; without one the node is blamed, after
-// a grace no longer than the lateness and half a heartbeat interval. A
-// timer on time is believed at once. Timers in a bubble are never late, so
-// the lateness is handed to expired here.
+// a grace as long as the lateness. A timer on time is believed at once.
+// Timers in a bubble are never late, so the lateness is handed to expired
+// here.
 func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := DefaultSettings()
@@ -106,12 +106,12 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 			t.Errorf("re-armed for %v, want the new heartbeat deadline %v", w.due, want)
 		}
 
-		// Late by more than half an interval, and nothing arrives: blamed
-		// after half an interval of grace, not the whole lateness.
+		// An interval late, and nothing arrives: blamed after an interval
+		// of grace.
 		w, timer = watchFrom()
 		late = w.due.Add(s.HeartbeatInterval)
-		if _, ended := w.expired(timer, late); ended || w.due.Sub(late) != s.HeartbeatInterval/2 {
-			t.Fatalf("an interval late: ended %v, grace %v; want %v", ended, w.due.Sub(late), s.HeartbeatInterval/2)
+		if _, ended := w.expired(timer, late); ended || w.due.Sub(late) != s.HeartbeatInterval {
+			t.Fatalf("an interval late: ended %v, grace %v; want %v", ended, w.due.Sub(late), s.HeartbeatInterval)
 		}
 		if o, ended := w.expired(timer, w.due); !ended || o.reason != ReasonHeartbeatTimeout {
 			t.Fatalf("after the grace: ended %v, reason %s; want a heartbeat timeout", ended, o.reason)
@@ -120,8 +120,8 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 			t.Error("n1 not suspected after its heartbeat timeout")
 		}
 
-		// A client starved again and again gets half a heartbeat timeout
-		// of grace in all.
+		// A client starved again and again gets a heartbeat timeout of
+		// grace in all.
 		w, timer = watchFrom()
 		graces := 0
 		for {
@@ -134,8 +134,16 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 			}
 			graces++
 		}
-		if w.graced > s.HeartbeatTimeout/2 || graces != int(s.HeartbeatTimeout/2/(s.HeartbeatInterval/2)) {
-			t.Errorf("%d graces, %v in all; want at most %v", graces, w.graced, s.HeartbeatTimeout/2)
+		if want := int((s.HeartbeatTimeout + s.HeartbeatInterval - 1) / s.HeartbeatInterval); w.graced != s.HeartbeatTimeout || graces != want {
+			t.Errorf("%d graces, %v in all; want %d, %v", graces, w.graced, want, s.HeartbeatTimeout)
+		}
+
+		// Late by more than a heartbeat timeout (a long stop of the
+		// client): a heartbeat timeout of grace, not none.
+		w, timer = watchFrom()
+		late = w.due.Add(3 * s.HeartbeatTimeout)
+		if _, ended := w.expired(timer, late); ended || w.due.Sub(late) != s.HeartbeatTimeout {
+			t.Errorf("3 heartbeat timeouts late: ended %v, grace %v; want %v", ended, w.due.Sub(late), s.HeartbeatTimeout)
 		}
 	})
 }
