@@ -53,6 +53,7 @@ type Client struct {
 	legs     map[uint64]*leg
 	suspects map[string]time.Time // node → suspected until
 	nsuspect atomic.Int32         // len(suspects), read without the lock on every pick
+	strikes  map[string]strike    // node → its recent timeouts, which lengthen the next suspicion
 	lastView map[string]bool      // member names in the previous membership view
 	ops      map[*operation]struct{}
 
@@ -98,6 +99,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		budget:   newBudget(cfg.Settings.Budget),
 		legs:     make(map[uint64]*leg),
 		suspects: make(map[string]time.Time),
+		strikes:  make(map[string]strike),
 		ops:      make(map[*operation]struct{}),
 	}
 	c.pool = transport.NewPool(cfg.Transport, (*clientHandler)(c), cfg.Pool)
@@ -118,6 +120,7 @@ func (c *Client) membershipChanged(ms []Member) {
 	for name := range seen {
 		if !c.lastView[name] {
 			delete(c.suspects, name)
+			delete(c.strikes, name)
 		}
 	}
 	c.nsuspect.Store(int32(len(c.suspects)))
@@ -249,25 +252,34 @@ func (c *Client) track(op *operation, on bool) {
 	c.mu.Unlock()
 }
 
-// suspect marks node as locally suspected, so operations skip it for
-// SuspectFor without paying a timeout again.
+// suspect marks node as locally suspected, so operations skip it for a
+// while without paying a timeout again (see suspicionFor).
 func (c *Client) suspect(node string, why Reason) {
 	if c.cfg.Settings.SuspectFor <= 0 || c.closed.Load() {
 		return
 	}
+	now := time.Now()
 	c.mu.Lock()
-	_, already := c.suspects[node]
-	c.suspects[node] = time.Now().Add(c.cfg.Settings.SuspectFor)
-	c.nsuspect.Store(int32(len(c.suspects)))
+	until, already := c.suspects[node]
+	if already && !now.Before(until) {
+		already = false // lapsed: this is a new suspicion, and a repeat
+	}
+	if !already {
+		d := c.suspicionFor(node, why, now)
+		until = now.Add(d)
+		c.suspects[node] = until
+		c.nsuspect.Store(int32(len(c.suspects)))
+	}
 	c.mu.Unlock()
 	if !already {
 		// "peer", as the transport names the node at the other end: "node"
 		// is the caller's to bind to its own logger.
-		c.cfg.Logger.Warn("ffgen: node suspected", "peer", node, "reason", why.String(), "for", c.cfg.Settings.SuspectFor)
+		c.cfg.Logger.Warn("ffgen: node suspected", "peer", node, "reason", why.String(), "for", until.Sub(now))
 	}
 }
 
-// alive clears a suspicion: the node just proved it is alive.
+// alive clears a suspicion: the node just proved it is alive. Its strikes
+// stay, so that a node that keeps stalling is suspected longer each time.
 func (c *Client) alive(node string) {
 	c.mu.Lock()
 	delete(c.suspects, node)

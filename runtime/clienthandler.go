@@ -11,7 +11,15 @@ type clientHandler Client
 
 func (h *clientHandler) HandleFrame(conn transport.Conn, f transport.Frame) {
 	c := (*Client)(h)
+	c.heardFrom(conn)
 	switch f := f.(type) {
+	case *transport.Ack:
+		c.mu.Lock()
+		if l := c.legs[f.Call]; l != nil && l.conn == conn {
+			l.beat.Store(time.Now().UnixNano())
+			l.acked.Store(true)
+		}
+		c.mu.Unlock()
 	case *transport.Heartbeat:
 		now := time.Now().UnixNano()
 		c.mu.Lock()

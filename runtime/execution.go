@@ -32,13 +32,11 @@ type execution struct {
 	entry    *entry // the log entry this execution runs, for a replicated write
 
 	// Guarded by s.mu.
-	state     execState
-	waiters   []waiter
-	waitBuf   [1]waiter
-	deadline  time.Time // heartbeats stop here, even if the handler does not
-	cancel    context.CancelFunc
-	abandoned bool // cancelled by every waiter
-	rerun     bool // an attempt joined after the cancel: run again once stopped
+	state    execState // changed only by fire (execstate.go)
+	waiters  []waiter
+	waitBuf  [1]waiter
+	deadline time.Time // heartbeats stop here, even if the handler does not
+	cancel   context.CancelFunc
 }
 
 type waiter struct {
@@ -70,6 +68,7 @@ func (e *execution) removeWaiter(sc *serverConn, call uint64) {
 	delete(sc.calls, call)
 }
 
+// run runs the handler of a started execution, on its own goroutine.
 func (e *execution) run() {
 	s := e.s
 	defer s.running.Done()
@@ -80,56 +79,57 @@ func (e *execution) run() {
 	// time spent queued behind the entity's other operations is included.
 	// A scatter copy is the exception: every node must apply it, however
 	// long it queued, so its time starts when it runs.
-	now := time.Now()
 	deadline := e.arrived.Add(e.timeout)
 	if e.scatter {
-		deadline = now.Add(e.timeout)
+		deadline = time.Now().Add(e.timeout)
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	s.mu.Lock()
 	e.cancel = cancel
 	e.deadline = deadline
-	skip := e.abandoned || s.halted || (!e.scatter && !now.Before(deadline))
+	// A cancel or a halt between its start and now found no context to
+	// end: the handler does not run at all.
+	started := e.state == stateRunning
 	s.mu.Unlock()
 
 	r := &e.res
-	if skip {
+	if !started {
 		*r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "attempt cancelled or expired before it ran"}
-	} else {
-		m := e.method
-		s.cfg.Metrics.ServerAttempt(m.Service, m.Name, 1)
-		e.actx = attemptCtx{Context: ctx, info: &e.info}
-		began := time.Now()
-		res, err := e.call(&e.actx)
-		ran := time.Since(began)
-		s.cfg.Metrics.ServerAttempt(m.Service, m.Name, -1)
-		switch fwd := asForward(err); {
-		case fwd != nil:
-			if rd, ok := e.redirect(fwd); ok {
-				s.cfg.Metrics.Handled(m.Service, m.Name, "forwarded", "", ran)
-				e.finish(nil, rd)
-				return
-			}
-			err = fmt.Errorf("forward to %s: node unknown", fwd.Node)
-			*r = transport.Result{Status: transport.StatusFailover, Message: err.Error()}
-			e.handled(r, ran)
-		case err != nil && ctx.Err() != nil:
-			// The engine ended the handler (a cancel, the attempt
-			// timeout, a shutdown): its error says nothing about the
-			// operation, so the answer is Failover, and not remembered.
-			// Counted before restart: the run it starts owns e.res.
-			s.cfg.Metrics.Handled(m.Service, m.Name, "failover", codeTimeout, ran)
-			if e.restart() {
-				return
-			}
-			*r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "handler stopped: " + err.Error()}
-		default:
-			*r = e.safeResult(res, err)
-			e.handled(r, ran)
-		}
+		e.finish(evStopped, r, nil)
+		return
 	}
-	e.finish(r, nil)
+	m := e.method
+	s.cfg.Metrics.ServerAttempt(m.Service, m.Name, 1)
+	e.actx = attemptCtx{Context: ctx, info: &e.info}
+	began := time.Now()
+	res, err := e.call(&e.actx)
+	ran := time.Since(began)
+	s.cfg.Metrics.ServerAttempt(m.Service, m.Name, -1)
+	switch fwd := asForward(err); {
+	case fwd != nil:
+		if rd, ok := e.redirect(fwd); ok {
+			s.cfg.Metrics.Handled(m.Service, m.Name, "forwarded", "", ran)
+			e.finish(evReturned, nil, rd)
+			return
+		}
+		err = fmt.Errorf("forward to %s: node unknown", fwd.Node)
+		*r = transport.Result{Status: transport.StatusFailover, Message: err.Error()}
+		e.handled(r, ran)
+	case err != nil && ctx.Err() != nil:
+		// The engine ended the handler (a cancel, the attempt
+		// timeout, a shutdown): its error says nothing about the
+		// operation, so the answer is Failover, and not remembered.
+		// Counted before finish: a rerun it starts owns e.res.
+		s.cfg.Metrics.Handled(m.Service, m.Name, "failover", codeTimeout, ran)
+		*r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "handler stopped: " + err.Error()}
+		e.finish(evStopped, r, nil)
+		return
+	default:
+		*r = e.safeResult(res, err)
+		e.handled(r, ran)
+	}
+	e.finish(evReturned, r, nil)
 }
 
 // handled reports a handler run that ended with r to the metrics.
@@ -139,22 +139,6 @@ func (e *execution) handled(r *transport.Result, ran time.Duration) {
 		code = "undeclared"
 	}
 	e.s.cfg.Metrics.Handled(e.method.Service, e.method.Name, r.Status.String(), code, ran)
-}
-
-// restart runs a cancelled execution again, still heading its queues, when
-// an attempt joined it after the cancel: that attempt wants it done.
-func (e *execution) restart() bool {
-	s := e.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !e.rerun || len(e.waiters) == 0 || s.halted {
-		return false
-	}
-	e.rerun, e.abandoned = false, false
-	e.arrived = time.Now()
-	s.running.Add(1)
-	go e.run()
-	return true
 }
 
 // asForward finds a ForwardError in err. The variable errors.As needs is
@@ -270,13 +254,32 @@ func statusOf(d Directive) transport.Status {
 	return transport.StatusFail
 }
 
-// finish answers every waiter, remembers completed outcomes and lets the
-// entities' next operations run.
-// Exactly one of r and rd is set: a forwarded attempt gets a Redirect and is
-// not remembered, since it did not execute here.
-func (e *execution) finish(r *transport.Result, rd *transport.Redirect) {
+// finish ends a run with ev (evStopped or evReturned): the execution runs
+// again if it is to be rerun, or else its waiters get r or rd.
+func (e *execution) finish(ev execEvent, r *transport.Result, rd *transport.Redirect) {
 	s := e.s
 	s.mu.Lock()
+	if e.fire(ev) == stateRunning {
+		// An attempt joined after the cancel and wants it done: it runs
+		// again, still heading its queues, with its time from now.
+		e.arrived = time.Now()
+		s.running.Add(1)
+		go e.run()
+		s.mu.Unlock()
+		return
+	}
+	waiters := e.end(r, rd)
+	s.mu.Unlock()
+	answer(waiters, r, rd)
+}
+
+// end takes e, which reached a final state, off the server: it remembers a
+// completed outcome, tells the replicated log, lets its entities' next
+// operations run, and returns the waiters to answer with r or rd (at most
+// one is set: a forwarded attempt gets a Redirect and is not remembered,
+// since it did not execute here). Called with s.mu held.
+func (e *execution) end(r *transport.Result, rd *transport.Redirect) []waiter {
+	s := e.s
 	waiters := e.waiters
 	e.waiters = nil
 	for _, w := range waiters {
@@ -296,14 +299,22 @@ func (e *execution) finish(r *transport.Result, rd *transport.Redirect) {
 		s.results.put(e.info.OpID, *r, time.Now())
 	}
 	s.release(e)
-	s.mu.Unlock()
+	return waiters
+}
+
+// answer sends waiters r, or rd. The sends are queued, never blocking, so
+// it may be called with s.mu held.
+func answer(waiters []waiter, r *transport.Result, rd *transport.Redirect) {
 	for _, w := range waiters {
+		s := w.conn.s
 		if rd != nil {
 			rd.Call = w.call
 			s.send(w.conn.conn, rd)
 			continue
 		}
-		r.Call = w.call
-		s.send(w.conn.conn, r)
+		if r != nil {
+			r.Call = w.call
+			s.send(w.conn.conn, r)
+		}
 	}
 }

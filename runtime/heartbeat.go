@@ -21,7 +21,19 @@ type serverConn struct {
 	reset    chan time.Duration // a shorter interval for the running ticker
 	stop     chan struct{}
 
-	hb transport.Heartbeat // used by the ticker goroutine only
+	hb  transport.Heartbeat // used by the ticker goroutine only
+	ack transport.Ack       // used by the connection's read goroutine only
+}
+
+// acknowledge tells the client that attempt a arrived and waits here, if
+// the client reads acks. It is called by the connection's read goroutine
+// with s.mu held, before the attempt can run: the ack is queued ahead of
+// the result, and a quick result can go out in the same write.
+func (sc *serverConn) acknowledge(a *transport.Attempt) {
+	if a.Flags&transport.FlagAck != 0 {
+		sc.ack.Call = a.Call
+		sc.s.send(sc.conn, &sc.ack)
+	}
 }
 
 // idleTicks is how many empty ticks a connection's ticker survives.
@@ -94,19 +106,17 @@ func (sc *serverConn) beat() bool {
 	}
 	sc.idle = 0
 	items := sc.hb.Items[:0]
-	var expired []*execution
 	for call, e := range sc.calls {
 		if !e.deadline.IsZero() && now.After(e.deadline) {
 			continue // the handler overran its attempt timeout: let the client time out
 		}
-		if e.state != stateRunning && !e.scatter && now.After(e.arrived.Add(e.timeout)) {
+		if (e.state == stateQueued || e.state == stateHeld) && !e.scatter && now.After(e.arrived.Add(e.timeout)) {
 			// Queued past its time behind a slow operation: the client
 			// has given up on it, so it leaves the queue now rather than
 			// pile up behind a handler that may never return.
-			if e.state != stateDone {
-				e.state = stateDone
-				expired = append(expired, e)
-			}
+			e.fire(evExpire)
+			e.res = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "attempt expired while queued"}
+			answer(e.end(&e.res, nil), &e.res, nil)
 			continue
 		}
 		it := transport.HeartbeatItem{Call: call}
@@ -120,10 +130,6 @@ func (sc *serverConn) beat() bool {
 	}
 	sc.hb.Items = items
 	s.mu.Unlock()
-	for _, e := range expired {
-		e.res = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "attempt expired while queued"}
-		e.finish(&e.res, nil)
-	}
 	if len(items) > 0 {
 		s.send(sc.conn, &sc.hb)
 	}

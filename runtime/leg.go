@@ -125,6 +125,7 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	c.legs[l.call] = l
 	c.mu.Unlock()
 
+	flags |= transport.FlagAck
 	if op.m.Hold {
 		flags |= transport.FlagHold
 	}
@@ -209,94 +210,171 @@ func (c *Client) forget(l *leg) {
 // ctx ends. One timer serves both timeouts: a heartbeat only moves the
 // heartbeat deadline, and the timer re-arms itself when it fires early.
 func (op *operation) await(ctx context.Context, p *sent) outcome {
-	c, s, l, a := op.c, op.s, &p.l, &p.a
-	out := p.out
-	member := out.member
-	start := p.start
-	defer c.forget(l)
-	end := func(r Reason, err error) outcome {
-		out.reason, out.err, out.dur = r, err, time.Since(start)
-		if l.acked.Load() {
-			out.delivery = Acknowledged
-		}
-		if pr := l.latest.Load(); pr != nil {
-			op.setProgress(*pr)
-		}
-		// A replicated write is never cancelled: once sent, it may be
-		// sequenced, and then it runs on every replica.
-		if r != ReasonNone && r != ReasonFailoverError && r != ReasonPanic && a.Flags&transport.FlagScatter == 0 {
-			l.conn.Send(&transport.Cancel{Call: l.call}) // best effort
-		}
-		return out
-	}
-	attemptEnd := start.Add(a.Timeout)
-	timer := time.NewTimer(min(s.HeartbeatTimeout, a.Timeout))
+	w := watch{op: op, ctx: ctx, p: p, member: p.out.member, attemptEnd: p.start.Add(p.a.Timeout)}
+	defer op.c.forget(&p.l)
+	first := min(op.s.HeartbeatTimeout, p.a.Timeout)
+	w.due = p.start.Add(first)
+	timer := time.NewTimer(first)
 	defer timer.Stop()
-	hops := 0
 	for {
 		select {
-		case ev := <-l.done:
-			if ev.conn != l.conn {
-				continue // from the connection a redirect left behind
+		case ev := <-p.l.done:
+			if w.orphaned(ev) {
+				continue
 			}
-			switch {
-			case ev.result != nil:
-				out.result = ev.result
-				if now := time.Now(); stoppedInTime(ev.result) && !now.Before(attemptEnd) {
-					// The server's own timer stopped the handler: the
-					// same moment as ours, so the attempt ends as our
-					// timer would have ended it, whichever fired first.
-					r, err := op.timeUp(ctx, now, member.Name, a.Timeout)
-					return end(r, err)
-				}
-				c.alive(member.Name)
-				return op.judge(end, ev.result, member.Name)
-			case ev.redirect != nil:
-				// The handler passed the attempt on: watch the new node.
-				hops++
-				if hops > maxRedirects {
-					return end(ReasonFailoverError, fmt.Errorf("more than %d redirects", maxRedirects))
-				}
-				dctx, cancel := context.WithDeadline(ctx, op.dialDeadline())
-				nc, err := c.pool.Get(dctx, ev.redirect.Addr)
-				cancel()
-				if err != nil {
-					return end(dialReason(err), fmt.Errorf("dial redirect target %s: %w", ev.redirect.Node, err))
-				}
-				c.mu.Lock()
-				l.conn = nc
-				c.mu.Unlock()
-				member = Member{Name: ev.redirect.Node, Addr: ev.redirect.Addr, Group: member.Group}
-				out.member = member
-				if err := nc.Send(a); err != nil {
-					return end(ReasonConnBroken, fmt.Errorf("send to %s: %w", member.Name, err))
-				}
-				l.beat.Store(time.Now().UnixNano())
-			case c.closed.Load():
-				return end(ReasonClosed, fmt.Errorf("connection to %s closed: %w", member.Name, ErrClientClosed))
-			default:
-				c.suspect(member.Name, ReasonConnBroken)
-				return end(ReasonConnBroken, fmt.Errorf("connection to %s broke: %w", member.Name, ev.err))
+			if o, ended := w.event(ev); ended {
+				return o
 			}
-		case now := <-timer.C:
-			beatEnd := time.Unix(0, l.beat.Load()).Add(s.HeartbeatTimeout)
-			switch {
-			case !now.Before(attemptEnd):
-				r, err := op.timeUp(ctx, now, member.Name, a.Timeout)
-				return end(r, err)
-			case !now.Before(beatEnd):
-				c.suspect(member.Name, ReasonHeartbeatTimeout)
-				return end(ReasonHeartbeatTimeout, fmt.Errorf("no heartbeat from %s within %s: %w", member.Name, s.HeartbeatTimeout, context.DeadlineExceeded))
+		case <-timer.C:
+			if o, ended := w.expired(timer, time.Now()); ended {
+				return o
 			}
-			next := attemptEnd
-			if beatEnd.Before(next) {
-				next = beatEnd
-			}
-			timer.Reset(next.Sub(now))
 		case <-ctx.Done():
-			return end(ctxReason(ctx), context.Cause(ctx))
+			return w.end(ctxReason(ctx), context.Cause(ctx))
 		}
 	}
+}
+
+// watch is what await knows about its attempt.
+type watch struct {
+	op         *operation
+	ctx        context.Context
+	p          *sent
+	member     Member        // the node watched: the redirect target once redirected
+	attemptEnd time.Time     // the attempt timeout, counted from the send
+	due        time.Time     // when the timer is set to fire
+	hops       int           // redirects followed
+	graced     time.Duration // waited so far for frames a late timer may have missed
+}
+
+// end ends the attempt for r (ReasonNone: its answer is the outcome).
+func (w *watch) end(r Reason, err error) outcome {
+	l, out := &w.p.l, w.p.out
+	out.member = w.member
+	out.reason, out.err, out.dur = r, err, time.Since(w.p.start)
+	if l.acked.Load() {
+		out.delivery = Acknowledged
+	}
+	if pr := l.latest.Load(); pr != nil {
+		w.op.setProgress(*pr)
+	}
+	// A replicated write is never cancelled: once sent, it may be
+	// sequenced, and then it runs on every replica.
+	if r != ReasonNone && r != ReasonFailoverError && r != ReasonPanic && w.p.a.Flags&transport.FlagScatter == 0 {
+		l.conn.Send(&transport.Cancel{Call: l.call}) // best effort
+	}
+	return out
+}
+
+// orphaned reports whether ev comes from a connection that a redirect left
+// behind: the copy of the attempt there is no longer watched, and its
+// answer or its connection's end says nothing about this attempt.
+func (w *watch) orphaned(ev legEvent) bool { return ev.conn != w.p.l.conn }
+
+// event handles what the connection delivered: a result, a redirect, or
+// its end.
+func (w *watch) event(ev legEvent) (outcome, bool) {
+	c, name := w.op.c, w.member.Name
+	switch {
+	case ev.result != nil:
+		w.p.out.result = ev.result
+		if now := time.Now(); stoppedInTime(ev.result) && !now.Before(w.attemptEnd) {
+			// The server's own timer stopped the handler: the same
+			// moment as ours, so the attempt ends as our timer would
+			// have ended it, whichever fired first.
+			r, err := w.op.timeUp(w.ctx, now, name, w.p.a.Timeout)
+			return w.end(r, err), true
+		}
+		c.alive(name)
+		return w.op.judge(w.end, ev.result, name), true
+	case ev.redirect != nil:
+		return w.redirect(ev.redirect)
+	case c.closed.Load():
+		return w.end(ReasonClosed, fmt.Errorf("connection to %s closed: %w", name, ErrClientClosed)), true
+	}
+	c.suspect(name, ReasonConnBroken)
+	return w.end(ReasonConnBroken, fmt.Errorf("connection to %s broke: %w", name, ev.err)), true
+}
+
+// redirect follows a handler that passed the attempt on: the same attempt
+// goes to the new node, whose heartbeats are watched from now on.
+func (w *watch) redirect(rd *transport.Redirect) (outcome, bool) {
+	c, l := w.op.c, &w.p.l
+	w.hops++
+	if w.hops > maxRedirects {
+		return w.end(ReasonFailoverError, fmt.Errorf("more than %d redirects", maxRedirects)), true
+	}
+	dctx, cancel := context.WithDeadline(w.ctx, w.op.dialDeadline())
+	nc, err := c.pool.Get(dctx, rd.Addr)
+	cancel()
+	if err != nil {
+		return w.end(dialReason(err), fmt.Errorf("dial redirect target %s: %w", rd.Node, err)), true
+	}
+	c.mu.Lock()
+	l.conn = nc
+	c.mu.Unlock()
+	w.member = Member{Name: rd.Node, Addr: rd.Addr, Group: w.member.Group}
+	if err := nc.Send(&w.p.a); err != nil {
+		return w.end(ReasonConnBroken, fmt.Errorf("send to %s: %w", rd.Node, err)), true
+	}
+	l.beat.Store(time.Now().UnixNano())
+	return outcome{}, false
+}
+
+// expired handles the timer firing at now: the attempt's time is up, or
+// the heartbeat's, or a heartbeat moved the deadline and the timer is
+// re-armed for it.
+func (w *watch) expired(timer *time.Timer, now time.Time) (outcome, bool) {
+	s, l := w.op.s, &w.p.l
+	beatEnd := time.Unix(0, l.beat.Load()).Add(s.HeartbeatTimeout)
+	switch {
+	case !now.Before(w.attemptEnd):
+		r, err := w.op.timeUp(w.ctx, now, w.member.Name, w.p.a.Timeout)
+		return w.end(r, err), true
+	case !now.Before(beatEnd):
+		if g := w.recheck(now); g > 0 {
+			w.arm(timer, now, now.Add(g))
+			return outcome{}, false
+		}
+		w.op.c.suspect(w.member.Name, ReasonHeartbeatTimeout)
+		return w.end(ReasonHeartbeatTimeout, fmt.Errorf("no heartbeat from %s within %s: %w", w.member.Name, s.HeartbeatTimeout, context.DeadlineExceeded)), true
+	}
+	next := w.attemptEnd
+	if beatEnd.Before(next) {
+		next = beatEnd
+	}
+	w.arm(timer, now, next)
+	return outcome{}, false
+}
+
+func (w *watch) arm(timer *time.Timer, now, at time.Time) {
+	w.due = at
+	timer.Reset(at.Sub(now))
+}
+
+// starvedAfter is how late a timer may fire before the client counts
+// itself starved: a timer that fires this much after it was due shows
+// that this process was not running, and neither was the goroutine that
+// reads the connection.
+const starvedAfter = time.Millisecond
+
+// recheck returns how long to wait before a heartbeat timeout is believed,
+// zero to believe it now. A client whose timer fired late was itself
+// descheduled (a busy host, a stop of the process): the heartbeats the
+// node sent meanwhile may be in the socket, unread, and the silence is its
+// own. It gives the node back the time it took from it: it waits as long
+// as it was late for the connection to deliver them, again while it keeps
+// firing late, at most a heartbeat timeout in all. A frame that arrives meanwhile moves the heartbeat deadline and
+// clears the timeout; without one, the node is blamed. A node that really
+// stopped costs a client that is not starved nothing.
+func (w *watch) recheck(now time.Time) time.Duration {
+	late, left := now.Sub(w.due), w.op.s.HeartbeatTimeout-w.graced
+	if late < starvedAfter || left <= 0 {
+		return 0
+	}
+	g := min(late, left)
+	w.graced += g
+	return g
 }
 
 const maxRedirects = 4

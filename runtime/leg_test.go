@@ -54,3 +54,97 @@ func TestStoppedAnswerAtTheAttemptEndIsATimeout(t *testing.T) {
 		}
 	})
 }
+
+// A heartbeat timeout whose timer fired late is re-checked: the client was
+// descheduled, and the heartbeats may be unread in its socket. A frame
+// that arrives meanwhile clears it; without one the node is blamed, after
+// a grace as long as the lateness. A timer on time is believed at once.
+// Timers in a bubble are never late, so the lateness is handed to expired
+// here.
+func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := DefaultSettings()
+		s.Groups = []string{"a", "b"}
+		c, err := NewClient(ClientConfig{
+			Transport:  memnet.NewNetwork().Transport(transport.Config{Node: "client"}),
+			Membership: NewStaticMembership(),
+			Settings:   s,
+			Logger:     slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		m := &MethodDesc{Service: "svc", Name: "M"}
+		start := time.Now()
+		op := &operation{c: c, m: m, s: s, start: start, deadline: start.Add(s.OperationTimeout)}
+		watchFrom := func() (*watch, *time.Timer) {
+			p := &sent{start: time.Now(), out: outcome{member: Member{Name: "n1", Group: "a"}}, a: transport.Attempt{
+				Call: 1, Timeout: s.AttemptTimeout, Flags: transport.FlagScatter, // no cancel to send on the missing connection
+			}}
+			p.l.beat.Store(p.start.UnixNano())
+			w := &watch{op: op, ctx: context.Background(), p: p, member: p.out.member, attemptEnd: p.start.Add(s.AttemptTimeout), due: p.start.Add(s.HeartbeatTimeout)}
+			return w, time.NewTimer(time.Hour)
+		}
+
+		// On time: a heartbeat timeout.
+		w, timer := watchFrom()
+		if o, ended := w.expired(timer, w.due); !ended || o.reason != ReasonHeartbeatTimeout {
+			t.Fatalf("on time: ended %v, reason %s; want a heartbeat timeout", ended, o.reason)
+		}
+
+		// 5ms late, and a heartbeat arrives during the grace.
+		w, timer = watchFrom()
+		late := w.due.Add(5 * time.Millisecond)
+		if _, ended := w.expired(timer, late); ended || w.due != late.Add(5*time.Millisecond) {
+			t.Fatalf("5ms late: ended %v, re-armed for %v after; want a 5ms grace", ended, w.due.Sub(late))
+		}
+		w.p.l.beat.Store(late.Add(time.Millisecond).UnixNano())
+		if _, ended := w.expired(timer, w.due); ended {
+			t.Fatal("a heartbeat arrived during the grace, yet the attempt ended")
+		}
+		if want := late.Add(time.Millisecond + s.HeartbeatTimeout); w.due != want {
+			t.Errorf("re-armed for %v, want the new heartbeat deadline %v", w.due, want)
+		}
+
+		// An interval late, and nothing arrives: blamed after an interval
+		// of grace.
+		w, timer = watchFrom()
+		late = w.due.Add(s.HeartbeatInterval)
+		if _, ended := w.expired(timer, late); ended || w.due.Sub(late) != s.HeartbeatInterval {
+			t.Fatalf("an interval late: ended %v, grace %v; want %v", ended, w.due.Sub(late), s.HeartbeatInterval)
+		}
+		if o, ended := w.expired(timer, w.due); !ended || o.reason != ReasonHeartbeatTimeout {
+			t.Fatalf("after the grace: ended %v, reason %s; want a heartbeat timeout", ended, o.reason)
+		}
+		if !c.Suspected("n1") {
+			t.Error("n1 not suspected after its heartbeat timeout")
+		}
+
+		// A client starved again and again gets a heartbeat timeout of
+		// grace in all.
+		w, timer = watchFrom()
+		graces := 0
+		for {
+			o, ended := w.expired(timer, w.due.Add(s.HeartbeatInterval))
+			if ended {
+				if o.reason != ReasonHeartbeatTimeout {
+					t.Fatalf("reason %s, want heartbeat timeout", o.reason)
+				}
+				break
+			}
+			graces++
+		}
+		if want := int((s.HeartbeatTimeout + s.HeartbeatInterval - 1) / s.HeartbeatInterval); w.graced != s.HeartbeatTimeout || graces != want {
+			t.Errorf("%d graces, %v in all; want %d, %v", graces, w.graced, want, s.HeartbeatTimeout)
+		}
+
+		// Late by more than a heartbeat timeout (a long stop of the
+		// client): a heartbeat timeout of grace, not none.
+		w, timer = watchFrom()
+		late = w.due.Add(3 * s.HeartbeatTimeout)
+		if _, ended := w.expired(timer, late); ended || w.due.Sub(late) != s.HeartbeatTimeout {
+			t.Errorf("3 heartbeat timeouts late: ended %v, grace %v; want %v", ended, w.due.Sub(late), s.HeartbeatTimeout)
+		}
+	})
+}

@@ -1,5 +1,11 @@
 package runtime
 
+import (
+	"time"
+
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
 // Entity scheduling. Every operation is queued, at arrival, on each of its
 // entities; it runs when it heads all of those queues, so each entity sees
 // operations in arrival order on every node, multi-entity ones included.
@@ -13,39 +19,18 @@ type entityQueue struct {
 	held  []*execution // hold operations waiting for the entity to go idle
 }
 
-type execState uint8
-
-const (
-	stateQueued execState = iota
-	stateHeld
-	stateRunning
-	stateDone
-)
-
-func (st execState) String() string {
-	switch st {
-	case stateQueued:
-		return "queued"
-	case stateHeld:
-		return "held"
-	case stateRunning:
-		return "running"
-	}
-	return "done"
-}
-
 // schedule queues or holds e. Called with s.mu held.
 func (s *Server) schedule(e *execution) {
 	if e.hold {
 		for _, id := range e.entities {
 			if q := s.entities[id]; q != nil && len(q.queue) > 0 {
-				e.state = stateHeld
+				e.fire(evHold)
 				q.held = append(q.held, e)
 				return
 			}
 		}
 	}
-	e.state = stateQueued
+	e.fire(evQueue)
 	for _, id := range e.entities {
 		q := s.entities[id]
 		if q == nil {
@@ -80,7 +65,10 @@ func (s *Server) dropQueue(id string, q *entityQueue) {
 
 const maxFreeQueues = 1024
 
-// tryStart runs e if it heads every one of its queues. Called with s.mu held.
+// tryStart runs e if it heads every one of its queues. One whose time ran
+// out while it waited, or that the server halted, ends there without
+// running; a scatter copy's time starts only when it runs. Called with
+// s.mu held.
 func (s *Server) tryStart(e *execution) {
 	if e.state != stateQueued {
 		return
@@ -90,7 +78,13 @@ func (s *Server) tryStart(e *execution) {
 			return
 		}
 	}
-	e.state = stateRunning
+	if s.halted || (!e.scatter && !time.Now().Before(e.arrived.Add(e.timeout))) {
+		e.fire(evExpire)
+		e.res = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "attempt cancelled or expired before it ran"}
+		answer(e.end(&e.res, nil), &e.res, nil)
+		return
+	}
+	e.fire(evStart)
 	s.running.Add(1)
 	go e.run()
 }
@@ -99,7 +93,6 @@ func (s *Server) tryStart(e *execution) {
 // heads them; an expired one may be anywhere, or held), and starts what may
 // run next. Called with s.mu held.
 func (s *Server) release(e *execution) {
-	e.state = stateDone
 	var next []*execution
 	for _, id := range e.entities {
 		q := s.entities[id]

@@ -256,7 +256,7 @@ func (s *Server) cancelAll() {
 	defer s.mu.Unlock()
 	s.halted = true
 	for _, e := range s.execs {
-		if e.cancel != nil {
+		if e.fire(evHalt) == stateHalted && e.cancel != nil {
 			e.cancel()
 		}
 	}
@@ -302,14 +302,11 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	s.mu.Lock()
 	sc := s.connLocked(c)
 	if e := s.execs[a.OpID]; e != nil {
-		// The same operation is queued or running: this attempt joins it.
-		switch {
-		case e.state != stateRunning:
-			e.abandoned = false // someone wants it again
-		case e.abandoned:
-			e.rerun = true // its handler is being stopped: run it again after
-		}
+		// The same operation is queued or running: this attempt joins it
+		// (and one being stopped for want of waiters runs again).
+		e.fire(evJoin)
 		e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
+		sc.acknowledge(a)
 		s.mu.Unlock()
 		return
 	}
@@ -385,6 +382,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		if res == nil && rd == nil {
 			s.execs[a.OpID] = e
 			e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
+			sc.acknowledge(a)
 		}
 		s.mu.Unlock()
 		switch {
@@ -406,6 +404,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	}
 	s.execs[a.OpID] = e
 	e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
+	sc.acknowledge(a)
 	s.schedule(e)
 	s.mu.Unlock()
 }
@@ -440,7 +439,7 @@ func (s *Server) endUnrun(e *execution, f func(call uint64) transport.Frame) {
 	if s.execs[e.info.OpID] == e {
 		delete(s.execs, e.info.OpID)
 	}
-	e.state = stateDone
+	e.fire(evAnswer)
 }
 
 // refuse answers e Failover with a code and message.
@@ -516,9 +515,13 @@ func (s *Server) cancelCall(c transport.Conn, call uint64) {
 	if len(e.waiters) == 0 && !e.scatter {
 		// Nobody wants the outcome any more. A scatter copy runs on so that
 		// every node applies the same writes.
-		e.abandoned = true
-		if e.cancel != nil {
-			e.cancel()
+		switch e.fire(evCancel) {
+		case stateAbandoned:
+			if e.cancel != nil {
+				e.cancel()
+			}
+		case stateExpired:
+			e.end(nil, nil) // it never ran: it leaves its queues now
 		}
 	}
 }
@@ -558,7 +561,7 @@ func (s *Server) InFlight() []OpInfo {
 			Attempt:  e.info.Number,
 			Node:     e.info.Caller,
 			Started:  e.arrived,
-			State:    e.state.String(),
+			State:    e.state.reported(),
 		})
 	}
 	return out

@@ -42,16 +42,17 @@ type Settings struct {
 	// at most two attempts. It may exceed len(Groups)-1; the groups are
 	// then tried again in the same order. Default 1.
 	MaxFailovers int
-	// SuspectFor is how long a node whose attempt timed out is skipped
-	// locally, so that the next operations go straight to the next-best
-	// node instead of each waiting out the heartbeat timeout again. It
-	// should cover the seconds the membership protocol needs to declare a
-	// dead node dead, yet be short enough that a node that was merely
-	// paused (a long GC, a brief partition) soon serves again. Zero
-	// disables suspicion. Default 10s: longer than memberlist's LAN
-	// preset takes to declare a crashed node dead (6.8 s at worst on a
-	// small cluster, measured in docs/cluster.md), so that a killed node
-	// is not tried, and paid for, again before the membership drops it.
+	// SuspectFor is how long a node whose connection broke or could not
+	// be dialed is skipped locally, so that the next operations go
+	// straight to the next-best node instead of each paying for it again,
+	// and the longest a node that keeps timing out is skipped (a single
+	// timeout skips it for four heartbeat timeouts, each repeat twice as
+	// long). It should cover the seconds the membership protocol needs to
+	// declare a dead node dead. Zero disables suspicion. Default 10s:
+	// longer than memberlist's LAN preset takes to declare a crashed node
+	// dead (6.8 s at worst on a small cluster, measured in
+	// docs/cluster.md), so that a killed node is not tried, and paid for,
+	// again before the membership drops it.
 	SuspectFor time.Duration
 	// Budget limits the rate of failovers; see BudgetSettings.
 	Budget BudgetSettings

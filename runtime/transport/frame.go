@@ -32,6 +32,7 @@ const (
 	TypeCancel    FrameType = 5
 	TypeRedirect  FrameType = 6
 	TypeReplica   FrameType = 7
+	TypeAck       FrameType = 8
 )
 
 func (t FrameType) String() string {
@@ -50,12 +51,14 @@ func (t FrameType) String() string {
 		return "redirect"
 	case TypeReplica:
 		return "replica"
+	case TypeAck:
+		return "ack"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
 
 // Frame is one protocol message: *Hello, *Attempt, *Heartbeat, *Result,
-// *Cancel, *Redirect or *Replica.
+// *Cancel, *Redirect, *Replica or *Ack.
 type Frame interface {
 	Type() FrameType
 	appendBody(b []byte) []byte
@@ -112,6 +115,10 @@ const (
 	FlagHold    AttemptFlags = 1 << 0 // wait until no operation runs on the entity
 	FlagScatter AttemptFlags = 1 << 1 // one of several copies sent to every node
 	FlagHedge   AttemptFlags = 1 << 2 // a hedged copy; it may be cancelled
+	// FlagAck says the client reads Ack frames. A server sends them only
+	// to clients that set it, so that an older client, which would close
+	// the connection on an unknown frame type, gets none.
+	FlagAck AttemptFlags = 1 << 3
 )
 
 // Prior records why an earlier attempt of the same operation ended.
@@ -174,6 +181,13 @@ type Redirect struct {
 	Addr string
 }
 
+// Ack tells the client that an attempt arrived, before any heartbeat: the
+// attempt was delivered, and the client's heartbeat clock restarts from
+// here rather than from its send.
+type Ack struct {
+	Call uint64
+}
+
 // Replica carries one message of the replication protocol between servers
 // (runtime/replica_wire.go defines the kinds and their bodies): the
 // transport moves it without reading it, so the protocol can grow without
@@ -191,6 +205,7 @@ func (*Heartbeat) Type() FrameType { return TypeHeartbeat }
 func (*Result) Type() FrameType    { return TypeResult }
 func (*Cancel) Type() FrameType    { return TypeCancel }
 func (*Redirect) Type() FrameType  { return TypeRedirect }
+func (*Ack) Type() FrameType       { return TypeAck }
 
 func (f *Hello) appendBody(b []byte) []byte {
 	b = append(b, f.Version)
@@ -328,6 +343,10 @@ func (f *Cancel) appendBody(b []byte) []byte { return codec.AppendUvarint(b, f.C
 
 func (f *Cancel) decodeBody(r *codec.Reader) { f.Call = r.Uvarint() }
 
+func (f *Ack) appendBody(b []byte) []byte { return codec.AppendUvarint(b, f.Call) }
+
+func (f *Ack) decodeBody(r *codec.Reader) { f.Call = r.Uvarint() }
+
 func (f *Redirect) appendBody(b []byte) []byte {
 	b = codec.AppendUvarint(b, f.Call)
 	b = codec.AppendString(b, f.Node)
@@ -396,11 +415,12 @@ func FrameLen(hdr []byte, max int) (int, error) {
 }
 
 // Decoder decodes frames. It keeps one Heartbeat whose item slice it reuses,
-// so heartbeats decode without allocating; the *Heartbeat it returns is valid
-// until the next Decode. Byte slices in decoded frames alias the input.
+// and one Ack, so heartbeats and acks decode without allocating; the
+// *Heartbeat or *Ack it returns is valid until the next Decode. Byte slices in decoded frames alias the input.
 // A Decoder is not safe for concurrent use.
 type Decoder struct {
 	hb      Heartbeat
+	ack     Ack
 	r       codec.Reader
 	symbols map[string]string // service, method and error-code names seen on this connection
 }
@@ -430,6 +450,8 @@ func (d *Decoder) Decode(p []byte) (Frame, error) {
 		f = new(Redirect)
 	case TypeReplica:
 		f = new(Replica)
+	case TypeAck:
+		f = &d.ack
 	default:
 		return nil, fmt.Errorf("%w: %d", ErrUnknownType, p[1])
 	}

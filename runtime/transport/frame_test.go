@@ -45,6 +45,7 @@ func sampleFrames() map[string]Frame {
 		"result-failover": &Result{Call: 9, Status: StatusFailover, Message: "busy"},
 		"cancel":          &Cancel{Call: 1<<64 - 1},
 		"redirect":        &Redirect{Call: 3, Node: "node-c", Addr: "10.0.0.3:7000"},
+		"ack":             &Ack{Call: 1 << 33},
 	}
 }
 
@@ -390,4 +391,27 @@ func (r *frameReader) held() int {
 		n += cap(c)
 	}
 	return n
+}
+
+// An Ack goes with nearly every attempt: it must cost no allocation on
+// either end.
+func TestAckAllocs(t *testing.T) {
+	ack := &Ack{Call: 1 << 40}
+	buf := make([]byte, 0, 64)
+	var err error
+	if n := testing.AllocsPerRun(100, func() {
+		buf, err = AppendFrame(buf[:0], ack, 0)
+	}); n != 0 || err != nil {
+		t.Errorf("ack encode: %v allocs/op, error %v; want 0", n, err)
+	}
+	var d Decoder
+	p := buf[4:]
+	if n := testing.AllocsPerRun(100, func() {
+		f, err := d.Decode(p)
+		if err != nil || f.(*Ack).Call != 1<<40 {
+			t.Fatalf("decode: %v, %v", f, err)
+		}
+	}); n != 0 {
+		t.Errorf("ack decode: %v allocs/op; want 0", n)
+	}
 }

@@ -1,0 +1,139 @@
+package runtime_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// The server acknowledges an attempt as it arrives, before any heartbeat,
+// whether it starts, queues or joins a running copy; a client that does
+// not say it reads acks gets none.
+func TestAttemptIsAcknowledgedOnArrival(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		e.ledgers["a1"].setHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
+		var mu sync.Mutex
+		var got []string
+		h := frameFunc(func(f transport.Frame) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch f := f.(type) {
+			case *transport.Ack:
+				got = append(got, "ack "+string(rune('0'+f.Call)))
+			default:
+				got = append(got, f.Type().String())
+			}
+		})
+		c, err := e.Net.Transport(transport.Config{Node: "raw"}).Dial(t.Context(), "a1", h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		attempt := func(call uint64, op byte, account string, flags transport.AttemptFlags) {
+			args := (&ledgerAddArgs{Account: account, Amount: 1}).AppendFF(nil)
+			if err := c.Send(&transport.Attempt{Call: call, OpID: [16]byte{op}, Timeout: time.Second, Heartbeat: time.Hour,
+				Service: "test.Ledger", Method: "Add", Entities: []string{account}, Flags: flags, Payload: args}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		attempt(1, 1, "x", transport.FlagAck) // runs
+		attempt(2, 2, "x", transport.FlagAck) // queued behind it
+		attempt(3, 1, "x", transport.FlagAck) // joins the first
+		attempt(4, 3, "y", 0)                 // an older client: no ack
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []string{"ack 1", "ack 2", "ack 3"}; !slices.Equal(got, want) {
+			t.Errorf("frames before any time passed: %q, want %q", got, want)
+		}
+	})
+}
+
+// An attempt the node acknowledged, which then went silent, was delivered
+// to a node for sure: the error says acknowledged, not just sent.
+func TestAckedAttemptIsAcknowledged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := runtime.DefaultSettings()
+		s.MaxFailovers = 0
+		e := newEnv(t, fftest.Config{Settings: s})
+		own := e.owners(t, "acct")
+		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+			synctest.Wait() // the ack has reached the client
+			e.Net.Pause(own[0])
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		start := time.Now()
+		_, err := e.ledger.Add(t.Context(), "acct", 1)
+		re := wantError(t, err)
+		if re.Reason != runtime.ReasonHeartbeatTimeout || re.Delivery != runtime.Acknowledged {
+			t.Errorf("got %v; want a heartbeat timeout of an acknowledged attempt", err)
+		}
+		if took := time.Since(start); took != s.HeartbeatTimeout {
+			t.Errorf("the heartbeat timeout took %v, want exactly %v from the ack", took, s.HeartbeatTimeout)
+		}
+		e.Net.Resume(own[0])
+	})
+}
+
+// One heartbeat timeout suspects the node briefly (four heartbeat
+// timeouts), a repeat twice as long, a broken connection SuspectFor; any
+// frame from a node suspected for its silence clears the suspicion.
+func TestSuspicionIsProportionate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		s := e.Settings
+		own := e.owners(t, "acct")
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil { // connected: no dial to wait for
+			t.Fatal(err)
+		}
+		e.Net.Pause(own[0]) // frozen throughout: nothing from it clears the suspicion
+		first := 4 * s.HeartbeatTimeout
+		for i, d := range []time.Duration{first, 2 * first, 4 * first} {
+			if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(d - time.Millisecond)
+			if !e.client.Suspected(own[0]) {
+				t.Fatalf("heartbeat timeout %d: %s not suspected just before %v", i+1, own[0], d)
+			}
+			time.Sleep(2 * time.Millisecond)
+			if e.client.Suspected(own[0]) {
+				t.Fatalf("heartbeat timeout %d: %s still suspected after %v", i+1, own[0], d)
+			}
+		}
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		if !e.client.Suspected(own[0]) {
+			t.Fatalf("%s not suspected after a fourth heartbeat timeout", own[0])
+		}
+		e.Net.Resume(own[0]) // the frames it held back arrive
+		synctest.Wait()
+		if e.client.Suspected(own[0]) {
+			t.Errorf("%s still suspected after frames from it arrived", own[0])
+		}
+
+		// A broken connection is no stall.
+		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+			e.Net.ResetNode(own[0])
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(s.SuspectFor - time.Millisecond)
+		if !e.client.Suspected(own[0]) {
+			t.Errorf("%s not suspected for SuspectFor (%v) after its connection broke", own[0], s.SuspectFor)
+		}
+	})
+}
