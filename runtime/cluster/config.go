@@ -79,6 +79,14 @@ type Config struct {
 	// ForgetAfter is how long dead and left nodes stay listed by AllMembers.
 	ForgetAfter time.Duration
 
+	// ReconnectInterval is how often the node joins one member it lists as
+	// dead, to heal a partition that outlasted memberlist's gossip to the
+	// dead; zero disables it. ReconnectTimeout is how long after a death
+	// it keeps trying (zero: as long as the member is listed, ForgetAfter).
+	// A member that left is never retried.
+	ReconnectInterval time.Duration
+	ReconnectTimeout  time.Duration
+
 	// Logger receives this package's logs and memberlist's, at debug level
 	// except memberlist's errors. Nil discards them. It is used as it is:
 	// a process that logs for several nodes binds each one's name
@@ -99,6 +107,10 @@ func DefaultLANConfig() Config {
 		JoinRetryMax: 30 * time.Second,
 		Preset:       PresetLAN,
 		ForgetAfter:  10 * time.Minute,
+		// The push-pull interval of the LAN preset: a healed partition
+		// costs no more than memberlist's own anti-entropy.
+		ReconnectInterval: 30 * time.Second,
+		ReconnectTimeout:  10 * time.Minute,
 	}
 }
 
@@ -112,6 +124,11 @@ func DefaultLocalConfig() Config {
 		JoinRetryMax: 2 * time.Second,
 		Preset:       PresetLocal,
 		ForgetAfter:  10 * time.Minute,
+		// Replicas on the far side of a healed partition wait for this
+		// to learn they are behind, so it is short: one TCP exchange
+		// with one dead member a second is cheap on one machine.
+		ReconnectInterval: time.Second,
+		ReconnectTimeout:  10 * time.Minute,
 	}
 }
 
@@ -139,6 +156,9 @@ func (c *Config) validate() error {
 	}
 	if c.JoinRetryMin <= 0 || c.JoinRetryMax < c.JoinRetryMin {
 		errs = append(errs, fmt.Errorf("join backoff %v..%v: want 0 < JoinRetryMin <= JoinRetryMax", c.JoinRetryMin, c.JoinRetryMax))
+	}
+	if c.ReconnectInterval < 0 || c.ReconnectTimeout < 0 {
+		errs = append(errs, fmt.Errorf("reconnect %v for %v: want durations >= 0", c.ReconnectInterval, c.ReconnectTimeout))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("cluster: invalid config: %w", err)

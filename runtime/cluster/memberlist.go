@@ -129,6 +129,10 @@ func Start(cfg Config) (*Cluster, error) {
 		c.wg.Add(1)
 		go c.followReadiness()
 	}
+	if cfg.ReconnectInterval > 0 {
+		c.wg.Add(1)
+		go c.reconnectLoop()
+	}
 	if c.needsJoin() {
 		c.wg.Add(1)
 		go c.joinLoop()
