@@ -92,6 +92,7 @@ func (r *report) targets() []target {
 		{"64 callers calls/s, ffgen/grpc-go", r.ratio(ffgenIdx, grpcIdx, tput64), false, 2, "%.2f"},
 		{"64 callers calls/s, ffgen/net-rpc", r.ratio(ffgenIdx, netRPCIdx, tput64), false, 1.2, "%.2f"},
 		{"allocations per call, client + server", median(r.column(ffgenIdx, allocs)), true, 10, "%.1f"},
+		{"failed calls", float64(r.failed(ffgenIdx)), true, 0, "%.0f"},
 		{"calls/s at 256 callers / at 64", r.within(ffgenIdx, tput256, tput64), false, 0.9, "%.2f"},
 	}
 	if r.cfg.inFlight > 0 {
@@ -102,6 +103,14 @@ func (r *report) targets() []target {
 		ts = append(ts, target{"server KiB per idle connection", r.idle[ffgenIdx] / 1024, true, 8, "%.1f"})
 	}
 	return ts
+}
+
+func (r *report) failed(sys int) int64 {
+	var n int64
+	for _, rr := range r.rounds {
+		n += rr[sys].failed
+	}
+	return n
 }
 
 func (r *report) allPass() bool {
@@ -150,6 +159,14 @@ func (r *report) print(w io.Writer) {
 	row("allocations per call, client + server", func(i int) string {
 		return fmt.Sprintf("%.1f + %.1f", median(r.column(i, func(rr roundResult) float64 { return rr.allocsC })),
 			median(r.column(i, func(rr roundResult) float64 { return rr.allocsS })))
+	})
+	row("failed calls", func(i int) string {
+		var calls, failed int64
+		for _, rr := range r.rounds {
+			calls += rr[i].calls
+			failed += rr[i].failed
+		}
+		return fmt.Sprintf("%d of %d", failed, calls)
 	})
 	if r.cfg.idleConns > 0 {
 		row(fmt.Sprintf("server RSS per idle connection (%d)", r.cfg.idleConns), func(i int) string {

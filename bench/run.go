@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	goruntime "runtime"
 	"slices"
 	"sync"
@@ -28,6 +29,7 @@ type roundResult struct {
 	tput64, tput256   float64 // calls/s
 	tput64InFlight    float64 // calls/s with cfg.inFlight long operations held open
 	hasInFlightResult bool
+	calls, failed     int64 // calls measured, and those that returned an error
 }
 
 type report struct {
@@ -75,8 +77,8 @@ func run(cfg config) (*report, error) {
 		}
 		clients[i] = c
 		// Warm up: connections, pools, the caches of every layer.
-		if _, err := sequential(clients[i], 500); err != nil {
-			return nil, fmt.Errorf("%s: warm-up: %w", s.name, err)
+		if _, failed := sequential(clients[i], 500); failed == 500 {
+			return nil, fmt.Errorf("%s: every warm-up call failed", s.name)
 		}
 	}
 	rep := &report{cfg: cfg}
@@ -114,12 +116,10 @@ func measure(cfg config, s *system, p *serverProc, c client, out *roundResult) e
 		return err
 	}
 	goruntime.ReadMemStats(&before)
-	err = timeCalls(call, lat)
+	failed := timeCalls(call, lat)
 	goruntime.ReadMemStats(&after)
 	done()
-	if err != nil {
-		return err
-	}
+	out.calls, out.failed = int64(len(lat)), failed
 	sa, err := p.stats(false)
 	if err != nil {
 		return err
@@ -130,17 +130,25 @@ func measure(cfg config, s *system, p *serverProc, c client, out *roundResult) e
 	slices.Sort(lat)
 	out.p50, out.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
 
-	if out.tput64, err = concurrent(c, callers, cfg.dur); err != nil {
-		return err
-	}
-	if out.tput256, err = concurrent(c, manyCallers, cfg.dur); err != nil {
-		return err
-	}
+	var ph phase
+	out.tput64, ph = concurrent(c, callers, cfg.dur)
+	out.add(ph)
+	out.tput256, ph = concurrent(c, manyCallers, cfg.dur)
+	out.add(ph)
 	if cfg.inFlight > 0 && s.name == "ffgen" {
-		out.tput64InFlight, err = withInFlight(cfg, p, c)
+		out.tput64InFlight, ph, err = withInFlight(cfg, p, c)
+		out.add(ph)
 		out.hasInFlightResult = err == nil
 	}
 	return err
+}
+
+// phase counts the calls of one measurement.
+type phase struct{ calls, failed int64 }
+
+func (rr *roundResult) add(p phase) {
+	rr.calls += p.calls
+	rr.failed += p.failed
 }
 
 // keys are the entity keys calls use: 7 bytes each, made before any
@@ -157,8 +165,9 @@ func key(i int) string { return keys[i%len(keys)] }
 
 var payload = make([]byte, payloadLen)
 
-// sequential makes n calls one after the other and returns their latencies.
-func sequential(c client, n int) ([]time.Duration, error) {
+// sequential makes n calls one after the other and returns their
+// latencies and how many failed.
+func sequential(c client, n int) ([]time.Duration, int64) {
 	call, done := c.worker()
 	defer done()
 	lat := make([]time.Duration, n)
@@ -166,25 +175,35 @@ func sequential(c client, n int) ([]time.Duration, error) {
 }
 
 // timeCalls makes len(lat) calls one after the other, recording each one's
-// latency in lat. It allocates nothing itself.
-func timeCalls(call func(string, []byte) error, lat []time.Duration) error {
+// latency in lat, failed or not, and returns how many failed. It allocates
+// nothing itself.
+func timeCalls(call func(string, []byte) error, lat []time.Duration) (failed int64) {
 	for i := range lat {
 		start := time.Now()
 		if err := call(key(i%256), payload); err != nil {
-			return err
+			failed++
+			reportFailure(err)
 		}
 		lat[i] = time.Since(start)
 	}
-	return nil
+	return failed
 }
 
+// reportFailure logs the first few failed calls: a failure is a result
+// (counted in the table), not a reason to stop.
+func reportFailure(err error) {
+	if n := failuresLogged.Add(1); n <= 5 {
+		fmt.Fprintln(os.Stderr, "bench-compare: call failed:", err)
+	}
+}
+
+var failuresLogged atomic.Int64
+
 // concurrent runs callers goroutines calling as fast as they can for d
-// and returns the calls per second.
-func concurrent(c client, callers int, d time.Duration) (float64, error) {
-	var count atomic.Int64
+// and returns the successful calls per second.
+func concurrent(c client, callers int, d time.Duration) (float64, phase) {
+	var count, failed atomic.Int64
 	var stop atomic.Bool
-	var firstErr error
-	var errOnce sync.Once
 	var ready, wg sync.WaitGroup
 	startGate := make(chan struct{})
 	for g := range callers {
@@ -193,17 +212,16 @@ func concurrent(c client, callers int, d time.Duration) (float64, error) {
 			call, done := c.worker()
 			defer done()
 			// Connect (raw TCP) before the clock starts.
-			err := call(key(g*64), payload)
+			call(key(g*64), payload)
 			ready.Done()
 			<-startGate
-			for i := 0; err == nil && !stop.Load(); i++ {
-				if err = call(key(g*64+i%64), payload); err == nil {
-					count.Add(1)
+			for i := 0; !stop.Load(); i++ {
+				if err := call(key(g*64+i%64), payload); err != nil {
+					failed.Add(1)
+					reportFailure(err)
+					continue
 				}
-			}
-			if err != nil {
-				errOnce.Do(func() { firstErr = err })
-				stop.Store(true)
+				count.Add(1)
 			}
 		})
 	}
@@ -212,21 +230,18 @@ func concurrent(c client, callers int, d time.Duration) (float64, error) {
 	close(startGate)
 	time.Sleep(d)
 	stop.Store(true)
-	n := count.Load()
+	n, f := count.Load(), failed.Load()
 	elapsed := time.Since(start)
 	wg.Wait()
-	if firstErr != nil {
-		return 0, firstErr
-	}
-	return float64(n) / elapsed.Seconds(), nil
+	return float64(n) / elapsed.Seconds(), phase{calls: n + f, failed: f}
 }
 
 // withInFlight holds cfg.inFlight long operations open on the server and
 // measures the 64-caller throughput beside them.
-func withInFlight(cfg config, p *serverProc, c client) (float64, error) {
+func withInFlight(cfg config, p *serverProc, c client) (float64, phase, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	errs := make(chan error, 1)
+	var holdsFailed atomic.Int64
 	stopHolds := func() {
 		cancel()
 		wg.Wait()
@@ -240,34 +255,34 @@ func withInFlight(cfg config, p *serverProc, c client) (float64, error) {
 		for i := started; i < started+n; i++ {
 			wg.Go(func() {
 				// Keys of their own, so the measured calls do not
-				// queue behind them.
-				err := c.hold(ctx, fmt.Sprintf("h%06d", i))
-				if err != nil && ctx.Err() == nil {
-					select {
-					case errs <- err:
-					default:
+				// queue behind them. One that fails is counted and
+				// made again, so that the count stays.
+				key := fmt.Sprintf("h%06d", i)
+				for ctx.Err() == nil {
+					if err := c.hold(ctx, key); err != nil && ctx.Err() == nil {
+						holdsFailed.Add(1)
+						reportFailure(err)
 					}
 				}
 			})
 		}
 		started += n
-		if err := waitFor(p, func(st serverStats) bool { return st.held >= started }, errs); err != nil {
+		if err := waitFor(p, func(st serverStats) bool { return st.held >= started }); err != nil {
 			stopHolds()
-			return 0, fmt.Errorf("%d long operations did not all start: %w", cfg.inFlight, err)
+			return 0, phase{}, fmt.Errorf("%d long operations did not all start: %w", cfg.inFlight, err)
 		}
 	}
-	tput, err := concurrent(c, callers, cfg.dur)
+	tput, ph := concurrent(c, callers, cfg.dur)
 	stopHolds()
-	if err != nil {
-		return 0, err
-	}
+	ph.failed += holdsFailed.Load()
+	ph.calls += holdsFailed.Load()
 	// The next system must not be measured while this server still
 	// winds the long operations down.
-	return tput, waitFor(p, func(st serverStats) bool { return st.held == 0 }, nil)
+	return tput, ph, waitFor(p, func(st serverStats) bool { return st.held == 0 })
 }
 
 // waitFor polls the server until ok holds, for at most a minute.
-func waitFor(p *serverProc, ok func(serverStats) bool, errs <-chan error) error {
+func waitFor(p *serverProc, ok func(serverStats) bool) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		st, err := p.stats(false)
@@ -276,11 +291,6 @@ func waitFor(p *serverProc, ok func(serverStats) bool, errs <-chan error) error 
 		}
 		if ok(st) {
 			return nil
-		}
-		select {
-		case err := <-errs:
-			return err
-		default:
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("server still at %d connections, %d long operations after a minute", st.conns, st.held)
@@ -318,10 +328,10 @@ func idleMemory(n int, s *system, p *serverProc) (float64, error) {
 		call, done := c.worker()
 		open = append(open, idle{c, done})
 		if err := call(key(i), payload); err != nil {
-			return 0, err
+			reportFailure(err)
 		}
 	}
-	if err := waitFor(p, func(st serverStats) bool { return st.conns >= base.conns+n }, nil); err != nil {
+	if err := waitFor(p, func(st serverStats) bool { return st.conns >= base.conns+n }); err != nil {
 		return 0, err
 	}
 	// Let the connections settle into idleness (ffgen's heartbeat tickers
