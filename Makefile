@@ -14,10 +14,12 @@ CHROMIUM  ?= $(shell command -v chromium || command -v chromium-browser || comma
 .PHONY: test vet gencheck lint bench bench-compare fuzz generate demo browsertest screenshot
 
 # Every check the project has: vet, the race-enabled test suite, the
-# check that committed generated code is current, and the cluster page in
-# a browser (skipped, saying so, without Chromium).
+# allocation counts (without the race detector, whose sync.Pool drops
+# items at random), the check that committed generated code is current,
+# and the cluster page in a browser (skipped, saying so, without Chromium).
 test: vet gencheck
 	$(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run 'Allocs$$' ./...
 	cd $(BENCHMOD) && $(GO) test -race -count=1 ./...
 	@$(MAKE) --no-print-directory browsertest
 

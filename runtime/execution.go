@@ -26,6 +26,9 @@ type execution struct {
 	arrived  time.Time
 	hold     bool
 	scatter  bool
+	remember bool // an attempt may ask for the result again: keep it in the result cache
+	entBuf   [2]string
+	resBuf   [64]byte // the encoded result, when it is not remembered
 	progress progressCell
 	payload  []byte // the encoded arguments, kept for replication
 	entry    *entry // the log entry this execution runs, for a replicated write
@@ -34,10 +37,10 @@ type execution struct {
 	state     execState
 	waiters   []waiter
 	waitBuf   [1]waiter
-	deadline  time.Time // heartbeats stop here, even if the handler does not
-	cancel    context.CancelFunc
-	abandoned bool // cancelled by every waiter
-	rerun     bool // an attempt joined after the cancel: run again once stopped
+	deadline  time.Time   // heartbeats stop here, even if the handler does not
+	ctx       *attemptCtx // the handler's, once it runs: cancelled to stop it
+	abandoned bool        // cancelled by every waiter
+	rerun     bool        // an attempt joined after the cancel: run again once stopped
 }
 
 type waiter struct {
@@ -84,10 +87,10 @@ func (e *execution) run() {
 	if e.scatter {
 		deadline = now.Add(e.timeout)
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
+	ctx := e.newCtx(deadline)
+	defer ctx.cancel()
 	s.mu.Lock()
-	e.cancel = cancel
+	e.ctx = ctx
 	e.deadline = deadline
 	skip := e.abandoned || s.halted || (!e.scatter && !now.Before(deadline))
 	s.mu.Unlock()
@@ -98,8 +101,7 @@ func (e *execution) run() {
 	} else {
 		m := e.method
 		s.cfg.Metrics.ServerAttempt(m.Service, m.Name, 1)
-		e.actx = attemptCtx{Context: ctx, info: &e.info}
-		res, err := e.call(&e.actx)
+		res, err := e.call(ctx)
 		s.cfg.Metrics.ServerAttempt(m.Service, m.Name, -1)
 		switch fwd := asForward(err); {
 		case fwd != nil:
@@ -182,19 +184,6 @@ func (e *execution) call(ctx context.Context) (res codec.Message, err error) {
 	return e.method.Handle(ctx, e.impl, e.args)
 }
 
-// attemptCtx carries the AttemptInfo without a context.WithValue allocation.
-type attemptCtx struct {
-	context.Context
-	info *AttemptInfo
-}
-
-func (c *attemptCtx) Value(key any) any {
-	if key == (attemptKey{}) {
-		return c.info
-	}
-	return c.Context.Value(key)
-}
-
 type panicError struct{ value any }
 
 func (p *panicError) Error() string { return fmt.Sprintf("handler panicked: %v", p.value) }
@@ -217,7 +206,7 @@ func (e *execution) safeResult(res codec.Message, err error) (r transport.Result
 func (e *execution) result(res codec.Message, err error) transport.Result {
 	m := e.method
 	if err == nil {
-		payload, cerr := e.s.cfg.Codec.Append(nil, res)
+		payload, cerr := e.s.cfg.Codec.Append(e.resultBuf(), res)
 		if cerr != nil {
 			return transport.Result{Status: transport.StatusFail, Code: codeBadResult, Message: "encode result: " + cerr.Error()}
 		}
@@ -269,7 +258,7 @@ func (e *execution) finish(r *transport.Result, rd *transport.Redirect) {
 	}
 	// Only completed outcomes are remembered: a Failover answer means the
 	// handler declined, so a later attempt of the operation may run here.
-	if r != nil && r.Status != transport.StatusFailover {
+	if r != nil && r.Status != transport.StatusFailover && e.remember {
 		s.results.put(e.info.OpID, *r, time.Now())
 	}
 	s.release(e)

@@ -14,12 +14,14 @@ import (
 // goroutine records heartbeats in it and hands it the final event; the leg's
 // owner waits with one timer for both timeouts.
 type leg struct {
-	call   uint64
-	conn   transport.Conn
-	beat   atomic.Int64           // when the last heartbeat arrived, UnixNano
-	done   chan legEvent          // result, redirect or broken connection
-	acked  atomic.Bool            // a heartbeat or result arrived
-	latest atomic.Pointer[[]byte] // last progress reported
+	call     uint64
+	conn     transport.Conn
+	beat     atomic.Int64           // when the last heartbeat arrived, UnixNano
+	done     chan legEvent          // result, redirect or broken connection; reused by the operation's next attempt
+	acked    atomic.Bool            // a heartbeat or result arrived
+	latest   atomic.Pointer[[]byte] // last progress reported
+	answered bool                   // res holds the result; guarded by the leg table's lock
+	res      resultBox              // the result, copied out of the read buffer
 }
 
 type legEvent struct {
@@ -66,7 +68,8 @@ type sent struct {
 func (op *operation) send(ctx context.Context, member Member, number int, flags transport.AttemptFlags, dial bool) (*sent, outcome, bool) {
 	c := op.c
 	s := op.s
-	p := &sent{start: time.Now(), out: outcome{member: member, number: number}}
+	p := op.newSent()
+	p.start, p.out = time.Now(), outcome{member: member, number: number}
 	fail := func(r Reason, err error) (*sent, outcome, bool) {
 		p.out.reason, p.out.err, p.out.dur = r, err, time.Since(p.start)
 		return nil, p.out, false
@@ -110,13 +113,13 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	l.call = c.nextCall.Add(1)
 	l.conn = conn
 	l.beat.Store(p.start.UnixNano())
-	l.done = make(chan legEvent, 1)
-	c.mu.Lock()
-	c.legs[l.call] = l
-	c.mu.Unlock()
+	c.legs.add(l)
 
 	if op.m.Hold {
 		flags |= transport.FlagHold
+	}
+	if op.noRepeat {
+		flags |= transport.FlagNoRepeat
 	}
 	p.a = transport.Attempt{
 		Call:      l.call,
@@ -146,9 +149,7 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 			r := dialReason(err)
 			return fail(r, fmt.Errorf("dial %s (%s): %w", member.Name, member.Addr, err))
 		}
-		c.mu.Lock()
-		l.conn = conn
-		c.mu.Unlock()
+		c.legs.moveTo(l, conn)
 		err = conn.Send(&p.a)
 	}
 	if err != nil {
@@ -188,11 +189,7 @@ func (op *operation) dialDeadline() time.Time {
 	return dl
 }
 
-func (c *Client) forget(l *leg) {
-	c.mu.Lock()
-	delete(c.legs, l.call)
-	c.mu.Unlock()
-}
+func (c *Client) forget(l *leg) { c.legs.remove(l) }
 
 // await watches a sent attempt until it is answered, times out, breaks or
 // ctx ends. One timer serves both timeouts: a heartbeat only moves the
@@ -219,7 +216,7 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 		return out
 	}
 	attemptEnd := start.Add(a.Timeout)
-	timer := time.NewTimer(min(s.HeartbeatTimeout, a.Timeout))
+	timer := op.attemptTimer(min(s.HeartbeatTimeout, a.Timeout))
 	defer timer.Stop()
 	hops := 0
 	for {
@@ -252,11 +249,10 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 				if err != nil {
 					return end(dialReason(err), fmt.Errorf("dial redirect target %s: %w", ev.redirect.Node, err))
 				}
-				c.mu.Lock()
-				l.conn = nc
-				c.mu.Unlock()
+				c.legs.moveTo(l, nc)
 				member = Member{Name: ev.redirect.Node, Addr: ev.redirect.Addr, Group: member.Group}
 				out.member = member
+				a.Flags &^= transport.FlagNoRepeat // the next group's owner may be this node
 				if err := nc.Send(a); err != nil {
 					return end(ReasonConnBroken, fmt.Errorf("send to %s: %w", member.Name, err))
 				}

@@ -254,8 +254,8 @@ func (s *Server) cancelAll() {
 	defer s.mu.Unlock()
 	s.halted = true
 	for _, e := range s.execs {
-		if e.cancel != nil {
-			e.cancel()
+		if e.ctx != nil {
+			e.ctx.cancel()
 		}
 	}
 }
@@ -299,21 +299,7 @@ func (s *Server) HandleClose(c transport.Conn, err error) {
 func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	s.mu.Lock()
 	sc := s.connLocked(c)
-	if e := s.execs[a.OpID]; e != nil {
-		// The same operation is queued or running: this attempt joins it.
-		switch {
-		case e.state != stateRunning:
-			e.abandoned = false // someone wants it again
-		case e.abandoned:
-			e.rerun = true // its handler is being stopped: run it again after
-		}
-		e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
-		s.mu.Unlock()
-		return
-	}
-	if r, ok := s.results.get(a.OpID, time.Now()); ok {
-		s.mu.Unlock()
-		s.sendCached(c, a.Call, r)
+	if s.joinLocked(sc, a) || s.answeredLocked(c, a) {
 		return
 	}
 	reg := s.services[a.Service]
@@ -330,9 +316,12 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeUnknownMethod, Message: msg})
 		return
 	}
+	s.mu.Unlock()
+
+	// Decoded outside the lock, which every attempt and every result of
+	// every connection needs.
 	args := m.NewArgs()
 	if err := s.cfg.Codec.Unmarshal(a.Payload, args); err != nil {
-		s.mu.Unlock()
 		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFail, Code: codeBadArgs,
 			Message: fmt.Sprintf("decode arguments of %s.%s: %v", a.Service, a.Method, err)})
 		return
@@ -350,22 +339,35 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		args:     args,
 		timeout:  timeout,
 		arrived:  time.Now(),
-		entities: uniqueEntities(a.Entities),
 		hold:     a.Flags&transport.FlagHold != 0,
 		scatter:  a.Flags&transport.FlagScatter != 0,
+		remember: a.Flags&transport.FlagNoRepeat == 0,
 	}
 	e.info = AttemptInfo{
 		OpID:     a.OpID,
 		Number:   int(a.Number),
-		Entities: a.Entities,
+		Entities: e.keepEntities(a.Entities),
 		Caller:   c.Peer().Node,
 		exec:     e,
 	}
+	e.entities = uniqueEntities(e.info.Entities)
 	if len(a.Progress) > 0 {
 		e.info.Progress = append([]byte(nil), a.Progress...)
 	}
 	for _, p := range a.History {
 		e.info.History = append(e.info.History, PriorAttempt{Node: p.Node, Group: p.Group, Reason: Reason(p.Reason)})
+	}
+
+	s.mu.Lock()
+	// Another attempt of the operation may have come in meanwhile, on
+	// another connection, and started it or even finished it.
+	if s.joinLocked(sc, a) || s.answeredLocked(c, a) {
+		return
+	}
+	if s.closed {
+		s.mu.Unlock()
+		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeUnknownMethod, Message: "node is shutting down"})
+		return
 	}
 	if rep := s.replicas[a.Service]; rep != nil && e.scatter {
 		// A replicated write: sequenced and run once committed, or
@@ -398,6 +400,37 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
 	s.schedule(e)
 	s.mu.Unlock()
+}
+
+// joinLocked adds the attempt as another waiter of its operation, if the
+// operation is queued or running here, and then unlocks s.mu.
+func (s *Server) joinLocked(sc *serverConn, a *transport.Attempt) bool {
+	e := s.execs[a.OpID]
+	if e == nil {
+		return false
+	}
+	switch {
+	case e.state != stateRunning:
+		e.abandoned = false // someone wants it again
+	case e.abandoned:
+		e.rerun = true // its handler is being stopped: run it again after
+	}
+	e.remember = true // asked for twice: it may be asked for again
+	e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
+	s.mu.Unlock()
+	return true
+}
+
+// answeredLocked answers the attempt from the result cache, if its
+// operation completed here, and then unlocks s.mu.
+func (s *Server) answeredLocked(c transport.Conn, a *transport.Attempt) bool {
+	r, ok := s.results.get(a.OpID, time.Now())
+	if !ok {
+		return false
+	}
+	s.mu.Unlock()
+	s.sendCached(c, a.Call, r)
+	return true
 }
 
 // answer ends e, which never ran, with res for every waiter. Called with
@@ -460,6 +493,7 @@ func (s *Server) replayExec(r *replica, en *entry) *execution {
 		arrived:  time.Now(),
 		entities: uniqueEntities(en.entities),
 		scatter:  true,
+		remember: true,
 		payload:  en.payload,
 	}
 	e.info = AttemptInfo{OpID: en.opID, Entities: en.entities, Caller: en.epoch.Node, exec: e}
@@ -504,8 +538,8 @@ func (s *Server) cancelCall(c transport.Conn, call uint64) {
 		// Nobody wants the outcome any more. A scatter copy runs on so that
 		// every node applies the same writes.
 		e.abandoned = true
-		if e.cancel != nil {
-			e.cancel()
+		if e.ctx != nil {
+			e.ctx.cancel()
 		}
 	}
 }
@@ -549,6 +583,16 @@ func (s *Server) InFlight() []OpInfo {
 		})
 	}
 	return out
+}
+
+// keepEntities copies an attempt's entities, which its decoder reuses:
+// into e's own array when they fit, except for a replicated write, whose
+// log entry keeps them long after e.
+func (e *execution) keepEntities(ids []string) []string {
+	if len(ids) <= len(e.entBuf) && !e.scatter {
+		return append(e.entBuf[:0:len(e.entBuf)], ids...)
+	}
+	return append([]string(nil), ids...)
 }
 
 func uniqueEntities(ids []string) []string {
