@@ -38,6 +38,7 @@ func TestCallAllocs(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+		t.Logf("%.1f allocations per call, client and server", n)
 		if n > maxCallAllocs {
 			t.Errorf("%.1f allocations per call, client and server; want at most %d", n, maxCallAllocs)
 		}

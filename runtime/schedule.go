@@ -92,7 +92,7 @@ func (s *Server) tryStart(e *execution) {
 	}
 	e.state = stateRunning
 	s.running.Add(1)
-	go e.run()
+	s.start(e)
 }
 
 // release takes e off its queues, wherever it stands (a finished operation

@@ -63,6 +63,7 @@ type Server struct {
 	closed     bool                      // no new operations
 	halted     bool                      // queued operations end without running
 	running    sync.WaitGroup
+	workers    workers // the goroutines that run handlers
 }
 
 var _ transport.Handler = (*Server)(nil)
@@ -93,7 +94,7 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.MaxAttemptTimeout <= 0 {
 		cfg.MaxAttemptTimeout = 10 * time.Minute
 	}
-	return &Server{
+	s := &Server{
 		cfg:      cfg,
 		services: make(map[string]*registered),
 		execs:    make(map[[16]byte]*execution),
@@ -104,6 +105,8 @@ func NewServer(cfg ServerConfig) *Server {
 		dialing:  make(map[string]bool),
 		peerIn:   make(map[string]transport.Conn),
 	}
+	s.workers.init()
+	return s
 }
 
 // Register serves svc with impl, which generated code guarantees implements
@@ -199,6 +202,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.running.Wait()
 		close(done)
 	}()
+	defer s.workers.close()
 	select {
 	case <-done:
 		return nil
@@ -231,6 +235,7 @@ func (s *Server) Close() error {
 	}
 	s.cancelAll()
 	s.stopReplicas()
+	s.workers.close()
 	return nil
 }
 
