@@ -19,11 +19,22 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
 	"time"
 )
 
 func main() {
 	if name := os.Getenv(serveEnv); name != "" {
+		if dir := os.Getenv(profileEnv); dir != "" {
+			stop, err := profile(filepath.Join(dir, "server-"+filepath.Base(strings.ReplaceAll(name, " ", "-"))+".pprof"))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "bench-compare server:", err)
+				os.Exit(1)
+			}
+			defer stop()
+		}
 		if err := serveMain(name, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "bench-compare server:", err)
 			os.Exit(1)
@@ -37,8 +48,17 @@ func main() {
 	flag.IntVar(&cfg.idleConns, "idle", cfg.idleConns, "idle connections opened to measure the server's memory per connection")
 	flag.IntVar(&cfg.inFlight, "inflight", cfg.inFlight, "long ffgen operations held open during the in-flight phase (0: skip it)")
 	strict := flag.Bool("strict", false, "exit 1 if a target is missed")
+	flag.StringVar(&cfg.profileDir, "cpuprofile", "", "write CPU profiles of the driver and of each server process into this directory")
 	flag.Parse()
 	cfg.progress = os.Stderr
+	if cfg.profileDir != "" {
+		stop, err := profile(filepath.Join(cfg.profileDir, "driver.pprof"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-compare:", err)
+			os.Exit(1)
+		}
+		defer stop()
+	}
 	rep, err := run(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-compare:", err)
@@ -48,6 +68,22 @@ func main() {
 	if *strict && !rep.allPass() {
 		os.Exit(1)
 	}
+}
+
+// profileEnv passes -cpuprofile's directory to the server processes.
+const profileEnv = "BENCH_COMPARE_CPUPROFILE"
+
+// profile starts a CPU profile written to path; stop ends it.
+func profile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func defaultConfig() config {

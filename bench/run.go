@@ -14,12 +14,13 @@ import (
 )
 
 type config struct {
-	rounds    int
-	seqCalls  int
-	dur       time.Duration
-	idleConns int
-	inFlight  int
-	progress  io.Writer // nil: quiet
+	rounds     int
+	seqCalls   int
+	dur        time.Duration
+	idleConns  int
+	inFlight   int
+	progress   io.Writer // nil: quiet
+	profileDir string    // "": no CPU profiles
 }
 
 // roundResult is one system's figures in one round.
@@ -66,7 +67,7 @@ func run(cfg config) (*report, error) {
 		}
 	}()
 	for i, s := range systems {
-		p, err := startServer(s)
+		p, err := startServer(s, cfg.profileDir)
 		if err != nil {
 			return nil, err
 		}

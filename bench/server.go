@@ -89,13 +89,16 @@ type serverStats struct {
 }
 
 // startServer re-executes this program as the server of s.
-func startServer(s *system) (*serverProc, error) {
+func startServer(s *system, profileDir string) (*serverProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), serveEnv+"="+s.name)
+	if profileDir != "" {
+		cmd.Env = append(cmd.Env, profileEnv+"="+profileDir)
+	}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
