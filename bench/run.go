@@ -263,6 +263,9 @@ func withInFlight(cfg config, p *serverProc, c client) (float64, phase, error) {
 					if err := c.hold(ctx, key); err != nil && ctx.Err() == nil {
 						holdsFailed.Add(1)
 						reportFailure(err)
+						// A failure can be immediate (no failover
+						// budget left): do not spin on it.
+						time.Sleep(50 * time.Millisecond)
 					}
 				}
 			})
