@@ -408,7 +408,8 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 }
 
 // joinLocked adds the attempt as another waiter of its operation, if the
-// operation is queued or running here, and then unlocks s.mu.
+// operation is queued or running here. Called with s.mu held; it unlocks
+// it when it returns true.
 func (s *Server) joinLocked(sc *serverConn, a *transport.Attempt) bool {
 	e := s.execs[a.OpID]
 	if e == nil {
@@ -427,7 +428,8 @@ func (s *Server) joinLocked(sc *serverConn, a *transport.Attempt) bool {
 }
 
 // answeredLocked answers the attempt from the result cache, if its
-// operation completed here, and then unlocks s.mu.
+// operation completed here. Called with s.mu held; it unlocks it when it
+// returns true.
 func (s *Server) answeredLocked(c transport.Conn, a *transport.Attempt) bool {
 	r, ok := s.results.get(a.OpID, time.Now())
 	if !ok {
