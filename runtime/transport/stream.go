@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -423,11 +424,11 @@ func (r *frameReader) looksLikeTLS() bool {
 // reads and dispatches frames in order. There is no writer goroutine: a
 // Send that finds the connection free writes its frame itself, without
 // waiting for the socket (a non-blocking write); frames sent while a write
-// is in progress are appended to a pending buffer, which the writing
-// goroutine writes whole when it is done, so a busy connection batches.
-// What the socket does not take at once (a peer that reads slowly, or a
-// connection without non-blocking writes, such as TLS) is written by a
-// flusher goroutine that lives only until the queue is empty.
+// is in progress are appended to a pending buffer, which a flusher
+// goroutine writes whole, so a busy connection batches. The flusher also
+// writes what the socket does not take at once (a peer that reads slowly,
+// or a connection without non-blocking writes, such as TLS), and lives
+// only until the queue is empty.
 type stream struct {
 	nc       net.Conn
 	fr       *frameReader
@@ -459,11 +460,6 @@ type stream struct {
 }
 
 var _ StatsConn = (*stream)(nil)
-
-// maxInlineWrites bounds the batches one Send writes before it hands the
-// rest to a flusher: a caller pays for its neighbours' frames a little,
-// never for a stream of them.
-const maxInlineWrites = 4
 
 // newStream starts the read loop of a connection whose Hello exchange is
 // done. cfg must have its defaults applied. idle is the idle timeout of
@@ -570,46 +566,45 @@ func (s *stream) takePendingLocked() []byte {
 	return buf
 }
 
-// writeInline writes buf, and what queues up meanwhile, as far as the
-// socket takes it without waiting; a flusher takes over the rest.
+// writeInline writes buf as far as the socket takes it without waiting.
+// What it does not take, and frames queued meanwhile, go to a flusher: the
+// caller does not pay for its neighbours' frames, and a connection busy
+// enough to queue frames behind a write gets them written in batches.
 func (s *stream) writeInline(buf []byte) {
-	for round := 0; ; round++ {
-		n, err := s.raw.write(buf)
-		if n > 0 {
-			s.writes.Add(1)
-			s.bytesSent.Add(uint64(n))
-		}
-		if err != nil {
-			s.fail(fmt.Errorf("%w: writing to %s: %w", ErrClosed, s.desc, err))
-			s.doneWriting(buf)
-			return
-		}
-		if n < len(buf) || round+1 == maxInlineWrites {
-			go s.flush(buf, n)
-			return
-		}
+	n, err := s.raw.write(buf)
+	if n > 0 {
+		s.writes.Add(1)
+		s.bytesSent.Add(uint64(n))
+	}
+	if err != nil {
+		s.fail(fmt.Errorf("%w: writing to %s: %w", ErrClosed, s.desc, err))
+		s.doneWriting(buf)
+		return
+	}
+	if n == len(buf) {
 		s.mu.Lock()
 		if len(s.pending) == 0 || s.broken {
 			s.doneWritingLocked(buf)
 			s.mu.Unlock()
 			return
 		}
-		s.keepSpareLocked(buf)
-		buf = s.takePendingLocked()
 		s.mu.Unlock()
 	}
+	go s.flush(buf, n)
 }
 
 // flush writes buf[off:] and then whatever is pending until the queue is
 // empty, waiting for the socket, each write bounded by the frame timeout so
 // that a peer that stops reading cannot hold the queue forever (Close sets
-// its own, shorter bound).
+// its own, shorter bound). Before it ends it yields once: goroutines about
+// to send then join its next write instead of each making its own.
 func (s *stream) flush(buf []byte, off int) {
 	s.mu.Lock()
 	if !s.closing {
 		s.nc.SetWriteDeadline(time.Now().Add(s.cfg.FrameTimeout))
 	}
 	s.mu.Unlock()
+	yielded := false
 	for {
 		if off < len(buf) {
 			n, err := s.nc.Write(buf[off:])
@@ -625,6 +620,12 @@ func (s *stream) flush(buf []byte, off int) {
 			}
 		}
 		s.mu.Lock()
+		if len(s.pending) == 0 && !s.broken && !yielded {
+			s.mu.Unlock()
+			runtime.Gosched()
+			yielded, off = true, len(buf)
+			continue
+		}
 		if len(s.pending) == 0 || s.broken {
 			if !s.closing {
 				// Inline writes must not find a deadline passed.
