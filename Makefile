@@ -8,23 +8,30 @@ PAGETEST  := runtime/cluster/pagetest
 # OpenTelemetry support, a module of its own so that the library does not
 # depend on OpenTelemetry.
 OTEL      := runtime/otelffgen
+# The comparison with grpc-go, net/rpc and raw TCP: a module of its own,
+# so that the library does not depend on grpc-go.
+BENCHMOD  := bench
 # The browser for the cluster page's test; empty when none is installed.
 CHROMIUM  ?= $(shell command -v chromium || command -v chromium-browser || command -v google-chrome || command -v google-chrome-stable)
 
-.PHONY: test vet gencheck lint bench fuzz generate demo browsertest screenshot detect
+.PHONY: test vet gencheck lint bench bench-compare fuzz generate demo browsertest screenshot detect
 
 # Every check the project has: vet, the race-enabled test suite, the
-# check that committed generated code is current, and the cluster page in
-# a browser (skipped, saying so, without Chromium).
+# allocation counts (without the race detector, whose sync.Pool drops
+# items at random), the check that committed generated code is current,
+# and the cluster page in a browser (skipped, saying so, without Chromium).
 test: vet gencheck
 	$(GO) test -race -count=1 ./...
 	cd $(OTEL) && $(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run 'Allocs$$' ./...
+	cd $(BENCHMOD) && $(GO) test -race -count=1 ./...
 	@$(MAKE) --no-print-directory browsertest
 
 vet:
 	$(GO) vet ./...
 	cd $(PAGETEST) && $(GO) vet ./...
 	cd $(OTEL) && $(GO) vet ./...
+	cd $(BENCHMOD) && $(GO) vet ./...
 
 # The cluster page in headless Chromium against a 4-node cluster
 # ($(PAGETEST) is a module of its own, so that the library does not
@@ -45,11 +52,15 @@ screenshot:
 		$(GO) test -count=1 -run TestPageFollowsKillAndRejoin ./...
 
 # ffgen -check on every package with //go:generate go tool ffgen (or the
-# older forms): committed generated code can never go stale.
+# older forms): committed generated code can never go stale. The packages
+# of $(BENCHMOD), a module of its own, are checked from inside it.
 gencheck:
-	@pkgs=$$(grep -rlE --include='*.go' '^//go:generate (go tool ffgen|ffgen|go run github.com/ffgen/ffgen/cmd/ffgen)' . | grep -v /testdata/ | xargs -r -n1 dirname | sort -u); \
+	@pkgs=$$(grep -rlE --include='*.go' '^//go:generate (go tool ffgen|ffgen|go run github.com/ffgen/ffgen/cmd/ffgen)' . | grep -v /testdata/ | grep -v '^./$(BENCHMOD)/' | xargs -r -n1 dirname | sort -u); \
 	if [ -z "$$pkgs" ]; then echo "gencheck: no package uses ffgen"; exit 1; fi; \
 	echo "ffgen -check $$pkgs"; $(GO) run ./cmd/ffgen -check $$pkgs
+	@pkgs=$$(cd $(BENCHMOD) && grep -rlE --include='*.go' '^//go:generate go tool ffgen' . | xargs -r -n1 dirname | sort -u); \
+	if [ -z "$$pkgs" ]; then echo "gencheck: no package of $(BENCHMOD) uses ffgen"; exit 1; fi; \
+	echo "ffgen -check (in $(BENCHMOD)) $$pkgs"; cd $(BENCHMOD) && $(GO) tool ffgen -check $$pkgs
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -57,6 +68,7 @@ lint:
 	$(STATICCHECK) ./...
 	cd $(PAGETEST) && $(GO) vet ./... && $(STATICCHECK) ./...
 	cd $(OTEL) && $(GO) vet ./... && $(STATICCHECK) ./...
+	cd $(BENCHMOD) && $(GO) vet ./... && $(STATICCHECK) ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -67,6 +79,12 @@ bench:
 # DETECT_ENV passes options, e.g. DETECT_ENV='FFGEN_DETECT_FOR=30s'.
 detect:
 	FFGEN_DETECT=1 $(DETECT_ENV) $(GO) test -run '^TestDetection$$' -count=1 -v ./runtime/
+
+# ffgen next to grpc-go, net/rpc and raw TCP, interleaved in one run, each
+# server in its own process: the table, the ratios and the targets. About
+# two minutes. BENCH_FLAGS passes options, e.g. BENCH_FLAGS='-rounds 3'.
+bench-compare:
+	cd $(BENCHMOD) && $(GO) run . $(BENCH_FLAGS)
 
 # Short runs of every fuzz target.
 fuzz:

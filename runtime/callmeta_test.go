@@ -23,7 +23,7 @@ func TestNoMetadataCostsNoAllocation(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("reading absent call options allocates %v times per call", n)
 	}
-	actx := &attemptCtx{Context: context.Background(), info: &AttemptInfo{}}
+	actx := &attemptCtx{info: &AttemptInfo{}}
 	if n := testing.AllocsPerRun(100, func() {
 		if _, ok := metadata.FromIncomingContext(actx); ok {
 			t.Fatal("metadata present")
@@ -52,7 +52,7 @@ func TestOutgoingPairsAreSortedAndValidated(t *testing.T) {
 	if err != nil || len(md["b"]) != 2 || md["a"][0] != "1" {
 		t.Errorf("incomingMD = %v, %v", md, err)
 	}
-	if v := (&attemptCtx{Context: context.Background(), info: &AttemptInfo{md: md}}).Value(mdctx.IncomingKey{}); v == nil {
+	if v := (&attemptCtx{info: &AttemptInfo{md: md}}).Value(mdctx.IncomingKey{}); v == nil {
 		t.Error("the handler's context does not serve the metadata")
 	}
 }

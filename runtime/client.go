@@ -49,13 +49,14 @@ type Client struct {
 	nextCall atomic.Uint64
 	closed   atomic.Bool // connections closing now are not a node's fault
 
+	legs legTable // attempts and operations in flight
+	ops  opPool   // operations to reuse
+
 	mu       sync.Mutex
-	legs     map[uint64]*leg
 	suspects map[string]time.Time // node → suspected until
 	nsuspect atomic.Int32         // len(suspects), read without the lock on every pick
 	strikes  map[string]strike    // node → its recent timeouts, which lengthen the next suspicion
 	lastView map[string]bool      // member names in the previous membership view
-	ops      map[*operation]struct{}
 
 	settings sync.Map // *MethodDesc → methodSettings
 }
@@ -97,11 +98,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		cfg:      cfg,
 		router:   NewRouter(cfg.Settings.Groups),
 		budget:   newBudget(cfg.Settings.Budget),
-		legs:     make(map[uint64]*leg),
 		suspects: make(map[string]time.Time),
 		strikes:  make(map[string]strike),
-		ops:      make(map[*operation]struct{}),
 	}
+	c.legs.init()
 	c.pool = transport.NewPool(cfg.Transport, (*clientHandler)(c), cfg.Pool)
 	c.unsub = cfg.Membership.Subscribe(c.membershipChanged)
 	return c, nil
@@ -169,11 +169,16 @@ func (c *Client) invoke(ctx context.Context, m *MethodDesc, args, reply codec.Me
 		return fmt.Errorf("ffgen: %s.%s: %w", m.Service, m.Name, err)
 	}
 	start := time.Now()
-	op := &operation{c: c, m: m, s: s, reply: reply, start: start, md: md}
+	op := c.newOperation(m, s, reply, start)
+	op.md = md
+	defer op.release()
 	if id, ok := operationID(ctx); ok {
 		op.id = id
 	} else {
 		rand.Read(op.id[:])
+		// Nobody else knows the ID, and attempts that go to distinct
+		// groups never come back to a node: it need not remember.
+		op.noRepeat = m.Mode == ModeFailover && s.MaxFailovers < len(c.router.Groups())
 	}
 	if c.closed.Load() {
 		return op.fail(ReasonClosed, ErrClientClosed)
@@ -186,22 +191,7 @@ func (c *Client) invoke(ctx context.Context, m *MethodDesc, args, reply codec.Me
 	if m.Mode == ModeScatter {
 		op.key = sequencerKey(m.Service)
 	}
-	// Failover and scatter attempts have all ended when Invoke returns, so
-	// the argument buffer can be reused; hedged attempts may outlive the
-	// call and keep their own.
-	var buf *[]byte
-	if m.Mode != ModeHedge {
-		buf = payloadPool.Get().(*[]byte)
-		defer func() {
-			if cap(*buf) <= maxPooledPayload {
-				*buf = op.payload[:0]
-				payloadPool.Put(buf)
-			}
-		}()
-	} else {
-		buf = new([]byte)
-	}
-	op.payload, err = c.cfg.Codec.Append((*buf)[:0], args)
+	op.payload, err = c.cfg.Codec.Append(op.payload[:0], args)
 	if err != nil {
 		return fmt.Errorf("ffgen: %s.%s: encode arguments: %w", m.Service, m.Name, err)
 	}
@@ -209,8 +199,8 @@ func (c *Client) invoke(ctx context.Context, m *MethodDesc, args, reply codec.Me
 	// the sequential path enforces it with the attempt timer and spares an
 	// allocation-heavy context per call.
 	op.deadline = start.Add(s.OperationTimeout)
-	c.track(op, true)
-	defer c.track(op, false)
+	c.legs.track(op)
+	defer c.legs.untrack(op)
 
 	switch m.Mode {
 	case ModeScatter:
@@ -224,10 +214,6 @@ func (c *Client) invoke(ctx context.Context, m *MethodDesc, args, reply codec.Me
 	return err
 }
 
-var payloadPool = sync.Pool{New: func() any { return new([]byte) }}
-
-const maxPooledPayload = 64 << 10
-
 func (c *Client) settingsFor(m *MethodDesc) (Settings, error) {
 	if v, ok := c.settings.Load(m); ok {
 		ms := v.(methodSettings)
@@ -240,16 +226,6 @@ func (c *Client) settingsFor(m *MethodDesc) (Settings, error) {
 	}
 	c.settings.Store(m, methodSettings{s, err})
 	return s, err
-}
-
-func (c *Client) track(op *operation, on bool) {
-	c.mu.Lock()
-	if on {
-		c.ops[op] = struct{}{}
-	} else {
-		delete(c.ops, op)
-	}
-	c.mu.Unlock()
 }
 
 // suspect marks node as locally suspected, so operations skip it for a
@@ -280,7 +256,12 @@ func (c *Client) suspect(node string, why Reason) {
 
 // alive clears a suspicion: the node just proved it is alive. Its strikes
 // stay, so that a node that keeps stalling is suspected longer each time.
+// Every answer calls it, so the common case, nobody suspected, takes no
+// lock.
 func (c *Client) alive(node string) {
+	if c.nsuspect.Load() == 0 {
+		return
+	}
 	c.mu.Lock()
 	delete(c.suspects, node)
 	c.nsuspect.Store(int32(len(c.suspects)))
@@ -301,12 +282,4 @@ func (c *Client) suspected(node string) bool {
 }
 
 // InFlight lists the operations this client is running.
-func (c *Client) InFlight() []OpInfo {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]OpInfo, 0, len(c.ops))
-	for op := range c.ops {
-		out = append(out, op.info())
-	}
-	return out
-}
+func (c *Client) InFlight() []OpInfo { return c.legs.inFlight() }

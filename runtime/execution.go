@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/runtime/codec"
-	"github.com/ffgen/ffgen/runtime/internal/mdctx"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -27,6 +26,9 @@ type execution struct {
 	arrived  time.Time
 	hold     bool
 	scatter  bool
+	remember bool // an attempt may ask for the result again: keep it in the result cache
+	entBuf   [2]string
+	resBuf   [64]byte // the encoded result, when it is not remembered
 	progress progressCell
 	payload  []byte // the encoded arguments, kept for replication
 	entry    *entry // the log entry this execution runs, for a replicated write
@@ -35,8 +37,8 @@ type execution struct {
 	state    execState // changed only by fire (execstate.go)
 	waiters  []waiter
 	waitBuf  [1]waiter
-	deadline time.Time // heartbeats stop here, even if the handler does not
-	cancel   context.CancelFunc
+	deadline time.Time   // heartbeats stop here, even if the handler does not
+	ctx      *attemptCtx // the handler's, once it runs: cancelled to stop it
 }
 
 type waiter struct {
@@ -83,10 +85,10 @@ func (e *execution) run() {
 	if e.scatter {
 		deadline = time.Now().Add(e.timeout)
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
+	ctx := e.newCtx(deadline)
+	defer ctx.cancel()
 	s.mu.Lock()
-	e.cancel = cancel
+	e.ctx = ctx
 	e.deadline = deadline
 	// A cancel or a halt between its start and now found no context to
 	// end: the handler does not run at all.
@@ -101,9 +103,8 @@ func (e *execution) run() {
 	}
 	m := e.method
 	s.cfg.Metrics.ServerAttempt(m.Service, m.Name, 1)
-	e.actx = attemptCtx{Context: ctx, info: &e.info}
 	began := time.Now()
-	res, err := e.call(&e.actx)
+	res, err := e.call(ctx)
 	ran := time.Since(began)
 	s.cfg.Metrics.ServerAttempt(m.Service, m.Name, -1)
 	switch fwd := asForward(err); {
@@ -183,25 +184,6 @@ func (e *execution) call(ctx context.Context) (res codec.Message, err error) {
 	return e.handle(ctx)
 }
 
-// attemptCtx carries the AttemptInfo and the call's metadata without a
-// context.WithValue allocation.
-type attemptCtx struct {
-	context.Context
-	info *AttemptInfo
-}
-
-func (c *attemptCtx) Value(key any) any {
-	switch key {
-	case attemptKey{}:
-		return c.info
-	case mdctx.IncomingKey{}:
-		if c.info.md != nil {
-			return c.info.md
-		}
-	}
-	return c.Context.Value(key)
-}
-
 type panicError struct{ value any }
 
 func (p *panicError) Error() string { return fmt.Sprintf("handler panicked: %v", p.value) }
@@ -224,7 +206,7 @@ func (e *execution) safeResult(res codec.Message, err error) (r transport.Result
 func (e *execution) result(res codec.Message, err error) transport.Result {
 	m := e.method
 	if err == nil {
-		payload, cerr := e.s.cfg.Codec.Append(nil, res)
+		payload, cerr := e.s.cfg.Codec.Append(e.resultBuf(), res)
 		if cerr != nil {
 			return transport.Result{Status: transport.StatusFail, Code: codeBadResult, Message: "encode result: " + cerr.Error()}
 		}
@@ -264,7 +246,7 @@ func (e *execution) finish(ev execEvent, r *transport.Result, rd *transport.Redi
 		// again, still heading its queues, with its time from now.
 		e.arrived = time.Now()
 		s.running.Add(1)
-		go e.run()
+		s.start(e)
 		s.mu.Unlock()
 		return
 	}
@@ -295,7 +277,7 @@ func (e *execution) end(r *transport.Result, rd *transport.Redirect) []waiter {
 	}
 	// Only completed outcomes are remembered: a Failover answer means the
 	// handler declined, so a later attempt of the operation may run here.
-	if r != nil && r.Status != transport.StatusFailover {
+	if r != nil && r.Status != transport.StatusFailover && e.remember {
 		s.results.put(e.info.OpID, *r, time.Now())
 	}
 	s.release(e)

@@ -14,12 +14,14 @@ import (
 // goroutine records heartbeats in it and hands it the final event; the leg's
 // owner waits with one timer for both timeouts.
 type leg struct {
-	call   uint64
-	conn   transport.Conn
-	beat   atomic.Int64           // when the last heartbeat arrived, UnixNano
-	done   chan legEvent          // result, redirect or broken connection
-	acked  atomic.Bool            // a heartbeat or result arrived
-	latest atomic.Pointer[[]byte] // last progress reported
+	call     uint64
+	conn     transport.Conn
+	beat     atomic.Int64           // when the last heartbeat arrived, UnixNano
+	done     chan legEvent          // result, redirect or broken connection; reused by the operation's next attempt
+	acked    atomic.Bool            // a heartbeat or result arrived
+	latest   atomic.Pointer[[]byte] // last progress reported
+	answered bool                   // res holds the result; guarded by the leg table's lock
+	res      resultBox              // the result, copied out of the read buffer
 }
 
 type legEvent struct {
@@ -76,7 +78,8 @@ type sent struct {
 func (op *operation) send(ctx context.Context, member Member, number int, flags transport.AttemptFlags, md []string, dial bool) (*sent, outcome, bool) {
 	c := op.c
 	s := op.s
-	p := &sent{start: time.Now(), out: outcome{member: member, number: number}}
+	p := op.newSent()
+	p.start, p.out = time.Now(), outcome{member: member, number: number}
 	fail := func(r Reason, err error) (*sent, outcome, bool) {
 		p.out.reason, p.out.err, p.out.dur = r, err, time.Since(p.start)
 		return nil, p.out, false
@@ -120,14 +123,14 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	l.call = c.nextCall.Add(1)
 	l.conn = conn
 	l.beat.Store(p.start.UnixNano())
-	l.done = make(chan legEvent, 1)
-	c.mu.Lock()
-	c.legs[l.call] = l
-	c.mu.Unlock()
+	c.legs.add(l)
 
 	flags |= transport.FlagAck
 	if op.m.Hold {
 		flags |= transport.FlagHold
+	}
+	if op.noRepeat {
+		flags |= transport.FlagNoRepeat
 	}
 	p.a = transport.Attempt{
 		Call:      l.call,
@@ -158,9 +161,7 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 			r := dialReason(err)
 			return fail(r, fmt.Errorf("dial %s (%s): %w", member.Name, member.Addr, err))
 		}
-		c.mu.Lock()
-		l.conn = conn
-		c.mu.Unlock()
+		c.legs.moveTo(l, conn)
 		err = conn.Send(&p.a)
 	}
 	if err != nil {
@@ -200,11 +201,7 @@ func (op *operation) dialDeadline() time.Time {
 	return dl
 }
 
-func (c *Client) forget(l *leg) {
-	c.mu.Lock()
-	delete(c.legs, l.call)
-	c.mu.Unlock()
-}
+func (c *Client) forget(l *leg) { c.legs.remove(l) }
 
 // await watches a sent attempt until it is answered, times out, breaks or
 // ctx ends. One timer serves both timeouts: a heartbeat only moves the
@@ -214,7 +211,7 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 	defer op.c.forget(&p.l)
 	first := min(op.s.HeartbeatTimeout, p.a.Timeout)
 	w.due = p.start.Add(first)
-	timer := time.NewTimer(first)
+	timer := op.attemptTimer(first)
 	defer timer.Stop()
 	for {
 		select {
@@ -310,10 +307,9 @@ func (w *watch) redirect(rd *transport.Redirect) (outcome, bool) {
 	if err != nil {
 		return w.end(dialReason(err), fmt.Errorf("dial redirect target %s: %w", rd.Node, err)), true
 	}
-	c.mu.Lock()
-	l.conn = nc
-	c.mu.Unlock()
+	c.legs.moveTo(l, nc)
 	w.member = Member{Name: rd.Node, Addr: rd.Addr, Group: w.member.Group}
+	w.p.a.Flags &^= transport.FlagNoRepeat // the next group's owner may be this node
 	if err := nc.Send(&w.p.a); err != nil {
 		return w.end(ReasonConnBroken, fmt.Errorf("send to %s: %w", rd.Node, err)), true
 	}

@@ -22,12 +22,15 @@ type operation struct {
 	md       []string // the outgoing metadata as the Attempt frame carries it
 	entities []string
 	key      string // routes the attempts: the first entity, or the sequencer's key
+	noRepeat bool   // no attempt goes to a node twice: servers need not remember the result
 	start    time.Time
 	deadline time.Time // the operation deadline; ctx may end sooner
 
 	entityBuf [2]string
 	groupBuf  [8]int
 	histBuf   [2]historyEntry
+	sentBuf   sent        // the attempt in flight, for modes with one at a time
+	timer     *time.Timer // their attempt timer
 
 	mu       sync.Mutex // guards the fields below: hedge and scatter legs run concurrently
 	history  []historyEntry

@@ -51,3 +51,13 @@ func (c *resultCache) put(id [16]byte, r transport.Result, now time.Time) {
 	}
 	c.m[id] = cachedResult{at: now, result: r}
 }
+
+// resultBuf is where e's result is encoded: e's own buffer when the result
+// is not remembered (the frame copies it, and it is not needed after),
+// else a slice of its own for the cache to keep.
+func (e *execution) resultBuf() []byte {
+	if e.remember {
+		return nil
+	}
+	return e.resBuf[:0]
+}

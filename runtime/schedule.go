@@ -86,7 +86,7 @@ func (s *Server) tryStart(e *execution) {
 	}
 	e.fire(evStart)
 	s.running.Add(1)
-	go e.run()
+	s.start(e)
 }
 
 // release takes e off its queues, wherever it stands (a finished operation

@@ -65,6 +65,7 @@ type Server struct {
 	closed     bool                      // no new operations
 	halted     bool                      // queued operations end without running
 	running    sync.WaitGroup
+	workers    workers // the goroutines that run handlers
 }
 
 var _ transport.Handler = (*serverHandler)(nil)
@@ -95,7 +96,7 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.MaxAttemptTimeout <= 0 {
 		cfg.MaxAttemptTimeout = 10 * time.Minute
 	}
-	return &Server{
+	s := &Server{
 		cfg:      cfg,
 		services: make(map[string]*registered),
 		execs:    make(map[[16]byte]*execution),
@@ -106,6 +107,8 @@ func NewServer(cfg ServerConfig) *Server {
 		dialing:  make(map[string]bool),
 		peerIn:   make(map[string]transport.Conn),
 	}
+	s.workers.init()
+	return s
 }
 
 // Register serves svc with impl, which generated code guarantees implements
@@ -201,6 +204,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.running.Wait()
 		close(done)
 	}()
+	defer s.workers.close()
 	select {
 	case <-done:
 		return nil
@@ -233,6 +237,7 @@ func (s *Server) Close() error {
 	}
 	s.cancelAll()
 	s.stopReplicas()
+	s.workers.close()
 	return nil
 }
 
@@ -256,8 +261,8 @@ func (s *Server) cancelAll() {
 	defer s.mu.Unlock()
 	s.halted = true
 	for _, e := range s.execs {
-		if e.fire(evHalt) == stateHalted && e.cancel != nil {
-			e.cancel()
+		if e.fire(evHalt) == stateHalted && e.ctx != nil {
+			e.ctx.cancel()
 		}
 	}
 }
@@ -301,18 +306,7 @@ func (s *Server) handleClose(c transport.Conn, err error) {
 func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	s.mu.Lock()
 	sc := s.connLocked(c)
-	if e := s.execs[a.OpID]; e != nil {
-		// The same operation is queued or running: this attempt joins it
-		// (and one being stopped for want of waiters runs again).
-		e.fire(evJoin)
-		e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
-		sc.acknowledge(a)
-		s.mu.Unlock()
-		return
-	}
-	if r, ok := s.results.get(a.OpID, time.Now()); ok {
-		s.mu.Unlock()
-		s.sendCached(c, a.Call, r)
+	if s.joinLocked(sc, a) || s.answeredLocked(c, a) {
 		return
 	}
 	reg := s.services[a.Service]
@@ -329,9 +323,12 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeUnknownMethod, Message: msg})
 		return
 	}
+	s.mu.Unlock()
+
+	// Decoded outside the lock, which every attempt and every result of
+	// every connection needs.
 	args := m.NewArgs()
 	if err := s.cfg.Codec.Unmarshal(a.Payload, args); err != nil {
-		s.mu.Unlock()
 		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFail, Code: codeBadArgs,
 			Message: fmt.Sprintf("decode arguments of %s.%s: %v", a.Service, a.Method, err)})
 		return
@@ -356,23 +353,36 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		args:     args,
 		timeout:  timeout,
 		arrived:  time.Now(),
-		entities: uniqueEntities(a.Entities),
 		hold:     a.Flags&transport.FlagHold != 0,
 		scatter:  a.Flags&transport.FlagScatter != 0,
+		remember: a.Flags&transport.FlagNoRepeat == 0,
 	}
 	e.info = AttemptInfo{
 		OpID:     a.OpID,
 		Number:   int(a.Number),
-		Entities: a.Entities,
+		Entities: e.keepEntities(a.Entities),
 		Caller:   c.Peer().Node,
 		exec:     e,
 		md:       md,
 	}
+	e.entities = uniqueEntities(e.info.Entities)
 	if len(a.Progress) > 0 {
 		e.info.Progress = append([]byte(nil), a.Progress...)
 	}
 	for _, p := range a.History {
 		e.info.History = append(e.info.History, PriorAttempt{Node: p.Node, Group: p.Group, Reason: Reason(p.Reason)})
+	}
+
+	s.mu.Lock()
+	// Another attempt of the operation may have come in meanwhile, on
+	// another connection, and started it or even finished it.
+	if s.joinLocked(sc, a) || s.answeredLocked(c, a) {
+		return
+	}
+	if s.closed {
+		s.mu.Unlock()
+		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeUnknownMethod, Message: "node is shutting down"})
+		return
 	}
 	if rep := s.replicas[a.Service]; rep != nil && e.scatter {
 		// A replicated write: sequenced and run once committed, or
@@ -407,6 +417,37 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	sc.acknowledge(a)
 	s.schedule(e)
 	s.mu.Unlock()
+}
+
+// joinLocked adds the attempt as another waiter of its operation, if the
+// operation is queued or running here. Called with s.mu held; it unlocks
+// it when it returns true.
+func (s *Server) joinLocked(sc *serverConn, a *transport.Attempt) bool {
+	e := s.execs[a.OpID]
+	if e == nil {
+		return false
+	}
+	// The same operation is queued or running: this attempt joins it (and
+	// one being stopped for want of waiters runs again).
+	e.fire(evJoin)
+	e.remember = true // asked for twice: it may be asked for again
+	e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
+	sc.acknowledge(a)
+	s.mu.Unlock()
+	return true
+}
+
+// answeredLocked answers the attempt from the result cache, if its
+// operation completed here. Called with s.mu held; it unlocks it when it
+// returns true.
+func (s *Server) answeredLocked(c transport.Conn, a *transport.Attempt) bool {
+	r, ok := s.results.get(a.OpID, time.Now())
+	if !ok {
+		return false
+	}
+	s.mu.Unlock()
+	s.sendCached(c, a.Call, r)
+	return true
 }
 
 // answer ends e, which never ran, with res for every waiter. Called with
@@ -469,6 +510,7 @@ func (s *Server) replayExec(r *replica, en *entry) *execution {
 		arrived:  time.Now(),
 		entities: uniqueEntities(en.entities),
 		scatter:  true,
+		remember: true,
 		payload:  en.payload,
 	}
 	e.info = AttemptInfo{OpID: en.opID, Entities: en.entities, Caller: en.epoch.Node, exec: e}
@@ -517,8 +559,8 @@ func (s *Server) cancelCall(c transport.Conn, call uint64) {
 		// every node applies the same writes.
 		switch e.fire(evCancel) {
 		case stateAbandoned:
-			if e.cancel != nil {
-				e.cancel()
+			if e.ctx != nil {
+				e.ctx.cancel()
 			}
 		case stateExpired:
 			e.end(nil, nil) // it never ran: it leaves its queues now
@@ -565,6 +607,16 @@ func (s *Server) InFlight() []OpInfo {
 		})
 	}
 	return out
+}
+
+// keepEntities copies an attempt's entities, which its decoder reuses:
+// into e's own array when they fit, except for a replicated write, whose
+// log entry keeps them long after e.
+func (e *execution) keepEntities(ids []string) []string {
+	if len(ids) <= len(e.entBuf) && !e.scatter {
+		return append(e.entBuf[:0:len(e.entBuf)], ids...)
+	}
+	return append([]string(nil), ids...)
 }
 
 func uniqueEntities(ids []string) []string {

@@ -22,7 +22,8 @@ type Codec interface {
 	Name() string
 	// Append appends the encoding of v to b.
 	Append(b []byte, v any) ([]byte, error)
-	// Unmarshal decodes data into v, a pointer.
+	// Unmarshal decodes data into v, a pointer. data is valid only during
+	// the call (it is a connection's read buffer): v must not keep it.
 	Unmarshal(data []byte, v any) error
 }
 

@@ -119,6 +119,10 @@ const (
 	// to clients that set it, so that an older client, which would close
 	// the connection on an unknown frame type, gets none.
 	FlagAck AttemptFlags = 1 << 3
+	// FlagNoRepeat: the client will not send this operation to this node
+	// again (it drew the ID itself and its attempts go to distinct
+	// groups), so the node need not remember the result.
+	FlagNoRepeat AttemptFlags = 1 << 4
 )
 
 // Prior records why an earlier attempt of the same operation ended.
@@ -263,7 +267,11 @@ func (f *Attempt) decodeBody(r *codec.Reader) {
 	f.Service = r.Symbol()
 	f.Method = r.Symbol()
 	if n := r.Len32(); n > 0 {
-		f.Entities = make([]string, n)
+		if cap(f.Entities) >= n { // a Decoder's own Attempt
+			f.Entities = f.Entities[:n]
+		} else {
+			f.Entities = make([]string, n)
+		}
 		for i := range f.Entities {
 			f.Entities[i] = r.String()
 		}
@@ -415,12 +423,16 @@ func FrameLen(hdr []byte, max int) (int, error) {
 }
 
 // Decoder decodes frames. It keeps one Heartbeat whose item slice it reuses,
-// and one Ack, so heartbeats and acks decode without allocating; the
-// *Heartbeat or *Ack it returns is valid until the next Decode. Byte slices in decoded frames alias the input.
-// A Decoder is not safe for concurrent use.
+// one Ack, and one Attempt and one Result, the frames of every call, so
+// heartbeats and acks decode without allocating; the *Heartbeat, *Ack,
+// *Attempt or *Result it returns is valid until the next Decode. Byte
+// slices in decoded frames alias the input. A Decoder is not safe for
+// concurrent use.
 type Decoder struct {
 	hb      Heartbeat
 	ack     Ack
+	at      Attempt
+	res     Result
 	r       codec.Reader
 	symbols map[string]string // service, method and error-code names seen on this connection
 }
@@ -439,11 +451,13 @@ func (d *Decoder) Decode(p []byte) (Frame, error) {
 	case TypeHello:
 		f = new(Hello)
 	case TypeAttempt:
-		f = new(Attempt)
+		d.at = Attempt{Entities: d.at.Entities[:0]}
+		f = &d.at
 	case TypeHeartbeat:
 		f = &d.hb
 	case TypeResult:
-		f = new(Result)
+		d.res = Result{}
+		f = &d.res
 	case TypeCancel:
 		f = new(Cancel)
 	case TypeRedirect:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -40,6 +41,11 @@ type Pool struct {
 	mu     sync.Mutex
 	peers  map[string]*poolPeer
 	closed bool
+
+	// live maps addresses to their connections, replaced whole whenever
+	// one comes or goes, so that Lookup, on every call's path, takes no
+	// lock that every caller shares.
+	live atomic.Pointer[map[string]Conn]
 }
 
 type poolPeer struct {
@@ -141,7 +147,21 @@ func (p *Pool) dial(addr string, pp *poolPeer) {
 		// It closed before Dial returned; HandleClose found nothing to drop.
 	default:
 		pp.conn = c
+		p.publishLocked()
 	}
+}
+
+// publishLocked replaces the live map. Called with p.mu held.
+func (p *Pool) publishLocked() {
+	m := make(map[string]Conn, len(p.peers))
+	if !p.closed {
+		for addr, pp := range p.peers {
+			if pp.conn != nil {
+				m[addr] = pp.conn
+			}
+		}
+	}
+	p.live.Store(&m)
 }
 
 // backoff returns the wait after the n-th consecutive failure: BackoffMin
@@ -171,6 +191,7 @@ func (p *Pool) drop(addr string, c Conn, h *pooledHandler) {
 	if pp.dialing == nil && pp.err == nil {
 		delete(p.peers, addr)
 	}
+	p.publishLocked()
 }
 
 // Discard forgets c if it is addr's connection, so that the next Get
@@ -181,16 +202,15 @@ func (p *Pool) Discard(addr string, c Conn) {
 	defer p.mu.Unlock()
 	if pp := p.peers[addr]; pp != nil && pp.conn == c {
 		pp.conn = nil
+		p.publishLocked()
 	}
 }
 
 // Lookup returns the live connection to addr, or nil, without dialing: the
 // fast path that spares callers a dial context when a connection exists.
 func (p *Pool) Lookup(addr string) Conn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if pp := p.peers[addr]; pp != nil && pp.conn != nil {
-		return pp.conn
+	if m := p.live.Load(); m != nil {
+		return (*m)[addr]
 	}
 	return nil
 }
@@ -217,6 +237,7 @@ func (p *Pool) Close() error {
 		return nil
 	}
 	p.closed = true
+	p.publishLocked()
 	p.cancel()
 	var cs []Conn
 	for _, pp := range p.peers {

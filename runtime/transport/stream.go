@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -420,32 +421,37 @@ func (r *frameReader) looksLikeTLS() bool {
 }
 
 // stream is a Conn over a net.Conn after the Hello exchange. One goroutine
-// reads and dispatches frames in order; another writes: Send appends encoded
-// frames to a pending buffer, and the writer swaps it for a spare one and
-// writes it whole, so frames queued while a write is in progress leave in
-// the next single write.
+// reads and dispatches frames in order. There is no writer goroutine: a
+// Send that finds the connection free writes its frame itself, without
+// waiting for the socket (a non-blocking write); frames sent while a write
+// is in progress are appended to a pending buffer, which a flusher
+// goroutine writes whole, so a busy connection batches. The flusher also
+// writes what the socket does not take at once (a peer that reads slowly,
+// or a connection without non-blocking writes, such as TLS), and lives
+// only until the queue is empty.
 type stream struct {
 	nc       net.Conn
 	fr       *frameReader
 	h        Handler
 	peer     Hello
 	cfg      Config
-	g        *guard // nil: no node-wide limits (dialed streams in tests)
-	maxFrame int    // the smaller of our limit and the peer's
-	desc     string // peer name and address, for errors and logs
-	onClose  func() // called once when the read loop ends
+	g        *guard     // nil: no node-wide limits (dialed streams in tests)
+	maxFrame int        // the smaller of our limit and the peer's
+	desc     string     // peer name and address, for errors and logs
+	onClose  func()     // called once when the read loop ends
+	raw      *rawWriter // non-blocking writes; nil where the conn has none
 
 	mu        sync.Mutex
-	pending   []byte // frames waiting for the writer
-	spare     []byte // the writer's last buffer, ready to become pending
-	closing   bool   // no more Sends; the writer flushes and exits
-	broken    bool   // the connection failed: the writer exits without flushing
-	reason    error  // why the connection ended; set once, with reasonSet
+	pending   []byte    // frames waiting for the goroutine that writes
+	spare     []byte    // the last buffer written, ready to become pending
+	writing   bool      // a goroutine is writing: a Send only appends to pending
+	written   sync.Cond // signalled when writing ends; L is &mu
+	closing   bool      // no more Sends; queued frames are flushed
+	broken    bool      // the connection failed: queued frames are dropped
+	reason    error     // why the connection ended; set once, with reasonSet
 	reasonSet bool
 	lastSend  time.Time // when the queue last went from empty to not empty
 
-	wake       chan struct{} // capacity 1: "pending has data or state changed"
-	writerDone chan struct{}
 	readerDone chan struct{}
 
 	framesSent, framesReceived atomic.Uint64
@@ -455,10 +461,10 @@ type stream struct {
 
 var _ StatsConn = (*stream)(nil)
 
-// newStream starts the read and write loops of a connection whose Hello
-// exchange is done. cfg must have its defaults applied. idle is the idle
-// timeout of this side (<= 0: none); onClose, if set, runs when the
-// connection has ended.
+// newStream starts the read loop of a connection whose Hello exchange is
+// done. cfg must have its defaults applied. idle is the idle timeout of
+// this side (<= 0: none); onClose, if set, runs when the connection has
+// ended.
 func newStream(nc net.Conn, fr *frameReader, peer Hello, cfg Config, h Handler, g *guard, idle time.Duration, onClose func()) *stream {
 	s := &stream{
 		nc:         nc,
@@ -470,16 +476,15 @@ func newStream(nc net.Conn, fr *frameReader, peer Hello, cfg Config, h Handler, 
 		maxFrame:   cfg.MaxFrameSize,
 		desc:       fmt.Sprintf("%q at %s", peer.Node, nc.RemoteAddr()),
 		onClose:    onClose,
+		raw:        newRawWriter(nc),
 		lastSend:   time.Now(),
-		wake:       make(chan struct{}, 1),
-		writerDone: make(chan struct{}),
 		readerDone: make(chan struct{}),
 	}
+	s.written.L = &s.mu
 	if peer.MaxFrame > 0 && int(peer.MaxFrame) < s.maxFrame {
 		s.maxFrame = int(peer.MaxFrame)
 	}
 	fr.arm(nc, cfg.FrameTimeout, idle, s.stillBusy)
-	go s.writeLoop()
 	go s.readLoop()
 	return s
 }
@@ -496,7 +501,7 @@ func (s *stream) stillBusy(lastRecv time.Time) (time.Time, bool) {
 	if lastRecv.After(last) {
 		last = lastRecv
 	}
-	if len(s.pending) > 0 {
+	if s.writing {
 		return time.Now().Add(idle), true
 	}
 	if until := last.Add(idle); time.Now().Before(until) {
@@ -510,9 +515,10 @@ func (s *stream) stillBusy(lastRecv time.Time) (time.Time, bool) {
 // Peer returns the Hello the peer sent.
 func (s *stream) Peer() Hello { return s.peer }
 
-// Send queues f for writing. It fails with ErrQueueFull when the queue
-// already holds SendQueueBytes, with ErrClosed after the connection ended,
-// and with ErrFrameTooLarge for a frame over MaxFrameSize.
+// Send queues f for writing and, if no other goroutine is writing, writes
+// it without waiting for the socket. It fails with ErrQueueFull when the
+// queue already holds SendQueueBytes, with ErrClosed after the connection
+// ended, and with ErrFrameTooLarge for a frame over MaxFrameSize.
 func (s *stream) Send(f Frame) error {
 	s.mu.Lock()
 	if s.closing {
@@ -537,15 +543,139 @@ func (s *stream) Send(f Frame) error {
 		return fmt.Errorf("%w: %d bytes queued to %s, limit %d", ErrQueueFull, start, s.desc, s.cfg.SendQueueBytes)
 	}
 	s.pending = b
+	s.framesSent.Add(1)
 	if start == 0 {
 		s.lastSend = time.Now()
 	}
-	s.mu.Unlock()
-	s.framesSent.Add(1)
-	if start == 0 {
-		s.signal()
+	if s.writing {
+		s.mu.Unlock() // the writing goroutine takes it with the rest
+		return nil
 	}
+	s.writing = true
+	buf := s.takePendingLocked()
+	s.mu.Unlock()
+	s.writeInline(buf)
 	return nil
+}
+
+// takePendingLocked hands the pending frames to the writer, the spare
+// buffer taking their place. Called with s.mu held.
+func (s *stream) takePendingLocked() []byte {
+	buf := s.pending
+	s.pending, s.spare = s.spare[:0], nil
+	return buf
+}
+
+// writeInline writes buf as far as the socket takes it without waiting.
+// What it does not take, and frames queued meanwhile, go to a flusher: the
+// caller does not pay for its neighbours' frames, and a connection busy
+// enough to queue frames behind a write gets them written in batches.
+func (s *stream) writeInline(buf []byte) {
+	n, err := s.raw.write(buf)
+	if n > 0 {
+		s.writes.Add(1)
+		s.bytesSent.Add(uint64(n))
+	}
+	if err != nil {
+		s.fail(fmt.Errorf("%w: writing to %s: %w", ErrClosed, s.desc, err))
+		s.doneWriting(buf)
+		return
+	}
+	if n == len(buf) {
+		s.mu.Lock()
+		if len(s.pending) == 0 || s.broken {
+			s.doneWritingLocked(buf)
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+	}
+	go s.flush(buf, n)
+}
+
+// flush writes buf[off:] and then whatever is pending until the queue is
+// empty, waiting for the socket, each write bounded by the frame timeout so
+// that a peer that stops reading cannot hold the queue forever (Close sets
+// its own, shorter bound). Before it ends it yields once: goroutines about
+// to send then join its next write instead of each making its own.
+func (s *stream) flush(buf []byte, off int) {
+	s.mu.Lock()
+	if !s.closing {
+		s.nc.SetWriteDeadline(time.Now().Add(s.cfg.FrameTimeout))
+	}
+	s.mu.Unlock()
+	yielded := false
+	for {
+		if off < len(buf) {
+			n, err := s.nc.Write(buf[off:])
+			s.writes.Add(1)
+			s.bytesSent.Add(uint64(n))
+			if err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					err = fmt.Errorf("the peer read %d of %d bytes in %v: %w", n, len(buf)-off, s.cfg.FrameTimeout, err)
+				}
+				s.fail(fmt.Errorf("%w: writing to %s: %w", ErrClosed, s.desc, err))
+				s.doneWriting(buf)
+				return
+			}
+		}
+		s.mu.Lock()
+		if len(s.pending) == 0 && !s.broken && !yielded {
+			s.mu.Unlock()
+			runtime.Gosched()
+			yielded, off = true, len(buf)
+			continue
+		}
+		if len(s.pending) == 0 || s.broken {
+			if !s.closing {
+				// Inline writes must not find a deadline passed.
+				s.nc.SetWriteDeadline(time.Time{})
+			}
+			s.doneWritingLocked(buf)
+			s.mu.Unlock()
+			return
+		}
+		if !s.closing {
+			s.nc.SetWriteDeadline(time.Now().Add(s.cfg.FrameTimeout))
+		}
+		s.keepSpareLocked(buf)
+		buf, off = s.takePendingLocked(), 0
+		s.mu.Unlock()
+	}
+}
+
+// keepSpareLocked keeps a written buffer for reuse, unless one large burst
+// made it big enough to pin memory for the connection's whole life.
+func (s *stream) keepSpareLocked(buf []byte) {
+	if cap(buf) <= maxRetainedBuffer {
+		s.spare = buf[:0]
+	}
+}
+
+func (s *stream) doneWriting(buf []byte) {
+	s.mu.Lock()
+	s.doneWritingLocked(buf)
+	s.mu.Unlock()
+}
+
+// doneWritingLocked ends a writer's turn. After a failure the frames still
+// queued are dropped. Called with s.mu held.
+func (s *stream) doneWritingLocked(buf []byte) {
+	if s.broken {
+		s.pending = s.pending[:0]
+	}
+	s.keepSpareLocked(buf)
+	s.writing = false
+	s.written.Broadcast()
+}
+
+// waitWritten waits until no goroutine is writing.
+func (s *stream) waitWritten() {
+	s.mu.Lock()
+	for s.writing {
+		s.written.Wait()
+	}
+	s.mu.Unlock()
 }
 
 func (s *stream) closedError() error {
@@ -558,29 +688,21 @@ func (s *stream) closedError() error {
 	return fmt.Errorf("%w: to %s", ErrClosed, s.desc)
 }
 
-func (s *stream) signal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
 // Close flushes queued frames (waiting at most closeFlushTimeout for a peer
 // that does not read) and closes the connection. The handler's HandleClose
 // gets a nil error unless the connection had already failed.
 func (s *stream) Close() error {
 	s.mu.Lock()
-	first := !s.closing
-	if first {
+	if !s.closing {
 		s.closing = true
 		s.setReasonLocked(nil)
+		s.nc.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
+	}
+	for s.writing {
+		s.written.Wait()
 	}
 	s.mu.Unlock()
-	if first {
-		s.nc.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
-		s.signal()
-	}
-	<-s.writerDone
+	s.nc.Close()
 	return nil
 }
 
@@ -598,7 +720,6 @@ func (s *stream) fail(err error) {
 	s.closing, s.broken = true, true
 	s.mu.Unlock()
 	s.nc.Close()
-	s.signal()
 }
 
 // Stats reports what the connection has done so far.
@@ -610,47 +731,6 @@ func (s *stream) Stats() Stats {
 		BytesReceived:  s.bytesReceived.Load(),
 		Writes:         s.writes.Load(),
 		QueueFull:      s.queueFull.Load(),
-	}
-}
-
-func (s *stream) writeLoop() {
-	defer close(s.writerDone)
-	defer s.nc.Close()
-	for range s.wake {
-		s.mu.Lock()
-		buf := s.pending
-		s.pending, s.spare = s.spare[:0], nil
-		closing, broken := s.closing, s.broken
-		s.mu.Unlock()
-		if broken {
-			return
-		}
-		if len(buf) > 0 {
-			if !closing {
-				// A peer that stops reading must not hold the queue
-				// forever; Close sets its own, shorter bound.
-				s.nc.SetWriteDeadline(time.Now().Add(s.cfg.FrameTimeout))
-			}
-			n, err := s.nc.Write(buf)
-			s.writes.Add(1)
-			s.bytesSent.Add(uint64(n))
-			if err != nil {
-				if errors.Is(err, os.ErrDeadlineExceeded) {
-					err = fmt.Errorf("the peer read %d of %d bytes in %v: %w", n, len(buf), s.cfg.FrameTimeout, err)
-				}
-				s.fail(fmt.Errorf("%w: writing to %s: %w", ErrClosed, s.desc, err))
-				return
-			}
-		}
-		if closing {
-			return
-		}
-		if cap(buf) > maxRetainedBuffer {
-			buf = nil
-		}
-		s.mu.Lock()
-		s.spare = buf[:0]
-		s.mu.Unlock()
 	}
 }
 
@@ -698,7 +778,7 @@ func (s *stream) readFailed(err error) error {
 	s.mu.Unlock()
 	if local {
 		// Close is flushing; the read failed because the socket closed.
-		<-s.writerDone
+		s.waitWritten()
 		return nil
 	}
 	addr := s.nc.RemoteAddr().String()
@@ -729,7 +809,7 @@ func (s *stream) readFailed(err error) error {
 		log.Info("transport: connection lost", "err", err)
 	}
 	s.fail(err)
-	<-s.writerDone
+	s.waitWritten()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.reason

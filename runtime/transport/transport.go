@@ -34,8 +34,8 @@ type Transport interface {
 // long, or it stalls that connection (never others).
 type Handler interface {
 	// HandleFrame is called for each frame after the Hello exchange. A
-	// *Heartbeat and the byte slices of any frame are valid only during
-	// the call: copy what must outlive it.
+	// *Heartbeat, *Attempt or *Result, and the byte slices of any frame,
+	// are valid only during the call: copy what must outlive it.
 	HandleFrame(c Conn, f Frame)
 	// HandleClose is called once when the connection ends, with the reason
 	// (nil after a local Close).

@@ -1,0 +1,91 @@
+// Command bench-compare measures ffgen next to grpc-go (with a codec that
+// passes bytes through), net/rpc and a raw TCP ping-pong, in one run:
+// each server in a process of its own on loopback, a 7-byte entity key
+// and a 32-byte payload each way, the systems interleaved round by round
+// so that a machine that gets busier mid-run weighs on all of them alike.
+// It prints a table of latencies, throughput, allocations and memory per
+// idle connection, and the ratios (medians of in-round ratios) against the
+// project's targets.
+//
+// Usage:
+//
+//	go run . [-rounds 10] [-seq 2000] [-dur 1s] [-idle 1000] [-inflight 10000]
+//
+// It lives in a module of its own so that the library does not depend on
+// grpc-go. `make bench-compare` runs it.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"time"
+)
+
+func main() {
+	if name := os.Getenv(serveEnv); name != "" {
+		if dir := os.Getenv(profileEnv); dir != "" {
+			stop, err := profile(filepath.Join(dir, "server-"+filepath.Base(strings.ReplaceAll(name, " ", "-"))+".pprof"))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "bench-compare server:", err)
+				os.Exit(1)
+			}
+			defer stop()
+		}
+		if err := serveMain(name, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-compare server:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	cfg := defaultConfig()
+	flag.IntVar(&cfg.rounds, "rounds", cfg.rounds, "interleaved rounds")
+	flag.IntVar(&cfg.seqCalls, "seq", cfg.seqCalls, "sequential calls per system per round")
+	flag.DurationVar(&cfg.dur, "dur", cfg.dur, "how long each concurrent phase runs per system per round")
+	flag.IntVar(&cfg.idleConns, "idle", cfg.idleConns, "idle connections opened to measure the server's memory per connection")
+	flag.IntVar(&cfg.inFlight, "inflight", cfg.inFlight, "long ffgen operations held open during the in-flight phase (0: skip it)")
+	strict := flag.Bool("strict", false, "exit 1 if a target is missed")
+	flag.StringVar(&cfg.profileDir, "cpuprofile", "", "write CPU profiles of the driver and of each server process into this directory")
+	flag.Parse()
+	cfg.progress = os.Stderr
+	if cfg.profileDir != "" {
+		stop, err := profile(filepath.Join(cfg.profileDir, "driver.pprof"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-compare:", err)
+			os.Exit(1)
+		}
+		defer stop()
+	}
+	rep, err := run(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-compare:", err)
+		os.Exit(1)
+	}
+	rep.print(os.Stdout)
+	if *strict && !rep.allPass() {
+		os.Exit(1)
+	}
+}
+
+// profileEnv passes -cpuprofile's directory to the server processes.
+const profileEnv = "BENCH_COMPARE_CPUPROFILE"
+
+// profile starts a CPU profile written to path; stop ends it.
+func profile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+func defaultConfig() config {
+	return config{rounds: 10, seqCalls: 2000, dur: time.Second, idleConns: 1000, inFlight: 10000}
+}

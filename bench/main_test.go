@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) {
+	// The harness re-executes its own binary as each server: here, the
+	// test binary.
+	if name := os.Getenv(serveEnv); name != "" {
+		if err := serveMain(name, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-compare server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestOneRound runs the whole harness briefly: every system serves and
+// answers in its own process, and every figure of the table is measured.
+// It asserts no timing: the machine may be busy.
+func TestOneRound(t *testing.T) {
+	cfg := config{rounds: 1, seqCalls: 50, dur: 50 * time.Millisecond, idleConns: 5, inFlight: 20}
+	rep, err := run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.rounds) != 1 {
+		t.Fatalf("%d rounds measured, want 1", len(rep.rounds))
+	}
+	for i, s := range systems {
+		rr := rep.rounds[0][i]
+		if rr.p50 <= 0 || rr.p99 < rr.p50 || rr.tput64 <= 0 || rr.tput256 <= 0 {
+			t.Errorf("%s: implausible figures %+v", s.name, rr)
+		}
+		if rep.idle[i] == 0 {
+			t.Errorf("%s: no memory measured for idle connections", s.name)
+		}
+	}
+	if ff := rep.rounds[0][ffgenIdx]; !ff.hasInFlightResult || ff.tput64InFlight <= 0 {
+		t.Errorf("ffgen: no throughput measured beside long operations: %+v", ff)
+	}
+	var out bytes.Buffer
+	rep.print(&out)
+	for _, want := range []string{"| sequential p50 |", "| 64 callers, calls/s |", "allocations per call", "per idle connection", "with 20 in flight"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if n := strings.Count(out.String(), "PASS") + strings.Count(out.String(), "FAIL"); n != len(rep.targets()) {
+		t.Errorf("%d verdicts for %d targets:\n%s", n, len(rep.targets()), out.String())
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}

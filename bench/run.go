@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	goruntime "runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type config struct {
+	rounds     int
+	seqCalls   int
+	dur        time.Duration
+	idleConns  int
+	inFlight   int
+	progress   io.Writer // nil: quiet
+	profileDir string    // "": no CPU profiles
+}
+
+// roundResult is one system's figures in one round.
+type roundResult struct {
+	p50, p99          time.Duration
+	allocsC, allocsS  float64 // per sequential call, client and server process
+	tput64, tput256   float64 // calls/s
+	tput64InFlight    float64 // calls/s with cfg.inFlight long operations held open
+	hasInFlightResult bool
+	calls, failed     int64 // calls measured, and those that returned an error
+}
+
+type report struct {
+	cfg    config
+	rounds [][]roundResult // [round][system]
+	idle   []float64       // server RSS bytes per idle connection, by system
+}
+
+// Concurrent phases: how many callers share one client.
+const (
+	callers     = 64
+	manyCallers = 256
+)
+
+func run(cfg config) (*report, error) {
+	if cfg.rounds < 1 || cfg.seqCalls < 10 || cfg.dur <= 0 {
+		return nil, errors.New("need at least 1 round, 10 sequential calls and a positive duration")
+	}
+	say := func(format string, args ...any) {
+		if cfg.progress != nil {
+			fmt.Fprintf(cfg.progress, format+"\n", args...)
+		}
+	}
+	procs := make([]*serverProc, len(systems))
+	clients := make([]client, len(systems))
+	defer func() {
+		for i := range systems {
+			if clients[i] != nil {
+				clients[i].close()
+			}
+			if procs[i] != nil {
+				procs[i].stop()
+			}
+		}
+	}()
+	for i, s := range systems {
+		p, err := startServer(s, cfg.profileDir)
+		if err != nil {
+			return nil, err
+		}
+		procs[i] = p
+		c, err := s.dial(p.addrs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: dial: %w", s.name, err)
+		}
+		clients[i] = c
+		// Warm up: connections, pools, the caches of every layer.
+		if _, failed := sequential(clients[i], 500); failed == 500 {
+			return nil, fmt.Errorf("%s: every warm-up call failed", s.name)
+		}
+	}
+	rep := &report{cfg: cfg}
+	for r := range cfg.rounds {
+		res := make([]roundResult, len(systems))
+		// Each round starts with the next system, so none is always
+		// measured right after the same neighbour.
+		for k := range systems {
+			i := (r + k) % len(systems)
+			if err := measure(cfg, systems[i], procs[i], clients[i], &res[i]); err != nil {
+				return nil, fmt.Errorf("round %d: %s: %w", r+1, systems[i].name, err)
+			}
+		}
+		rep.rounds = append(rep.rounds, res)
+		say("round %d/%d: ffgen p50 %v, 64 callers %.0f calls/s", r+1, cfg.rounds, res[0].p50, res[0].tput64)
+	}
+	rep.idle = make([]float64, len(systems))
+	for i, s := range systems {
+		per, err := idleMemory(cfg.idleConns, s, procs[i])
+		if err != nil {
+			return nil, fmt.Errorf("%s: idle connections: %w", s.name, err)
+		}
+		rep.idle[i] = per
+		say("%s: %.1f KiB per idle connection", s.name, per/1024)
+	}
+	return rep, nil
+}
+
+func measure(cfg config, s *system, p *serverProc, c client, out *roundResult) error {
+	var before, after goruntime.MemStats
+	call, done := c.worker()
+	lat := make([]time.Duration, cfg.seqCalls)
+	sb, err := p.stats(false)
+	if err != nil {
+		return err
+	}
+	goruntime.ReadMemStats(&before)
+	failed := timeCalls(call, lat)
+	goruntime.ReadMemStats(&after)
+	done()
+	out.calls, out.failed = int64(len(lat)), failed
+	sa, err := p.stats(false)
+	if err != nil {
+		return err
+	}
+	n := float64(len(lat))
+	out.allocsC = float64(after.Mallocs-before.Mallocs) / n
+	out.allocsS = float64(sa.mallocs-sb.mallocs) / n
+	slices.Sort(lat)
+	out.p50, out.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+
+	var ph phase
+	out.tput64, ph = concurrent(c, callers, cfg.dur)
+	out.add(ph)
+	out.tput256, ph = concurrent(c, manyCallers, cfg.dur)
+	out.add(ph)
+	if cfg.inFlight > 0 && s.name == "ffgen" {
+		out.tput64InFlight, ph, err = withInFlight(cfg, p, c)
+		out.add(ph)
+		out.hasInFlightResult = err == nil
+	}
+	return err
+}
+
+// phase counts the calls of one measurement.
+type phase struct{ calls, failed int64 }
+
+func (rr *roundResult) add(p phase) {
+	rr.calls += p.calls
+	rr.failed += p.failed
+}
+
+// keys are the entity keys calls use: 7 bytes each, made before any
+// measurement so that making them is not counted.
+var keys = func() []string {
+	out := make([]string, 1<<14)
+	for i := range out {
+		out[i] = fmt.Sprintf("k%06d", i)
+	}
+	return out
+}()
+
+func key(i int) string { return keys[i%len(keys)] }
+
+var payload = make([]byte, payloadLen)
+
+// sequential makes n calls one after the other and returns their
+// latencies and how many failed.
+func sequential(c client, n int) ([]time.Duration, int64) {
+	call, done := c.worker()
+	defer done()
+	lat := make([]time.Duration, n)
+	return lat, timeCalls(call, lat)
+}
+
+// timeCalls makes len(lat) calls one after the other, recording each one's
+// latency in lat, failed or not, and returns how many failed. It allocates
+// nothing itself.
+func timeCalls(call func(string, []byte) error, lat []time.Duration) (failed int64) {
+	for i := range lat {
+		start := time.Now()
+		if err := call(key(i%256), payload); err != nil {
+			failed++
+			reportFailure(err)
+		}
+		lat[i] = time.Since(start)
+	}
+	return failed
+}
+
+// reportFailure logs the first few failed calls: a failure is a result
+// (counted in the table), not a reason to stop.
+func reportFailure(err error) {
+	if n := failuresLogged.Add(1); n <= 5 {
+		fmt.Fprintln(os.Stderr, "bench-compare: call failed:", err)
+	}
+}
+
+var failuresLogged atomic.Int64
+
+// concurrent runs callers goroutines calling as fast as they can for d
+// and returns the successful calls per second.
+func concurrent(c client, callers int, d time.Duration) (float64, phase) {
+	var count, failed atomic.Int64
+	var stop atomic.Bool
+	var ready, wg sync.WaitGroup
+	startGate := make(chan struct{})
+	for g := range callers {
+		ready.Add(1)
+		wg.Go(func() {
+			call, done := c.worker()
+			defer done()
+			// Connect (raw TCP) before the clock starts.
+			call(key(g*64), payload)
+			ready.Done()
+			<-startGate
+			for i := 0; !stop.Load(); i++ {
+				if err := call(key(g*64+i%64), payload); err != nil {
+					failed.Add(1)
+					reportFailure(err)
+					continue
+				}
+				count.Add(1)
+			}
+		})
+	}
+	ready.Wait()
+	start := time.Now()
+	close(startGate)
+	time.Sleep(d)
+	stop.Store(true)
+	n, f := count.Load(), failed.Load()
+	elapsed := time.Since(start)
+	wg.Wait()
+	return float64(n) / elapsed.Seconds(), phase{calls: n + f, failed: f}
+}
+
+// withInFlight holds cfg.inFlight long operations open on the server and
+// measures the 64-caller throughput beside them.
+func withInFlight(cfg config, p *serverProc, c client) (float64, phase, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var holdsFailed atomic.Int64
+	stopHolds := func() {
+		cancel()
+		wg.Wait()
+	}
+	// They start in steps, as load builds up in production: what is
+	// measured is throughput beside them, not a burst of 10,000 arrivals
+	// on two cores.
+	const step = 500
+	for started := 0; started < cfg.inFlight; {
+		n := min(step, cfg.inFlight-started)
+		for i := started; i < started+n; i++ {
+			wg.Go(func() {
+				// Keys of their own, so the measured calls do not
+				// queue behind them. One that fails is counted and
+				// made again, so that the count stays.
+				key := fmt.Sprintf("h%06d", i)
+				for ctx.Err() == nil {
+					if err := c.hold(ctx, key); err != nil && ctx.Err() == nil {
+						holdsFailed.Add(1)
+						reportFailure(err)
+						// A failure can be immediate (no failover
+						// budget left): do not spin on it.
+						time.Sleep(50 * time.Millisecond)
+					}
+				}
+			})
+		}
+		started += n
+		if err := waitFor(p, func(st serverStats) bool { return st.held >= started }); err != nil {
+			stopHolds()
+			return 0, phase{}, fmt.Errorf("%d long operations did not all start: %w", cfg.inFlight, err)
+		}
+	}
+	tput, ph := concurrent(c, callers, cfg.dur)
+	stopHolds()
+	ph.failed += holdsFailed.Load()
+	ph.calls += holdsFailed.Load()
+	// The next system must not be measured while this server still
+	// winds the long operations down.
+	return tput, ph, waitFor(p, func(st serverStats) bool { return st.held == 0 })
+}
+
+// waitFor polls the server until ok holds, for at most a minute.
+func waitFor(p *serverProc, ok func(serverStats) bool) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := p.stats(false)
+		if err != nil {
+			return err
+		}
+		if ok(st) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("server still at %d connections, %d long operations after a minute", st.conns, st.held)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// idleMemory opens n connections to s, each used for one call and then
+// left idle, and returns the server's resident memory per connection.
+func idleMemory(n int, s *system, p *serverProc) (float64, error) {
+	if n <= 0 {
+		return 0, nil
+	}
+	base, err := p.stats(true)
+	if err != nil {
+		return 0, err
+	}
+	type idle struct {
+		c    client
+		done func()
+	}
+	var open []idle
+	defer func() {
+		for _, o := range open {
+			o.done()
+			o.c.close()
+		}
+	}()
+	for i := range n {
+		c, err := s.dial(p.addrs)
+		if err != nil {
+			return 0, err
+		}
+		call, done := c.worker()
+		open = append(open, idle{c, done})
+		if err := call(key(i), payload); err != nil {
+			reportFailure(err)
+		}
+	}
+	if err := waitFor(p, func(st serverStats) bool { return st.conns >= base.conns+n }); err != nil {
+		return 0, err
+	}
+	// Let the connections settle into idleness (ffgen's heartbeat tickers
+	// linger a few intervals after the last call).
+	time.Sleep(time.Second)
+	st, err := p.stats(true)
+	if err != nil {
+		return 0, err
+	}
+	return float64(st.rss-base.rss) / float64(st.conns-base.conns), nil
+}

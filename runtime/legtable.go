@@ -1,0 +1,164 @@
+package runtime
+
+import (
+	"sync"
+
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// legTable is the client's record of what is in flight: the legs by call
+// number, which the connections' read goroutines look up for every result
+// and every heartbeat item, and the operations, for InFlight. It is split
+// into shards with a lock each, so that callers starting and ending
+// attempts and the read goroutines delivering to them seldom wait for one
+// another, and a heartbeat that names 10,000 calls never holds a lock that
+// a call needs for longer than one lookup.
+type legTable struct {
+	shards [legShards]legShard
+}
+
+const legShards = 32
+
+type legShard struct {
+	mu   sync.Mutex
+	legs map[uint64]*leg
+	ops  map[*operation]struct{}
+	_    [40]byte // a cache line each: shards locked on different cores do not contend
+}
+
+func (t *legTable) init() {
+	for i := range t.shards {
+		t.shards[i].legs = make(map[uint64]*leg)
+		t.shards[i].ops = make(map[*operation]struct{})
+	}
+}
+
+func (t *legTable) shard(call uint64) *legShard { return &t.shards[call%legShards] }
+
+func (t *legTable) add(l *leg) {
+	sh := t.shard(l.call)
+	sh.mu.Lock()
+	sh.legs[l.call] = l
+	sh.mu.Unlock()
+}
+
+// remove forgets l: after it returns, nothing is delivered to l.
+func (t *legTable) remove(l *leg) {
+	sh := t.shard(l.call)
+	sh.mu.Lock()
+	delete(sh.legs, l.call)
+	sh.mu.Unlock()
+}
+
+// moveTo makes l wait on conn: events from its old connection are ignored.
+func (t *legTable) moveTo(l *leg, conn transport.Conn) {
+	sh := t.shard(l.call)
+	sh.mu.Lock()
+	l.conn = conn
+	sh.mu.Unlock()
+}
+
+// deliverResult copies f into its leg, if the leg still waits on conn for
+// a result, and wakes the leg's owner.
+func (t *legTable) deliverResult(conn transport.Conn, f *transport.Result) {
+	sh := t.shard(f.Call)
+	sh.mu.Lock()
+	if l := sh.legs[f.Call]; l != nil && l.conn == conn && !l.answered && len(l.done) == 0 {
+		l.answered = true
+		l.acked.Store(true)
+		// Sent under the lock, as every event is, so the buffer of one
+		// always has room, and a waiter that gives up (and forgets the
+		// leg, also under the lock) either sees the event or is seen.
+		l.done <- legEvent{conn: conn, result: l.res.own(f)}
+	}
+	sh.mu.Unlock()
+}
+
+// deliver hands ev to the leg of call, if it still waits on conn.
+func (t *legTable) deliver(conn transport.Conn, call uint64, ev legEvent) {
+	sh := t.shard(call)
+	sh.mu.Lock()
+	if l := sh.legs[call]; l != nil && l.conn == conn && len(l.done) == 0 {
+		l.acked.Store(true)
+		l.done <- ev
+	}
+	sh.mu.Unlock()
+}
+
+// ack records that the attempt of call arrived at the server on conn: its
+// heartbeat clock starts now.
+func (t *legTable) ack(conn transport.Conn, call uint64, now int64) {
+	sh := t.shard(call)
+	sh.mu.Lock()
+	if l := sh.legs[call]; l != nil && l.conn == conn {
+		l.beat.Store(now)
+		l.acked.Store(true)
+	}
+	sh.mu.Unlock()
+}
+
+// beat records a heartbeat for each item's leg on conn. No wakeup per
+// heartbeat: a waiter reads the time when its timer fires, so 10,000
+// attempts cost a lookup and a store each.
+func (t *legTable) beat(conn transport.Conn, items []transport.HeartbeatItem, now int64) {
+	for _, it := range items {
+		sh := t.shard(it.Call)
+		sh.mu.Lock()
+		if l := sh.legs[it.Call]; l != nil && l.conn == conn {
+			l.beat.Store(now)
+			l.acked.Store(true)
+			if it.Progress != nil {
+				p := append([]byte(nil), it.Progress...)
+				l.latest.Store(&p)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// broke tells every leg waiting on conn that it closed.
+func (t *legTable) broke(conn transport.Conn, err error) {
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for _, l := range sh.legs {
+			if l.conn == conn && len(l.done) == 0 {
+				l.done <- legEvent{conn: conn, err: err}
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+func (t *legTable) opShard(op *operation) *legShard { return &t.shards[op.id[0]%legShards] }
+
+func (t *legTable) track(op *operation) {
+	sh := t.opShard(op)
+	sh.mu.Lock()
+	sh.ops[op] = struct{}{}
+	sh.mu.Unlock()
+}
+
+// untrack forgets op: after it returns, InFlight no longer reads it.
+func (t *legTable) untrack(op *operation) {
+	sh := t.opShard(op)
+	sh.mu.Lock()
+	delete(sh.ops, op)
+	sh.mu.Unlock()
+}
+
+func (t *legTable) inFlight() []OpInfo {
+	var out []OpInfo
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for op := range sh.ops {
+			out = append(out, op.info())
+		}
+		sh.mu.Unlock()
+	}
+	if out == nil {
+		out = []OpInfo{}
+	}
+	return out
+}
