@@ -121,6 +121,7 @@ type replica struct {
 	running   int    // dispatched writes still running
 	paused    bool   // dispatching waits for a snapshot
 	snapWait  []func()
+	snapping  int // snapshots being taken or installed: paused until none is (snapshotDone)
 	everReady bool
 
 	ready       bool

@@ -346,11 +346,12 @@ func (r *replica) sendSnapshot(c transport.Conn) {
 	if at < r.log.base {
 		atEp = r.log.baseEp
 	}
+	r.snapping++
 	go func() {
 		state, err := r.transfer.SnapshotState()
 		r.s.mu.Lock()
 		defer r.s.mu.Unlock()
-		r.paused = false
+		r.snapshotDone()
 		defer r.apply()
 		if err != nil {
 			r.s.cfg.Logger.Error("ffgen: snapshot failed", "service", r.name, "err", err)
@@ -482,11 +483,12 @@ func (r *replica) installSnapshot(from string, m *fetchedMsg) {
 	}
 	install := func() {
 		r.paused = true
+		r.snapping++
 		go func() {
 			err := r.transfer.RestoreState(m.state)
 			r.s.mu.Lock()
 			defer r.s.mu.Unlock()
-			r.paused = false
+			r.snapshotDone()
 			r.fetch = nil
 			if err != nil {
 				r.s.cfg.Logger.Error("ffgen: restoring a snapshot failed", "service", r.name, "from", from, "err", err)
@@ -519,6 +521,15 @@ func (r *replica) installSnapshot(from string, m *fetchedMsg) {
 	}
 	r.paused = true
 	r.snapWait = append(r.snapWait, install)
+}
+
+// snapshotDone ends one snapshot taken or installed. Dispatching resumes
+// only when no other is under way or waiting for running writes: two
+// peers that fetch a snapshot at once are each sent the state of the
+// position they are told. Called with s.mu held.
+func (r *replica) snapshotDone() {
+	r.snapping--
+	r.paused = r.snapping > 0 || len(r.snapWait) > 0
 }
 
 // tryBoot starts a cluster whose nodes all came up empty: the one with the

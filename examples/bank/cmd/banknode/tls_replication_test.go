@@ -68,6 +68,11 @@ func TestTLSNodesReplicateToEachOther(t *testing.T) {
 	}
 	settings := runtime.DefaultSettings()
 	settings.Groups = []string{"a", "b"}
+	// The client dials within the heartbeat timeout, and a TLS handshake
+	// under the race detector on a loaded machine can take longer than
+	// the default 200 ms: this test is about TLS between the nodes, not
+	// about how fast a silent node is left.
+	settings.HeartbeatTimeout, settings.AttemptTimeout, settings.OperationTimeout = 2*time.Second, 10*time.Second, 20*time.Second
 	members := runtime.NewStaticMembership(
 		runtime.Member{Name: "a1", Group: "a", Addr: addr(0), Services: []string{bank.AccountsDesc.Name}},
 		runtime.Member{Name: "b1", Group: "b", Addr: addr(3), Services: []string{bank.AccountsDesc.Name}},
