@@ -335,7 +335,6 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	}
 	md, err := incomingMD(a.Metadata)
 	if err != nil {
-		s.mu.Unlock()
 		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFail, Code: codeBadArgs,
 			Message: fmt.Sprintf("metadata of %s.%s: %v", a.Service, a.Method, err)})
 		return
