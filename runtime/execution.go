@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/ffgen/ffgen/runtime/codec"
@@ -26,7 +27,11 @@ type execution struct {
 	arrived  time.Time
 	hold     bool
 	scatter  bool
-	remember bool // an attempt may ask for the result again: keep it in the result cache
+	// remember: an attempt may ask for the result again, so the result
+	// goes to the result cache. Set when the execution is made, or later by
+	// an attempt that joins it while its handler runs: atomic, since the
+	// handler's goroutine reads it without the server's lock.
+	remember atomic.Bool
 	entBuf   [2]string
 	resBuf   [64]byte // the encoded result, when it is not remembered
 	progress progressCell
@@ -277,7 +282,7 @@ func (e *execution) end(r *transport.Result, rd *transport.Redirect) []waiter {
 	}
 	// Only completed outcomes are remembered: a Failover answer means the
 	// handler declined, so a later attempt of the operation may run here.
-	if r != nil && r.Status != transport.StatusFailover && e.remember {
+	if r != nil && r.Status != transport.StatusFailover && e.remember.Load() {
 		s.results.put(e.info.OpID, *r, time.Now())
 	}
 	s.release(e)

@@ -55,8 +55,12 @@ func (c *resultCache) put(id [16]byte, r transport.Result, now time.Time) {
 // resultBuf is where e's result is encoded: e's own buffer when the result
 // is not remembered (the frame copies it, and it is not needed after),
 // else a slice of its own for the cache to keep.
+//
+// An attempt that joins while the handler runs may set remember after the
+// choice was made: the cache then keeps a slice of e's own buffer, which
+// nothing writes again once e has ended.
 func (e *execution) resultBuf() []byte {
-	if e.remember {
+	if e.remember.Load() {
 		return nil
 	}
 	return e.resBuf[:0]

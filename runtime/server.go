@@ -346,16 +346,16 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		timeout = min(s.cfg.Settings.AttemptTimeout, s.cfg.MaxAttemptTimeout)
 	}
 	e := &execution{
-		s:        s,
-		method:   m,
-		impl:     reg.impl,
-		args:     args,
-		timeout:  timeout,
-		arrived:  time.Now(),
-		hold:     a.Flags&transport.FlagHold != 0,
-		scatter:  a.Flags&transport.FlagScatter != 0,
-		remember: a.Flags&transport.FlagNoRepeat == 0,
+		s:       s,
+		method:  m,
+		impl:    reg.impl,
+		args:    args,
+		timeout: timeout,
+		arrived: time.Now(),
+		hold:    a.Flags&transport.FlagHold != 0,
+		scatter: a.Flags&transport.FlagScatter != 0,
 	}
+	e.remember.Store(a.Flags&transport.FlagNoRepeat == 0)
 	e.info = AttemptInfo{
 		OpID:     a.OpID,
 		Number:   int(a.Number),
@@ -429,7 +429,7 @@ func (s *Server) joinLocked(sc *serverConn, a *transport.Attempt) bool {
 	// The same operation is queued or running: this attempt joins it (and
 	// one being stopped for want of waiters runs again).
 	e.fire(evJoin)
-	e.remember = true // asked for twice: it may be asked for again
+	e.remember.Store(true) // asked for twice: it may be asked for again
 	e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
 	sc.acknowledge(a)
 	s.mu.Unlock()
@@ -509,9 +509,9 @@ func (s *Server) replayExec(r *replica, en *entry) *execution {
 		arrived:  time.Now(),
 		entities: uniqueEntities(en.entities),
 		scatter:  true,
-		remember: true,
 		payload:  en.payload,
 	}
+	e.remember.Store(true)
 	e.info = AttemptInfo{OpID: en.opID, Entities: en.entities, Caller: en.epoch.Node, exec: e}
 	if md, err := incomingMD(en.md); err == nil {
 		e.info.md = md // the sequencer validated it; a bad copy costs the metadata, never the write

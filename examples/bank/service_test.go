@@ -188,6 +188,10 @@ func TestCloseThroughTheCluster(t *testing.T) {
 		if _, err := c.accts.Open(ctx, bank.OpenRequest{AccountID: "z", Initial: 5}); err != nil {
 			t.Fatal(err)
 		}
+		// The Open is acknowledged once a quorum holds it; the node Close
+		// runs on may be the one that holds it a network delay later
+		// (there is no read-your-writes across nodes).
+		c.WaitConverged(t)
 		if err := c.accts.Close(ctx, "z"); !errors.Is(err, bank.ErrBalanceNotZero) {
 			t.Fatalf("Close non-empty = %v, want ErrBalanceNotZero", err)
 		}
