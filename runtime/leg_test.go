@@ -20,16 +20,7 @@ func TestStoppedAnswerAtTheAttemptEndIsATimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := DefaultSettings()
 		s.Groups = []string{"a", "b"}
-		c, err := NewClient(ClientConfig{
-			Transport:  memnet.NewNetwork().Transport(transport.Config{Node: "client"}),
-			Membership: NewStaticMembership(),
-			Settings:   s,
-			Logger:     slog.New(slog.DiscardHandler),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := loneClient(t, s)
 		m := &MethodDesc{Service: "svc", Name: "M"}
 		op := &operation{c: c, m: m, s: s, start: time.Now(), deadline: time.Now().Add(s.OperationTimeout)}
 		const timeout = time.Second
@@ -65,16 +56,7 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := DefaultSettings()
 		s.Groups = []string{"a", "b"}
-		c, err := NewClient(ClientConfig{
-			Transport:  memnet.NewNetwork().Transport(transport.Config{Node: "client"}),
-			Membership: NewStaticMembership(),
-			Settings:   s,
-			Logger:     slog.New(slog.DiscardHandler),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := loneClient(t, s)
 		m := &MethodDesc{Service: "svc", Name: "M"}
 		start := time.Now()
 		op := &operation{c: c, m: m, s: s, start: start, deadline: start.Add(s.OperationTimeout)}
@@ -147,4 +129,21 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 			t.Errorf("3 heartbeat timeouts late: ended %v, grace %v; want %v", ended, w.due.Sub(late), s.HeartbeatTimeout)
 		}
 	})
+}
+
+// loneClient is a client with no members, for tests that drive one of its
+// attempts by hand; it is closed when the test ends.
+func loneClient(t *testing.T, s Settings) *Client {
+	t.Helper()
+	c, err := NewClient(ClientConfig{
+		Transport:  memnet.NewNetwork().Transport(transport.Config{Node: "client"}),
+		Membership: NewStaticMembership(),
+		Settings:   s,
+		Logger:     slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
