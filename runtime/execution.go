@@ -17,6 +17,7 @@ import (
 type execution struct {
 	s        *Server
 	method   *MethodDesc
+	pace     *handlerPace // how long the method's handler runs, to run quick ones inline
 	impl     any
 	args     codec.Message
 	info     AttemptInfo // embedded: one allocation fewer per attempt
@@ -27,6 +28,7 @@ type execution struct {
 	arrived  time.Time
 	hold     bool
 	scatter  bool
+	inline   bool // arrive runs it on the connection's read goroutine; guarded by s.mu
 	// remember: an attempt may ask for the result again, so the result
 	// goes to the result cache. Set when the execution is made, or later by
 	// an attempt that joins it while its handler runs: atomic, since the
@@ -111,6 +113,7 @@ func (e *execution) run() {
 	began := time.Now()
 	res, err := e.call(ctx)
 	ran := time.Since(began)
+	e.pace.observe(ran)
 	s.cfg.Metrics.ServerAttempt(m.Service, m.Name, -1)
 	switch fwd := asForward(err); {
 	case fwd != nil:

@@ -10,9 +10,10 @@ import (
 // waits on, and the ticker that heartbeats them all in one frame per
 // interval. The ticker goroutine runs only while the connection has attempts.
 type serverConn struct {
-	s     *Server
-	conn  transport.Conn
-	calls map[uint64]*execution // guarded by s.mu
+	s      *Server
+	conn   transport.Conn
+	inline transport.InlineConn // conn, if its read goroutine can run handlers
+	calls  map[uint64]*execution // guarded by s.mu
 
 	// Guarded by s.mu.
 	ticking  bool
@@ -27,12 +28,21 @@ type serverConn struct {
 
 // acknowledge tells the client that attempt a arrived and waits here, if
 // the client reads acks. It is called by the connection's read goroutine
-// with s.mu held, before the attempt can run: the ack is queued ahead of
-// the result, and a quick result can go out in the same write.
+// with s.mu held, before the attempt can run, so the ack is queued ahead
+// of the result. Where the connection can, it is only queued: a quick
+// result carries it in the same write, and the acks of a batch of attempts
+// go out together once the batch is read.
 func (sc *serverConn) acknowledge(a *transport.Attempt) {
-	if a.Flags&transport.FlagAck != 0 {
-		sc.ack.Call = a.Call
+	if a.Flags&transport.FlagAck == 0 {
+		return
+	}
+	sc.ack.Call = a.Call
+	if sc.inline == nil {
 		sc.s.send(sc.conn, &sc.ack)
+		return
+	}
+	if err := sc.inline.Queue(&sc.ack); err != nil {
+		sc.s.cfg.Logger.Warn("ffgen: server could not send", "type", sc.ack.Type(), "peer", sc.conn.Peer().Node, "err", err)
 	}
 }
 

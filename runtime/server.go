@@ -74,7 +74,13 @@ var _ InFlighter = (*Server)(nil)
 type registered struct {
 	desc    *ServiceDesc
 	impl    any
-	methods map[string]*MethodDesc
+	methods map[string]*servedMethod
+}
+
+// servedMethod is a registered method and how long its handler runs.
+type servedMethod struct {
+	desc *MethodDesc
+	pace handlerPace
 }
 
 // NewServer returns a server with no services.
@@ -123,7 +129,7 @@ func (s *Server) Register(svc *ServiceDesc, impl any) error {
 	if err := validateOverrides(svc); err != nil {
 		return fmt.Errorf("ffgen: Register %s: %w", svc.Name, err)
 	}
-	r := &registered{desc: svc, impl: impl, methods: make(map[string]*MethodDesc, len(svc.Methods))}
+	r := &registered{desc: svc, impl: impl, methods: make(map[string]*servedMethod, len(svc.Methods))}
 	for _, m := range svc.Methods {
 		if m == nil {
 			return fmt.Errorf("ffgen: Register %s: nil method", svc.Name)
@@ -140,7 +146,7 @@ func (s *Server) Register(svc *ServiceDesc, impl any) error {
 		if _, dup := r.methods[m.Name]; dup {
 			return fmt.Errorf("ffgen: Register %s: method %s is declared twice", svc.Name, m.Name)
 		}
-		r.methods[m.Name] = m
+		r.methods[m.Name] = &servedMethod{desc: m}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -310,11 +316,11 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		return
 	}
 	reg := s.services[a.Service]
-	var m *MethodDesc
+	var sm *servedMethod
 	if reg != nil {
-		m = reg.methods[a.Method]
+		sm = reg.methods[a.Method]
 	}
-	if m == nil || s.closed {
+	if sm == nil || s.closed {
 		s.mu.Unlock()
 		msg := fmt.Sprintf("node does not serve %s.%s", a.Service, a.Method)
 		if s.closed {
@@ -324,6 +330,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		return
 	}
 	s.mu.Unlock()
+	m := sm.desc
 
 	// Decoded outside the lock, which every attempt and every result of
 	// every connection needs.
@@ -348,6 +355,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	e := &execution{
 		s:       s,
 		method:  m,
+		pace:    &sm.pace,
 		impl:    reg.impl,
 		args:    args,
 		timeout: timeout,
@@ -414,8 +422,14 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	s.execs[a.OpID] = e
 	e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
 	sc.acknowledge(a)
+	e.inline = sc.inline != nil && sm.pace.quick()
 	s.schedule(e)
+	inline := e.inline && e.state == stateRunning
+	e.inline = false
 	s.mu.Unlock()
+	if inline {
+		s.runInline(sc, e)
+	}
 }
 
 // joinLocked adds the attempt as another waiter of its operation, if the
@@ -490,11 +504,12 @@ func (s *Server) refuse(e *execution, code, msg string) {
 // replayExec builds the execution of a committed entry that no client
 // waits for here. Called with s.mu held.
 func (s *Server) replayExec(r *replica, en *entry) *execution {
-	m := r.reg.methods[en.method]
-	if m == nil {
+	sm := r.reg.methods[en.method]
+	if sm == nil {
 		r.setBehind(fmt.Sprintf("write %d is of a method this node does not serve: %s", en.index, en.method))
 		return nil
 	}
+	m := sm.desc
 	args := m.NewArgs()
 	if err := s.cfg.Codec.Unmarshal(en.payload, args); err != nil {
 		r.setBehind(fmt.Sprintf("write %d does not decode here: %v", en.index, err))
@@ -503,6 +518,7 @@ func (s *Server) replayExec(r *replica, en *entry) *execution {
 	e := &execution{
 		s:        s,
 		method:   m,
+		pace:     &sm.pace,
 		impl:     r.reg.impl,
 		args:     args,
 		timeout:  min(s.cfg.Settings.AttemptTimeout, s.cfg.MaxAttemptTimeout),
@@ -536,6 +552,7 @@ func (s *Server) connLocked(c transport.Conn) *serverConn {
 	sc := s.conns[c]
 	if sc == nil {
 		sc = &serverConn{s: s, conn: c, calls: make(map[uint64]*execution)}
+		sc.inline, _ = c.(transport.InlineConn)
 		s.conns[c] = sc
 	}
 	return sc

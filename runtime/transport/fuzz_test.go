@@ -90,10 +90,11 @@ func FuzzConn(f *testing.F) {
 		}
 		_, err := readHello(fr)
 		if err == nil {
-			err = readFrames(fr, func(f Frame, size int) {
+			err = readFrames(fr, func(f Frame, size int) bool {
 				if size > maxFrame+4 {
 					t.Fatalf("a %d-byte frame passed a %d-byte limit", size, maxFrame)
 				}
+				return true
 			})
 		}
 		switch {

@@ -454,6 +454,12 @@ type stream struct {
 
 	readerDone chan struct{}
 
+	// The read goroutine's turn, and work it runs inline (inline.go).
+	turn      atomic.Pointer[readTurn] // the goroutine that reads now
+	lendMu    sync.Mutex
+	lending   bool        // the reader runs inline work; guarded by lendMu
+	lendTimer *time.Timer // hands the reading on when inline work overruns
+
 	framesSent, framesReceived atomic.Uint64
 	bytesSent, bytesReceived   atomic.Uint64
 	writes, queueFull          atomic.Uint64
@@ -485,7 +491,9 @@ func newStream(nc net.Conn, fr *frameReader, peer Hello, cfg Config, h Handler, 
 		s.maxFrame = int(peer.MaxFrame)
 	}
 	fr.arm(nc, cfg.FrameTimeout, idle, s.stillBusy)
-	go s.readLoop()
+	first := new(readTurn)
+	s.turn.Store(first)
+	go s.readLoop(first)
 	return s
 }
 
@@ -521,6 +529,16 @@ func (s *stream) Peer() Hello { return s.peer }
 // ended, and with ErrFrameTooLarge for a frame over MaxFrameSize.
 func (s *stream) Send(f Frame) error {
 	s.mu.Lock()
+	if err := s.appendLocked(f); err != nil {
+		return err
+	}
+	s.writeLocked()
+	return nil
+}
+
+// appendLocked encodes f at the end of the queue. Called with s.mu held;
+// it unlocks it when it fails.
+func (s *stream) appendLocked(f Frame) error {
 	if s.closing {
 		s.mu.Unlock()
 		return s.closedError()
@@ -547,15 +565,21 @@ func (s *stream) Send(f Frame) error {
 	if start == 0 {
 		s.lastSend = time.Now()
 	}
-	if s.writing {
-		s.mu.Unlock() // the writing goroutine takes it with the rest
-		return nil
+	return nil
+}
+
+// writeLocked writes the queue, unless it is empty or another goroutine is
+// writing it (that one takes the rest). Called with s.mu held; it unlocks
+// it.
+func (s *stream) writeLocked() {
+	if s.writing || len(s.pending) == 0 {
+		s.mu.Unlock()
+		return
 	}
 	s.writing = true
 	buf := s.takePendingLocked()
 	s.mu.Unlock()
 	s.writeInline(buf)
-	return nil
 }
 
 // takePendingLocked hands the pending frames to the writer, the spare
@@ -697,6 +721,11 @@ func (s *stream) Close() error {
 		s.closing = true
 		s.setReasonLocked(nil)
 		s.nc.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
+		if !s.writing && len(s.pending) > 0 {
+			// Frames Queue left for the reader to write.
+			s.writing = true
+			go s.flush(s.takePendingLocked(), 0)
+		}
 	}
 	for s.writing {
 		s.written.Wait()
@@ -734,13 +763,27 @@ func (s *stream) Stats() Stats {
 	}
 }
 
-func (s *stream) readLoop() {
-	defer close(s.readerDone)
-	err := readFrames(s.fr, func(f Frame, size int) {
+// readLoop reads and handles frames until the connection ends, or until
+// work it ran inline overran and another goroutine took over the reading
+// (inline.go). Frames that handlers queued go out once the frames read so
+// far are handled, before the loop waits for the network again.
+func (s *stream) readLoop(me *readTurn) {
+	err := readFrames(s.fr, func(f Frame, size int) bool {
 		s.framesReceived.Add(1)
 		s.bytesReceived.Add(uint64(size))
 		s.h.HandleFrame(s, f)
+		if s.turn.Load() != me {
+			return false
+		}
+		if !s.fr.buffered() {
+			s.flushQueued()
+		}
+		return true
 	})
+	if err == errHandedOver {
+		return
+	}
+	defer close(s.readerDone)
 	err = s.readFailed(err)
 	s.fr.release()
 	if s.onClose != nil {
@@ -750,8 +793,9 @@ func (s *stream) readLoop() {
 }
 
 // readFrames decodes the frames that follow the Hello exchange and hands
-// each to handle with its size on the wire, until the stream fails.
-func readFrames(fr *frameReader, handle func(f Frame, size int)) error {
+// each to handle with its size on the wire, until the stream fails or
+// handle returns false (then it returns errHandedOver).
+func readFrames(fr *frameReader, handle func(f Frame, size int) bool) error {
 	var d Decoder
 	for {
 		p, err := fr.next()
@@ -765,7 +809,9 @@ func readFrames(fr *frameReader, handle func(f Frame, size int)) error {
 		if f.Type() == TypeHello {
 			return fmt.Errorf("%w: hello after the handshake", ErrMalformedFrame)
 		}
-		handle(f, len(p)+4)
+		if !handle(f, len(p)+4) {
+			return errHandedOver
+		}
 	}
 }
 

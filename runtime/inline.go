@@ -1,0 +1,50 @@
+package runtime
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Quick handlers run on the read goroutine of the connection their attempt
+// arrived on, not on a worker: waking a worker on an idle CPU costs more
+// than a quick handler runs, and it is on every call's path. The
+// connection decides whether it can lend its reader (nothing else read and
+// waiting) and takes the reading elsewhere if the handler overruns
+// inlineGrace (transport.InlineConn); the server decides which handlers are
+// quick from how long the method's handler ran lately.
+
+const (
+	// inlineGrace is how long a handler may hold its connection's reader
+	// before reading goes on without it: what a frame behind a handler
+	// that turned out slow waits, at most.
+	inlineGrace = time.Millisecond
+	// inlineBelow is the method's recent handler time under which it runs
+	// inline.
+	inlineBelow = 100 * time.Microsecond
+)
+
+// handlerPace follows how long a method's handler runs: a moving average
+// in which each run weighs one eighth. A method starts out quick; one run
+// that overruns the grace marks it slow for the next dozens of runs.
+type handlerPace struct{ avg atomic.Int64 } // nanoseconds
+
+func (p *handlerPace) quick() bool { return p.avg.Load() < int64(inlineBelow) }
+
+func (p *handlerPace) observe(d time.Duration) {
+	// Racing updates may lose one another's weight; the average needs no
+	// more precision than that.
+	old := p.avg.Load()
+	p.avg.Store(old + (int64(d)-old)/8)
+}
+
+// Run runs the handler of a started execution; transport.InlineConn calls
+// it on the read goroutine.
+func (e *execution) Run() { e.run() }
+
+// runInline runs e, which arrive started, on sc's read goroutine if the
+// connection can spare it, and on a worker if not.
+func (s *Server) runInline(sc *serverConn, e *execution) {
+	if !sc.inline.RunInline(e, inlineGrace) {
+		s.start(e)
+	}
+}

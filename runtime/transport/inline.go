@@ -1,0 +1,114 @@
+package transport
+
+import (
+	"time"
+)
+
+// Work a frame starts (a request's handler, say) can run on the
+// connection's read goroutine instead of being handed to another one. On a
+// quiet connection the handoff is most of a call's cost: waking a goroutine
+// on an idle CPU takes longer than a quick handler runs. The read goroutine
+// must not stall the frames behind it, though, so it runs work inline only
+// when nothing else has been read, and when the work overruns its grace, a
+// new goroutine takes over the reading and the old one ends with the work.
+//
+// Acknowledgements and other frames a handler sends on the way are queued
+// rather than written: they go out with the next write, often the result
+// of the work itself, or when the reader has handled what it has read.
+
+// InlineConn is a Conn whose read goroutine can run the work a frame starts.
+// TCP connections implement it; handlers discover it with a type assertion.
+type InlineConn interface {
+	Conn
+	// Queue adds f to the frames waiting to be written, without writing:
+	// f goes out with the connection's next write, and at the latest once
+	// the read goroutine has handled the frames it has read. Call it only
+	// from HandleFrame. It fails as Send does.
+	Queue(f Frame) error
+	// RunInline, called from HandleFrame, runs w.Run on the read
+	// goroutine and returns true; or, when more frames are already read
+	// and waiting, returns false at once, and the caller runs w elsewhere.
+	// Should w run longer than grace, reading goes on on a new goroutine
+	// meanwhile, and queued frames are written: a slow w delays the
+	// frames behind it by grace at most.
+	RunInline(w interface{ Run() }, grace time.Duration) bool
+}
+
+var _ InlineConn = (*stream)(nil)
+
+// readTurn identifies one read goroutine of a stream; stream.turn points
+// at the one that reads now. The field keeps it from being zero-sized:
+// each turn must have an address of its own.
+type readTurn struct{ _ byte }
+
+// errHandedOver ends a read loop whose reading another goroutine took over.
+var errHandedOver = errHandedOverT{}
+
+type errHandedOverT struct{}
+
+func (errHandedOverT) Error() string { return "transport: reading handed over" }
+
+// Queue implements InlineConn.
+func (s *stream) Queue(f Frame) error {
+	s.mu.Lock()
+	if err := s.appendLocked(f); err != nil {
+		return err
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// flushQueued writes what Queue left waiting, unless a writer is already
+// at it.
+func (s *stream) flushQueued() {
+	s.mu.Lock()
+	s.writeLocked()
+}
+
+// buffered reports whether bytes beyond the frame being handled have been
+// read: the reader has more to do before it waits for the network.
+func (r *frameReader) buffered() bool { return r.w > r.r+r.consume }
+
+// RunInline implements InlineConn.
+func (s *stream) RunInline(w interface{ Run() }, grace time.Duration) bool {
+	if s.fr.buffered() {
+		return false
+	}
+	me := s.turn.Load()
+	s.lendMu.Lock()
+	s.lending = true
+	if s.lendTimer == nil {
+		s.lendTimer = time.AfterFunc(grace, s.overran)
+	} else {
+		s.lendTimer.Reset(grace)
+	}
+	s.lendMu.Unlock()
+
+	w.Run()
+
+	s.lendMu.Lock()
+	if s.turn.Load() == me {
+		s.lending = false
+		s.lendTimer.Stop()
+	}
+	s.lendMu.Unlock()
+	return true
+}
+
+// overran hands the reading to a new goroutine: the inline work took
+// longer than its grace. A timer left over from work that already ended
+// finds nothing lent and does nothing; one that fires for the next work
+// right after the old one ended only hands over early.
+func (s *stream) overran() {
+	s.lendMu.Lock()
+	if !s.lending {
+		s.lendMu.Unlock()
+		return
+	}
+	s.lending = false
+	next := new(readTurn)
+	s.turn.Store(next)
+	s.lendMu.Unlock()
+	s.flushQueued()
+	go s.readLoop(next)
+}
