@@ -52,6 +52,10 @@ func main() {
 	flag.Parse()
 	cfg.progress = os.Stderr
 	if cfg.profileDir != "" {
+		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-compare:", err)
+			os.Exit(1)
+		}
 		stop, err := profile(filepath.Join(cfg.profileDir, "driver.pprof"))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench-compare:", err)
