@@ -12,7 +12,7 @@ import (
 type serverConn struct {
 	s      *Server
 	conn   transport.Conn
-	inline transport.InlineConn // conn, if its read goroutine can run handlers
+	inline transport.InlineConn  // conn, if its read goroutine can run handlers
 	calls  map[uint64]*execution // guarded by s.mu
 
 	// Guarded by s.mu.
