@@ -225,6 +225,37 @@ func TestTCPInlineHandlerPanics(t *testing.T) {
 	}
 }
 
+// A caller that gives up on a call whose handler blocks inline stops the
+// handler: its Cancel is read by the goroutine the reading was handed to.
+func TestTCPInlineHandlerIsCancelled(t *testing.T) {
+	e := newTCPEnv(t, patientSettings())
+	own := e.owners(t, "acct")
+	inline := make(chan bool, 1)
+	ended := make(chan error, 1)
+	e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+		inline <- onReadGoroutine()
+		<-ctx.Done()
+		ended <- ctx.Err()
+		return ctx.Err()
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.ledger.Add(ctx, "acct", 1)
+		done <- err
+	}()
+	if !receive(t, inline, "the handler to start") {
+		t.Fatal("the handler ran on a worker, not inline: the test covers nothing")
+	}
+	cancel()
+	if err := receive(t, done, "Add to end"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Add after its context was cancelled: %v, want context.Canceled", err)
+	}
+	if err := receive(t, ended, "the handler to be stopped"); !errors.Is(err, context.Canceled) {
+		t.Errorf("the handler's context ended with %v, want Canceled (not its deadline)", err)
+	}
+}
+
 // A handler run inline for many heartbeat timeouts keeps its attempt
 // alive: the ack queued before it ran goes out at the handover, and the
 // heartbeats flow beside it. The call succeeds with its first attempt.

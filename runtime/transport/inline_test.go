@@ -193,6 +193,88 @@ func TestRunInlineHandsOverReading(t *testing.T) {
 	}
 }
 
+// Work can block on the goroutine the reading was handed to as well: it
+// hands over in turn, also when the work it took over from ends first,
+// and the last reader reads on alone.
+func TestRunInlineHandsOverTwice(t *testing.T) {
+	frames := make(chan handled, 256)
+	blocked := make(chan uint64, 2)
+	release := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+	srv := newFuncHandler(func(c Conn, f Frame) {
+		call := f.(*Cancel).Call
+		w := work(func() {})
+		if call < 2 {
+			w = func() {
+				blocked <- goid()
+				<-release[call]
+			}
+		}
+		grace := inlineGrace
+		if call == 1 {
+			// Long enough for frame 0's work to end first: that must not
+			// take the lend from frame 1's.
+			grace = 100 * time.Millisecond
+		}
+		c.(InlineConn).RunInline(w, grace)
+		frames <- handled{call: call, g: goid()}
+	})
+	l := listen(t, newTCP(t, "server", nil), srv)
+	c := dial(t, newTCP(t, "client", nil), l.Addr(), newRecorder())
+	send := func(from, to uint64) {
+		t.Helper()
+		for i := from; i <= to; i++ {
+			if err := c.Send(&Cancel{Call: i}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send(0, 0)
+	g0 := receive(t, blocked, "frame 0's work to block")
+	send(1, 1)
+	g1 := receive(t, blocked, "frame 1's work to block")
+	if g1 == g0 {
+		t.Fatal("frame 1 was read by the goroutine frame 0's work blocks")
+	}
+	close(release[0])
+	if h := receive(t, frames, "frame 0 to end"); h.call != 0 || h.g != g0 {
+		t.Fatalf("handled %+v, want frame 0 on goroutine %d", h, g0)
+	}
+	waitFor(t, "the goroutine of frame 0's work to exit", func() bool { return !goroutineExists(g0) })
+	send(2, 20)
+	var reader uint64
+	for i := uint64(2); i <= 20; i++ {
+		h := receive(t, frames, fmt.Sprintf("frame %d while frame 1's work blocks", i))
+		if reader == 0 {
+			reader = h.g
+		}
+		if h.call != i || h.g != reader || h.g == g0 || h.g == g1 {
+			t.Fatalf("handled %+v, want frame %d on a third goroutine, %d", h, i, reader)
+		}
+	}
+	close(release[1])
+	waitFor(t, "the goroutine of frame 1's work to exit", func() bool { return !goroutineExists(g1) })
+	if h := receive(t, frames, "frame 1 to end"); h.call != 1 || h.g != g1 {
+		t.Fatalf("handled %+v, want frame 1 on goroutine %d", h, g1)
+	}
+	send(21, 40)
+	for i := uint64(21); i <= 40; i++ {
+		if h := receive(t, frames, fmt.Sprintf("frame %d", i)); h.call != i || h.g != reader {
+			t.Fatalf("handled %+v, want frame %d on goroutine %d", h, i, reader)
+		}
+	}
+	if n := len(frames); n != 0 {
+		t.Fatalf("%d frames handled more than once, the first %+v", n, <-frames)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, srv.closes, "the server to hear of the close")
+	waitFor(t, "the last reader to exit", func() bool { return !goroutineExists(reader) })
+	if n := srv.closed.Load(); n != 1 {
+		t.Errorf("HandleClose called %d times, want once", n)
+	}
+}
+
 // A connection that closes while inline work blocks is closed once: by the
 // goroutine the reading was handed to, not again by the one the work
 // blocks, when it ends.
