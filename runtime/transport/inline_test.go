@@ -15,9 +15,13 @@ import (
 	"time"
 )
 
-// inlineGrace is the grace the tests lend the reader for: short, so that
-// blocking work is handed over at once.
-const inlineGrace = time.Millisecond
+// The grace the tests lend the reader for: short for work that blocks, so
+// that it is handed over at once, and long for work that does not, so
+// that a busy machine cannot make it overrun and hand over too.
+const (
+	inlineGrace = time.Millisecond
+	quickGrace  = time.Minute
+)
 
 // funcHandler runs frame for every frame and records each HandleClose.
 type funcHandler struct {
@@ -108,16 +112,16 @@ func TestRunInlineHandsOverReading(t *testing.T) {
 		call := f.(*Cancel).Call
 		h := handled{call: call, g: goid()}
 		var ranOn uint64
-		w := work(func() { ranOn = goid() })
+		w, grace := work(func() { ranOn = goid() }), quickGrace
 		if call%100 == 0 {
 			// Each round starts with work that blocks until released.
-			w = func() {
+			w, grace = func() {
 				ranOn = goid()
 				blocked <- ranOn
 				<-release
-			}
+			}, inlineGrace
 		}
-		h.inline = c.(InlineConn).RunInline(w, inlineGrace)
+		h.inline = c.(InlineConn).RunInline(w, grace)
 		h.ranOn = ranOn
 		frames <- h
 	})
@@ -202,18 +206,20 @@ func TestRunInlineHandsOverTwice(t *testing.T) {
 	release := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
 	srv := newFuncHandler(func(c Conn, f Frame) {
 		call := f.(*Cancel).Call
-		w := work(func() {})
+		w, grace := work(func() {}), quickGrace
+		switch call {
+		case 0:
+			grace = inlineGrace
+		case 1:
+			// Long enough for frame 0's work to end first: that must not
+			// end the lend to frame 1's.
+			grace = 100 * time.Millisecond
+		}
 		if call < 2 {
 			w = func() {
 				blocked <- goid()
 				<-release[call]
 			}
-		}
-		grace := inlineGrace
-		if call == 1 {
-			// Long enough for frame 0's work to end first: that must not
-			// take the lend from frame 1's.
-			grace = 100 * time.Millisecond
 		}
 		c.(InlineConn).RunInline(w, grace)
 		frames <- handled{call: call, g: goid()}
@@ -358,7 +364,7 @@ func TestRunInlineRefusedWhileFramesWait(t *testing.T) {
 	got := make(chan lent, 16)
 	srv := newFuncHandler(func(c Conn, f Frame) {
 		ran := false
-		ok := c.(InlineConn).RunInline(work(func() { ran = true }), inlineGrace)
+		ok := c.(InlineConn).RunInline(work(func() { ran = true }), quickGrace)
 		got <- lent{f.(*Cancel).Call, ok, ran}
 	})
 	l := listen(t, newTCP(t, "server", nil), srv)
@@ -413,9 +419,16 @@ func TestQueueFlushedAfterTheBatch(t *testing.T) {
 			t.Fatalf("reply %d, want %d", got, want)
 		}
 	}
-	sc := receive(t, conns, "the server's conn")
-	if st := sc.(StatsConn).Stats(); st.FramesSent != 3 || st.Writes != 1 {
-		t.Errorf("server sent %d frames in %d writes, want 3 in 1", st.FramesSent, st.Writes)
+	// A write is counted before its bytes: once all the replies' bytes
+	// are counted, so is every write that carried them.
+	var replies []byte
+	for call := uint64(1001); call <= 1003; call++ {
+		replies, _ = AppendFrame(replies, &Cancel{Call: call}, 0)
+	}
+	st := receive(t, conns, "the server's conn").(StatsConn)
+	waitFor(t, "the server to count the bytes it sent", func() bool { return st.Stats().BytesSent == uint64(len(replies)) })
+	if got := st.Stats(); got.FramesSent != 3 || got.Writes != 1 {
+		t.Errorf("server sent %d frames in %d writes, want 3 in 1", got.FramesSent, got.Writes)
 	}
 }
 
