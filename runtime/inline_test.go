@@ -263,7 +263,7 @@ func TestTCPInlineLongHandlerIsNotFailedOver(t *testing.T) {
 	s := patientSettings()
 	// Twenty heartbeats in a timeout: a loaded machine that delays a few
 	// does not fail the call over.
-	s.HeartbeatInterval, s.HeartbeatTimeout = 25*time.Millisecond, 500*time.Millisecond
+	s.HeartbeatInterval, s.HeartbeatTimeout = 50*time.Millisecond, time.Second
 	e := newTCPEnv(t, s)
 	own := e.owners(t, "acct")
 	x, c, log := watchedClient(t, e)
