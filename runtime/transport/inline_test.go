@@ -1,8 +1,8 @@
 package transport
 
-// Inline work and queued frames over loopback TCP. The grace passed to
-// RunInline is short: the tests assert what happens, not how soon, and
-// every wait is bounded by waitLimit only to turn a hang into a failure.
+// Inline work and queued frames over loopback TCP. The tests assert what
+// happens, not how soon: every wait is bounded by waitLimit only to turn a
+// hang into a failure.
 
 import (
 	"bytes"
@@ -91,11 +91,11 @@ func goroutineExists(id uint64) bool {
 }
 
 // handled is a frame a handler saw: its call, the goroutine that handled
-// it, and whether its inline work ran on that goroutine.
+// it, and what became of the work it lent that goroutine.
 type handled struct {
 	call   uint64
 	g      uint64
-	inline bool
+	inline bool   // RunInline ran the work
 	ranOn  uint64 // the goroutine the work ran on, if it ran inline
 }
 
