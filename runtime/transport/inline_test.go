@@ -1,0 +1,488 @@
+package transport
+
+// Inline work and queued frames over loopback TCP. The tests assert what
+// happens, not how soon: every wait is bounded by waitLimit only to turn a
+// hang into a failure.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The grace the tests lend the reader for: short for work that blocks, so
+// that it is handed over at once, and long for work that does not, so
+// that a busy machine cannot make it overrun and hand over too.
+const (
+	inlineGrace = time.Millisecond
+	quickGrace  = time.Minute
+)
+
+// funcHandler runs frame for every frame and records each HandleClose.
+type funcHandler struct {
+	frame  func(c Conn, f Frame)
+	closes chan closed
+	closed atomic.Int32
+}
+
+func newFuncHandler(frame func(c Conn, f Frame)) *funcHandler {
+	return &funcHandler{frame: frame, closes: make(chan closed, 8)}
+}
+
+func (h *funcHandler) HandleFrame(c Conn, f Frame) { h.frame(c, f) }
+
+func (h *funcHandler) HandleClose(c Conn, err error) {
+	h.closed.Add(1)
+	h.closes <- closed{c, err}
+}
+
+// work is inline work.
+type work func()
+
+func (w work) Run() { w() }
+
+// receive waits for a value from ch.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitLimit):
+		t.Fatalf("timed out waiting for %s", what)
+		var zero T
+		return zero
+	}
+}
+
+// goid is the calling goroutine's ID, which its stack trace starts with:
+// it tells the read goroutines of one connection apart.
+func goid() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	var id uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			break
+		}
+		id = id*10 + uint64(c-'0')
+	}
+	return id
+}
+
+// goroutineExists reports whether goroutine id is still running.
+func goroutineExists(id uint64) bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	head := fmt.Appendf(nil, "goroutine %d [", id)
+	return bytes.HasPrefix(buf, head) || bytes.Contains(buf, append([]byte("\n"), head...))
+}
+
+// handled is a frame a handler saw: its call, the goroutine that handled
+// it, and what became of the work it lent that goroutine.
+type handled struct {
+	call   uint64
+	g      uint64
+	inline bool   // RunInline ran the work
+	ranOn  uint64 // the goroutine the work ran on, if it ran inline
+}
+
+// Work that blocks the read goroutine is handed over: the frames behind it
+// are read and handled by one new goroutine, in order, while it blocks;
+// once it ends, its goroutine exits, and the new one is the only reader,
+// through another handover and until the connection closes, which the
+// handler hears of once.
+func TestRunInlineHandsOverReading(t *testing.T) {
+	frames := make(chan handled, 1024)
+	blocked := make(chan uint64, 1)
+	release := make(chan struct{}, 1)
+	srv := newFuncHandler(func(c Conn, f Frame) {
+		call := f.(*Cancel).Call
+		h := handled{call: call, g: goid()}
+		var ranOn uint64
+		w, grace := work(func() { ranOn = goid() }), quickGrace
+		if call%100 == 0 {
+			// Each round starts with work that blocks until released.
+			w, grace = func() {
+				ranOn = goid()
+				blocked <- ranOn
+				<-release
+			}, inlineGrace
+		}
+		h.inline = c.(InlineConn).RunInline(w, grace)
+		h.ranOn = ranOn
+		frames <- h
+	})
+	l := listen(t, newTCP(t, "server", nil), srv)
+	c := dial(t, newTCP(t, "client", nil), l.Addr(), newRecorder())
+
+	send := func(call uint64) {
+		t.Helper()
+		if err := c.Send(&Cancel{Call: call}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const behind = 50
+	var reader uint64
+	for round := range uint64(2) {
+		first := round * 100
+		send(first)
+		old := receive(t, blocked, "the blocking work to start")
+		for i := first + 1; i <= first+behind; i++ {
+			send(i)
+		}
+		// Every frame behind the blocked work is handled meanwhile, in
+		// order, by one goroutine that is not the blocked one.
+		reader = 0
+		for i := first + 1; i <= first+behind; i++ {
+			h := receive(t, frames, fmt.Sprintf("frame %d while frame %d's work blocks", i, first))
+			if h.call != i {
+				t.Fatalf("handled frame %d, want %d", h.call, i)
+			}
+			if h.g == old {
+				t.Fatalf("frame %d was handled by the goroutine its reading was handed over from", i)
+			}
+			if reader == 0 {
+				reader = h.g
+			}
+			if h.g != reader {
+				t.Fatalf("frame %d handled by goroutine %d, frame %d by %d: two goroutines read", i, h.g, first+1, reader)
+			}
+			if h.inline && h.ranOn != h.g {
+				t.Fatalf("frame %d: inline work ran on goroutine %d, not on its reader %d", i, h.ranOn, h.g)
+			}
+		}
+		release <- struct{}{}
+		if h := receive(t, frames, "the blocking frame to end"); h.call != first || h.g != old || !h.inline {
+			t.Fatalf("after the release: %+v, want frame %d ended inline on goroutine %d", h, first, old)
+		}
+		waitFor(t, "the goroutine that handed the reading over to exit", func() bool { return !goroutineExists(old) })
+
+		// The new reader reads on alone.
+		for i := first + behind + 1; i < first+100; i++ {
+			send(i)
+		}
+		for i := first + behind + 1; i < first+100; i++ {
+			h := receive(t, frames, fmt.Sprintf("frame %d after the release", i))
+			if h.call != i || h.g != reader {
+				t.Fatalf("handled %+v, want frame %d on goroutine %d", h, i, reader)
+			}
+		}
+	}
+	if n := len(frames); n != 0 {
+		t.Fatalf("%d frames handled more than once, the first %+v", n, <-frames)
+	}
+
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if cl := receive(t, srv.closes, "the server to hear of the close"); !errors.Is(cl.err, ErrClosed) {
+		t.Errorf("HandleClose(%v), want ErrClosed", cl.err)
+	}
+	waitFor(t, "the last reader to exit", func() bool { return !goroutineExists(reader) })
+	if n := srv.closed.Load(); n != 1 {
+		t.Errorf("HandleClose called %d times, want once", n)
+	}
+}
+
+// Work can block on the goroutine the reading was handed to as well: it
+// hands over in turn, also when the work it took over from ends first,
+// and the last reader reads on alone.
+func TestRunInlineHandsOverTwice(t *testing.T) {
+	frames := make(chan handled, 256)
+	blocked := make(chan uint64, 2)
+	release := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+	srv := newFuncHandler(func(c Conn, f Frame) {
+		call := f.(*Cancel).Call
+		w, grace := work(func() {}), quickGrace
+		switch call {
+		case 0:
+			grace = inlineGrace
+		case 1:
+			// Long enough for frame 0's work to end first: that must not
+			// end the lend to frame 1's.
+			grace = 100 * time.Millisecond
+		}
+		if call < 2 {
+			w = func() {
+				blocked <- goid()
+				<-release[call]
+			}
+		}
+		c.(InlineConn).RunInline(w, grace)
+		frames <- handled{call: call, g: goid()}
+	})
+	l := listen(t, newTCP(t, "server", nil), srv)
+	c := dial(t, newTCP(t, "client", nil), l.Addr(), newRecorder())
+	send := func(from, to uint64) {
+		t.Helper()
+		for i := from; i <= to; i++ {
+			if err := c.Send(&Cancel{Call: i}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send(0, 0)
+	g0 := receive(t, blocked, "frame 0's work to block")
+	send(1, 1)
+	g1 := receive(t, blocked, "frame 1's work to block")
+	if g1 == g0 {
+		t.Fatal("frame 1 was read by the goroutine frame 0's work blocks")
+	}
+	close(release[0])
+	if h := receive(t, frames, "frame 0 to end"); h.call != 0 || h.g != g0 {
+		t.Fatalf("handled %+v, want frame 0 on goroutine %d", h, g0)
+	}
+	waitFor(t, "the goroutine of frame 0's work to exit", func() bool { return !goroutineExists(g0) })
+	send(2, 20)
+	var reader uint64
+	for i := uint64(2); i <= 20; i++ {
+		h := receive(t, frames, fmt.Sprintf("frame %d while frame 1's work blocks", i))
+		if reader == 0 {
+			reader = h.g
+		}
+		if h.call != i || h.g != reader || h.g == g0 || h.g == g1 {
+			t.Fatalf("handled %+v, want frame %d on a third goroutine, %d", h, i, reader)
+		}
+	}
+	close(release[1])
+	waitFor(t, "the goroutine of frame 1's work to exit", func() bool { return !goroutineExists(g1) })
+	if h := receive(t, frames, "frame 1 to end"); h.call != 1 || h.g != g1 {
+		t.Fatalf("handled %+v, want frame 1 on goroutine %d", h, g1)
+	}
+	send(21, 40)
+	for i := uint64(21); i <= 40; i++ {
+		if h := receive(t, frames, fmt.Sprintf("frame %d", i)); h.call != i || h.g != reader {
+			t.Fatalf("handled %+v, want frame %d on goroutine %d", h, i, reader)
+		}
+	}
+	if n := len(frames); n != 0 {
+		t.Fatalf("%d frames handled more than once, the first %+v", n, <-frames)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, srv.closes, "the server to hear of the close")
+	waitFor(t, "the last reader to exit", func() bool { return !goroutineExists(reader) })
+	if n := srv.closed.Load(); n != 1 {
+		t.Errorf("HandleClose called %d times, want once", n)
+	}
+}
+
+// A connection that closes while inline work blocks is closed once: by the
+// goroutine the reading was handed to, not again by the one the work
+// blocks, when it ends.
+func TestRunInlineCloseWhileWorkBlocks(t *testing.T) {
+	blocked := make(chan uint64, 1)
+	release := make(chan struct{})
+	srv := newFuncHandler(func(c Conn, f Frame) {
+		c.(InlineConn).RunInline(work(func() {
+			blocked <- goid()
+			<-release
+		}), inlineGrace)
+	})
+	l := listen(t, newTCP(t, "server", nil), srv)
+	c := dial(t, newTCP(t, "client", nil), l.Addr(), newRecorder())
+	if err := c.Send(&Cancel{Call: 1}); err != nil {
+		t.Fatal(err)
+	}
+	old := receive(t, blocked, "the blocking work to start")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if cl := receive(t, srv.closes, "the server to hear of the close while the work blocks"); !errors.Is(cl.err, ErrClosed) {
+		t.Errorf("HandleClose(%v), want ErrClosed", cl.err)
+	}
+	close(release)
+	waitFor(t, "the goroutine of the blocked work to exit", func() bool { return !goroutineExists(old) })
+	if n := srv.closed.Load(); n != 1 {
+		t.Errorf("HandleClose called %d times, want once", n)
+	}
+}
+
+// writeFrames writes fs to nc in one write: on loopback they arrive
+// together, and the reader reads them in one go.
+func writeFrames(t *testing.T, nc net.Conn, fs ...Frame) {
+	t.Helper()
+	var b []byte
+	for _, f := range fs {
+		var err error
+		if b, err = AppendFrame(b, f, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := nc.Write(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawReader reads the frames a node sends to a raw connection.
+type rawReader struct {
+	nc net.Conn
+	fr *frameReader
+}
+
+func newRawReader(nc net.Conn) *rawReader {
+	return &rawReader{nc: nc, fr: newFrameReader(nc, DefaultMaxFrameSize, nil)}
+}
+
+func (r *rawReader) next(t *testing.T) Frame {
+	t.Helper()
+	r.nc.SetReadDeadline(time.Now().Add(waitLimit))
+	p, err := r.fr.next()
+	if err != nil {
+		t.Fatalf("reading what the node sent: %v", err)
+	}
+	f, err := Decode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cloneFrame(f)
+}
+
+// The reader lends itself only when nothing else has been read: with a
+// frame waiting behind it, RunInline refuses at once and leaves the work
+// to the caller, and the last frame of a batch runs its work inline.
+func TestRunInlineRefusedWhileFramesWait(t *testing.T) {
+	type lent struct {
+		call      uint64
+		inline    bool
+		ranInline bool
+	}
+	got := make(chan lent, 16)
+	srv := newFuncHandler(func(c Conn, f Frame) {
+		ran := false
+		ok := c.(InlineConn).RunInline(work(func() { ran = true }), quickGrace)
+		got <- lent{f.(*Cancel).Call, ok, ran}
+	})
+	l := listen(t, newTCP(t, "server", nil), srv)
+	raw := rawHello(t, l.Addr())
+
+	check := func(want ...lent) {
+		t.Helper()
+		for _, w := range want {
+			if g := receive(t, got, fmt.Sprintf("frame %d", w.call)); g != w {
+				t.Errorf("frame %d: RunInline %v, work ran inline %v; want frame %d: %v, %v", g.call, g.inline, g.ranInline, w.call, w.inline, w.ranInline)
+			}
+		}
+	}
+	writeFrames(t, raw, &Cancel{Call: 1}, &Cancel{Call: 2}, &Cancel{Call: 3})
+	check(lent{1, false, false}, lent{2, false, false}, lent{3, true, true})
+	writeFrames(t, raw, &Cancel{Call: 4})
+	check(lent{4, true, true})
+}
+
+// A frame Queue adds in HandleFrame goes out without any other write once
+// the reader has handled what it read: the replies to a batch leave in one
+// write.
+func TestQueueFlushedAfterTheBatch(t *testing.T) {
+	srv := newFuncHandler(func(c Conn, f Frame) {
+		if err := c.(InlineConn).Queue(&Cancel{Call: 1000 + f.(*Cancel).Call}); err != nil {
+			panic(err)
+		}
+	})
+	l := listen(t, newTCP(t, "server", nil), srv)
+	cli := newRecorder()
+	c := dial(t, newTCP(t, "client", nil), l.Addr(), cli)
+	if err := c.Send(&Cancel{Call: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := cli.next(t).f.(*Cancel).Call; got != 1001 {
+		t.Fatalf("reply %d, want 1001", got)
+	}
+
+	// A batch of frames read at once: the replies wait for its end.
+	conns := make(chan Conn, 8)
+	srv2 := newFuncHandler(func(c Conn, f Frame) {
+		if err := c.(InlineConn).Queue(&Cancel{Call: 1000 + f.(*Cancel).Call}); err != nil {
+			panic(err)
+		}
+		conns <- c
+	})
+	raw := rawHello(t, listen(t, newTCP(t, "server2", nil), srv2).Addr())
+	rr := newRawReader(raw)
+	writeFrames(t, raw, &Cancel{Call: 1}, &Cancel{Call: 2}, &Cancel{Call: 3})
+	for want := uint64(1001); want <= 1003; want++ {
+		if got := rr.next(t).(*Cancel).Call; got != want {
+			t.Fatalf("reply %d, want %d", got, want)
+		}
+	}
+	// A write is counted before its bytes: once all the replies' bytes
+	// are counted, so is every write that carried them.
+	var replies []byte
+	for call := uint64(1001); call <= 1003; call++ {
+		replies, _ = AppendFrame(replies, &Cancel{Call: call}, 0)
+	}
+	st := receive(t, conns, "the server's conn").(StatsConn)
+	waitFor(t, "the server to count the bytes it sent", func() bool { return st.Stats().BytesSent == uint64(len(replies)) })
+	if got := st.Stats(); got.FramesSent != 3 || got.Writes != 1 {
+		t.Errorf("server sent %d frames in %d writes, want 3 in 1", got.FramesSent, got.Writes)
+	}
+}
+
+// A frame queued before work that blocks goes out when the reading is
+// handed over, while the work still blocks.
+func TestQueueFlushedByTheHandover(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	srv := newFuncHandler(func(c Conn, f Frame) {
+		ic := c.(InlineConn)
+		if err := ic.Queue(&Cancel{Call: 1000 + f.(*Cancel).Call}); err != nil {
+			panic(err)
+		}
+		ic.RunInline(work(func() { <-release }), inlineGrace)
+	})
+	l := listen(t, newTCP(t, "server", nil), srv)
+	cli := newRecorder()
+	c := dial(t, newTCP(t, "client", nil), l.Addr(), cli)
+	if err := c.Send(&Cancel{Call: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := cli.next(t).f.(*Cancel).Call; got != 1001 {
+		t.Fatalf("reply %d, want 1001", got)
+	}
+}
+
+// Close writes what Queue left waiting before it closes; after it, Queue
+// fails with ErrClosed.
+func TestQueueAndClose(t *testing.T) {
+	afterClose := make(chan error, 1)
+	srv := newFuncHandler(func(c Conn, f Frame) {
+		ic := c.(InlineConn)
+		if err := ic.Queue(&Cancel{Call: 1000 + f.(*Cancel).Call}); err != nil {
+			panic(err)
+		}
+		c.Close()
+		afterClose <- ic.Queue(&Cancel{Call: 2000})
+	})
+	l := listen(t, newTCP(t, "server", nil), srv)
+	cli := newRecorder()
+	c := dial(t, newTCP(t, "client", nil), l.Addr(), cli)
+	if err := c.Send(&Cancel{Call: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := cli.next(t).f.(*Cancel).Call; got != 1001 {
+		t.Fatalf("reply %d, want 1001", got)
+	}
+	if err := receive(t, afterClose, "Queue after Close"); !errors.Is(err, ErrClosed) {
+		t.Errorf("Queue after Close: %v, want ErrClosed", err)
+	}
+	if cl := cli.nextClose(t); !errors.Is(cl.err, ErrClosed) {
+		t.Errorf("client's HandleClose(%v), want ErrClosed", cl.err)
+	}
+	if n := len(cli.frames); n != 0 {
+		t.Errorf("%d frames after the reply, the first %+v", n, (<-cli.frames).f)
+	}
+}
