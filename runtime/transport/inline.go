@@ -30,7 +30,9 @@ type InlineConn interface {
 	// and waiting, returns false at once, and the caller runs w elsewhere.
 	// Should w run longer than grace, reading goes on on a new goroutine
 	// meanwhile, and queued frames are written: a slow w delays the
-	// frames behind it by grace at most.
+	// frames behind it by grace at most. Call it at most once per
+	// HandleFrame, after the frame's contents are no longer needed: the
+	// new goroutine reuses the read buffer.
 	RunInline(w interface{ Run() }, grace time.Duration) bool
 }
 
@@ -65,9 +67,18 @@ func (s *stream) flushQueued() {
 	s.writeLocked()
 }
 
-// buffered reports whether bytes beyond the frame being handled have been
-// read: the reader has more to do before it waits for the network.
-func (r *frameReader) buffered() bool { return r.w > r.r+r.consume }
+// buffered reports whether a whole frame beyond the one being handled has
+// been read: the reader has more to handle before it waits for the
+// network. Part of a frame does not count: the reader will wait for the
+// rest of it, and what is queued should not wait with it.
+func (r *frameReader) buffered() bool {
+	rest := r.buf[r.r+r.consume : r.w]
+	if len(rest) < 4 {
+		return false
+	}
+	n, err := FrameLen(rest, r.max)
+	return err != nil || len(rest) >= 4+n // a bad length is handled at once
+}
 
 // RunInline implements InlineConn.
 func (s *stream) RunInline(w interface{ Run() }, grace time.Duration) bool {

@@ -30,12 +30,16 @@ type Transport interface {
 }
 
 // Handler receives the frames of a connection. For one connection, calls
-// come from one goroutine in arrival order; a handler must not block for
-// long, or it stalls that connection (never others).
+// come in arrival order, one at a time, from the goroutine that reads it;
+// a handler must not block for long, or it stalls that connection (never
+// others). The one exception is work handed to InlineConn.RunInline: once
+// it overruns its grace, the next frames are handled by another goroutine
+// while the call that started it lasts.
 type Handler interface {
 	// HandleFrame is called for each frame after the Hello exchange. A
 	// *Heartbeat, *Attempt or *Result, and the byte slices of any frame,
-	// are valid only during the call: copy what must outlive it.
+	// are valid only during the call, and, if the call runs work with
+	// RunInline, only until then: copy what must outlive it.
 	HandleFrame(c Conn, f Frame)
 	// HandleClose is called once when the connection ends, with the reason
 	// (nil after a local Close).
