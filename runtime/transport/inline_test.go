@@ -486,3 +486,31 @@ func TestQueueAndClose(t *testing.T) {
 		t.Errorf("%d frames after the reply, the first %+v", n, (<-cli.frames).f)
 	}
 }
+
+// A frame queued while the next frame has only begun to arrive goes out at
+// once: the reader waits for the rest of that frame, and the queued one
+// must not wait with it.
+func TestQueueNotHeldBackByAPartialFrame(t *testing.T) {
+	srv := newFuncHandler(func(c Conn, f Frame) {
+		if err := c.(InlineConn).Queue(&Cancel{Call: 1000 + f.(*Cancel).Call}); err != nil {
+			panic(err)
+		}
+	})
+	raw := rawHello(t, listen(t, newTCP(t, "server", nil), srv).Addr())
+	rr := newRawReader(raw)
+	b, _ := AppendFrame(nil, &Cancel{Call: 1}, 0)
+	second, _ := AppendFrame(nil, &Cancel{Call: 2}, 0)
+	b = append(b, second[:len(second)-1]...) // all of the second frame but its last byte
+	if _, err := raw.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if got := rr.next(t).(*Cancel).Call; got != 1001 {
+		t.Fatalf("reply %d, want 1001", got)
+	}
+	if _, err := raw.Write(second[len(second)-1:]); err != nil {
+		t.Fatal(err)
+	}
+	if got := rr.next(t).(*Cancel).Call; got != 1002 {
+		t.Fatalf("reply %d, want 1002", got)
+	}
+}
