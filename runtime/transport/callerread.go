@@ -72,13 +72,18 @@ type callerReads struct {
 	expect atomic.Int32 // answers awaited (Expect)
 	stop   atomic.Bool  // the reading caller's context ended
 
+	// free: nobody reads, and lazy is armed. Changed under mu; read
+	// without it first, so that callers on a busy connection, where a
+	// read goroutine holds the turn, do not contend for mu.
+	free atomic.Bool
+
 	mu      sync.Mutex
-	free    bool        // nobody reads; lazy is armed
-	reading bool        // a caller reads: Interrupt may stop it
-	lazy    *time.Timer // starts a read goroutine when the turn stays free
-	turn    readTurn    // the turn of whichever caller reads
-	dec     Decoder     // the callers' decoder: one reads at a time
-	wake    func()      // interrupt, bound once
+	reading bool          // a caller reads: Interrupt may stop it
+	lazy    *time.Timer   // starts a read goroutine when the turn stays free
+	after   time.Duration // lazyReadAfter; tests lengthen it
+	turn    readTurn      // the turn of whichever caller reads
+	dec     Decoder       // the callers' decoder: one reads at a time
+	wake    func()        // interrupt, bound once
 }
 
 // Expect implements CallerReadConn.
@@ -90,7 +95,7 @@ func (s *stream) callerReads() *callerReads {
 	if cr := s.cr.Load(); cr != nil {
 		return cr
 	}
-	cr := &callerReads{}
+	cr := &callerReads{after: lazyReadAfter}
 	cr.wake = func() { s.interrupt(cr) }
 	cr.lazy = time.AfterFunc(time.Hour, func() { s.lazyRead(cr) })
 	cr.lazy.Stop()
@@ -103,15 +108,16 @@ func (s *stream) callerReads() *callerReads {
 // ReadFor implements CallerReadConn.
 func (s *stream) ReadFor(w Waiter, until time.Time, ctx context.Context) bool {
 	cr := s.cr.Load()
-	if cr == nil || w.Ready() {
+	if cr == nil || !cr.free.Load() || w.Ready() {
 		return false
 	}
 	cr.mu.Lock()
-	if !cr.free {
+	if !cr.free.Load() {
 		cr.mu.Unlock()
 		return false
 	}
-	cr.free, cr.reading = false, true
+	cr.free.Store(false)
+	cr.reading = true
 	cr.lazy.Stop()
 	s.turn.Store(&cr.turn)
 	cr.mu.Unlock()
@@ -126,6 +132,7 @@ func (s *stream) ReadFor(w Waiter, until time.Time, ctx context.Context) bool {
 		var f Frame
 		var size int
 		if f, size, err = readFrame(s.fr, &cr.dec); err == nil {
+			s.callerFrames.Add(1)
 			s.handle(f, size)
 		}
 	}
@@ -146,18 +153,20 @@ func (s *stream) ReadFor(w Waiter, until time.Time, ctx context.Context) bool {
 		s.readEnded(err)
 		return true
 	}
+	// free is stored before expect is read, as in rest.
+	cr.free.Store(true)
 	others := cr.expect.Load()
 	if !w.Ready() {
 		others--
 	}
 	if others > 0 || err == errLarge {
+		cr.free.Store(false)
 		next := new(readTurn)
 		s.turn.Store(next)
 		cr.mu.Unlock()
 		go s.readLoop(next)
 	} else {
-		cr.free = true
-		cr.lazy.Reset(lazyReadAfter)
+		cr.lazy.Reset(cr.after)
 		cr.mu.Unlock()
 	}
 	s.flushQueued()
@@ -184,24 +193,26 @@ func (s *stream) rest() bool {
 	}
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
-	// A caller that expects an answer from now on finds the turn free, or,
-	// having found it taken, is seen here.
+	// free is stored before expect is read again: a caller expects before
+	// it looks at free, so either it finds the turn free, or its answer
+	// is counted here and the reading goes on.
+	cr.free.Store(true)
 	if cr.expect.Load() > 0 {
+		cr.free.Store(false)
 		return false
 	}
-	cr.free = true
-	cr.lazy.Reset(lazyReadAfter)
+	cr.lazy.Reset(cr.after)
 	return true
 }
 
 // lazyRead starts a read goroutine on a turn no caller took.
 func (s *stream) lazyRead(cr *callerReads) {
 	cr.mu.Lock()
-	if !cr.free {
+	if !cr.free.Load() {
 		cr.mu.Unlock()
 		return
 	}
-	cr.free = false
+	cr.free.Store(false)
 	next := new(readTurn)
 	s.turn.Store(next)
 	cr.mu.Unlock()

@@ -496,6 +496,7 @@ type stream struct {
 	framesSent, framesReceived atomic.Uint64
 	bytesSent, bytesReceived   atomic.Uint64
 	writes, queueFull          atomic.Uint64
+	callerFrames               atomic.Uint64
 }
 
 var _ StatsConn = (*stream)(nil)
@@ -793,6 +794,7 @@ func (s *stream) Stats() Stats {
 		BytesReceived:  s.bytesReceived.Load(),
 		Writes:         s.writes.Load(),
 		QueueFull:      s.queueFull.Load(),
+		CallerReads:    s.callerFrames.Load(),
 	}
 }
 
