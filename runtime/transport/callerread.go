@@ -183,9 +183,22 @@ func (s *stream) interrupt(cr *callerReads) {
 	cr.mu.Unlock()
 }
 
+// awaited is the number of answers awaited on the connection, if callers
+// read it.
+func (s *stream) awaited() int32 {
+	if cr := s.cr.Load(); cr != nil {
+		return cr.expect.Load()
+	}
+	return 0
+}
+
 // rest, called by a read goroutine that has handled everything it read,
 // leaves the reading free if callers read the connection and none awaits
-// an answer; it reports whether the goroutine is to end.
+// an answer; it reports whether the goroutine is to end. The read
+// goroutine calls it only after answers that were awaited alone: while
+// many callers call at once, the answers awaited drop to none between
+// their calls, and handing the reading back and forth would cost more
+// wakes than it saves.
 func (s *stream) rest() bool {
 	cr := s.cr.Load()
 	if cr == nil || cr.expect.Load() > 0 {

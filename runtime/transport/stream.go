@@ -804,16 +804,19 @@ func (s *stream) Stats() Stats {
 // (callerread.go). Frames that handlers queued go out once the frames read
 // so far are handled, before the loop waits for the network again.
 func (s *stream) readLoop(me *readTurn) {
+	crowded := false // other answers were awaited beside the ones just read
 	err := readFrames(s.fr, func(f Frame, size int) bool {
+		crowded = crowded || s.awaited() > 1
 		s.handle(f, size)
 		if s.turn.Load() != me {
 			return false
 		}
 		if !s.fr.buffered() {
 			s.flushQueued()
-			if s.rest() {
+			if !crowded && s.rest() {
 				return false
 			}
+			crowded = false
 		}
 		return true
 	})
