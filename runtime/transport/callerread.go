@@ -69,8 +69,9 @@ var errLarge = errors.New("transport: large frame left to the read goroutine")
 // callerReads is the state of a connection that callers read. It exists
 // once a caller has expected an answer: a server's connections have none.
 type callerReads struct {
-	expect atomic.Int32 // answers awaited (Expect)
-	stop   atomic.Bool  // the reading caller's context ended
+	expect  atomic.Int32 // answers awaited (Expect)
+	stop    atomic.Bool  // the reading caller's context ended
+	crowdAt atomic.Int64 // when answers were last read while others were awaited, UnixNano
 
 	// free: nobody reads, and lazy is armed. Changed under mu; read
 	// without it first, so that callers on a busy connection, where a
@@ -160,6 +161,9 @@ func (s *stream) ReadFor(w Waiter, until time.Time, ctx context.Context) bool {
 		others--
 	}
 	if others > 0 || err == errLarge {
+		if others > 0 {
+			cr.crowdAt.Store(time.Now().UnixNano())
+		}
 		cr.free.Store(false)
 		next := new(readTurn)
 		s.turn.Store(next)
@@ -192,13 +196,21 @@ func (s *stream) awaited() int32 {
 	return 0
 }
 
+// crowded records that answers were just read while others were awaited.
+func (s *stream) crowded() {
+	if cr := s.cr.Load(); cr != nil {
+		cr.crowdAt.Store(time.Now().UnixNano())
+	}
+}
+
 // rest, called by a read goroutine that has handled everything it read,
 // leaves the reading free if callers read the connection and none awaits
 // an answer; it reports whether the goroutine is to end. The read
-// goroutine calls it only after answers that were awaited alone: while
-// many callers call at once, the answers awaited drop to none between
-// their calls, and handing the reading back and forth would cost more
-// wakes than it saves.
+// goroutine calls it only after answers that were awaited alone, and the
+// reading stays with it while answers were read beside others lately:
+// while many callers call at once, the answers awaited drop to none
+// between their calls, and handing the reading back and forth would cost
+// more wakes than it saves.
 func (s *stream) rest() bool {
 	cr := s.cr.Load()
 	if cr == nil || cr.expect.Load() > 0 {
@@ -206,6 +218,9 @@ func (s *stream) rest() bool {
 	}
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
+	if time.Since(time.Unix(0, cr.crowdAt.Load())) < cr.after {
+		return false
+	}
 	// free is stored before expect is read again: a caller expects before
 	// it looks at free, so either it finds the turn free, or its answer
 	// is counted here and the reading goes on.

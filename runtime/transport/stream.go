@@ -813,7 +813,9 @@ func (s *stream) readLoop(me *readTurn) {
 		}
 		if !s.fr.buffered() {
 			s.flushQueued()
-			if !crowded && s.rest() {
+			if crowded {
+				s.crowded()
+			} else if s.rest() {
 				return false
 			}
 			crowded = false
