@@ -59,6 +59,11 @@ var _ CallerReadConn = (*stream)(nil)
 // comes sooner, and a peer's close is noticed this much later at most.
 const lazyReadAfter = 2 * time.Millisecond
 
+// unwatchedRead is how long a caller reads before it watches its context
+// (which costs allocations); it is also how late it may notice that its
+// context ended meanwhile.
+const unwatchedRead = time.Millisecond
+
 // errWake ends a caller's reading: its time came, or its context ended.
 var errWake = errors.New("transport: caller stopped reading")
 
@@ -123,11 +128,14 @@ func (s *stream) ReadFor(w Waiter, until time.Time, ctx context.Context) bool {
 	s.turn.Store(&cr.turn)
 	cr.mu.Unlock()
 
+	// A context that can end is watched only once the caller has read for
+	// unwatchedRead: a quick answer does not pay for the watch.
 	var stop func() bool
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, cr.wake)
-	}
 	s.fr.until, s.fr.stop = until, &cr.stop
+	watch := ctx.Done() != nil
+	if soon := time.Now().Add(unwatchedRead); watch && soon.Before(until) {
+		s.fr.until = soon
+	}
 	var err error
 	for err == nil && !w.Ready() {
 		var f Frame
@@ -135,6 +143,11 @@ func (s *stream) ReadFor(w Waiter, until time.Time, ctx context.Context) bool {
 		if f, size, err = readFrame(s.fr, &cr.dec); err == nil {
 			s.callerFrames.Add(1)
 			s.handle(f, size)
+			continue
+		}
+		if err == errWake && watch && stop == nil && ctx.Err() == nil && s.fr.until.Before(until) {
+			stop = context.AfterFunc(ctx, cr.wake)
+			s.fr.until, err = until, nil
 		}
 	}
 	s.fr.until, s.fr.stop = time.Time{}, nil

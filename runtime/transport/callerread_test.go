@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,13 +92,18 @@ type callerEnv struct {
 }
 
 // newCallerEnv dials; the reading stays free for lazy before a read
-// goroutine takes it.
-func newCallerEnv(t *testing.T, lazy time.Duration) *callerEnv {
+// goroutine takes it. edit, if given, configures the server's transport
+// and then the client's.
+func newCallerEnv(t *testing.T, lazy time.Duration, edit ...func(*TCPConfig)) *callerEnv {
 	t.Helper()
+	var srvEdit, cliEdit func(*TCPConfig)
+	if len(edit) == 2 {
+		srvEdit, cliEdit = edit[0], edit[1]
+	}
 	srv := &resultEcho{conns: make(chan Conn, 1)}
-	l := listen(t, newTCP(t, "server", nil), srv)
+	l := listen(t, newTCP(t, "server", srvEdit), srv)
 	a := newAnswers()
-	c := dial(t, newTCP(t, "client", nil), l.Addr(), a)
+	c := dial(t, newTCP(t, "client", cliEdit), l.Addr(), a)
 	s := c.(*stream)
 	cr := s.callerReads()
 	cr.after = lazy // before the first frame: no reader looks yet
@@ -193,7 +199,18 @@ func TestCallerReadLazyReaderNoticesPeerClose(t *testing.T) {
 // A caller stops reading at its deadline, and when its context ends; the
 // connection carries on either way.
 func TestCallerReadStopsAtDeadlineAndContext(t *testing.T) {
-	e := newCallerEnv(t, time.Hour)
+	stopAndGoOn(t, newCallerEnv(t, time.Hour))
+}
+
+// Over TLS too: a record read after a deadline passed carries on.
+func TestCallerReadStopsAtDeadlineAndContextTLS(t *testing.T) {
+	ca := newTestCA(t, "ca")
+	stopAndGoOn(t, newCallerEnv(t, time.Hour,
+		func(c *TCPConfig) { c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "server")}} },
+		func(c *TCPConfig) { c.ClientTLS = &tls.Config{RootCAs: ca.pool} }))
+}
+
+func stopAndGoOn(t *testing.T, e *callerEnv) {
 	e.warm(t)
 	rc := e.c.(CallerReadConn)
 
@@ -217,19 +234,20 @@ func TestCallerReadStopsAtDeadlineAndContext(t *testing.T) {
 	if err := e.c.Send(&Cancel{Call: 2}); err != nil {
 		t.Fatal(err)
 	}
+	start := time.Now()
 	go func() {
+		// Past unwatchedRead, so that the context is watched, not polled.
 		for {
 			e.cr.mu.Lock()
 			reading := e.cr.reading
 			e.cr.mu.Unlock()
-			if reading {
+			if reading && time.Since(start) > 10*unwatchedRead {
 				cancel()
 				return
 			}
 			time.Sleep(time.Millisecond)
 		}
 	}()
-	start := time.Now()
 	if !rc.ReadFor(w, start.Add(3*waitLimit), ctx) {
 		t.Fatal("ReadFor did not read")
 	}
