@@ -218,7 +218,7 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 		if rc, ok := p.l.conn.(transport.CallerReadConn); ok {
 			// Read the answer here if nobody else reads: no goroutine
 			// then has to be woken to hand it over.
-			rc.ReadFor(p, w.due, ctx)
+			rc.ReadFor(ctx, p, w.due)
 		}
 		select {
 		case ev := <-p.l.done:

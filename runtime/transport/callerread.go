@@ -22,7 +22,8 @@ import (
 // close or a frame nobody awaits is still noticed off any call's path.
 // When other answers are awaited, a caller that leaves hands the turn to
 // a read goroutine at once; that goroutine in turn leaves it free once no
-// answer is awaited and nothing is left to read.
+// answer is awaited, nothing is left to read, and no answer was read
+// beside others for lazyReadAfter.
 
 // CallerReadConn is a Conn that the goroutines waiting for its frames can
 // read themselves. TCP connections implement it; clients discover it with a
@@ -39,11 +40,11 @@ type CallerReadConn interface {
 	// passes or ctx ends, and returns true; when another goroutine reads,
 	// it returns false at once and the caller waits as before. Frames are
 	// handled by the connection's Handler exactly as its read goroutine
-	// would. A large frame, or the connection's end, is left to the read
-	// goroutine; either way w's owner must then wait as before, for the
-	// frames it expects, its timer or ctx. w counts among the answers
-	// Expect counts until it is ready.
-	ReadFor(w Waiter, until time.Time, ctx context.Context) bool
+	// would, the connection's end (HandleClose) included. A large frame is
+	// left to a read goroutine. Either way w's owner then waits as before,
+	// for the frames it expects, its timer or ctx. w counts among the
+	// answers Expect counts until it is ready.
+	ReadFor(ctx context.Context, w Waiter, until time.Time) bool
 }
 
 // Waiter is a caller waiting for an answer.
@@ -112,7 +113,7 @@ func (s *stream) callerReads() *callerReads {
 }
 
 // ReadFor implements CallerReadConn.
-func (s *stream) ReadFor(w Waiter, until time.Time, ctx context.Context) bool {
+func (s *stream) ReadFor(ctx context.Context, w Waiter, until time.Time) bool {
 	cr := s.cr.Load()
 	if cr == nil || !cr.free.Load() || w.Ready() {
 		return false

@@ -138,7 +138,7 @@ func (e *callerEnv) call(t *testing.T, call uint64, payload []byte) (*waiter, bo
 	if err := e.c.Send(&Result{Call: call, Status: StatusOK, Payload: payload}); err != nil {
 		t.Fatal(err)
 	}
-	read := e.c.(CallerReadConn).ReadFor(w, time.Now().Add(waitLimit), context.Background())
+	read := e.c.(CallerReadConn).ReadFor(context.Background(), w, time.Now().Add(waitLimit))
 	waitDone(t, w)
 	if !bytes.Equal(w.payload, payload) {
 		t.Fatalf("call %d answered %d bytes, want %d", call, len(w.payload), len(payload))
@@ -218,7 +218,7 @@ func stopAndGoOn(t *testing.T, e *callerEnv) {
 	if err := e.c.Send(&Cancel{Call: 1}); err != nil { // never answered
 		t.Fatal(err)
 	}
-	if !rc.ReadFor(w, time.Now().Add(20*time.Millisecond), context.Background()) {
+	if !rc.ReadFor(context.Background(), w, time.Now().Add(20*time.Millisecond)) {
 		t.Fatal("ReadFor did not read")
 	}
 	if w.Ready() {
@@ -248,7 +248,7 @@ func stopAndGoOn(t *testing.T, e *callerEnv) {
 			time.Sleep(time.Millisecond)
 		}
 	}()
-	if !rc.ReadFor(w, start.Add(3*waitLimit), ctx) {
+	if !rc.ReadFor(ctx, w, start.Add(3*waitLimit)) {
 		t.Fatal("ReadFor did not read")
 	}
 	if d := time.Since(start); d > waitLimit {
@@ -342,7 +342,7 @@ func TestCallerReadCloseWhileReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	returned := make(chan bool, 1)
-	go func() { returned <- e.c.(CallerReadConn).ReadFor(w, time.Now().Add(time.Hour), context.Background()) }()
+	go func() { returned <- e.c.(CallerReadConn).ReadFor(context.Background(), w, time.Now().Add(time.Hour)) }()
 	eventually(t, "the caller reads", func() bool {
 		e.cr.mu.Lock()
 		defer e.cr.mu.Unlock()
