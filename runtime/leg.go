@@ -16,12 +16,13 @@ import (
 type leg struct {
 	call     uint64
 	conn     transport.Conn
-	beat     atomic.Int64           // when the last heartbeat arrived, UnixNano
-	done     chan legEvent          // result, redirect or broken connection; reused by the operation's next attempt
-	acked    atomic.Bool            // a heartbeat or result arrived
-	latest   atomic.Pointer[[]byte] // last progress reported
-	answered bool                   // res holds the result; guarded by the leg table's lock
-	res      resultBox              // the result, copied out of the read buffer
+	beat     atomic.Int64             // when the last heartbeat arrived, UnixNano
+	done     chan legEvent            // result, redirect or broken connection; reused by the operation's next attempt
+	acked    atomic.Bool              // a heartbeat or result arrived
+	latest   atomic.Pointer[[]byte]   // last progress reported
+	answered bool                     // res holds the result; guarded by the leg table's lock
+	reads    transport.CallerReadConn // conn, while it counts l among the answers it awaits; guarded by the leg table's lock
+	res      resultBox                // the result, copied out of the read buffer
 }
 
 type legEvent struct {
@@ -214,6 +215,11 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 	timer := op.attemptTimer(first)
 	defer timer.Stop()
 	for {
+		if rc, ok := p.l.conn.(transport.CallerReadConn); ok {
+			// Read the answer here if nobody else reads: no goroutine
+			// then has to be woken to hand it over.
+			rc.ReadFor(ctx, p, w.due)
+		}
 		select {
 		case ev := <-p.l.done:
 			if w.orphaned(ev) {
@@ -231,6 +237,9 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 		}
 	}
 }
+
+// Ready reports whether the attempt's connection has handed it an event.
+func (p *sent) Ready() bool { return len(p.l.done) > 0 }
 
 // watch is what await knows about its attempt.
 type watch struct {

@@ -39,6 +39,7 @@ func (t *legTable) add(l *leg) {
 	sh := t.shard(l.call)
 	sh.mu.Lock()
 	sh.legs[l.call] = l
+	l.expect()
 	sh.mu.Unlock()
 }
 
@@ -47,6 +48,7 @@ func (t *legTable) remove(l *leg) {
 	sh := t.shard(l.call)
 	sh.mu.Lock()
 	delete(sh.legs, l.call)
+	l.settle()
 	sh.mu.Unlock()
 }
 
@@ -54,8 +56,31 @@ func (t *legTable) remove(l *leg) {
 func (t *legTable) moveTo(l *leg, conn transport.Conn) {
 	sh := t.shard(l.call)
 	sh.mu.Lock()
+	l.settle()
 	l.conn = conn
+	l.expect()
 	sh.mu.Unlock()
+}
+
+// expect tells l's connection, if callers read it, that an answer is
+// awaited on it: its read goroutine keeps reading until it came.
+// Called with l's shard locked.
+func (l *leg) expect() {
+	if rc, ok := l.conn.(transport.CallerReadConn); ok {
+		rc.Expect(1)
+		l.reads = rc
+	}
+}
+
+// settle tells l's connection that l awaits nothing more from it: l has
+// its event, or gave up. Called with l's shard locked, before the event
+// is sent, so that a caller reading for l sees it settled once it sees the
+// event.
+func (l *leg) settle() {
+	if l.reads != nil {
+		l.reads.Expect(-1)
+		l.reads = nil
+	}
 }
 
 // deliverResult copies f into its leg, if the leg still waits on conn for
@@ -66,6 +91,7 @@ func (t *legTable) deliverResult(conn transport.Conn, f *transport.Result) {
 	if l := sh.legs[f.Call]; l != nil && l.conn == conn && !l.answered && len(l.done) == 0 {
 		l.answered = true
 		l.acked.Store(true)
+		l.settle()
 		// Sent under the lock, as every event is, so the buffer of one
 		// always has room, and a waiter that gives up (and forgets the
 		// leg, also under the lock) either sees the event or is seen.
@@ -80,6 +106,7 @@ func (t *legTable) deliver(conn transport.Conn, call uint64, ev legEvent) {
 	sh.mu.Lock()
 	if l := sh.legs[call]; l != nil && l.conn == conn && len(l.done) == 0 {
 		l.acked.Store(true)
+		l.settle()
 		l.done <- ev
 	}
 	sh.mu.Unlock()
@@ -123,6 +150,7 @@ func (t *legTable) broke(conn transport.Conn, err error) {
 		sh.mu.Lock()
 		for _, l := range sh.legs {
 			if l.conn == conn && len(l.done) == 0 {
+				l.settle()
 				l.done <- legEvent{conn: conn, err: err}
 			}
 		}

@@ -64,6 +64,12 @@ type frameReader struct {
 	frameStart   time.Time                         // when the frame in progress was first waited for
 	deadline     time.Time                         // the read deadline currently set
 	lastRecv     time.Time
+
+	// Set while a caller waiting for its answer reads (callerread.go):
+	// reads return errWake at until or once stop is set, and a large
+	// frame is left for a read goroutine.
+	until time.Time
+	stop  *atomic.Bool
 }
 
 // Large frames are gathered in chunks of minChunk to chunkSize bytes.
@@ -89,9 +95,13 @@ func (r *frameReader) arm(nc net.Conn, frame, idle time.Duration, check func(las
 // stream that ends exactly between frames gives io.EOF; one that ends
 // inside a frame, io.ErrUnexpectedEOF.
 func (r *frameReader) next() ([]byte, error) {
+	if r.consume > 0 || r.big != nil {
+		// The last frame is done; a frame a caller stopped waiting for
+		// halfway keeps the time it started.
+		r.frameStart = time.Time{}
+	}
 	r.r += r.consume
 	r.consume = 0
-	r.frameStart = time.Time{}
 	r.release()
 	if r.r == r.w {
 		r.r, r.w = 0, 0
@@ -110,6 +120,9 @@ func (r *frameReader) next() ([]byte, error) {
 	}
 	need := 4 + n
 	if need > baseReadBuffer {
+		if r.stop != nil {
+			return nil, errLarge
+		}
 		return r.large(need)
 	}
 	for r.w-r.r < need {
@@ -262,6 +275,9 @@ func (r *frameReader) read(p []byte, have, need int) (int, error) {
 				return 0, err
 			}
 		}
+		if r.stop != nil && r.stop.Load() {
+			return 0, errWake
+		}
 		n, err := r.rd.Read(p)
 		if n > 0 {
 			if r.nc != nil {
@@ -276,6 +292,16 @@ func (r *frameReader) read(p []byte, have, need int) (int, error) {
 			continue
 		}
 		if r.nc != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			now := time.Now()
+			if r.stop != nil && (r.stop.Load() || !now.Before(r.until)) {
+				return 0, errWake
+			}
+			if r.deadline.IsZero() || now.Before(r.deadline) {
+				// Not this reader's deadline: an interruption meant
+				// for a caller that has stopped reading.
+				r.deadline, armed = stale, false
+				continue
+			}
 			if have > 0 {
 				if need == 0 {
 					return 0, fmt.Errorf("%w: %d bytes of a frame header after %v", ErrFrameTimeout, have, r.frameTimeout)
@@ -296,32 +322,37 @@ func (r *frameReader) read(p []byte, have, need int) (int, error) {
 }
 
 // setDeadline arms the frame timeout when part of a frame is here and the
-// idle timeout when none is. The idle deadline is moved only when it has
-// come within half the timeout, so a busy connection does not pay for a
-// deadline change on every read; when it fires early, idleCheck decides.
+// idle timeout when none is, or a reading caller's own deadline if that is
+// sooner. The idle deadline is moved only when it has come within half the
+// timeout, so a busy connection does not pay for a deadline change on
+// every read; when it fires early, idleCheck decides.
 func (r *frameReader) setDeadline(mid bool) error {
 	var dl time.Time
 	switch {
 	case mid:
-		if !r.frameStart.IsZero() {
-			return nil
+		if r.frameStart.IsZero() {
+			r.frameStart = time.Now()
 		}
-		r.frameStart = time.Now()
 		dl = r.frameStart.Add(r.frameTimeout)
 	case r.idleTimeout > 0:
 		now := time.Now()
-		if left := r.deadline.Sub(now); !r.deadline.IsZero() && left > r.idleTimeout/2 && left <= r.idleTimeout {
+		if left := r.deadline.Sub(now); r.stop == nil && !r.deadline.IsZero() && left > r.idleTimeout/2 && left <= r.idleTimeout {
 			return nil
 		}
 		dl = now.Add(r.idleTimeout)
-	default:
-		if r.deadline.IsZero() {
-			return nil
-		}
+	}
+	if r.stop != nil && (dl.IsZero() || r.until.Before(dl)) {
+		dl = r.until
+	}
+	if dl.Equal(r.deadline) {
+		return nil
 	}
 	r.deadline = dl
 	return r.nc.SetReadDeadline(dl)
 }
+
+// stale marks the read deadline as unknown: the next read sets its own.
+var stale = time.Unix(1, 0)
 
 // release hands back what the last large frame held.
 func (r *frameReader) release() {
@@ -460,9 +491,12 @@ type stream struct {
 	lending   bool        // the reader runs inline work; guarded by lendMu
 	lendTimer *time.Timer // hands the reading on when inline work overruns
 
+	cr atomic.Pointer[callerReads] // set once callers read the connection (callerread.go)
+
 	framesSent, framesReceived atomic.Uint64
 	bytesSent, bytesReceived   atomic.Uint64
 	writes, queueFull          atomic.Uint64
+	callerFrames               atomic.Uint64
 }
 
 var _ StatsConn = (*stream)(nil)
@@ -760,29 +794,50 @@ func (s *stream) Stats() Stats {
 		BytesReceived:  s.bytesReceived.Load(),
 		Writes:         s.writes.Load(),
 		QueueFull:      s.queueFull.Load(),
+		CallerReads:    s.callerFrames.Load(),
 	}
 }
 
-// readLoop reads and handles frames until the connection ends, or until
+// readLoop reads and handles frames until the connection ends, until
 // work it ran inline overran and another goroutine took over the reading
-// (inline.go). Frames that handlers queued go out once the frames read so
-// far are handled, before the loop waits for the network again.
+// (inline.go), or until it leaves the reading to the callers
+// (callerread.go). Frames that handlers queued go out once the frames read
+// so far are handled, before the loop waits for the network again.
 func (s *stream) readLoop(me *readTurn) {
+	crowded := false // other answers were awaited beside the ones just read
 	err := readFrames(s.fr, func(f Frame, size int) bool {
-		s.framesReceived.Add(1)
-		s.bytesReceived.Add(uint64(size))
-		s.h.HandleFrame(s, f)
+		crowded = crowded || s.awaited() > 1
+		s.handle(f, size)
 		if s.turn.Load() != me {
 			return false
 		}
 		if !s.fr.buffered() {
 			s.flushQueued()
+			if crowded {
+				s.crowded()
+			} else if s.rest() {
+				return false
+			}
+			crowded = false
 		}
 		return true
 	})
 	if err == errHandedOver {
 		return
 	}
+	s.readEnded(err)
+}
+
+// handle hands a frame read to the handler.
+func (s *stream) handle(f Frame, size int) {
+	s.framesReceived.Add(1)
+	s.bytesReceived.Add(uint64(size))
+	s.h.HandleFrame(s, f)
+}
+
+// readEnded ends the connection whose reading failed with err; the
+// goroutine that read last calls it.
+func (s *stream) readEnded(err error) {
 	defer close(s.readerDone)
 	err = s.readFailed(err)
 	s.fr.release()
@@ -798,21 +853,31 @@ func (s *stream) readLoop(me *readTurn) {
 func readFrames(fr *frameReader, handle func(f Frame, size int) bool) error {
 	var d Decoder
 	for {
-		p, err := fr.next()
+		f, size, err := readFrame(fr, &d)
 		if err != nil {
 			return err
 		}
-		f, err := d.Decode(p)
-		if err != nil {
-			return err
-		}
-		if f.Type() == TypeHello {
-			return fmt.Errorf("%w: hello after the handshake", ErrMalformedFrame)
-		}
-		if !handle(f, len(p)+4) {
+		if !handle(f, size) {
 			return errHandedOver
 		}
 	}
+}
+
+// readFrame reads and decodes the next frame, and returns it with its size
+// on the wire.
+func readFrame(fr *frameReader, d *Decoder) (Frame, int, error) {
+	p, err := fr.next()
+	if err != nil {
+		return nil, 0, err
+	}
+	f, err := d.Decode(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	if f.Type() == TypeHello {
+		return nil, 0, fmt.Errorf("%w: hello after the handshake", ErrMalformedFrame)
+	}
+	return f, len(p) + 4, nil
 }
 
 // readFailed ends the connection after the read loop stopped with err and

@@ -158,6 +158,7 @@ type Stats struct {
 	BytesSent, BytesReceived   uint64
 	Writes                     uint64 // write calls to the network: coalescing makes this < FramesSent
 	QueueFull                  uint64 // frames dropped because the send queue was full
+	CallerReads                uint64 // frames read by a caller awaiting one, not by a read goroutine (CallerReadConn)
 }
 
 // StatsConn is a Conn that reports Stats.

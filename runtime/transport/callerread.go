@@ -1,0 +1,262 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A caller waiting alone for its answer can read the connection itself,
+// as a caller of a plain request-response socket does, instead of a read
+// goroutine reading the answer and waking it. On an idle machine that wake
+// is most of a quick call's latency: readying a goroutine while a CPU is
+// idle wakes an idle thread.
+//
+// Reading is a turn (readTurn): one goroutine holds it at a time. On a
+// connection callers read, the turn is often free: a caller that read its
+// own answer leaves it free when no other answer is awaited, and the next
+// caller takes it directly. A free turn does not stay free for long: a
+// timer starts a read goroutine after lazyReadAfter, so that a peer's
+// close or a frame nobody awaits is still noticed off any call's path.
+// When other answers are awaited, a caller that leaves hands the turn to
+// a read goroutine at once; that goroutine in turn leaves it free once no
+// answer is awaited, nothing is left to read, and no answer was read
+// beside others for lazyReadAfter.
+
+// CallerReadConn is a Conn that the goroutines waiting for its frames can
+// read themselves. TCP connections implement it; clients discover it with a
+// type assertion, and use the read goroutine of other Conns as before.
+type CallerReadConn interface {
+	Conn
+	// Expect adds delta to the answers awaited on the connection: +1 when
+	// a caller starts to wait for one, -1 once it has been handed to the
+	// caller or the caller gave up. A read goroutine leaves the reading
+	// free only when none is awaited.
+	Expect(delta int)
+	// ReadFor, when no other goroutine reads the connection, reads and
+	// handles its frames on the calling goroutine until w.Ready(), until
+	// passes or ctx ends, and returns true; when another goroutine reads,
+	// it returns false at once and the caller waits as before. Frames are
+	// handled by the connection's Handler exactly as its read goroutine
+	// would, the connection's end (HandleClose) included. A large frame is
+	// left to a read goroutine. Either way w's owner then waits as before,
+	// for the frames it expects, its timer or ctx. w counts among the
+	// answers Expect counts until it is ready.
+	ReadFor(ctx context.Context, w Waiter, until time.Time) bool
+}
+
+// Waiter is a caller waiting for an answer.
+type Waiter interface {
+	// Ready reports whether the answer has been handed over.
+	Ready() bool
+}
+
+var _ CallerReadConn = (*stream)(nil)
+
+// lazyReadAfter is how long the reading stays free before a read
+// goroutine takes it: the next call of a caller that calls in a loop
+// comes sooner, and a peer's close is noticed this much later at most.
+const lazyReadAfter = 2 * time.Millisecond
+
+// unwatchedRead is how long a caller reads before it watches its context
+// (which costs allocations); it is also how late it may notice that its
+// context ended meanwhile.
+const unwatchedRead = time.Millisecond
+
+// errWake ends a caller's reading: its time came, or its context ended.
+var errWake = errors.New("transport: caller stopped reading")
+
+// errLarge ends a caller's reading at a frame that is not gathered in the
+// read buffer: a read goroutine reads it.
+var errLarge = errors.New("transport: large frame left to the read goroutine")
+
+// callerReads is the state of a connection that callers read. It exists
+// once a caller has expected an answer: a server's connections have none.
+type callerReads struct {
+	expect  atomic.Int32 // answers awaited (Expect)
+	stop    atomic.Bool  // the reading caller's context ended
+	crowdAt atomic.Int64 // when answers were last read while others were awaited, UnixNano
+
+	// free: nobody reads, and lazy is armed. Changed under mu; read
+	// without it first, so that callers on a busy connection, where a
+	// read goroutine holds the turn, do not contend for mu.
+	free atomic.Bool
+
+	mu      sync.Mutex
+	reading bool          // a caller reads: Interrupt may stop it
+	lazy    *time.Timer   // starts a read goroutine when the turn stays free
+	after   time.Duration // lazyReadAfter; tests lengthen it
+	turn    readTurn      // the turn of whichever caller reads
+	dec     Decoder       // the callers' decoder: one reads at a time
+	wake    func()        // interrupt, bound once
+}
+
+// Expect implements CallerReadConn.
+func (s *stream) Expect(delta int) {
+	s.callerReads().expect.Add(int32(delta))
+}
+
+func (s *stream) callerReads() *callerReads {
+	if cr := s.cr.Load(); cr != nil {
+		return cr
+	}
+	cr := &callerReads{after: lazyReadAfter}
+	cr.wake = func() { s.interrupt(cr) }
+	cr.lazy = time.AfterFunc(time.Hour, func() { s.lazyRead(cr) })
+	cr.lazy.Stop()
+	if !s.cr.CompareAndSwap(nil, cr) {
+		return s.cr.Load()
+	}
+	return cr
+}
+
+// ReadFor implements CallerReadConn.
+func (s *stream) ReadFor(ctx context.Context, w Waiter, until time.Time) bool {
+	cr := s.cr.Load()
+	if cr == nil || !cr.free.Load() || w.Ready() {
+		return false
+	}
+	cr.mu.Lock()
+	if !cr.free.Load() {
+		cr.mu.Unlock()
+		return false
+	}
+	cr.free.Store(false)
+	cr.reading = true
+	cr.lazy.Stop()
+	s.turn.Store(&cr.turn)
+	cr.mu.Unlock()
+
+	// A context that can end is watched only once the caller has read for
+	// unwatchedRead: a quick answer does not pay for the watch.
+	var stop func() bool
+	s.fr.until, s.fr.stop = until, &cr.stop
+	watch := ctx.Done() != nil
+	if soon := time.Now().Add(unwatchedRead); watch && soon.Before(until) {
+		s.fr.until = soon
+	}
+	var err error
+	for err == nil && !w.Ready() {
+		var f Frame
+		var size int
+		if f, size, err = readFrame(s.fr, &cr.dec); err == nil {
+			s.callerFrames.Add(1)
+			s.handle(f, size)
+			continue
+		}
+		if err == errWake && watch && stop == nil && ctx.Err() == nil && s.fr.until.Before(until) {
+			stop = context.AfterFunc(ctx, cr.wake)
+			s.fr.until, err = until, nil
+		}
+	}
+	s.fr.until, s.fr.stop = time.Time{}, nil
+	if stop != nil {
+		stop()
+	}
+
+	cr.mu.Lock()
+	cr.reading = false
+	if cr.stop.Load() {
+		// The interruption left a deadline in the past.
+		cr.stop.Store(false)
+		s.fr.deadline = stale
+	}
+	if err != nil && err != errWake && err != errLarge {
+		cr.mu.Unlock()
+		s.readEnded(err)
+		return true
+	}
+	// free is stored before expect is read, as in rest.
+	cr.free.Store(true)
+	others := cr.expect.Load()
+	if !w.Ready() {
+		others--
+	}
+	if others > 0 || err == errLarge {
+		if others > 0 {
+			cr.crowdAt.Store(time.Now().UnixNano())
+		}
+		cr.free.Store(false)
+		next := new(readTurn)
+		s.turn.Store(next)
+		cr.mu.Unlock()
+		go s.readLoop(next)
+	} else {
+		cr.lazy.Reset(cr.after)
+		cr.mu.Unlock()
+	}
+	s.flushQueued()
+	return true
+}
+
+// interrupt makes the caller reading now stop: its context ended.
+func (s *stream) interrupt(cr *callerReads) {
+	cr.mu.Lock()
+	if cr.reading {
+		cr.stop.Store(true)
+		s.nc.SetReadDeadline(stale)
+	}
+	cr.mu.Unlock()
+}
+
+// awaited is the number of answers awaited on the connection, if callers
+// read it.
+func (s *stream) awaited() int32 {
+	if cr := s.cr.Load(); cr != nil {
+		return cr.expect.Load()
+	}
+	return 0
+}
+
+// crowded records that answers were just read while others were awaited.
+func (s *stream) crowded() {
+	if cr := s.cr.Load(); cr != nil {
+		cr.crowdAt.Store(time.Now().UnixNano())
+	}
+}
+
+// rest, called by a read goroutine that has handled everything it read,
+// leaves the reading free if callers read the connection and none awaits
+// an answer; it reports whether the goroutine is to end. The read
+// goroutine calls it only after answers that were awaited alone, and the
+// reading stays with it while answers were read beside others lately:
+// while many callers call at once, the answers awaited drop to none
+// between their calls, and handing the reading back and forth would cost
+// more wakes than it saves.
+func (s *stream) rest() bool {
+	cr := s.cr.Load()
+	if cr == nil || cr.expect.Load() > 0 {
+		return false
+	}
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	if time.Since(time.Unix(0, cr.crowdAt.Load())) < cr.after {
+		return false
+	}
+	// free is stored before expect is read again: a caller expects before
+	// it looks at free, so either it finds the turn free, or its answer
+	// is counted here and the reading goes on.
+	cr.free.Store(true)
+	if cr.expect.Load() > 0 {
+		cr.free.Store(false)
+		return false
+	}
+	cr.lazy.Reset(cr.after)
+	return true
+}
+
+// lazyRead starts a read goroutine on a turn no caller took.
+func (s *stream) lazyRead(cr *callerReads) {
+	cr.mu.Lock()
+	if !cr.free.Load() {
+		cr.mu.Unlock()
+		return
+	}
+	cr.free.Store(false)
+	next := new(readTurn)
+	s.turn.Store(next)
+	cr.mu.Unlock()
+	s.readLoop(next)
+}
