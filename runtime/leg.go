@@ -11,18 +11,26 @@ import (
 )
 
 // A leg is one attempt in flight on one connection. The connection's read
-// goroutine records heartbeats in it and hands it the final event; the leg's
-// owner waits with one timer for both timeouts.
+// goroutine records heartbeats in it and hands it the final event; the
+// connection's alarm (connWatch) wakes its owner when its heartbeat
+// deadline passes, and the owner's own timer watches the attempt timeout.
 type leg struct {
 	call     uint64
 	conn     transport.Conn
 	beat     atomic.Int64             // when the last heartbeat arrived, UnixNano
 	done     chan legEvent            // result, redirect or broken connection; reused by the operation's next attempt
+	wake     chan struct{}            // the heartbeat deadline passed; reused like done
 	acked    atomic.Bool              // a heartbeat or result arrived
 	latest   atomic.Pointer[[]byte]   // last progress reported
 	answered bool                     // res holds the result; guarded by the leg table's lock
 	reads    transport.CallerReadConn // conn, while it counts l among the answers it awaits; guarded by the leg table's lock
 	res      resultBox                // the result, copied out of the read buffer
+
+	heartbeatTimeout time.Duration // how long after beat the connection's alarm wakes the owner
+	// Guarded by the leg table's lock, and by watch's while l is in it.
+	watch                *connWatch // the alarm of conn
+	watchPrev, watchNext *leg       // the other legs in watch
+	alarmed              int64      // the beat whose deadline watch woke the owner for; guarded by watch's lock
 }
 
 type legEvent struct {
@@ -124,6 +132,7 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	l.call = c.nextCall.Add(1)
 	l.conn = conn
 	l.beat.Store(p.start.UnixNano())
+	l.heartbeatTimeout = s.HeartbeatTimeout
 	c.legs.add(l)
 
 	flags |= transport.FlagAck
@@ -205,20 +214,24 @@ func (op *operation) dialDeadline() time.Time {
 func (c *Client) forget(l *leg) { c.legs.remove(l) }
 
 // await watches a sent attempt until it is answered, times out, breaks or
-// ctx ends. One timer serves both timeouts: a heartbeat only moves the
-// heartbeat deadline, and the timer re-arms itself when it fires early.
+// ctx ends. Its timer watches the attempt timeout, armed once, and a
+// re-check's grace; the connection's alarm wakes it when the heartbeat
+// deadline passes. w.due is when the next of the two is due, as one timer
+// for both would be set: the grace of a late wake is measured from it.
 func (op *operation) await(ctx context.Context, p *sent) outcome {
 	w := watch{op: op, ctx: ctx, p: p, member: p.out.member, attemptEnd: p.start.Add(p.a.Timeout)}
 	defer op.c.forget(&p.l)
-	first := min(op.s.HeartbeatTimeout, p.a.Timeout)
-	w.due = p.start.Add(first)
-	timer := op.attemptTimer(first)
+	w.due = p.start.Add(min(op.s.HeartbeatTimeout, p.a.Timeout))
+	timer := op.attemptTimer(p.a.Timeout)
+	w.timerAt = w.attemptEnd
 	defer timer.Stop()
 	for {
 		if rc, ok := p.l.conn.(transport.CallerReadConn); ok {
 			// Read the answer here if nobody else reads: no goroutine
 			// then has to be woken to hand it over.
-			rc.ReadFor(ctx, p, w.due)
+			if rc.ReadFor(ctx, p, w.due) && w.moved(time.Now()) {
+				continue
+			}
 		}
 		select {
 		case ev := <-p.l.done:
@@ -226,6 +239,17 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 				continue
 			}
 			if o, ended := w.event(ev); ended {
+				return o
+			}
+		case <-p.l.wake:
+			if w.timerAt != w.attemptEnd {
+				continue // in a grace: the timer decides
+			}
+			now := time.Now()
+			if be := time.Unix(0, p.l.beatDeadline()); be.Before(w.attemptEnd) {
+				w.due = be
+			}
+			if o, ended := w.expired(timer, now); ended {
 				return o
 			}
 		case <-timer.C:
@@ -238,6 +262,24 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 	}
 }
 
+// moved reports, after reading up to w.due at now found no answer,
+// whether a heartbeat moved the deadline on: then w.due is the new one,
+// and the caller reads on until it.
+func (w *watch) moved(now time.Time) bool {
+	if w.p.Ready() || now.Before(w.due) || w.timerAt != w.attemptEnd {
+		return false
+	}
+	be := time.Unix(0, w.p.l.beatDeadline())
+	if !now.Before(be) || !now.Before(w.attemptEnd) {
+		return false // the alarm or the timer is due
+	}
+	w.due = be
+	if w.attemptEnd.Before(be) {
+		w.due = w.attemptEnd
+	}
+	return true
+}
+
 // Ready reports whether the attempt's connection has handed it an event.
 func (p *sent) Ready() bool { return len(p.l.done) > 0 }
 
@@ -248,7 +290,8 @@ type watch struct {
 	p          *sent
 	member     Member        // the node watched: the redirect target once redirected
 	attemptEnd time.Time     // the attempt timeout, counted from the send
-	due        time.Time     // when the timer is set to fire
+	due        time.Time     // when the next check is due: the heartbeat deadline, the attempt's end or a grace's
+	timerAt    time.Time     // when the timer is set to fire: the attempt's end, or a grace's
 	hops       int           // redirects followed
 	graced     time.Duration // waited so far for frames a late timer may have missed
 }
@@ -326,9 +369,8 @@ func (w *watch) redirect(rd *transport.Redirect) (outcome, bool) {
 	return outcome{}, false
 }
 
-// expired handles the timer firing at now: the attempt's time is up, or
-// the heartbeat's, or a heartbeat moved the deadline and the timer is
-// re-armed for it.
+// expired handles the timer or the alarm at now: the attempt's time is
+// up, or the heartbeat's, or a heartbeat moved the deadline on.
 func (w *watch) expired(timer *time.Timer, now time.Time) (outcome, bool) {
 	s, l := w.op.s, &w.p.l
 	beatEnd := time.Unix(0, l.beat.Load()).Add(s.HeartbeatTimeout)
@@ -338,22 +380,28 @@ func (w *watch) expired(timer *time.Timer, now time.Time) (outcome, bool) {
 		return w.end(r, err), true
 	case !now.Before(beatEnd):
 		if g := w.recheck(now); g > 0 {
-			w.arm(timer, now, now.Add(g))
+			w.due = now.Add(g)
+			w.arm(timer, now, w.due)
 			return outcome{}, false
 		}
 		w.op.c.suspect(w.member.Name, ReasonHeartbeatTimeout)
 		return w.end(ReasonHeartbeatTimeout, fmt.Errorf("no heartbeat from %s within %s: %w", w.member.Name, s.HeartbeatTimeout, context.DeadlineExceeded)), true
 	}
-	next := w.attemptEnd
-	if beatEnd.Before(next) {
-		next = beatEnd
+	w.due = w.attemptEnd
+	if beatEnd.Before(w.due) {
+		w.due = beatEnd
+		l.rewatch()
 	}
-	w.arm(timer, now, next)
+	w.arm(timer, now, w.attemptEnd)
 	return outcome{}, false
 }
 
+// arm sets the timer to fire at at, unless it already does.
 func (w *watch) arm(timer *time.Timer, now, at time.Time) {
-	w.due = at
+	if w.timerAt.Equal(at) {
+		return
+	}
+	w.timerAt = at
 	timer.Reset(at.Sub(now))
 }
 

@@ -14,7 +14,8 @@ import (
 // another, and a heartbeat that names 10,000 calls never holds a lock that
 // a call needs for longer than one lookup.
 type legTable struct {
-	shards [legShards]legShard
+	shards  [legShards]legShard
+	watches sync.Map // transport.Conn → *connWatch, for connections with legs
 }
 
 const legShards = 32
@@ -40,6 +41,7 @@ func (t *legTable) add(l *leg) {
 	sh.mu.Lock()
 	sh.legs[l.call] = l
 	l.expect()
+	t.watchConn(l)
 	sh.mu.Unlock()
 }
 
@@ -49,6 +51,7 @@ func (t *legTable) remove(l *leg) {
 	sh.mu.Lock()
 	delete(sh.legs, l.call)
 	l.settle()
+	l.unwatchConn()
 	sh.mu.Unlock()
 }
 
@@ -57,8 +60,10 @@ func (t *legTable) moveTo(l *leg, conn transport.Conn) {
 	sh := t.shard(l.call)
 	sh.mu.Lock()
 	l.settle()
+	l.unwatchConn()
 	l.conn = conn
 	l.expect()
+	t.watchConn(l)
 	sh.mu.Unlock()
 }
 

@@ -8,7 +8,7 @@ import (
 )
 
 // Operations are recycled, with what each attempt needs (the attempt's
-// record and reply channel, the timer, the argument buffer), so a call
+// record and its channels, the timer, the argument buffer), so a call
 // allocates none of them. Hedged operations are not: their attempts run
 // on goroutines of their own that may outlive Invoke. The pool is the
 // client's own, not the process's: its channels and timers then belong to
@@ -38,13 +38,13 @@ func (op *operation) release() {
 	if op.m.Mode == ModeHedge {
 		return
 	}
-	payload, timer, done := op.payload[:0], op.timer, op.sentBuf.l.done
+	payload, timer, done, wake := op.payload[:0], op.timer, op.sentBuf.l.done, op.sentBuf.l.wake
 	if cap(payload) > maxPooledPayload {
 		payload = nil
 	}
 	c := op.c
 	*op = operation{c: c, payload: payload, timer: timer}
-	op.sentBuf.l.done = done
+	op.sentBuf.l.done, op.sentBuf.l.wake = done, wake
 	op.c.ops.p.Put(op)
 }
 
@@ -54,18 +54,22 @@ func (op *operation) release() {
 // drained. Hedged attempts run side by side and get their own.
 func (op *operation) newSent() *sent {
 	if op.m.Mode == ModeHedge {
-		return &sent{l: leg{done: make(chan legEvent, 1)}}
+		return &sent{l: leg{done: make(chan legEvent, 1), wake: make(chan struct{}, 1)}}
 	}
-	done := op.sentBuf.l.done
+	done, wake := op.sentBuf.l.done, op.sentBuf.l.wake
 	if done == nil {
-		done = make(chan legEvent, 1)
+		done, wake = make(chan legEvent, 1), make(chan struct{}, 1)
 	}
 	select {
 	case <-done:
 	default:
 	}
+	select {
+	case <-wake:
+	default:
+	}
 	op.sentBuf = sent{}
-	op.sentBuf.l.done = done
+	op.sentBuf.l.done, op.sentBuf.l.wake = done, wake
 	return &op.sentBuf
 }
 

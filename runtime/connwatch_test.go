@@ -1,0 +1,134 @@
+package runtime
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// fakeConn stands for a connection the leg table only compares and keys.
+type fakeConn struct {
+	transport.Conn
+	id int
+}
+
+func alarmLeg(t *legTable, conn transport.Conn, call uint64, hbTimeout time.Duration) *leg {
+	l := &leg{call: call, conn: conn, wake: make(chan struct{}, 1), done: make(chan legEvent, 1), heartbeatTimeout: hbTimeout}
+	l.beat.Store(time.Now().UnixNano())
+	t.add(l)
+	return l
+}
+
+func woken(l *leg) bool {
+	select {
+	case <-l.wake:
+		return true
+	default:
+		return false
+	}
+}
+
+// The connection's alarm wakes each leg's owner exactly when that leg's
+// own heartbeat deadline passes, once per heartbeat, whatever timeouts
+// the other legs on the connection have; a heartbeat in time keeps it
+// asleep.
+func TestConnAlarmWakesEachLegAtItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lt legTable
+		lt.init()
+		conn := &fakeConn{id: 1}
+		start := time.Now()
+		short := alarmLeg(&lt, conn, 1, 100*time.Millisecond)
+		long := alarmLeg(&lt, conn, 2, 250*time.Millisecond)
+		beaten := alarmLeg(&lt, conn, 3, 250*time.Millisecond)
+		at := func(d time.Duration) {
+			t.Helper()
+			time.Sleep(start.Add(d).Sub(time.Now()))
+			synctest.Wait()
+		}
+		check := func(when string, l *leg, want bool) {
+			t.Helper()
+			if got := woken(l); got != want {
+				t.Errorf("%s: leg %d woken %v, want %v", when, l.call, got, want)
+			}
+		}
+
+		at(100*time.Millisecond - time.Nanosecond)
+		check("before 100ms", short, false)
+		at(100 * time.Millisecond)
+		check("at 100ms", short, true)
+		check("at 100ms", long, false)
+
+		at(200 * time.Millisecond)
+		lt.beat(conn, []transport.HeartbeatItem{{Call: 3}}, time.Now().UnixNano())
+		at(250*time.Millisecond - time.Nanosecond)
+		check("before 250ms", long, false)
+		at(250 * time.Millisecond)
+		check("at 250ms", long, true)
+		check("at 250ms", beaten, false)
+		check("at 250ms, once per heartbeat", short, false)
+
+		at(450 * time.Millisecond)
+		check("at 450ms", beaten, true)
+
+		// A leg woken already, whose heartbeat came later: the alarm found
+		// no deadline ahead and is not armed, so the owner re-arms it.
+		at(500 * time.Millisecond)
+		beaten.beat.Store(time.Now().UnixNano())
+		beaten.rewatch()
+		at(750*time.Millisecond - time.Nanosecond)
+		check("before 750ms", beaten, false)
+		at(750 * time.Millisecond)
+		check("at 750ms", beaten, true)
+
+		// A connection with no legs left loses its alarm.
+		for _, l := range []*leg{short, long, beaten} {
+			lt.remove(l)
+		}
+		at(time.Second)
+		l := alarmLeg(&lt, conn, 4, 100*time.Millisecond)
+		at(time.Second + 100*time.Millisecond)
+		check("a leg after the alarm was dropped", l, true)
+		lt.remove(l)
+		at(2 * time.Second)
+		if _, ok := lt.watches.Load(conn); ok {
+			t.Error("the alarm of a connection with no legs is still kept")
+		}
+	})
+}
+
+// 1,000 attempts whose heartbeats come every interval: no owner is woken.
+func TestConnAlarmSleepsThroughHeartbeats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := DefaultSettings()
+		var lt legTable
+		lt.init()
+		conn := &fakeConn{id: 1}
+		legs := make([]*leg, 1000)
+		items := make([]transport.HeartbeatItem, len(legs))
+		for i := range legs {
+			legs[i] = alarmLeg(&lt, conn, uint64(i+1), s.HeartbeatTimeout)
+			items[i].Call = uint64(i + 1)
+		}
+		for range 20 {
+			time.Sleep(s.HeartbeatInterval)
+			lt.beat(conn, items, time.Now().UnixNano())
+		}
+		synctest.Wait()
+		for _, l := range legs {
+			if woken(l) {
+				t.Fatalf("leg %d woken although its heartbeats came", l.call)
+			}
+		}
+		time.Sleep(s.HeartbeatTimeout)
+		synctest.Wait()
+		for _, l := range legs {
+			if !woken(l) {
+				t.Fatalf("leg %d not woken a heartbeat timeout after the last heartbeat", l.call)
+			}
+			lt.remove(l)
+		}
+	})
+}
