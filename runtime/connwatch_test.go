@@ -45,7 +45,7 @@ func TestConnAlarmWakesEachLegAtItsDeadline(t *testing.T) {
 		beaten := alarmLeg(&lt, conn, 3, 250*time.Millisecond)
 		at := func(d time.Duration) {
 			t.Helper()
-			time.Sleep(start.Add(d).Sub(time.Now()))
+			time.Sleep(time.Until(start.Add(d)))
 			synctest.Wait()
 		}
 		check := func(when string, l *leg, want bool) {
