@@ -3,6 +3,7 @@ package transport
 import (
 	"fmt"
 	"net"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -84,6 +85,7 @@ type pacer struct {
 	g        *guard
 	addr     string // the listener's, for the log
 	done     <-chan struct{}
+	shed     *shedder // nil where connections cannot be shed unaccepted
 	timer    *time.Timer
 	shedding bool
 }
@@ -92,9 +94,7 @@ type pacer struct {
 // taken for the next connection, and false for stop when done closed.
 func (p *pacer) before() (slot, stop bool) {
 	if p.shedding {
-		// Take a slot after Accept: one that frees while Accept waits
-		// goes to the connection it returns.
-		return false, false
+		return p.shedAll(), false
 	}
 	if p.slots.take() {
 		return true, false
@@ -111,11 +111,23 @@ func (p *pacer) before() (slot, stop bool) {
 		return true, false
 	case <-p.timer.C:
 		p.shedding = true
-		return false, false
+		return p.shedAll(), false
 	case <-p.done:
 		p.timer.Stop()
 		return false, true
 	}
+}
+
+// shedAll sheds the connections waiting in the backlog straight from the
+// listening socket, where the platform allows, until a slot is free when
+// one comes up; it reports whether it took that slot. Connections that
+// arrive later go through Accept and after.
+func (p *pacer) shedAll() bool {
+	if p.shed != nil && p.shed.drain(p.slots.take, p.refuse) {
+		p.shedding = false
+		return true
+	}
+	return false
 }
 
 // after is called with each accepted connection and whether before took a
@@ -129,8 +141,16 @@ func (p *pacer) after(nc net.Conn, slot bool) bool {
 		p.shedding = false
 		return true
 	}
-	p.g.refuse(refusedHandshakeLimit, nc.RemoteAddr().String(), "",
+	p.refuse(nc.RemoteAddr().String())
+	return false
+}
+
+// refuse counts and logs a connection shed. It then lets other goroutines
+// run: a storm can keep the accept loop busy for as long as it lasts, and
+// the established connections' goroutines must not wait behind it.
+func (p *pacer) refuse(addr string) {
+	p.g.refuse(refusedHandshakeLimit, addr, "",
 		fmt.Errorf("%w: %d handshakes in progress for %v, limit %d (TCPConfig.MaxHandshakes)",
 			ErrOverloaded, p.slots.active.Load(), p.wait, cap(p.slots.free)))
-	return false
+	runtime.Gosched()
 }

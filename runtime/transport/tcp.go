@@ -285,7 +285,7 @@ func (l *tcpListener) Close() error {
 func (l *tcpListener) acceptLoop() {
 	defer l.wg.Done()
 	g := l.t.g
-	p := pacer{slots: g.shakes, wait: l.t.cfg.HandshakeWait, g: g, addr: l.Addr(), done: l.done}
+	p := pacer{slots: g.shakes, wait: l.t.cfg.HandshakeWait, g: g, addr: l.Addr(), done: l.done, shed: newShedder(l.nl)}
 	var delay time.Duration
 	for {
 		slot, stop := p.before()
