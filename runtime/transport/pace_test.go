@@ -1,7 +1,9 @@
 package transport
 
 import (
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -333,5 +335,42 @@ func TestTCPHandshakeSlotsComeBack(t *testing.T) {
 	c := dial(t, newTCP(t, "client", nil), l.Addr(), newRecorder())
 	if err := c.Send(&Cancel{Call: 1}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The defaults take an honest reconnect storm without pacing anyone out:
+// 20 peers restarting at once, each dialing two connections over mutual
+// TLS, all get in.
+func TestTCPReconnectStormWithDefaults(t *testing.T) {
+	const peers, perPeer = 20, 2
+	ca := newTestCA(t, "ca")
+	l, _ := mtlsServer(t, ca, &logBuffer{})
+	var wg sync.WaitGroup
+	errs := make(chan error, peers*perPeer)
+	for p := range peers {
+		tr := newTCP(t, "peer", func(c *TCPConfig) {
+			c.ClientTLS = &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{ca.issue(t, "peer")}}
+		})
+		for range perPeer {
+			wg.Go(func() {
+				cli := newRecorder()
+				c, err := tr.Dial(t.Context(), l.Addr(), cli)
+				if err != nil {
+					errs <- fmt.Errorf("peer %d: %w", p, err)
+					return
+				}
+				defer c.Close()
+				if err := c.Send(&Cancel{Call: 1}); err != nil {
+					errs <- err
+					return
+				}
+				cli.next(t)
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
