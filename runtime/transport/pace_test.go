@@ -260,6 +260,7 @@ func TestTCPHandshakeStormLeavesEstablishedAlone(t *testing.T) {
 					t.Error(err)
 					return
 				}
+				t.Cleanup(func() { c.Close() })
 				conns <- c
 			}
 		})
@@ -281,7 +282,6 @@ func TestTCPHandshakeStormLeavesEstablishedAlone(t *testing.T) {
 	waitFor(t, "the storm past the slots refused", func() bool { return tr.NodeStats().HandshakeLimit == uint64(n-slots) })
 	var greeted, shed int
 	for c := range conns {
-		defer c.Close()
 		c.SetReadDeadline(time.Now().Add(waitLimit))
 		b, err := io.ReadAll(io.LimitReader(c, 1))
 		switch {
