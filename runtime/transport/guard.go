@@ -89,9 +89,10 @@ type NodeStats struct {
 	HandshakeLimit    uint64 // accepted and closed at once: no handshake slot freed within HandshakeWait
 }
 
-// guard enforces one node's limits on connections and buffered bytes,
-// counts what it refuses, logs it at a bounded rate, and gives memory back
-// to the operating system once a burst of connections has gone.
+// guard enforces one node's limits on connections, handshakes and
+// buffered bytes, counts what it refuses, logs it at a bounded rate, and
+// gives memory back to the operating system once a burst of connections
+// has gone.
 type guard struct {
 	maxConns    int64 // <= 0: no limit
 	maxBuffered int64 // <= 0: no limit
@@ -171,7 +172,7 @@ func (g *guard) refuse(kind refusal, addr, peer string, err error) {
 		g.scheduleLocked()
 	}
 	g.relMu.Unlock()
-	n, ok := g.mayLog(int(kind), now)
+	n, ok := g.mayLog(kind, now)
 	if !ok {
 		return
 	}
@@ -182,20 +183,20 @@ func (g *guard) refuse(kind refusal, addr, peer string, err error) {
 	g.log.Warn(refusalMessages[kind], "addr", addr, "err", err, "unlogged_since_last", n)
 }
 
-// pacedAccept counts a wait for a handshake slot and logs it, at most
-// once per refusalLogEvery: an honest reconnect storm can cause it, so it
-// is news but not a warning.
+// pacedAccept counts a pause of accepting, every handshake slot taken, and
+// logs it at most once per refusalLogEvery: an honest reconnect storm can
+// cause it, so it is news but not a warning.
 func (g *guard) pacedAccept(addr string) {
 	g.paced.Add(1)
-	if n, ok := g.mayLog(int(logPaced), time.Now()); ok {
+	if n, ok := g.mayLog(logPaced, time.Now()); ok {
 		g.log.Info("transport: pacing new connections: every handshake slot is taken",
 			"addr", addr, "handshakes", g.shakes.active.Load(), "unlogged_since_last", n)
 	}
 }
 
-// mayLog reports whether a line of slot may be logged now, and how many
-// were not since the last one.
-func (g *guard) mayLog(slot int, now time.Time) (int, bool) {
+// mayLog reports whether a line of slot (a refusal, or logPaced) may be
+// logged now, and how many were not since the last one.
+func (g *guard) mayLog(slot refusal, now time.Time) (int, bool) {
 	g.logMu.Lock()
 	defer g.logMu.Unlock()
 	if now.Sub(g.lastLog[slot]) < refusalLogEvery {
