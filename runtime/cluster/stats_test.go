@@ -279,7 +279,8 @@ func (f fixedNodeStats) NodeStats() transport.NodeStats { return transport.NodeS
 // cause of refusal.
 func TestStatsTransportCounters(t *testing.T) {
 	s := NewStats()
-	s.WatchTransport(fixedNodeStats{Conns: 3, BufferedBytes: 4096, RefusedConns: 7, FrameTimeouts: 2, TLSFailures: 1, IdleClosed: 5})
+	s.WatchTransport(fixedNodeStats{Conns: 3, BufferedBytes: 4096, RefusedConns: 7, FrameTimeouts: 2, TLSFailures: 1, IdleClosed: 5,
+		Handshakes: 4, Paced: 6, HandshakeLimit: 8})
 	_, fams := scrape(t, s)
 	for _, c := range []struct {
 		name   string
@@ -293,6 +294,9 @@ func TestStatsTransportCounters(t *testing.T) {
 		{"ffgen_transport_refused_total", []string{"cause", "tls"}, 1},
 		{"ffgen_transport_refused_total", []string{"cause", "buffer-limit"}, 0},
 		{"ffgen_transport_idle_closed_total", nil, 5},
+		{"ffgen_transport_handshakes", nil, 4},
+		{"ffgen_transport_paced_total", nil, 6},
+		{"ffgen_transport_refused_total", []string{"cause", "handshake-limit"}, 8},
 	} {
 		if got := sample(t, fams, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)

@@ -21,6 +21,8 @@ var (
 	descTransportBuffered = prometheus.NewDesc("ffgen_transport_buffered_bytes", "Bytes held for frames larger than a connection's base read buffer.", nil, nil)
 	descTransportRefused  = prometheus.NewDesc("ffgen_transport_refused_total", "Connections refused or closed for cause, by cause.", []string{"cause"}, nil)
 	descTransportIdle     = prometheus.NewDesc("ffgen_transport_idle_closed_total", "Connections closed after the idle timeout.", nil, nil)
+	descTransportShakes   = prometheus.NewDesc("ffgen_transport_handshakes", "Accepted connections in their TLS and Hello exchange.", nil, nil)
+	descTransportPaced    = prometheus.NewDesc("ffgen_transport_paced_total", "Times accepting paused with every handshake slot taken.", nil, nil)
 )
 
 func describeTransport(ch chan<- *prometheus.Desc) {
@@ -28,6 +30,8 @@ func describeTransport(ch chan<- *prometheus.Desc) {
 	ch <- descTransportBuffered
 	ch <- descTransportRefused
 	ch <- descTransportIdle
+	ch <- descTransportShakes
+	ch <- descTransportPaced
 }
 
 func collectTransport(ch chan<- prometheus.Metric, st transport.NodeStats) {
@@ -43,8 +47,11 @@ func collectTransport(ch chan<- prometheus.Metric, st transport.NodeStats) {
 		{"handshake", st.HandshakeFailures},
 		{"tls", st.TLSFailures},
 		{"bad-frame", st.BadFrames},
+		{"handshake-limit", st.HandshakeLimit},
 	} {
 		ch <- prometheus.MustNewConstMetric(descTransportRefused, prometheus.CounterValue, float64(c.n), c.cause)
 	}
 	ch <- prometheus.MustNewConstMetric(descTransportIdle, prometheus.CounterValue, float64(st.IdleClosed))
+	ch <- prometheus.MustNewConstMetric(descTransportShakes, prometheus.GaugeValue, float64(st.Handshakes))
+	ch <- prometheus.MustNewConstMetric(descTransportPaced, prometheus.CounterValue, float64(st.Paced))
 }

@@ -54,16 +54,22 @@ const (
 	refusedHandshake
 	refusedTLS
 	refusedBadFrame
+	refusedHandshakeLimit
 	numRefusals
 )
 
+// logPaced is the log slot, beside the refusals', of the line saying that
+// new connections wait for a handshake slot.
+const logPaced = numRefusals
+
 var refusalMessages = [numRefusals]string{
-	refusedConnLimit:    "transport: refused connection: connection limit reached",
-	refusedBufferLimit:  "transport: closed connection: node read-buffer limit reached",
-	refusedFrameTimeout: "transport: closed connection: frame not completed in time",
-	refusedHandshake:    "transport: refused connection: hello exchange failed",
-	refusedTLS:          "transport: refused connection: TLS handshake failed",
-	refusedBadFrame:     "transport: closed connection after a bad frame",
+	refusedConnLimit:      "transport: refused connection: connection limit reached",
+	refusedBufferLimit:    "transport: closed connection: node read-buffer limit reached",
+	refusedFrameTimeout:   "transport: closed connection: frame not completed in time",
+	refusedHandshake:      "transport: refused connection: hello exchange failed",
+	refusedTLS:            "transport: refused connection: TLS handshake failed",
+	refusedBadFrame:       "transport: closed connection after a bad frame",
+	refusedHandshakeLimit: "transport: refused connection: handshake limit reached",
 }
 
 // NodeStats counts what one node's transport holds and what it refused.
@@ -78,24 +84,30 @@ type NodeStats struct {
 	HandshakeFailures uint64 // accepted, but the hello exchange failed or timed out
 	TLSFailures       uint64 // accepted, but the TLS handshake failed
 	BadFrames         uint64 // closed after a malformed, unknown or oversized frame
+	Handshakes        int64  // connections in their TLS and Hello exchange
+	Paced             uint64 // times accepting paused, every handshake slot taken (MaxHandshakes)
+	HandshakeLimit    uint64 // accepted and closed at once: no handshake slot freed within HandshakeWait
 }
 
-// guard enforces one node's limits on connections and buffered bytes,
-// counts what it refuses, logs it at a bounded rate, and gives memory back
-// to the operating system once a burst of connections has gone.
+// guard enforces one node's limits on connections, handshakes and
+// buffered bytes, counts what it refuses, logs it at a bounded rate, and
+// gives memory back to the operating system once a burst of connections
+// has gone.
 type guard struct {
 	maxConns    int64 // <= 0: no limit
 	maxBuffered int64 // <= 0: no limit
+	shakes      *handshakeSlots
 	log         *slog.Logger
 
 	conns    atomic.Int64
 	buffered atomic.Int64
 	idle     atomic.Uint64
+	paced    atomic.Uint64
 	counts   [numRefusals]atomic.Uint64
 
 	logMu      sync.Mutex
-	lastLog    [numRefusals]time.Time
-	suppressed [numRefusals]int
+	lastLog    [numRefusals + 1]time.Time
+	suppressed [numRefusals + 1]int
 
 	relMu        sync.Mutex
 	peak         int64 // footprint high-water mark since the last release
@@ -106,7 +118,7 @@ type guard struct {
 }
 
 func newGuard(maxConns int, maxBuffered int64, log *slog.Logger) *guard {
-	return &guard{maxConns: int64(maxConns), maxBuffered: maxBuffered, log: log}
+	return &guard{maxConns: int64(maxConns), maxBuffered: maxBuffered, shakes: newHandshakeSlots(0), log: log}
 }
 
 // admit takes a connection slot; false means the node is full.
@@ -160,21 +172,41 @@ func (g *guard) refuse(kind refusal, addr, peer string, err error) {
 		g.scheduleLocked()
 	}
 	g.relMu.Unlock()
-	g.logMu.Lock()
-	if now.Sub(g.lastLog[kind]) < refusalLogEvery {
-		g.suppressed[kind]++
-		g.logMu.Unlock()
+	n, ok := g.mayLog(kind, now)
+	if !ok {
 		return
 	}
-	g.lastLog[kind] = now
-	n := g.suppressed[kind]
-	g.suppressed[kind] = 0
-	g.logMu.Unlock()
 	if peer != "" {
 		g.log.Warn(refusalMessages[kind], "peer", peer, "addr", addr, "err", err, "unlogged_since_last", n)
 		return
 	}
 	g.log.Warn(refusalMessages[kind], "addr", addr, "err", err, "unlogged_since_last", n)
+}
+
+// pacedAccept counts a pause of accepting, every handshake slot taken, and
+// logs it at most once per refusalLogEvery: an honest reconnect storm can
+// cause it, so it is news but not a warning.
+func (g *guard) pacedAccept(addr string) {
+	g.paced.Add(1)
+	if n, ok := g.mayLog(logPaced, time.Now()); ok {
+		g.log.Info("transport: pacing new connections: every handshake slot is taken",
+			"addr", addr, "handshakes", g.shakes.active.Load(), "unlogged_since_last", n)
+	}
+}
+
+// mayLog reports whether a line of slot (a refusal, or logPaced) may be
+// logged now, and how many were not since the last one.
+func (g *guard) mayLog(slot refusal, now time.Time) (int, bool) {
+	g.logMu.Lock()
+	defer g.logMu.Unlock()
+	if now.Sub(g.lastLog[slot]) < refusalLogEvery {
+		g.suppressed[slot]++
+		return 0, false
+	}
+	g.lastLog[slot] = now
+	n := g.suppressed[slot]
+	g.suppressed[slot] = 0
+	return n, true
 }
 
 func (g *guard) stats() NodeStats {
@@ -188,6 +220,9 @@ func (g *guard) stats() NodeStats {
 		HandshakeFailures: g.counts[refusedHandshake].Load(),
 		TLSFailures:       g.counts[refusedTLS].Load(),
 		BadFrames:         g.counts[refusedBadFrame].Load(),
+		Handshakes:        g.shakes.active.Load(),
+		Paced:             g.paced.Load(),
+		HandshakeLimit:    g.counts[refusedHandshakeLimit].Load(),
 	}
 }
 

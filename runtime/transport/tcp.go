@@ -48,6 +48,18 @@ type TCPConfig struct {
 	// than that, in progress. A connection whose frame would pass it is
 	// closed. Default DefaultMaxBufferedBytes; negative means no limit.
 	MaxBufferedBytes int64
+	// MaxHandshakes bounds the accepted connections in their TLS and
+	// Hello exchange at once. While it is reached the node stops
+	// accepting, so a storm of new connections waits in the kernel's
+	// backlog instead of taking CPU from established connections, which
+	// never wait for it. Default DefaultMaxHandshakes; negative means no
+	// limit.
+	MaxHandshakes int
+	// HandshakeWait is how long accepting waits for a handshake slot
+	// before it gives up on the slots freeing soon: from then on, until one
+	// frees, every new connection is closed as soon as it is accepted.
+	// Default DefaultHandshakeWait.
+	HandshakeWait time.Duration
 }
 
 // TCP is a Transport over TCP, with TLS 1.3 or later when configured.
@@ -79,7 +91,14 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 	if cfg.MaxBufferedBytes == 0 {
 		cfg.MaxBufferedBytes = DefaultMaxBufferedBytes
 	}
+	if cfg.MaxHandshakes == 0 {
+		cfg.MaxHandshakes = DefaultMaxHandshakes
+	}
+	if cfg.HandshakeWait <= 0 {
+		cfg.HandshakeWait = DefaultHandshakeWait
+	}
 	t := &TCP{cfg: cfg, g: newGuard(cfg.MaxConns, cfg.MaxBufferedBytes, cfg.Logger)}
+	t.g.shakes = newHandshakeSlots(cfg.MaxHandshakes)
 	if cfg.TLS != nil {
 		c := cfg.TLS
 		if len(c.Certificates) == 0 && c.GetCertificate == nil && c.GetConfigForClient == nil {
@@ -166,7 +185,8 @@ func dialHelloError(addr string, err error, usesTLS bool) error {
 		return fmt.Errorf("%w: hello exchange with %s: %w", ErrProtocol, addr, err)
 	case !usesTLS && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)):
 		return fmt.Errorf("%w: hello exchange with %s: the peer closed the connection before its hello, "+
-			"as a TLS listener does with a plaintext client (set ClientTLS if the peer uses TLS): %w", ErrRefused, addr, err)
+			"as a node at its connection or handshake limit does, or a TLS listener with a plaintext client "+
+			"(set ClientTLS if the peer uses TLS): %w", ErrRefused, addr, err)
 	}
 	return fmt.Errorf("%w: hello exchange with %s: %w", ErrRefused, addr, err)
 }
@@ -264,10 +284,19 @@ func (l *tcpListener) Close() error {
 
 func (l *tcpListener) acceptLoop() {
 	defer l.wg.Done()
+	g := l.t.g
+	p := pacer{slots: g.shakes, wait: l.t.cfg.HandshakeWait, g: g, addr: l.Addr(), done: l.done, shed: newShedder(l.nl)}
 	var delay time.Duration
 	for {
+		slot, stop := p.before()
+		if stop {
+			return
+		}
 		nc, err := l.nl.Accept()
 		if err != nil {
+			if slot {
+				g.shakes.put()
+			}
 			select {
 			case <-l.done:
 				return
@@ -287,22 +316,35 @@ func (l *tcpListener) acceptLoop() {
 			continue
 		}
 		delay = 0
-		if !l.t.g.admit() {
-			l.t.g.refuse(refusedConnLimit, nc.RemoteAddr().String(), "",
-				fmt.Errorf("%w: %d connections open, limit %d (TCPConfig.MaxConns)", ErrOverloaded, l.t.g.conns.Load(), l.t.g.maxConns))
+		if !p.after(nc, slot) {
 			nc.Close()
 			continue
 		}
+		if !g.admit() {
+			g.shakes.put()
+			g.refuse(refusedConnLimit, nc.RemoteAddr().String(), "",
+				fmt.Errorf("%w: %d connections open, limit %d (TCPConfig.MaxConns)", ErrOverloaded, g.conns.Load(), g.maxConns))
+			nc.Close()
+			continue
+		}
+		g.shakes.begin()
 		l.wg.Add(1)
 		go l.serve(nc)
 	}
 }
 
 // serve runs the handshakes of one accepted connection, which holds one of
-// the node's connection slots until it ends.
+// the node's handshake slots until they end and one of its connection
+// slots until it ends.
 func (l *tcpListener) serve(nc net.Conn) {
 	defer l.wg.Done()
 	g := l.t.g
+	shaking := true
+	defer func() {
+		if shaking {
+			g.shakes.end()
+		}
+	}()
 	setNoDelay(nc)
 	cfg := l.t.cfg
 	addr := nc.RemoteAddr().String()
@@ -348,6 +390,8 @@ func (l *tcpListener) serve(nc net.Conn) {
 		g.leave()
 		return
 	}
+	shaking = false
+	g.shakes.end()
 	newStream(nc, fr, peer, cfg.Config, l.h, g, cfg.IdleTimeout, g.leave)
 }
 

@@ -15,7 +15,10 @@
 // close the stalled connections, and the honest client's p99 during the
 // attack next to its p99 in the window just before it: -rounds attacks per
 // kind, each after a baseline of its own, and the median of the rounds'
-// ratios. It is a measurement, not a test:
+// ratios; with them, the node's refusal and pacing counters and the CPU
+// time of the node and of the attacker. -profile saves a CPU profile (or,
+// with -trace, an execution trace) of the node during each attack. It is
+// a measurement, not a test:
 //
 //	go run ./examples/bank/cmd/bankattack
 //
@@ -35,6 +38,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -57,6 +61,9 @@ var (
 	niceness    = flag.Int("attacker-nice", 10, "nice(1) level of the attacking process (0: not niced)")
 	hostile     = flag.String("hostile", "", "internal: run as the attacker with this kind")
 	hostileAddr = flag.String("addr", "", "internal: the attacker's target")
+	profileDir  = flag.String("profile", "", "save a CPU profile of the node during each attack into this directory")
+	traceAttack = flag.Bool("trace", false, "with -profile, save an execution trace of each attack's first 3 s instead (go tool trace -pprof=sched shows where goroutines waited)")
+	nodeStderr  = flag.String("node-stderr", "", "append the node's standard error to this file (with GODEBUG=gctrace=1, its collections)")
 )
 
 // attacker is the child process: it attacks when told "go" on stdin and
@@ -93,7 +100,8 @@ func spawnAttacker(addr, kind string, n int) (io.WriteCloser, func() string, err
 	}
 	return in, func() string {
 		cmd.Wait()
-		return strings.TrimSpace(out.String())
+		cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		return fmt.Sprintf("%s; attacker CPU %.2f s", strings.TrimSpace(out.String()), cpu.Seconds())
 	}, nil
 }
 
@@ -141,6 +149,14 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 		// over the run, which would blur what the attacks leave behind.
 		"-remember", "1024", "-journal", "1024", "-replication-log", "1024")
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if *nodeStderr != "" {
+		f, err := os.OpenFile(*nodeStderr, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cmd.Stderr = f
+	}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -171,6 +187,7 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 	first := idle
 	for _, kind := range kinds {
 		idle := rss(pid)
+		counted := transportCounters(mgmt)
 		var peak atomic.Int64
 		var ratios []float64
 		var base, during latencies
@@ -190,6 +207,7 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 				return err
 			}
 			stopSample := sample(pid, &peak)
+			stopProfile := profile(mgmt, window, fmt.Sprintf("%s-%d", kind, r+1))
 			fmt.Fprintln(start, "go")
 			cpu1 := cpuTime(pid)
 			d := h.measure(window)
@@ -197,6 +215,7 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 			start.Close()
 			closed = append(closed, report())
 			stopSample()
+			stopProfile()
 			ratios = append(ratios, float64(d.p99)/float64(b.p99))
 			base, during = base.add(b), during.add(d)
 			if r < rounds-1 {
@@ -219,6 +238,7 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 		for r, c := range closed {
 			fmt.Printf("%-10s round %d, connections closed by the node: %s\n", "", r+1, c)
 		}
+		fmt.Printf("%-10s node's refusal and pacing counters over the rounds: %s\n", "", countersSince(counted, transportCounters(mgmt)))
 		fmt.Println()
 	}
 	return nil
@@ -277,6 +297,39 @@ func cpuTime(pid int) time.Duration {
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// profile saves a CPU profile of the node over the next window into
+// -profile, if set, as name.pprof (or a trace of its start, with -trace);
+// the returned func waits for it.
+func profile(mgmt string, window time.Duration, name string) func() {
+	if *profileDir == "" {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// One second short of the window: the management server cuts off
+		// responses that take longer than 10 s.
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", mgmt, max(1, int(window.Seconds())-1))
+		if *traceAttack {
+			url = fmt.Sprintf("http://%s/debug/pprof/trace?seconds=3", mgmt)
+			name += ".trace"
+		}
+		resp, err := http.Get(url)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bankattack: profile:", err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(*profileDir, name+".pprof"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bankattack: profile:", err)
+			return
+		}
+		defer f.Close()
+		io.Copy(f, resp.Body)
+	})
+	return wg.Wait
 }
 
 // sample records the peak RSS of pid every 50 ms until stopped.
@@ -512,6 +565,44 @@ func (a *assault) report() string {
 	}
 	return fmt.Sprintf("%d of %d, median %v, max %v after their last byte; %d cut off while sending, %d still open at the end of the window",
 		len(d), len(a.conns), d[len(d)/2].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond), a.refused, stillOpen)
+}
+
+// transportCounters reads the node's refusal and pacing counters from its
+// management port, by cause.
+func transportCounters(mgmt string) map[string]float64 {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get("http://" + mgmt + "/metrics")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bankattack: reading the node's counters:", err)
+		return nil
+	}
+	defer resp.Body.Close()
+	out := make(map[string]float64)
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, ok := strings.CutPrefix(sc.Text(), "ffgen_transport_")
+		if !ok || !strings.Contains(name, "_total") {
+			continue
+		}
+		name, v, _ := strings.Cut(strings.NewReplacer("refused_total{cause=", "", "\"", "", "}", "", "_total", "").Replace(name), " ")
+		n, _ := strconv.ParseFloat(v, 64)
+		out[name] = n
+	}
+	return out
+}
+
+// countersSince lists what grew from before to after.
+func countersSince(before, after map[string]float64) string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(after)) {
+		if d := after[name] - before[name]; d > 0 {
+			out = append(out, fmt.Sprintf("%s %.0f", name, d))
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }
 
 // waitReady polls the node's /cluster/replicas until every replicated

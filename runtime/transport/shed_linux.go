@@ -1,0 +1,80 @@
+package transport
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"syscall"
+)
+
+// shedder closes connections the node will not take straight from the
+// listening socket: accept4 and close, with no net.Conn, no registration
+// with the poller and no socket options, which are most of what accepting
+// costs. A storm the node sheds then costs it two system calls a
+// connection.
+type shedder struct {
+	rc syscall.RawConn
+	// The arguments and result of one drain; fn is bound once, as a
+	// method value made per call would allocate.
+	take   func() bool
+	refuse func(addr string)
+	slot   bool
+	fn     func(fd uintptr)
+}
+
+// newShedder returns a shedder for nl, or nil where nl is no TCP listener.
+func newShedder(nl net.Listener) *shedder {
+	tl, ok := nl.(*net.TCPListener)
+	if !ok {
+		return nil
+	}
+	rc, err := tl.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	s := &shedder{rc: rc}
+	s.fn = s.drainFD
+	return s
+}
+
+// drain sheds the connections waiting in the backlog, passing each one's
+// address to refuse, until take gets a handshake slot, which it reports,
+// or none is left. It does not wait for connections: Accept does, and
+// takes what comes then.
+func (s *shedder) drain(take func() bool, refuse func(addr string)) bool {
+	s.take, s.refuse, s.slot = take, refuse, false
+	s.rc.Control(s.fn)
+	s.take, s.refuse = nil, nil
+	return s.slot
+}
+
+func (s *shedder) drainFD(fd uintptr) {
+	for {
+		if s.take() {
+			s.slot = true
+			return
+		}
+		nfd, sa, err := syscall.Accept4(int(fd), syscall.SOCK_CLOEXEC)
+		switch {
+		case errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.ECONNABORTED):
+			continue
+		case err != nil:
+			// EAGAIN: the backlog is empty. Anything else, such as
+			// running out of descriptors, Accept meets too and
+			// handles.
+			return
+		}
+		syscall.Close(nfd)
+		s.refuse(sockaddrString(sa))
+	}
+}
+
+func sockaddrString(sa syscall.Sockaddr) string {
+	switch a := sa.(type) {
+	case *syscall.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)).String()
+	case *syscall.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port)).String()
+	}
+	return "unknown"
+}

@@ -1,0 +1,13 @@
+//go:build !linux
+
+package transport
+
+import "net"
+
+// shedder is the Linux-only way of shedding connections without making a
+// net.Conn of them; elsewhere they are accepted and closed.
+type shedder struct{}
+
+func newShedder(net.Listener) *shedder { return nil }
+
+func (s *shedder) drain(func() bool, func(string)) bool { return false }
