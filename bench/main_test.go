@@ -26,7 +26,10 @@ func TestMain(m *testing.M) {
 // answers in its own process, and every figure of the table is measured.
 // It asserts no timing: the machine may be busy.
 func TestOneRound(t *testing.T) {
-	cfg := config{rounds: 1, seqCalls: 50, dur: 50 * time.Millisecond, idleConns: 5, inFlight: 20}
+	// Each concurrent phase runs long enough for its callers to start and
+	// finish a call on a loaded machine: at 50 ms, 256 callers once
+	// finished none at a load average of 14.
+	cfg := config{rounds: 1, seqCalls: 50, dur: 300 * time.Millisecond, idleConns: 5, inFlight: 20}
 	rep, err := run(cfg)
 	if err != nil {
 		t.Fatal(err)
