@@ -179,8 +179,7 @@ func (s *stream) ReadFor(ctx context.Context, w Waiter, until time.Time) bool {
 			cr.crowdAt.Store(time.Now().UnixNano())
 		}
 		cr.free.Store(false)
-		next := new(readTurn)
-		s.turn.Store(next)
+		next := s.newTurn()
 		cr.mu.Unlock()
 		go s.readLoop(next)
 	} else {
@@ -255,8 +254,7 @@ func (s *stream) lazyRead(cr *callerReads) {
 		return
 	}
 	cr.free.Store(false)
-	next := new(readTurn)
-	s.turn.Store(next)
+	next := s.newTurn()
 	cr.mu.Unlock()
 	s.readLoop(next)
 }

@@ -43,6 +43,15 @@ var _ InlineConn = (*stream)(nil)
 // each turn must have an address of its own.
 type readTurn struct{ _ byte }
 
+// newTurn makes a new read turn the current one: from then on only the
+// goroutine given it reads, and the one that read before ends once its
+// frame is handled.
+func (s *stream) newTurn() *readTurn {
+	t := new(readTurn)
+	s.turn.Store(t)
+	return t
+}
+
 // errHandedOver ends a read loop whose reading another goroutine took over.
 var errHandedOver = errHandedOverT{}
 
@@ -117,8 +126,7 @@ func (s *stream) overran() {
 		return
 	}
 	s.lending = false
-	next := new(readTurn)
-	s.turn.Store(next)
+	next := s.newTurn()
 	s.lendMu.Unlock()
 	s.flushQueued()
 	go s.readLoop(next)

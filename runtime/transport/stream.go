@@ -525,9 +525,7 @@ func newStream(nc net.Conn, fr *frameReader, peer Hello, cfg Config, h Handler, 
 		s.maxFrame = int(peer.MaxFrame)
 	}
 	fr.arm(nc, cfg.FrameTimeout, idle, s.stillBusy)
-	first := new(readTurn)
-	s.turn.Store(first)
-	go s.readLoop(first)
+	go s.readLoop(s.newTurn())
 	return s
 }
 
