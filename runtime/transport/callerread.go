@@ -75,9 +75,8 @@ var errLarge = errors.New("transport: large frame left to the read goroutine")
 // callerReads is the state of a connection that callers read. It exists
 // once a caller has expected an answer: a server's connections have none.
 type callerReads struct {
-	expect  atomic.Int32 // answers awaited (Expect)
-	stop    atomic.Bool  // the reading caller's context ended
-	crowdAt atomic.Int64 // when answers were last read while others were awaited, UnixNano
+	expect atomic.Int32 // answers awaited (Expect)
+	stop   atomic.Bool  // the reading caller's context ended
 
 	// free: nobody reads, and lazy is armed. Changed under mu; read
 	// without it first, so that callers on a busy connection, where a
@@ -176,7 +175,7 @@ func (s *stream) ReadFor(ctx context.Context, w Waiter, until time.Time) bool {
 	}
 	if others > 0 || err == errLarge {
 		if others > 0 {
-			cr.crowdAt.Store(time.Now().UnixNano())
+			s.crowded()
 		}
 		cr.free.Store(false)
 		next := s.newTurn()
@@ -209,13 +208,6 @@ func (s *stream) awaited() int32 {
 	return 0
 }
 
-// crowded records that answers were just read while others were awaited.
-func (s *stream) crowded() {
-	if cr := s.cr.Load(); cr != nil {
-		cr.crowdAt.Store(time.Now().UnixNano())
-	}
-}
-
 // rest, called by a read goroutine that has handled everything it read,
 // leaves the reading free if callers read the connection and none awaits
 // an answer; it reports whether the goroutine is to end. The read
@@ -231,7 +223,7 @@ func (s *stream) rest() bool {
 	}
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
-	if time.Since(time.Unix(0, cr.crowdAt.Load())) < cr.after {
+	if s.crowdedWithin(cr.after) {
 		return false
 	}
 	// free is stored before expect is read again: a caller expects before

@@ -287,7 +287,7 @@ func TestCallerReadHandsOverToReader(t *testing.T) {
 	// The read goroutine keeps the reading for cr.after after answers
 	// awaited side by side: as if that were long ago, it rests at the
 	// next answer.
-	e.cr.crowdAt.Store(0)
+	e.s.crowdAt.Store(0)
 	if err := e.c.Send(&Result{Call: 2, Status: StatusOK, Payload: []byte("b")}); err != nil {
 		t.Fatal(err)
 	}

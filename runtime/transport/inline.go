@@ -92,15 +92,25 @@ func (r *frameReader) buffered() bool {
 // RunInline implements InlineConn.
 func (s *stream) RunInline(w interface{ Run() }, grace time.Duration) bool {
 	if s.fr.buffered() {
+		s.crowded()
 		return false
 	}
 	me := s.turn.Load()
 	s.lendMu.Lock()
-	s.lending = true
-	if s.lendTimer == nil {
-		s.lendTimer = time.AfterFunc(grace, s.overran)
-	} else {
-		s.lendTimer.Reset(grace)
+	s.lending, s.lendAt, s.lendGrace = true, time.Now(), grace
+	// The timer is set once and checks on whichever work runs when it
+	// fires, rather than being set and stopped around each run: on a
+	// node with thousands of timers (one per operation held open), each
+	// timer moved to an earlier time makes the scheduler walk them all.
+	// It is moved only when this work's grace ends before it fires (a
+	// shorter grace than the last work's).
+	if due := s.lendAt.Add(grace); s.lendDue.IsZero() || due.Before(s.lendDue) {
+		s.lendDue = due
+		if s.lendTimer == nil {
+			s.lendTimer = time.AfterFunc(grace, s.overran)
+		} else {
+			s.lendTimer.Reset(grace)
+		}
 	}
 	s.lendMu.Unlock()
 
@@ -109,19 +119,24 @@ func (s *stream) RunInline(w interface{ Run() }, grace time.Duration) bool {
 	s.lendMu.Lock()
 	if s.turn.Load() == me {
 		s.lending = false
-		s.lendTimer.Stop()
 	}
 	s.lendMu.Unlock()
 	return true
 }
 
-// overran hands the reading to a new goroutine: the inline work took
-// longer than its grace. A timer left over from work that already ended
-// finds nothing lent and does nothing; one that fires for the next work
-// right after the old one ended only hands over early.
+// overran hands the reading to a new goroutine if the inline work running
+// now has taken longer than its grace; if it has not, it looks again when
+// the grace would end, and with no work running it lets the timer rest.
 func (s *stream) overran() {
 	s.lendMu.Lock()
+	s.lendDue = time.Time{}
 	if !s.lending {
+		s.lendMu.Unlock()
+		return
+	}
+	if left := s.lendGrace - time.Since(s.lendAt); left > 0 {
+		s.lendDue = s.lendAt.Add(s.lendGrace)
+		s.lendTimer.Reset(left)
 		s.lendMu.Unlock()
 		return
 	}

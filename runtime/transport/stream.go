@@ -487,11 +487,20 @@ type stream struct {
 
 	// The read goroutine's turn, and work it runs inline (inline.go).
 	turn      atomic.Pointer[readTurn] // the goroutine that reads now
-	lendMu    sync.Mutex
-	lending   bool        // the reader runs inline work; guarded by lendMu
-	lendTimer *time.Timer // hands the reading on when inline work overruns
+	lendMu    sync.Mutex               // guards the lend fields
+	lending   bool                     // the reader runs inline work
+	lendAt    time.Time                // when that work started
+	lendGrace time.Duration            // how long it may run
+	lendTimer *time.Timer              // checks on the work; hands the reading on when it overruns
+	lendDue   time.Time                // when lendTimer fires, if set
 
 	cr atomic.Pointer[callerReads] // set once callers read the connection (callerread.go)
+
+	// crowdAt is when the reader last found frames read side by side
+	// with others of their kind: answers while other answers were
+	// awaited, or work while more work was waiting. Sends then write a
+	// little later, in batches (batch.go). UnixNano.
+	crowdAt atomic.Int64
 
 	framesSent, framesReceived atomic.Uint64
 	bytesSent, bytesReceived   atomic.Uint64
@@ -564,7 +573,11 @@ func (s *stream) Send(f Frame) error {
 	if err := s.appendLocked(f); err != nil {
 		return err
 	}
-	s.writeLocked()
+	if s.crowdedWithin(batchAfterCrowd) {
+		s.writeSoonLocked()
+	} else {
+		s.writeLocked()
+	}
 	return nil
 }
 
