@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -661,6 +662,55 @@ func TestRejoinedNodeIsNoLongerSuspected(t *testing.T) {
 		}
 		if e.ledgers[own[0]].executions() != before+1 {
 			t.Errorf("the rejoined primary did not get the next operation")
+		}
+	})
+}
+
+// Entity queues are recycled: an operation queued on one entity twice (a
+// transfer to itself), queues that empty and serve other entities while
+// operations wait, and none left behind once everything has run.
+func TestEntityQueuesRecycledWithoutLoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "x")
+		primary := e.ledgers[own[0]]
+		if _, err := e.ledger.Add(t.Context(), "x", 10); err != nil {
+			t.Fatal(err)
+		}
+		gate := make(chan struct{})
+		var first atomic.Bool
+		primary.setHook(func(context.Context, string, int64) error {
+			if first.CompareAndSwap(false, true) {
+				<-gate
+			}
+			return nil
+		})
+		var wg sync.WaitGroup
+		wg.Go(func() { e.ledger.Add(t.Context(), "x", 1) }) // blocks: x's queue holds what follows
+		synctest.Wait()
+		wg.Go(func() {
+			if _, err := e.ledger.Transfer(t.Context(), "x", "x", 0); err != nil {
+				t.Errorf("transfer x to x: %v", err)
+			}
+		})
+		synctest.Wait()
+		for i := range 20 { // each queue made and dropped while x's waits
+			if _, err := e.ledger.Add(t.Context(), fmt.Sprintf("y%d", i), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wg.Go(func() { e.ledger.Add(t.Context(), "x", 2) })
+		synctest.Wait()
+		close(gate)
+		wg.Wait()
+		want := []string{"add x 10", "add x 1", "transfer x x 0", "add x 2"}
+		if diff := cmp.Diff(want, entityLog(primary, "x")); diff != "" {
+			t.Errorf("x's operations (-want +got):\n%s", diff)
+		}
+		for _, n := range e.Nodes {
+			if q := n.Server.EntityQueues(); q != 0 {
+				t.Errorf("%s: %d entity queues left after every operation ended", n.Name, q)
+			}
 		}
 	})
 }

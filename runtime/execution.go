@@ -35,6 +35,12 @@ type execution struct {
 	// handler's goroutine reads it without the server's lock.
 	remember atomic.Bool
 	entBuf   [2]string
+	// queues[i] is entities[i]'s queue while e is queued in them (set by
+	// schedule, dropped by release): on a server with thousands of
+	// entities busy, each lookup in the server's map is a cache miss.
+	// Guarded by s.mu.
+	queues   []*entityQueue
+	queueBuf [2]*entityQueue
 	resBuf   [64]byte // the encoded result, when it is not remembered
 	progress progressCell
 	payload  []byte // the encoded arguments, kept for replication

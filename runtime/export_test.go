@@ -15,3 +15,10 @@ func (c *Client) Conns() []transport.Conn { return c.pool.Conns() }
 
 // Suspected reports whether the client suspects node now.
 func (c *Client) Suspected(node string) bool { return c.suspected(node) }
+
+// EntityQueues is the number of entities with a queue on the server.
+func (s *Server) EntityQueues() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.entities)
+}

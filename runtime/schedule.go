@@ -21,6 +21,7 @@ type entityQueue struct {
 
 // schedule queues or holds e. Called with s.mu held.
 func (s *Server) schedule(e *execution) {
+	e.queues = nil
 	if e.hold {
 		for _, id := range e.entities {
 			if q := s.entities[id]; q != nil && len(q.queue) > 0 {
@@ -31,6 +32,7 @@ func (s *Server) schedule(e *execution) {
 		}
 	}
 	e.fire(evQueue)
+	e.queues = e.queueBuf[:0]
 	for _, id := range e.entities {
 		q := s.entities[id]
 		if q == nil {
@@ -38,8 +40,19 @@ func (s *Server) schedule(e *execution) {
 			s.entities[id] = q
 		}
 		q.queue = append(q.queue, e)
+		e.queues = append(e.queues, q)
 	}
 	s.tryStart(e)
+}
+
+// queue returns the queue of e's i-th entity, id: the one e is queued in,
+// or, for one that is not (held), the entity's queue now, if any. Called
+// with s.mu held.
+func (s *Server) queue(e *execution, i int, id string) *entityQueue {
+	if e.queues != nil {
+		return e.queues[i]
+	}
+	return s.entities[id]
 }
 
 // newQueue reuses an idle entity's queue: most entities are busy briefly,
@@ -73,8 +86,8 @@ func (s *Server) tryStart(e *execution) {
 	if e.state != stateQueued {
 		return
 	}
-	for _, id := range e.entities {
-		if q := s.entities[id]; q == nil || len(q.queue) == 0 || q.queue[0] != e {
+	for i, id := range e.entities {
+		if q := s.queue(e, i, id); q == nil || len(q.queue) == 0 || q.queue[0] != e {
 			return
 		}
 	}
@@ -94,8 +107,8 @@ func (s *Server) tryStart(e *execution) {
 // run next. Called with s.mu held.
 func (s *Server) release(e *execution) {
 	var next []*execution
-	for _, id := range e.entities {
-		q := s.entities[id]
+	for i, id := range e.entities {
+		q := s.queue(e, i, id)
 		if q == nil {
 			continue
 		}
@@ -113,6 +126,7 @@ func (s *Server) release(e *execution) {
 			s.dropQueue(id, q)
 		}
 	}
+	e.queues = nil // a queue dropped here may serve another entity next
 	for _, n := range next {
 		if n.state == stateHeld {
 			s.schedule(n)
