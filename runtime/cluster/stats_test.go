@@ -280,7 +280,7 @@ func (f fixedNodeStats) NodeStats() transport.NodeStats { return transport.NodeS
 func TestStatsTransportCounters(t *testing.T) {
 	s := NewStats()
 	s.WatchTransport(fixedNodeStats{Conns: 3, BufferedBytes: 4096, RefusedConns: 7, FrameTimeouts: 2, TLSFailures: 1, IdleClosed: 5,
-		Handshakes: 4, Paced: 6, HandshakeLimit: 8})
+		Handshakes: 4, Paced: 6, HandshakeLimit: 8, AcceptRateLimit: 9})
 	_, fams := scrape(t, s)
 	for _, c := range []struct {
 		name   string
@@ -297,6 +297,7 @@ func TestStatsTransportCounters(t *testing.T) {
 		{"ffgen_transport_handshakes", nil, 4},
 		{"ffgen_transport_paced_total", nil, 6},
 		{"ffgen_transport_refused_total", []string{"cause", "handshake-limit"}, 8},
+		{"ffgen_transport_refused_total", []string{"cause", "accept-rate"}, 9},
 	} {
 		if got := sample(t, fams, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)

@@ -22,7 +22,7 @@ var (
 	descTransportRefused  = prometheus.NewDesc("ffgen_transport_refused_total", "Connections refused or closed for cause, by cause.", []string{"cause"}, nil)
 	descTransportIdle     = prometheus.NewDesc("ffgen_transport_idle_closed_total", "Connections closed after the idle timeout.", nil, nil)
 	descTransportShakes   = prometheus.NewDesc("ffgen_transport_handshakes", "Accepted connections in their TLS and Hello exchange.", nil, nil)
-	descTransportPaced    = prometheus.NewDesc("ffgen_transport_paced_total", "Times accepting paused with every handshake slot taken.", nil, nil)
+	descTransportPaced    = prometheus.NewDesc("ffgen_transport_paced_total", "Times accepting paused: every handshake slot taken, or the accept rate reached.", nil, nil)
 )
 
 func describeTransport(ch chan<- *prometheus.Desc) {
@@ -48,6 +48,7 @@ func collectTransport(ch chan<- prometheus.Metric, st transport.NodeStats) {
 		{"tls", st.TLSFailures},
 		{"bad-frame", st.BadFrames},
 		{"handshake-limit", st.HandshakeLimit},
+		{"accept-rate", st.AcceptRateLimit},
 	} {
 		ch <- prometheus.MustNewConstMetric(descTransportRefused, prometheus.CounterValue, float64(c.n), c.cause)
 	}

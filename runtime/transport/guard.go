@@ -55,12 +55,18 @@ const (
 	refusedTLS
 	refusedBadFrame
 	refusedHandshakeLimit
+	refusedAcceptRate
 	numRefusals
 )
 
-// logPaced is the log slot, beside the refusals', of the line saying that
-// new connections wait for a handshake slot.
-const logPaced = numRefusals
+// logPaced and logRatePaced are the log slots, beside the refusals', of
+// the lines saying that new connections wait for a handshake slot, and
+// for the accept rate.
+const (
+	logPaced = numRefusals + iota
+	logRatePaced
+	numLogSlots
+)
 
 var refusalMessages = [numRefusals]string{
 	refusedConnLimit:      "transport: refused connection: connection limit reached",
@@ -70,6 +76,7 @@ var refusalMessages = [numRefusals]string{
 	refusedTLS:            "transport: refused connection: TLS handshake failed",
 	refusedBadFrame:       "transport: closed connection after a bad frame",
 	refusedHandshakeLimit: "transport: refused connection: handshake limit reached",
+	refusedAcceptRate:     "transport: refused connection: accept rate exceeded",
 }
 
 // NodeStats counts what one node's transport holds and what it refused.
@@ -85,8 +92,9 @@ type NodeStats struct {
 	TLSFailures       uint64 // accepted, but the TLS handshake failed
 	BadFrames         uint64 // closed after a malformed, unknown or oversized frame
 	Handshakes        int64  // connections in their TLS and Hello exchange
-	Paced             uint64 // times accepting paused, every handshake slot taken (MaxHandshakes)
+	Paced             uint64 // times accepting paused: every handshake slot taken (MaxHandshakes), or the accept rate reached (AcceptRate)
 	HandshakeLimit    uint64 // accepted and closed at once: no handshake slot freed within HandshakeWait
+	AcceptRateLimit   uint64 // accepted and closed at once: new connections came faster than AcceptRate for a second
 }
 
 // guard enforces one node's limits on connections, handshakes and
@@ -106,8 +114,8 @@ type guard struct {
 	counts   [numRefusals]atomic.Uint64
 
 	logMu      sync.Mutex
-	lastLog    [numRefusals + 1]time.Time
-	suppressed [numRefusals + 1]int
+	lastLog    [numLogSlots]time.Time
+	suppressed [numLogSlots]int
 
 	relMu        sync.Mutex
 	peak         int64 // footprint high-water mark since the last release
@@ -194,6 +202,16 @@ func (g *guard) pacedAccept(addr string) {
 	}
 }
 
+// pacedRate counts a pause of accepting for the accept rate, and logs it
+// like pacedAccept.
+func (g *guard) pacedRate(addr string) {
+	g.paced.Add(1)
+	if n, ok := g.mayLog(logRatePaced, time.Now()); ok {
+		g.log.Info("transport: pacing new connections: accept rate reached",
+			"addr", addr, "unlogged_since_last", n)
+	}
+}
+
 // mayLog reports whether a line of slot (a refusal, or logPaced) may be
 // logged now, and how many were not since the last one.
 func (g *guard) mayLog(slot refusal, now time.Time) (int, bool) {
@@ -223,6 +241,7 @@ func (g *guard) stats() NodeStats {
 		Handshakes:        g.shakes.active.Load(),
 		Paced:             g.paced.Load(),
 		HandshakeLimit:    g.counts[refusedHandshakeLimit].Load(),
+		AcceptRateLimit:   g.counts[refusedAcceptRate].Load(),
 	}
 }
 

@@ -79,20 +79,37 @@ func (s *handshakeSlots) end() {
 // drains the backlog, whose connections would otherwise hold kernel
 // buffers and age there past their dialers' timeouts, and tells their
 // dialers at once.
+//
+// Before a slot, a connection takes a token of the node's accept rate
+// (acceptBucket): beyond the rate, accepting waits, and the connections
+// wait in the backlog as they do for a slot. Only when they keep arriving
+// faster than the rate for rateShedAfter does the pacer shed the backlog,
+// and from then on every connection that finds no token, until one finds
+// a token to spare.
 type pacer struct {
 	slots    *handshakeSlots
 	wait     time.Duration
+	rate     *acceptBucket // nil: no limit
 	g        *guard
 	addr     string // the listener's, for the log
 	done     <-chan struct{}
 	shed     *shedder // nil where connections cannot be shed unaccepted
 	timer    *time.Timer
 	shedding bool
+	// token: a token of the rate is held for the next connection; behind:
+	// since when every token was found taken; rateShedding: connections
+	// beyond the rate are shed.
+	token        bool
+	behind       time.Time
+	rateShedding bool
 }
 
 // before is called before each Accept. It reports whether a slot was
 // taken for the next connection, and false for stop when done closed.
 func (p *pacer) before() (slot, stop bool) {
+	if p.beforeRate() {
+		return false, true
+	}
 	if p.shedding {
 		return p.shedAll(), false
 	}
@@ -100,11 +117,7 @@ func (p *pacer) before() (slot, stop bool) {
 		return true, false
 	}
 	p.g.pacedAccept(p.addr)
-	if p.timer == nil {
-		p.timer = time.NewTimer(p.wait)
-	} else {
-		p.timer.Reset(p.wait)
-	}
+	p.armTimer(p.wait)
 	select {
 	case <-p.slots.free:
 		p.timer.Stop()
@@ -115,6 +128,53 @@ func (p *pacer) before() (slot, stop bool) {
 	case <-p.done:
 		p.timer.Stop()
 		return false, true
+	}
+}
+
+// beforeRate takes a token of the accept rate for the next connection,
+// waiting for one, unless connections have come faster than the rate for
+// rateShedAfter: then it sheds the backlog instead. It reports true when
+// done closed.
+func (p *pacer) beforeRate() (stop bool) {
+	if p.token {
+		return false // kept from an Accept that failed
+	}
+	ok, wait := p.rate.take()
+	if ok {
+		// A token to spare: connections come no faster than the rate.
+		p.token, p.behind, p.rateShedding = true, time.Time{}, false
+		return false
+	}
+	if p.behind.IsZero() {
+		p.behind = time.Now()
+	}
+	if time.Since(p.behind) >= rateShedAfter {
+		p.rateShedding = true
+	}
+	if p.rateShedding {
+		p.token = p.shed != nil && p.shed.drain(p.rate.takeNow, p.refuseRate)
+		return false
+	}
+	p.g.pacedRate(p.addr)
+	for !ok {
+		p.armTimer(wait)
+		select {
+		case <-p.timer.C:
+		case <-p.done:
+			p.timer.Stop()
+			return true
+		}
+		ok, wait = p.rate.take()
+	}
+	p.token = true
+	return false
+}
+
+func (p *pacer) armTimer(d time.Duration) {
+	if p.timer == nil {
+		p.timer = time.NewTimer(d)
+	} else {
+		p.timer.Reset(d)
 	}
 }
 
@@ -132,8 +192,17 @@ func (p *pacer) shedAll() bool {
 
 // after is called with each accepted connection and whether before took a
 // slot for it. It reports whether the connection has a slot; one without
-// is refused, and closed by the caller before anything is read from it.
+// is refused, and closed by the caller before anything is read from it;
+// so is one past the accept rate while the pacer sheds.
 func (p *pacer) after(nc net.Conn, slot bool) bool {
+	if !p.token && !p.rate.takeNow() {
+		if slot {
+			p.slots.put()
+		}
+		p.refuseRate(nc.RemoteAddr().String())
+		return false
+	}
+	p.token = false
 	if slot {
 		return true
 	}
@@ -152,5 +221,14 @@ func (p *pacer) refuse(addr string) {
 	p.g.refuse(refusedHandshakeLimit, addr, "",
 		fmt.Errorf("%w: %d handshakes in progress for %v, limit %d (TCPConfig.MaxHandshakes)",
 			ErrOverloaded, p.slots.active.Load(), p.wait, cap(p.slots.free)))
+	runtime.Gosched()
+}
+
+// refuseRate counts and logs a connection shed beyond the accept rate,
+// and lets other goroutines run, as refuse does.
+func (p *pacer) refuseRate(addr string) {
+	p.g.refuse(refusedAcceptRate, addr, "",
+		fmt.Errorf("%w: new connections have come faster than %v a second for %v (TCPConfig.AcceptRate)",
+			ErrOverloaded, p.rate.rate, rateShedAfter))
 	runtime.Gosched()
 }

@@ -60,6 +60,16 @@ type TCPConfig struct {
 	// frees, every new connection is closed as soon as it is accepted.
 	// Default DefaultHandshakeWait.
 	HandshakeWait time.Duration
+	// AcceptRate bounds the new connections the node takes a second, and
+	// AcceptBurst how many of them it takes at once after a quiet moment.
+	// Beyond the rate the node stops accepting, so new connections wait
+	// in the kernel's backlog; only when they keep coming faster than the
+	// rate for a second does it close them as soon as it accepts them,
+	// until they slow down. The defaults take a reconnect storm of a few
+	// hundred connections without closing one. Default DefaultAcceptRate
+	// and DefaultAcceptBurst; a negative AcceptRate means no limit.
+	AcceptRate  int
+	AcceptBurst int
 }
 
 // TCP is a Transport over TCP, with TLS 1.3 or later when configured.
@@ -68,6 +78,7 @@ type TCP struct {
 	serverTLS *tls.Config
 	clientTLS *tls.Config
 	g         *guard
+	rate      *acceptBucket
 }
 
 var (
@@ -97,7 +108,13 @@ func NewTCP(cfg TCPConfig) (*TCP, error) {
 	if cfg.HandshakeWait <= 0 {
 		cfg.HandshakeWait = DefaultHandshakeWait
 	}
-	t := &TCP{cfg: cfg, g: newGuard(cfg.MaxConns, cfg.MaxBufferedBytes, cfg.Logger)}
+	if cfg.AcceptRate == 0 {
+		cfg.AcceptRate = DefaultAcceptRate
+	}
+	if cfg.AcceptBurst <= 0 {
+		cfg.AcceptBurst = DefaultAcceptBurst
+	}
+	t := &TCP{cfg: cfg, g: newGuard(cfg.MaxConns, cfg.MaxBufferedBytes, cfg.Logger), rate: newAcceptBucket(cfg.AcceptRate, cfg.AcceptBurst)}
 	t.g.shakes = newHandshakeSlots(cfg.MaxHandshakes)
 	if cfg.TLS != nil {
 		c := cfg.TLS
@@ -285,7 +302,7 @@ func (l *tcpListener) Close() error {
 func (l *tcpListener) acceptLoop() {
 	defer l.wg.Done()
 	g := l.t.g
-	p := pacer{slots: g.shakes, wait: l.t.cfg.HandshakeWait, g: g, addr: l.Addr(), done: l.done, shed: newShedder(l.nl)}
+	p := pacer{slots: g.shakes, wait: l.t.cfg.HandshakeWait, rate: l.t.rate, g: g, addr: l.Addr(), done: l.done, shed: newShedder(l.nl)}
 	var delay time.Duration
 	for {
 		slot, stop := p.before()
