@@ -388,14 +388,7 @@ func TestHoldIsOvertakenButNotLost(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		own := e.owners(t, "acct")
 		primary := e.ledgers[own[0]]
-		gate := make(chan struct{})
-		var first atomic.Bool
-		primary.setHook(func(context.Context, string, int64) error {
-			if first.CompareAndSwap(false, true) {
-				<-gate
-			}
-			return nil
-		})
+		release := blockFirst(primary)
 		var wg sync.WaitGroup
 		wg.Go(func() { e.ledger.Add(t.Context(), "acct", 1) })
 		synctest.Wait()
@@ -403,13 +396,26 @@ func TestHoldIsOvertakenButNotLost(t *testing.T) {
 		synctest.Wait()
 		wg.Go(func() { e.ledger.Add(t.Context(), "acct", 2) })
 		synctest.Wait()
-		close(gate)
+		release()
 		wg.Wait()
 		want := []string{"add acct 1", "add acct 2", "close acct"}
 		if diff := cmp.Diff(want, primary.log); diff != "" {
 			t.Errorf("order (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// blockFirst makes the next Add l runs wait until release is called.
+func blockFirst(l *memLedger) (release func()) {
+	gate := make(chan struct{})
+	var first atomic.Bool
+	l.setHook(func(context.Context, string, int64) error {
+		if first.CompareAndSwap(false, true) {
+			<-gate
+		}
+		return nil
+	})
+	return func() { close(gate) }
 }
 
 // frames collects what a raw connection receives.
@@ -677,14 +683,7 @@ func TestEntityQueuesRecycledWithoutLoss(t *testing.T) {
 		if _, err := e.ledger.Add(t.Context(), "x", 10); err != nil {
 			t.Fatal(err)
 		}
-		gate := make(chan struct{})
-		var first atomic.Bool
-		primary.setHook(func(context.Context, string, int64) error {
-			if first.CompareAndSwap(false, true) {
-				<-gate
-			}
-			return nil
-		})
+		release := blockFirst(primary)
 		var wg sync.WaitGroup
 		wg.Go(func() { e.ledger.Add(t.Context(), "x", 1) }) // blocks: x's queue holds what follows
 		synctest.Wait()
@@ -701,7 +700,7 @@ func TestEntityQueuesRecycledWithoutLoss(t *testing.T) {
 		}
 		wg.Go(func() { e.ledger.Add(t.Context(), "x", 2) })
 		synctest.Wait()
-		close(gate)
+		release()
 		wg.Wait()
 		want := []string{"add x 10", "add x 1", "transfer x x 0", "add x 2"}
 		if diff := cmp.Diff(want, entityLog(primary, "x")); diff != "" {

@@ -220,15 +220,11 @@ func TestPaceLogs(t *testing.T) {
 		}
 		synctest.Wait()
 		out := log.String()
-		for _, want := range []string{
+		logsOnce(t, out,
 			"transport: pacing new connections: every handshake slot is taken",
 			"transport: refused connection: handshake limit reached",
 			"limit 1 (TCPConfig.MaxHandshakes)",
-		} {
-			if n := strings.Count(out, want); n != 1 {
-				t.Errorf("%d log lines with %q, want 1 (at most one a second); log:\n%s", n, want, out)
-			}
-		}
+		)
 		if st := tr.NodeStats(); st.HandshakeLimit != 10 {
 			t.Errorf("HandshakeLimit = %d, want 10", st.HandshakeLimit)
 		}
@@ -385,5 +381,16 @@ func TestTCPReconnectStormWithDefaults(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// logsOnce checks that each of lines appears in out exactly once: logged,
+// and at most once a second.
+func logsOnce(t *testing.T, out string, lines ...string) {
+	t.Helper()
+	for _, want := range lines {
+		if n := strings.Count(out, want); n != 1 {
+			t.Errorf("%d log lines with %q, want 1 (at most one a second); log:\n%s", n, want, out)
+		}
 	}
 }
