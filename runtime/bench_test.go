@@ -193,3 +193,58 @@ func (r receivedAsSent) Stats() transport.Stats {
 	st := r.StatsConn.Stats()
 	return transport.Stats{FramesSent: st.FramesReceived, BytesSent: st.BytesReceived}
 }
+
+// BenchmarkInvokeTCPBesideHeld is BenchmarkInvokeTCP's 64 callers while
+// 10,000 other operations are held open on the servers: what the held
+// ones (their heartbeats, their goroutines, their share of every map)
+// cost the calls that are not held.
+func BenchmarkInvokeTCPBesideHeld(b *testing.B) {
+	const held = 10000
+	s := testSettings()
+	s.Budget = runtime.BudgetSettings{} // unlimited
+	e := newTCPEnv(b, s)
+	release := make(chan struct{})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	// Before the servers close (b.Cleanup), which waits for handlers.
+	defer releaseOnce()
+	var running atomic.Int64
+	for _, l := range e.ledgers {
+		l.lean = true
+		l.leanHold = func(account string) {
+			if account[0] == 'h' {
+				running.Add(1)
+				<-release
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	// In steps, as load builds up in production (and as bench-compare
+	// does): 10,000 arrivals at once on two cores is another benchmark.
+	const step = 500
+	for started := 0; started < held; started += step {
+		for i := started; i < started+step; i++ {
+			wg.Go(func() {
+				if _, err := e.ledger.Add(context.Background(), fmt.Sprintf("held-%d", i), 1); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+			})
+		}
+		for running.Load() < int64(started+step) {
+			if failed.Load() > 0 {
+				b.Fatalf("%d of the held operations failed; the first: %v", failed.Load(), firstErr.Load())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	ctx := context.Background()
+	runCallers(b, 64, func(i int) error {
+		_, err := e.ledger.Add(ctx, accounts[i%len(accounts)], 1)
+		return err
+	})
+	b.StopTimer()
+	releaseOnce()
+	wg.Wait()
+}

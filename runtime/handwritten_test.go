@@ -219,6 +219,8 @@ type memLedger struct {
 	runs map[string]int
 	hook func(ctx context.Context, account string, amount int64) error
 	lean bool // benchmarks: no log, no per-operation bookkeeping
+	// leanHold, set before the first call when lean, may block an Add.
+	leanHold func(account string)
 }
 
 func newMemLedger(node string) *memLedger {
@@ -227,6 +229,9 @@ func newMemLedger(node string) *memLedger {
 
 func (l *memLedger) Add(ctx context.Context, account string, amount int64) (int64, error) {
 	if l.lean {
+		if l.leanHold != nil {
+			l.leanHold(account)
+		}
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.bal[account] += amount

@@ -21,6 +21,10 @@ const (
 	// inlineBelow is the method's recent handler time under which it runs
 	// inline.
 	inlineBelow = 100 * time.Microsecond
+	// overranWeight is the run time an overrun counts as before the
+	// handler returns: enough to lift any quick average over
+	// inlineBelow at once.
+	overranWeight = 10 * inlineBelow
 )
 
 // handlerPace follows how long a method's handler runs: a moving average
@@ -40,6 +44,15 @@ func (p *handlerPace) observe(d time.Duration) {
 // Run runs the handler of a started execution; transport.InlineConn calls
 // it on the read goroutine.
 func (e *execution) Run() { e.run() }
+
+// Overran marks the method slow the moment its handler overruns the grace
+// on the read goroutine (transport.Overrunner): the calls of it that
+// arrive while this one still runs go to workers. Without it, a burst of
+// calls to a quick method that all wait on something (a lock, a slow
+// disk) would each hold the reader for the grace before the first of them
+// returned and was counted, and the heartbeats and acks of every call on
+// the connection would wait that long in total.
+func (e *execution) Overran() { e.pace.observe(overranWeight) }
 
 // runInline runs e, which arrive started, on sc's read goroutine if the
 // connection can spare it, and on a worker if not.

@@ -185,6 +185,52 @@ func TestTCPInlineHandlerThatBlocksDelaysNoOtherCall(t *testing.T) {
 	}
 }
 
+// The moment a quick method's handler overruns the grace, the method
+// counts as slow: a second call of it that blocks too, arriving while the
+// first still blocks, runs on a worker and holds the reader for no grace
+// of its own. Before, only a handler's return was counted, so a burst of
+// blocked calls each held the reader in turn, and with thousands of them
+// the heartbeats behind waited long enough for the client to fail over.
+func TestTCPInlineOverrunMarksTheMethodSlowAtOnce(t *testing.T) {
+	e := newTCPEnv(t, patientSettings())
+	own := e.owners(t, "slow")
+	second := sameOwner(t, e, "slow", "slow-too-")
+	fast := sameOwner(t, e, "slow", "fast-")
+	x, _, _ := watchedClient(t, e)
+	inline := make(chan bool, 2)
+	release := make(chan struct{})
+	first := blockingHook("slow", inline, release)
+	then := blockingHook(second, inline, release)
+	e.ledgers[own[0]].setHook(func(ctx context.Context, acct string, n int64) error {
+		if acct == second {
+			return then(ctx, acct, n)
+		}
+		return first(ctx, acct, n)
+	})
+	slow := goAdd(x, "slow", 5)
+	if !receive(t, inline, "the first handler to start") {
+		t.Fatal("the first handler ran on a worker, not inline: the test covers nothing")
+	}
+	// A call answered while the first blocks: the reading was handed on,
+	// so the first has overrun.
+	if r := receive(t, goAdd(x, fast, 1), "Add("+fast+")"); r.err != nil || r.balance != 1 {
+		t.Fatalf("Add(%s) = %d, %v; want 1", fast, r.balance, r.err)
+	}
+	other := goAdd(x, second, 7)
+	if receive(t, inline, "the second handler to start") {
+		t.Error("the second blocking call ran inline: the first one's overrun was not counted")
+	}
+	close(release)
+	for _, c := range []struct {
+		ch   <-chan addResult
+		want int64
+	}{{slow, 5}, {other, 7}} {
+		if r := receive(t, c.ch, "a blocked call after its release"); r.err != nil || r.balance != c.want {
+			t.Errorf("blocked Add = %d, %v; want %d", r.balance, r.err, c.want)
+		}
+	}
+}
+
 // A handler that panics on the read goroutine answers with the panic, and
 // the connection and its reader carry on.
 func TestTCPInlineHandlerPanics(t *testing.T) {

@@ -36,6 +36,14 @@ type InlineConn interface {
 	RunInline(w interface{ Run() }, grace time.Duration) bool
 }
 
+// An Overrunner is work for RunInline that wants to know when it overran
+// its grace, while it still runs: a server learns at once that a method it
+// took for quick is not, instead of when the handler returns, which for a
+// handler that waits on something may be much later, after many more calls
+// have each held the reader for a grace of their own. Overran is called
+// with the connection's lending lock held: it must not block.
+type Overrunner interface{ Overran() }
+
 var _ InlineConn = (*stream)(nil)
 
 // readTurn identifies one read goroutine of a stream; stream.turn points
@@ -97,7 +105,7 @@ func (s *stream) RunInline(w interface{ Run() }, grace time.Duration) bool {
 	}
 	me := s.turn.Load()
 	s.lendMu.Lock()
-	s.lending, s.lendAt, s.lendGrace = true, time.Now(), grace
+	s.lending, s.lendAt, s.lendGrace, s.lendWork = true, time.Now(), grace, w
 	// The timer is set once and checks on whichever work runs when it
 	// fires, rather than being set and stopped around each run: on a
 	// node with thousands of timers (one per operation held open), each
@@ -118,7 +126,7 @@ func (s *stream) RunInline(w interface{ Run() }, grace time.Duration) bool {
 
 	s.lendMu.Lock()
 	if s.turn.Load() == me {
-		s.lending = false
+		s.lending, s.lendWork = false, nil
 	}
 	s.lendMu.Unlock()
 	return true
@@ -141,6 +149,10 @@ func (s *stream) overran() {
 		return
 	}
 	s.lending = false
+	if o, ok := s.lendWork.(Overrunner); ok {
+		o.Overran()
+	}
+	s.lendWork = nil
 	next := s.newTurn()
 	s.lendMu.Unlock()
 	s.flushQueued()

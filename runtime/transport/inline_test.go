@@ -514,3 +514,64 @@ func TestQueueNotHeldBackByAPartialFrame(t *testing.T) {
 		t.Fatalf("reply %d, want 1002", got)
 	}
 }
+
+// overrunWork is work that blocks until released and counts the times it
+// is told it overran, and whether it still ran then.
+type overrunWork struct {
+	release chan struct{}
+	started chan struct{}
+	running atomic.Bool
+	told    atomic.Int32
+	toldRun atomic.Bool // it was running when told
+}
+
+func (w *overrunWork) Run() {
+	w.running.Store(true)
+	close(w.started)
+	<-w.release
+	w.running.Store(false)
+}
+
+func (w *overrunWork) Overran() {
+	w.told.Add(1)
+	w.toldRun.Store(w.running.Load())
+}
+
+// Work that overruns its grace hears of it once, while it still runs, and
+// quick work never does.
+func TestRunInlineTellsOverrunnerOnce(t *testing.T) {
+	slow := &overrunWork{release: make(chan struct{}), started: make(chan struct{})}
+	quick := &overrunWork{release: make(chan struct{}), started: make(chan struct{})}
+	close(quick.release)
+	done := make(chan bool, 2)
+	srv := newFuncHandler(func(c Conn, f Frame) {
+		w := quick
+		if f.(*Cancel).Call == 1 {
+			w = slow
+		}
+		done <- c.(InlineConn).RunInline(w, inlineGrace)
+	})
+	l := listen(t, newTCP(t, "server", nil), srv)
+	c := dial(t, newTCP(t, "client", nil), l.Addr(), newRecorder())
+	if err := c.Send(&Cancel{Call: 1}); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, slow.started, "the slow work to start")
+	waitFor(t, "the slow work to hear it overran", func() bool { return slow.told.Load() > 0 })
+	if err := c.Send(&Cancel{Call: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if !receive(t, done, "the quick work to end") {
+		t.Fatal("the quick work did not run inline")
+	}
+	close(slow.release)
+	if !receive(t, done, "the slow work to end") {
+		t.Fatal("the slow work did not run inline")
+	}
+	if n := slow.told.Load(); n != 1 || !slow.toldRun.Load() {
+		t.Errorf("slow work told %d times (running then: %v), want once while it ran", n, slow.toldRun.Load())
+	}
+	if n := quick.told.Load(); n != 0 {
+		t.Errorf("quick work told it overran %d times", n)
+	}
+}

@@ -490,6 +490,7 @@ type stream struct {
 	lendMu    sync.Mutex               // guards the lend fields
 	lending   bool                     // the reader runs inline work
 	lendAt    time.Time                // when that work started
+	lendWork  interface{ Run() }       // that work, until it returns
 	lendGrace time.Duration            // how long it may run
 	lendTimer *time.Timer              // checks on the work; hands the reading on when it overruns
 	lendDue   time.Time                // when lendTimer fires, if set
