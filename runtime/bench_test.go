@@ -117,14 +117,20 @@ func startNetRPC(b *testing.B) *rpc.Client {
 	return c
 }
 
+// heldEnv is a TCP environment for benchmarks that hold thousands of
+// operations open: without a failover budget, which would refuse them.
+func heldEnv(b *testing.B) *tcpEnv {
+	s := testSettings()
+	s.Budget = runtime.BudgetSettings{} // unlimited
+	return newTCPEnv(b, s)
+}
+
 // BenchmarkInFlightHeartbeats holds 10,000 attempts open on one server and
 // measures what heartbeating them costs: frames and bytes per second, CPU
 // and allocations per second of wall time. One op is one second.
 func BenchmarkInFlightHeartbeats(b *testing.B) {
 	const inflight = 10000
-	s := testSettings()
-	s.Budget = runtime.BudgetSettings{} // unlimited
-	e := newTCPEnv(b, s)
+	e := heldEnv(b)
 	release := make(chan struct{})
 	var running atomic.Int64
 	for _, l := range e.ledgers {
@@ -200,9 +206,7 @@ func (r receivedAsSent) Stats() transport.Stats {
 // cost the calls that are not held.
 func BenchmarkInvokeTCPBesideHeld(b *testing.B) {
 	const held = 10000
-	s := testSettings()
-	s.Budget = runtime.BudgetSettings{} // unlimited
-	e := newTCPEnv(b, s)
+	e := heldEnv(b)
 	release := make(chan struct{})
 	releaseOnce := sync.OnceFunc(func() { close(release) })
 	// Before the servers close (b.Cleanup), which waits for handlers.
