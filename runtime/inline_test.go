@@ -189,8 +189,8 @@ func TestTCPInlineHandlerThatBlocksDelaysNoOtherCall(t *testing.T) {
 // counts as slow: a second call of it that blocks too, arriving while the
 // first still blocks, runs on a worker and holds the reader for no grace
 // of its own. Before, only a handler's return was counted, so a burst of
-// blocked calls each held the reader in turn, and with thousands of them
-// the heartbeats behind waited long enough for the client to fail over.
+// blocked calls each held the reader in turn, and every frame behind them
+// waited a grace per call.
 func TestTCPInlineOverrunMarksTheMethodSlowAtOnce(t *testing.T) {
 	e := newTCPEnv(t, patientSettings())
 	own := e.owners(t, "slow")
