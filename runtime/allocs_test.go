@@ -58,6 +58,10 @@ func TestHeartbeatAllocs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		release := make(chan struct{})
+		// A failure must not leave the handlers blocked: the bubble
+		// would wait for them forever.
+		releaseOnce := sync.OnceFunc(func() { close(release) })
+		defer releaseOnce()
 		for _, l := range e.ledgers {
 			l.setHook(func(context.Context, string, int64) error {
 				<-release
@@ -85,7 +89,7 @@ func TestHeartbeatAllocs(t *testing.T) {
 		if len(errs) > 0 {
 			t.Fatalf("an attempt ended while its handler ran: %v", <-errs)
 		}
-		close(release)
+		releaseOnce()
 		wg.Wait()
 		close(errs)
 		for err := range errs {

@@ -9,6 +9,7 @@ import (
 	"net/rpc"
 	"os"
 	goruntime "runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -129,24 +130,9 @@ func heldEnv(b *testing.B) *tcpEnv {
 // measures what heartbeating them costs: frames and bytes per second, CPU
 // and allocations per second of wall time. One op is one second.
 func BenchmarkInFlightHeartbeats(b *testing.B) {
-	const inflight = 10000
 	e := heldEnv(b)
-	release := make(chan struct{})
-	var running atomic.Int64
-	for _, l := range e.ledgers {
-		l.setHook(func(context.Context, string, int64) error {
-			running.Add(1)
-			<-release
-			return nil
-		})
-	}
-	var wg sync.WaitGroup
-	for i := range inflight {
-		wg.Go(func() { e.ledger.Add(context.Background(), fmt.Sprintf("hb-%d", i), 1) })
-	}
-	for running.Load() < inflight {
-		time.Sleep(10 * time.Millisecond)
-	}
+	release := holdOps(b, e, 10000)
+	defer release()
 	frames := func() (n, bytes uint64) {
 		for _, c := range serverConns(e) {
 			st := c.Stats()
@@ -174,8 +160,6 @@ func BenchmarkInFlightHeartbeats(b *testing.B) {
 	b.ReportMetric(float64(by1-by0)/secs, "hb-bytes/s")
 	b.ReportMetric(float64(cpu.Milliseconds()), "cpu-ms/s")
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/secs, "allocs/s")
-	close(release)
-	wg.Wait()
 }
 
 // serverConns finds the servers' side of the client's connections through
@@ -205,30 +189,45 @@ func (r receivedAsSent) Stats() transport.Stats {
 // ones (their heartbeats, their goroutines, their share of every map)
 // cost the calls that are not held.
 func BenchmarkInvokeTCPBesideHeld(b *testing.B) {
-	const held = 10000
 	e := heldEnv(b)
-	release := make(chan struct{})
-	releaseOnce := sync.OnceFunc(func() { close(release) })
-	// Before the servers close (b.Cleanup), which waits for handlers.
-	defer releaseOnce()
+	release := holdOps(b, e, 10000)
+	defer release()
+	ctx := context.Background()
+	runCallers(b, 64, func(i int) error {
+		_, err := e.ledger.Add(ctx, accounts[i%len(accounts)], 1)
+		return err
+	})
+	b.StopTimer()
+}
+
+// holdOps starts n operations on e whose handlers block until release is
+// called, and fails b with the first that fails. They start in steps, as
+// load builds up in production (and as bench-compare does): 10,000
+// arrivals at once on two cores is another benchmark. release waits for
+// the operations to end; defer it, so that it runs before the servers
+// close (b.Cleanup), which waits for the handlers, even when b fails.
+func holdOps(b *testing.B, e *tcpEnv, n int) (release func()) {
+	unblock := make(chan struct{})
 	var running atomic.Int64
 	for _, l := range e.ledgers {
 		l.lean = true
 		l.leanHold = func(account string) {
-			if account[0] == 'h' {
+			if strings.HasPrefix(account, "held-") {
 				running.Add(1)
-				<-release
+				<-unblock
 			}
 		}
 	}
 	var wg sync.WaitGroup
+	release = sync.OnceFunc(func() {
+		close(unblock)
+		wg.Wait()
+	})
 	var failed atomic.Int64
 	var firstErr atomic.Value
-	// In steps, as load builds up in production (and as bench-compare
-	// does): 10,000 arrivals at once on two cores is another benchmark.
 	const step = 500
-	for started := 0; started < held; started += step {
-		for i := started; i < started+step; i++ {
+	for started := 0; started < n; started += step {
+		for i := started; i < min(started+step, n); i++ {
 			wg.Go(func() {
 				if _, err := e.ledger.Add(context.Background(), fmt.Sprintf("held-%d", i), 1); err != nil {
 					failed.Add(1)
@@ -236,19 +235,13 @@ func BenchmarkInvokeTCPBesideHeld(b *testing.B) {
 				}
 			})
 		}
-		for running.Load() < int64(started+step) {
+		for running.Load() < int64(min(started+step, n)) {
 			if failed.Load() > 0 {
+				release()
 				b.Fatalf("%d of the held operations failed; the first: %v", failed.Load(), firstErr.Load())
 			}
 			time.Sleep(time.Millisecond)
 		}
 	}
-	ctx := context.Background()
-	runCallers(b, 64, func(i int) error {
-		_, err := e.ledger.Add(ctx, accounts[i%len(accounts)], 1)
-		return err
-	})
-	b.StopTimer()
-	releaseOnce()
-	wg.Wait()
+	return release
 }

@@ -16,7 +16,11 @@ func (h *clientHandler) HandleFrame(conn transport.Conn, f transport.Frame) {
 	case *transport.Ack:
 		c.legs.ack(conn, f.Call, time.Now().UnixNano())
 	case *transport.Heartbeat:
-		c.legs.beat(conn, f.Items, time.Now().UnixNano())
+		now := time.Now().UnixNano()
+		if f.All {
+			c.legs.beatAll(conn, now)
+		}
+		c.legs.beat(conn, f.Items, now)
 	case *transport.Result:
 		c.legs.deliverResult(conn, f)
 	case *transport.Redirect:

@@ -3,6 +3,7 @@ package runtime
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ffgen/ffgen/runtime/transport"
@@ -17,6 +18,9 @@ import (
 type connWatch struct {
 	conn  transport.Conn
 	timer *time.Timer // runs fire
+	// beat is when the last heartbeat for the whole connection arrived,
+	// UnixNano: it stands for every leg acknowledged before it.
+	beat atomic.Int64
 
 	mu   sync.Mutex
 	legs *leg  // the legs waiting on conn, linked by watchPrev and watchNext
@@ -50,7 +54,7 @@ func (t *legTable) watchConn(l *leg) {
 			w.legs.watchPrev = l
 		}
 		w.legs = l
-		w.armBy(l.beatDeadline(), time.Now().UnixNano())
+		w.armBy(l.beatDeadline(w), time.Now().UnixNano())
 		w.mu.Unlock()
 		return
 	}
@@ -109,7 +113,7 @@ func (t *legTable) fire(w *connWatch) {
 	}
 	next := int64(noAlarm)
 	for l := w.legs; l != nil; l = l.watchNext {
-		beat := l.beat.Load()
+		beat := l.lastBeat(w)
 		d := beat + int64(l.heartbeatTimeout)
 		if d > now {
 			next = min(next, d)
@@ -129,9 +133,24 @@ func (t *legTable) fire(w *connWatch) {
 	}
 }
 
+// lastBeat is when the server last vouched for l, UnixNano: a heartbeat
+// or ack naming it, or, once one has, a heartbeat for all of w, l's
+// connection. Before the server named l, such a heartbeat may have left
+// it before l arrived. w is passed in, not read from l: the alarm's
+// goroutine calls this too.
+func (l *leg) lastBeat(w *connWatch) int64 {
+	b := l.beat.Load()
+	if w != nil && l.named.Load() {
+		b = max(b, w.beat.Load())
+	}
+	return b
+}
+
 // beatDeadline is when l's heartbeat timeout ends unless a heartbeat
-// comes first, UnixNano.
-func (l *leg) beatDeadline() int64 { return l.beat.Load() + int64(l.heartbeatTimeout) }
+// comes first, UnixNano; w is l's connection's alarm.
+func (l *leg) beatDeadline(w *connWatch) int64 {
+	return l.lastBeat(w) + int64(l.heartbeatTimeout)
+}
 
 // rewatch makes sure l's alarm covers its heartbeat deadline again after
 // it woke the owner: a heartbeat that came since only stored the time,
@@ -141,7 +160,7 @@ func (l *leg) rewatch() {
 	if w := l.watch; w != nil {
 		w.mu.Lock()
 		if !w.dead {
-			w.armBy(l.beatDeadline(), time.Now().UnixNano())
+			w.armBy(l.beatDeadline(w), time.Now().UnixNano())
 		}
 		w.mu.Unlock()
 	}

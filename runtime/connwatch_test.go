@@ -132,3 +132,56 @@ func TestConnAlarmSleepsThroughHeartbeats(t *testing.T) {
 		}
 	})
 }
+
+// A heartbeat for all of a connection stands for each leg the server
+// named before it, by an ack or an item, and for no other: not for a leg
+// it has not acknowledged, which may not have arrived, nor for one that a
+// redirect moved to the connection and that its server has not named yet.
+func TestConnAlarmAllBeatsStandForNamedLegsOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 100 * time.Millisecond
+		var lt legTable
+		lt.init()
+		conn, other := &fakeConn{id: 1}, &fakeConn{id: 2}
+		start := time.Now()
+		acked := alarmLeg(&lt, conn, 1, timeout)
+		unacked := alarmLeg(&lt, conn, 2, timeout)
+		moved := alarmLeg(&lt, other, 3, timeout)
+		at := func(d time.Duration) {
+			t.Helper()
+			time.Sleep(time.Until(start.Add(d)))
+			synctest.Wait()
+		}
+		at(10 * time.Millisecond)
+		lt.ack(conn, 1, time.Now().UnixNano())
+		lt.ack(other, 3, time.Now().UnixNano())
+		at(50 * time.Millisecond)
+		lt.moveTo(moved, conn) // as a redirect does
+		moved.beat.Store(time.Now().UnixNano())
+		moved.rewatch()
+		for d := 20 * time.Millisecond; d <= 300*time.Millisecond; d += 20 * time.Millisecond {
+			at(d)
+			lt.beatAll(conn, time.Now().UnixNano())
+		}
+		if !woken(unacked) {
+			t.Error("a leg the server never named was kept alive by heartbeats for all of its connection")
+		}
+		if !woken(moved) {
+			t.Error("a leg moved to the connection was kept alive by its heartbeats for all before its new server named it")
+		}
+		if woken(acked) {
+			t.Fatal("an acknowledged leg was woken although heartbeats for all of its connection came every 20ms")
+		}
+		at(400*time.Millisecond - time.Nanosecond)
+		if woken(acked) {
+			t.Fatal("woken before a heartbeat timeout after the last heartbeat for all")
+		}
+		at(400 * time.Millisecond)
+		if !woken(acked) {
+			t.Error("not woken a heartbeat timeout after the last heartbeat for all")
+		}
+		for _, l := range []*leg{acked, unacked, moved} {
+			lt.remove(l)
+		}
+	})
+}

@@ -137,3 +137,51 @@ func TestSuspicionIsProportionate(t *testing.T) {
 		}
 	})
 }
+
+// Attempts of a client that counts heartbeats for all of a connection
+// (transport.FlagAllBeat) are vouched for by the heartbeat's All, with no
+// item each; attempts of an older client are listed one by one, on the
+// same connection too.
+func TestHeartbeatStandsForAllAttemptsOfClientsThatCountIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		e.ledgers["a1"].setHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
+		var mu sync.Mutex
+		var beats []transport.Heartbeat
+		h := frameFunc(func(f transport.Frame) {
+			if hb, ok := f.(*transport.Heartbeat); ok {
+				mu.Lock()
+				beats = append(beats, transport.Heartbeat{All: hb.All, Items: slices.Clone(hb.Items)})
+				mu.Unlock()
+			}
+		})
+		c, err := e.Net.Transport(transport.Config{Node: "raw"}).Dial(t.Context(), "a1", h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		const interval = 50 * time.Millisecond
+		attempt := func(call uint64, account string, flags transport.AttemptFlags) {
+			args := (&ledgerAddArgs{Account: account, Amount: 1}).AppendFF(nil)
+			if err := c.Send(&transport.Attempt{Call: call, OpID: [16]byte{byte(call)}, Timeout: time.Second, Heartbeat: interval,
+				Service: "test.Ledger", Method: "Add", Entities: []string{account}, Flags: flags, Payload: args}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		attempt(1, "x", transport.FlagAck|transport.FlagAllBeat)
+		attempt(2, "y", transport.FlagAck|transport.FlagAllBeat)
+		attempt(3, "z", transport.FlagAck) // an older client's
+		time.Sleep(3 * interval)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(beats) < 2 {
+			t.Fatalf("%d heartbeats in three intervals", len(beats))
+		}
+		for i, hb := range beats {
+			if !hb.All || len(hb.Items) != 1 || hb.Items[0].Call != 3 {
+				t.Errorf("heartbeat %d: %+v; want All, and only call 3 listed", i, hb)
+			}
+		}
+	})
+}

@@ -58,18 +58,25 @@ type waiter struct {
 	conn     *serverConn
 	call     uint64
 	progress uint64 // progress version last sent to this waiter
+	// all: the client counts a heartbeat for the whole connection as one
+	// for this call (transport.FlagAllBeat), which it has an ack for.
+	all bool
 }
 
 func (e *execution) setProgress(p []byte) { e.progress.set(p) }
 
-// addWaiter is called with s.mu held.
-func (e *execution) addWaiter(sc *serverConn, call uint64, interval time.Duration) {
+// addWaiter makes attempt a, which arrived on sc, a waiter of e: its
+// heartbeats start, and the client hears that it arrived. Called with s.mu
+// held.
+func (e *execution) addWaiter(sc *serverConn, a *transport.Attempt) {
 	if e.waiters == nil {
 		e.waiters = e.waitBuf[:0]
 	}
-	e.waiters = append(e.waiters, waiter{conn: sc, call: call})
-	sc.calls[call] = e
-	sc.startHeartbeats(interval)
+	const allBeat = transport.FlagAck | transport.FlagAllBeat
+	e.waiters = append(e.waiters, waiter{conn: sc, call: a.Call, all: a.Flags&allBeat == allBeat})
+	sc.calls[a.Call] = e
+	sc.startHeartbeats(e.s.clampInterval(a.Heartbeat))
+	sc.acknowledge(a)
 }
 
 // removeWaiter is called with s.mu held.

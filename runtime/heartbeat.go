@@ -98,6 +98,13 @@ func (sc *serverConn) tick(interval time.Duration, reset <-chan time.Duration, s
 
 // beat sends one heartbeat frame for every live attempt on the connection.
 // It returns false, having stopped the ticker, when there are none.
+//
+// A client that set transport.FlagAllBeat hears of its attempts through
+// the frame's All: one flag, however many attempts wait, where a list
+// would cost both ends a lookup per attempt per interval. Such an attempt
+// is listed only when it has progress to report. An attempt whose handler
+// overran its attempt timeout is listed no more: its client, which counts
+// the same timeout from the send, before the arrival, has given up on it.
 func (sc *serverConn) beat() bool {
 	s := sc.s
 	now := time.Now()
@@ -116,10 +123,8 @@ func (sc *serverConn) beat() bool {
 	}
 	sc.idle = 0
 	items := sc.hb.Items[:0]
+	all := false
 	for call, e := range sc.calls {
-		if !e.deadline.IsZero() && now.After(e.deadline) {
-			continue // the handler overran its attempt timeout: let the client time out
-		}
 		if (e.state == stateQueued || e.state == stateHeld) && !e.scatter && now.After(e.arrived.Add(e.timeout)) {
 			// Queued past its time behind a slow operation: the client
 			// has given up on it, so it leaves the queue now rather than
@@ -129,20 +134,38 @@ func (sc *serverConn) beat() bool {
 			answer(e.end(&e.res, nil), &e.res, nil)
 			continue
 		}
+		w := e.waiterOn(sc, call)
+		vouched := w != nil && w.all
+		if !vouched && !e.deadline.IsZero() && now.After(e.deadline) {
+			continue
+		}
 		it := transport.HeartbeatItem{Call: call}
-		for i := range e.waiters {
-			w := &e.waiters[i]
-			if w.conn == sc && w.call == call {
-				it.Progress, w.progress = e.progress.since(w.progress)
+		if w != nil {
+			it.Progress, w.progress = e.progress.since(w.progress)
+		}
+		if vouched {
+			all = true
+			if it.Progress == nil {
+				continue
 			}
 		}
 		items = append(items, it)
 	}
-	sc.hb.Items = items
+	sc.hb.Items, sc.hb.All = items, all
 	s.mu.Unlock()
-	if len(items) > 0 {
+	if len(items) > 0 || all {
 		s.send(sc.conn, &sc.hb)
 	}
 	clear(items) // drop progress references
 	return true
+}
+
+// waiterOn is e's waiter for call on sc. Called with s.mu held.
+func (e *execution) waiterOn(sc *serverConn, call uint64) *waiter {
+	for i := range e.waiters {
+		if w := &e.waiters[i]; w.conn == sc && w.call == call {
+			return w
+		}
+	}
+	return nil
 }

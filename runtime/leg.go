@@ -21,6 +21,7 @@ type leg struct {
 	done     chan legEvent            // result, redirect or broken connection; reused by the operation's next attempt
 	wake     chan struct{}            // the heartbeat deadline passed; reused like done
 	acked    atomic.Bool              // a heartbeat or result arrived
+	named    atomic.Bool              // the server on conn named the attempt (an ack, a heartbeat item): its heartbeats for all of conn stand for it
 	latest   atomic.Pointer[[]byte]   // last progress reported
 	answered bool                     // res holds the result; guarded by the leg table's lock
 	reads    transport.CallerReadConn // conn, while it counts l among the answers it awaits; guarded by the leg table's lock
@@ -132,10 +133,11 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	l.call = c.nextCall.Add(1)
 	l.conn = conn
 	l.beat.Store(p.start.UnixNano())
+	l.named.Store(false)
 	l.heartbeatTimeout = s.HeartbeatTimeout
 	c.legs.add(l)
 
-	flags |= transport.FlagAck
+	flags |= transport.FlagAck | transport.FlagAllBeat
 	if op.m.Hold {
 		flags |= transport.FlagHold
 	}
@@ -246,7 +248,7 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 				continue // in a grace: the timer decides
 			}
 			now := time.Now()
-			if be := time.Unix(0, p.l.beatDeadline()); be.Before(w.attemptEnd) {
+			if be := time.Unix(0, p.l.beatDeadline(p.l.watch)); be.Before(w.attemptEnd) {
 				w.due = be
 			}
 			if o, ended := w.expired(timer, now); ended {
@@ -269,7 +271,7 @@ func (w *watch) moved(now time.Time) bool {
 	if w.p.Ready() || now.Before(w.due) || w.timerAt != w.attemptEnd {
 		return false
 	}
-	be := time.Unix(0, w.p.l.beatDeadline())
+	be := time.Unix(0, w.p.l.beatDeadline(w.p.l.watch))
 	if !now.Before(be) || !now.Before(w.attemptEnd) {
 		return false // the alarm or the timer is due
 	}
@@ -373,7 +375,7 @@ func (w *watch) redirect(rd *transport.Redirect) (outcome, bool) {
 // up, or the heartbeat's, or a heartbeat moved the deadline on.
 func (w *watch) expired(timer *time.Timer, now time.Time) (outcome, bool) {
 	s, l := w.op.s, &w.p.l
-	beatEnd := time.Unix(0, l.beat.Load()).Add(s.HeartbeatTimeout)
+	beatEnd := time.Unix(0, l.lastBeat(l.watch)).Add(s.HeartbeatTimeout)
 	switch {
 	case !now.Before(w.attemptEnd):
 		r, err := w.op.timeUp(w.ctx, now, w.member.Name, w.p.a.Timeout)

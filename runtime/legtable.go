@@ -62,6 +62,7 @@ func (t *legTable) moveTo(l *leg, conn transport.Conn) {
 	l.settle()
 	l.unwatchConn()
 	l.conn = conn
+	l.named.Store(false) // the new node has not heard of it yet
 	l.expect()
 	t.watchConn(l)
 	sh.mu.Unlock()
@@ -123,8 +124,7 @@ func (t *legTable) ack(conn transport.Conn, call uint64, now int64) {
 	sh := t.shard(call)
 	sh.mu.Lock()
 	if l := sh.legs[call]; l != nil && l.conn == conn {
-		l.beat.Store(now)
-		l.acked.Store(true)
+		l.heard(now)
 	}
 	sh.mu.Unlock()
 }
@@ -137,8 +137,7 @@ func (t *legTable) beat(conn transport.Conn, items []transport.HeartbeatItem, no
 		sh := t.shard(it.Call)
 		sh.mu.Lock()
 		if l := sh.legs[it.Call]; l != nil && l.conn == conn {
-			l.beat.Store(now)
-			l.acked.Store(true)
+			l.heard(now)
 			if it.Progress != nil {
 				p := append([]byte(nil), it.Progress...)
 				l.latest.Store(&p)
@@ -146,6 +145,24 @@ func (t *legTable) beat(conn transport.Conn, items []transport.HeartbeatItem, no
 		}
 		sh.mu.Unlock()
 	}
+}
+
+// beatAll records a heartbeat for every leg on conn whose attempt the
+// server acknowledged (transport.Heartbeat.All): one store, however many
+// legs wait.
+func (t *legTable) beatAll(conn transport.Conn, now int64) {
+	if v, ok := t.watches.Load(conn); ok {
+		v.(*connWatch).beat.Store(now)
+	}
+}
+
+// heard records that the server named l's attempt at now, in an ack or a
+// heartbeat: it arrived, and from now on a heartbeat for the whole
+// connection stands for it too. Called with l's shard locked.
+func (l *leg) heard(now int64) {
+	l.beat.Store(now)
+	l.named.Store(true)
+	l.acked.Store(true)
 }
 
 // broke tells every leg waiting on conn that it closed.

@@ -398,8 +398,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		res, rd := rep.write(e, a)
 		if res == nil && rd == nil {
 			s.execs[a.OpID] = e
-			e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
-			sc.acknowledge(a)
+			e.addWaiter(sc, a)
 		}
 		s.mu.Unlock()
 		switch {
@@ -420,8 +419,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		return
 	}
 	s.execs[a.OpID] = e
-	e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
-	sc.acknowledge(a)
+	e.addWaiter(sc, a)
 	e.inline = sc.inline != nil && sm.pace.quick()
 	s.schedule(e)
 	inline := e.inline && e.state == stateRunning
@@ -444,8 +442,7 @@ func (s *Server) joinLocked(sc *serverConn, a *transport.Attempt) bool {
 	// one being stopped for want of waiters runs again).
 	e.fire(evJoin)
 	e.remember.Store(true) // asked for twice: it may be asked for again
-	e.addWaiter(sc, a.Call, s.clampInterval(a.Heartbeat))
-	sc.acknowledge(a)
+	e.addWaiter(sc, a)
 	s.mu.Unlock()
 	return true
 }

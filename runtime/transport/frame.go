@@ -123,6 +123,11 @@ const (
 	// again (it drew the ID itself and its attempts go to distinct
 	// groups), so the node need not remember the result.
 	FlagNoRepeat AttemptFlags = 1 << 4
+	// FlagAllBeat says the client counts a Heartbeat with All set as one
+	// for every attempt the server acknowledged on the connection. A
+	// server lists an attempt without it in every heartbeat, so an older
+	// client, which would ignore All, still hears of each.
+	FlagAllBeat AttemptFlags = 1 << 5
 )
 
 // Prior records why an earlier attempt of the same operation ended.
@@ -162,6 +167,14 @@ type HeartbeatItem struct {
 // one per connection per interval, however many attempts run.
 type Heartbeat struct {
 	Items []HeartbeatItem
+	// All says "still working" for every attempt the server acknowledged
+	// on this connection and has not answered, of clients that set
+	// FlagAllBeat; Items then lists only the attempts with progress to
+	// report and those of other clients. On the wire it follows the items
+	// only when set, so a heartbeat without it is the same bytes as
+	// before the field existed. With it, a heartbeat costs the same for
+	// 10,000 long operations as for one.
+	All bool
 }
 
 // Result ends an attempt.
@@ -311,6 +324,9 @@ func (f *Heartbeat) appendBody(b []byte) []byte {
 		b = codec.AppendUvarint(b, it.Call)
 		b = codec.AppendBytes(b, it.Progress)
 	}
+	if f.All {
+		b = append(b, 1)
+	}
 	return b
 }
 
@@ -325,6 +341,10 @@ func (f *Heartbeat) decodeBody(r *codec.Reader) {
 	}
 	for i := range f.Items {
 		f.Items[i] = HeartbeatItem{Call: r.Uvarint(), Progress: r.Bytes()}
+	}
+	f.All = false
+	if r.Len() > 0 { // absent unless set
+		f.All = r.Bool()
 	}
 }
 

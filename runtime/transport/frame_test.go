@@ -40,6 +40,7 @@ func sampleFrames() map[string]Frame {
 			{Call: 1}, {Call: 1 << 40, Progress: []byte("p")},
 		}},
 		"heartbeat-empty": &Heartbeat{},
+		"heartbeat-all":   &Heartbeat{All: true, Items: []HeartbeatItem{{Call: 5, Progress: []byte("q")}}},
 		"result":          &Result{Call: 7, Status: StatusOK, Payload: []byte("ok")},
 		"result-fail":     &Result{Call: 8, Status: StatusFail, Code: "ErrInsufficientFunds", Message: "insufficient funds"},
 		"result-failover": &Result{Call: 9, Status: StatusFailover, Message: "busy"},
@@ -103,6 +104,39 @@ func TestAttemptMetadataOptional(t *testing.T) {
 	}
 	if tail := with[len(plain):]; !bytes.Equal(tail, []byte{1, 1, 'k', 1, 'v'}) {
 		t.Errorf("metadata encoded as % x, want 01 01 6b 01 76", tail)
+	}
+}
+
+// A heartbeat without All is the same bytes as before the field existed,
+// so an older client, which gets none with it, decodes every heartbeat it
+// gets; one with All ends in a single byte, and a decoder that reused its
+// Heartbeat does not carry All over to the next.
+func TestHeartbeatAllOptional(t *testing.T) {
+	hb := Heartbeat{Items: []HeartbeatItem{{Call: 3}}}
+	plain := encode(t, &hb)
+	if want := []byte{Version, byte(TypeHeartbeat), 1, 3, 0}; !bytes.Equal(plain, want) {
+		t.Fatalf("heartbeat without All encoded as % x, want % x", plain, want)
+	}
+	hb.All = true
+	with := encode(t, &hb)
+	if !bytes.Equal(with, append(plain, 1)) {
+		t.Fatalf("All encoded as % x, want % x followed by 01", with, plain)
+	}
+	var d Decoder
+	for _, c := range []struct {
+		in  []byte
+		all bool
+	}{{with, true}, {plain, false}} {
+		f, err := d.Decode(c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.(*Heartbeat); got.All != c.all || len(got.Items) != 1 {
+			t.Errorf("decoded % x as %+v, want All %v and one item", c.in, got, c.all)
+		}
+	}
+	if _, err := d.Decode(append(plain, 2)); !errors.Is(err, ErrMalformedFrame) {
+		t.Errorf("a heartbeat ending in 02 decoded with error %v, want ErrMalformedFrame", err)
 	}
 }
 
