@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -182,6 +183,66 @@ func TestHeartbeatStandsForAllAttemptsOfClientsThatCountIt(t *testing.T) {
 			if !hb.All || len(hb.Items) != 1 || hb.Items[0].Call != 3 {
 				t.Errorf("heartbeat %d: %+v; want All, and only call 3 listed", i, hb)
 			}
+		}
+	})
+}
+
+// A handler that ignores its context past the attempt timeout its server
+// allows (MaxAttemptTimeout, shorter than the client asked for) is
+// heartbeated no more, so its client fails over a heartbeat timeout after
+// the server's deadline, not at its own; another long attempt on the same
+// connection, still within its time, is listed by name meanwhile and
+// runs on.
+func TestOverrunHandlerIsNotVouchedForByAll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := runtime.DefaultSettings()
+		s.AttemptTimeout = 5 * time.Second
+		s.OperationTimeout = 20 * time.Second
+		s.MaxFailovers = 0
+		e := newEnv(t, fftest.Config{Settings: s, Server: func(_ string, cfg *runtime.ServerConfig) {
+			cfg.MaxAttemptTimeout = time.Second
+		}})
+		own := e.owners(t, "stuck")[0]
+		other := ""
+		for i := range 100 {
+			if a := fmt.Sprintf("busy-%d", i); e.owners(t, a)[0] == own {
+				other = a
+				break
+			}
+		}
+		if other == "" {
+			t.Fatal("no second account with the same owner")
+		}
+		e.ledgers[own].setHook(func(ctx context.Context, account string, _ int64) error {
+			if account == "stuck" {
+				time.Sleep(3 * time.Second) // ignores its context
+				return nil
+			}
+			select {
+			case <-time.After(900 * time.Millisecond):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		busy := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			// It runs from 0.5 s to 1.4 s, across the stuck one's deadline.
+			time.Sleep(500 * time.Millisecond)
+			_, err := e.ledger.Add(t.Context(), other, 1)
+			busy <- err
+		}()
+		_, err := e.ledger.Add(t.Context(), "stuck", 1)
+		took := time.Since(start)
+		if re := wantError(t, err); re.Reason != runtime.ReasonHeartbeatTimeout {
+			t.Errorf("stuck handler: %v; want a heartbeat timeout", err)
+		}
+		if limit := time.Second + s.HeartbeatTimeout; took > limit {
+			t.Errorf("the stuck attempt ended after %v; want within %v of the server's deadline", took, limit)
+		}
+		if err := <-busy; err != nil {
+			t.Errorf("the other long attempt on the connection: %v", err)
 		}
 	})
 }

@@ -22,8 +22,9 @@ type serverConn struct {
 	reset    chan time.Duration // a shorter interval for the running ticker
 	stop     chan struct{}
 
-	hb  transport.Heartbeat // used by the ticker goroutine only
-	ack transport.Ack       // used by the connection's read goroutine only
+	hb    transport.Heartbeat // used by the ticker goroutine only
+	quiet []uint64            // beat's calls that All stands for; used by the ticker goroutine only
+	ack   transport.Ack       // used by the connection's read goroutine only
 }
 
 // acknowledge tells the client that attempt a arrived and waits here, if
@@ -102,9 +103,14 @@ func (sc *serverConn) tick(interval time.Duration, reset <-chan time.Duration, s
 // A client that set transport.FlagAllBeat hears of its attempts through
 // the frame's All: one flag, however many attempts wait, where a list
 // would cost both ends a lookup per attempt per interval. Such an attempt
-// is listed only when it has progress to report. An attempt whose handler
-// overran its attempt timeout is listed no more: its client, which counts
-// the same timeout from the send, before the arrival, has given up on it.
+// is listed only when it has progress to report.
+//
+// An attempt whose handler overran its attempt timeout is heartbeated no
+// more, so that its client times it out even if the handler ignores its
+// context; the server may have cut the timeout short (MaxAttemptTimeout),
+// so the client's own timer may be far off. All would still stand for it:
+// while one such attempt of an All client waits on the connection, the
+// others are listed one by one instead.
 func (sc *serverConn) beat() bool {
 	s := sc.s
 	now := time.Now()
@@ -122,8 +128,8 @@ func (sc *serverConn) beat() bool {
 		return false
 	}
 	sc.idle = 0
-	items := sc.hb.Items[:0]
-	all := false
+	items, quiet := sc.hb.Items[:0], sc.quiet[:0]
+	all, overran := false, false
 	for call, e := range sc.calls {
 		if (e.state == stateQueued || e.state == stateHeld) && !e.scatter && now.After(e.arrived.Add(e.timeout)) {
 			// Queued past its time behind a slow operation: the client
@@ -136,7 +142,8 @@ func (sc *serverConn) beat() bool {
 		}
 		w := e.waiterOn(sc, call)
 		vouched := w != nil && w.all
-		if !vouched && !e.deadline.IsZero() && now.After(e.deadline) {
+		if !e.deadline.IsZero() && now.After(e.deadline) {
+			overran = overran || vouched
 			continue
 		}
 		it := transport.HeartbeatItem{Call: call}
@@ -146,12 +153,19 @@ func (sc *serverConn) beat() bool {
 		if vouched {
 			all = true
 			if it.Progress == nil {
+				quiet = append(quiet, call)
 				continue
 			}
 		}
 		items = append(items, it)
 	}
-	sc.hb.Items, sc.hb.All = items, all
+	if overran {
+		for _, call := range quiet {
+			items = append(items, transport.HeartbeatItem{Call: call})
+		}
+		all = false
+	}
+	sc.hb.Items, sc.hb.All, sc.quiet = items, all, quiet
 	s.mu.Unlock()
 	if len(items) > 0 || all {
 		s.send(sc.conn, &sc.hb)
