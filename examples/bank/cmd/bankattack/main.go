@@ -9,6 +9,8 @@
 //	bomb       a Hello, then a length prefix of 0xFFFFFFFF
 //	truncated  a Hello cut short, then silence
 //	all        every kind above at once
+//	none       no connection: the honest load alone, the control for the
+//	           other kinds' memory figures
 //
 // For each kind it reports the node's RSS growth (peak over idle), its RSS
 // 30 s after the hostile connections closed, how long the node took to
@@ -17,8 +19,10 @@
 // kind, each after a baseline of its own, and the median of the rounds'
 // ratios; with them, the node's refusal and pacing counters and the CPU
 // time of the node and of the attacker. -profile saves a CPU profile (or,
-// with -trace, an execution trace) of the node during each attack. It is
-// a measurement, not a test:
+// with -trace, an execution trace) of the node during each attack. With
+// -decoy the hostile connections go to a second node in a process of its
+// own, and the honest client's figures show what the attack costs it
+// through the shared machine alone. It is a measurement, not a test:
 //
 //	go run ./examples/bank/cmd/bankattack
 //
@@ -64,6 +68,7 @@ var (
 	profileDir  = flag.String("profile", "", "save a CPU profile of the node during each attack into this directory")
 	traceAttack = flag.Bool("trace", false, "with -profile, save an execution trace of each attack's first 3 s instead (go tool trace -pprof=sched shows where goroutines waited)")
 	nodeStderr  = flag.String("node-stderr", "", "append the node's standard error to this file (with GODEBUG=gctrace=1, its collections)")
+	decoy       = flag.Bool("decoy", false, "attack a second node, in a process of its own, instead of the measured one: what the attack costs the honest client through the machine alone (the attacker and the kernel's work for it on the same cores)")
 )
 
 // attacker is the child process: it attacks when told "go" on stdin and
@@ -140,37 +145,23 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 			return fmt.Errorf("building banknode (run from the repository root): %w", err)
 		}
 	}
-	rpc, gossip, mgmt := freePort(), freePort(), freePort()
-	cmd := exec.Command(bin, "-name", "a1", "-group", "a", "-groups", "a,b",
-		"-rpc", rpc, "-gossip", gossip, "-mgmt", mgmt, "-gossip-preset", "local", "-log-level", "error",
-		// The ledger remembers every write's outcome for idempotency and
-		// journals it, and the replica keeps a log of recent writes;
-		// bounded low, the honest writes do not grow the node's memory
-		// over the run, which would blur what the attacks leave behind.
-		"-remember", "1024", "-journal", "1024", "-replication-log", "1024")
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if *nodeStderr != "" {
-		f, err := os.OpenFile(*nodeStderr, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	nd, stop, err := startNode(bin, "a1")
+	if err != nil {
+		return err
+	}
+	defer stop()
+	rpc, pid := nd.rpc, nd.pid
+	// The node the hostile connections go to, and whose counters count
+	// them: the measured one, or with -decoy a second node in a process of
+	// its own, which leaves the measured node only the machine's share.
+	target := nd
+	if *decoy {
+		d, stopDecoy, err := startNode(bin, "decoy")
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		cmd.Stderr = f
-	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-	}()
-	pid := cmd.Process.Pid
-	if err := waitDial(rpc, 20*time.Second); err != nil {
-		return err
-	}
-	// Its replica answers once it has settled that it is alone.
-	if err := waitReady(mgmt, 20*time.Second); err != nil {
-		return err
+		defer stopDecoy()
+		target = d
 	}
 
 	h, err := newHonest(rpc, rate)
@@ -182,12 +173,15 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 	time.Sleep(2 * time.Second)
 	idle := rss(pid)
 	fmt.Printf("node pid %d, rpc %s; %d hostile connections per kind; honest load %d ops/s\n", pid, rpc, conns, rate)
+	if *decoy {
+		fmt.Printf("hostile connections go to a decoy node, pid %d, rpc %s: the measured node only shares the machine with them\n", target.pid, target.rpc)
+	}
 	fmt.Printf("idle RSS %.1f MB\n\n", mb(idle))
 
 	first := idle
 	for _, kind := range kinds {
 		idle := rss(pid)
-		counted := transportCounters(mgmt)
+		counted := transportCounters(target.mgmt)
 		var peak atomic.Int64
 		var ratios []float64
 		var base, during latencies
@@ -202,12 +196,12 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 			cpu0 := cpuTime(pid)
 			b := h.measure(window)
 			cpuBase += cpuTime(pid) - cpu0
-			start, report, err := spawnAttacker(rpc, kind, conns)
+			start, report, err := spawnAttacker(target.rpc, kind, conns)
 			if err != nil {
 				return err
 			}
 			stopSample := sample(pid, &peak)
-			stopProfile := profile(mgmt, window, fmt.Sprintf("%s-%d", kind, r+1))
+			stopProfile := profile(target.mgmt, window, fmt.Sprintf("%s-%d", kind, r+1))
 			fmt.Fprintln(start, "go")
 			cpu1 := cpuTime(pid)
 			d := h.measure(window)
@@ -238,10 +232,58 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 		for r, c := range closed {
 			fmt.Printf("%-10s round %d, connections closed by the node: %s\n", "", r+1, c)
 		}
-		fmt.Printf("%-10s node's refusal and pacing counters over the rounds: %s\n", "", countersSince(counted, transportCounters(mgmt)))
+		fmt.Printf("%-10s node's refusal and pacing counters over the rounds: %s\n", "", countersSince(counted, transportCounters(target.mgmt)))
 		fmt.Println()
 	}
 	return nil
+}
+
+// node is a banknode process started by startNode.
+type node struct {
+	rpc, mgmt string
+	pid       int
+}
+
+// startNode starts banknode bin as a single-node cluster of its own on
+// loopback, with the writes' memory bounded, and waits until it serves;
+// stop interrupts it and waits for it to exit.
+func startNode(bin, name string) (nd node, stop func(), err error) {
+	rpc, gossip, mgmt := freePort(), freePort(), freePort()
+	cmd := exec.Command(bin, "-name", name, "-group", "a", "-groups", "a,b",
+		"-rpc", rpc, "-gossip", gossip, "-mgmt", mgmt, "-gossip-preset", "local", "-log-level", "error",
+		// The ledger remembers every write's outcome for idempotency and
+		// journals it, and the replica keeps a log of recent writes;
+		// bounded low, the honest writes do not grow the node's memory
+		// over the run, which would blur what the attacks leave behind.
+		"-remember", "1024", "-journal", "1024", "-replication-log", "1024")
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	var logFile *os.File
+	if *nodeStderr != "" {
+		if logFile, err = os.OpenFile(*nodeStderr, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+			return node{}, nil, err
+		}
+		cmd.Stderr = logFile
+	}
+	if err := cmd.Start(); err != nil {
+		return node{}, nil, err
+	}
+	stop = func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		if logFile != nil {
+			logFile.Close()
+		}
+	}
+	if err := waitDial(rpc, 20*time.Second); err != nil {
+		stop()
+		return node{}, nil, err
+	}
+	// Its replica answers once it has settled that it is alone.
+	if err := waitReady(mgmt, 20*time.Second); err != nil {
+		stop()
+		return node{}, nil, err
+	}
+	return node{rpc: rpc, mgmt: mgmt, pid: cmd.Process.Pid}, stop, nil
 }
 
 func freePort() string {
@@ -479,6 +521,8 @@ func payloads(kind string) [][]byte {
 		return [][]byte{append(append([]byte(nil), hello...), 0xff, 0xff, 0xff, 0xff)}
 	case "truncated":
 		return [][]byte{hello[:len(hello)-3]}
+	case "none":
+		return nil
 	case "all":
 		var out [][]byte
 		for _, k := range []string{"no-hello", "stalled", "garbage", "bomb", "truncated"} {
