@@ -19,7 +19,8 @@ type connWatch struct {
 	conn  transport.Conn
 	timer *time.Timer // runs fire
 	// beat is when the last heartbeat for the whole connection arrived,
-	// UnixNano: it stands for every leg acknowledged before it.
+	// UnixNano: it stands for every leg the server named before it
+	// (leg.lastBeat).
 	beat atomic.Int64
 
 	mu   sync.Mutex

@@ -125,8 +125,9 @@ const (
 	FlagNoRepeat AttemptFlags = 1 << 4
 	// FlagAllBeat says the client counts a Heartbeat with All set as one
 	// for every attempt the server acknowledged on the connection. A
-	// server lists an attempt without it in every heartbeat, so an older
-	// client, which would ignore All, still hears of each.
+	// server sends All only for attempts with it, and lists the others in
+	// every heartbeat: an older client, which would take All's byte for a
+	// malformed frame, gets none and still hears of each attempt.
 	FlagAllBeat AttemptFlags = 1 << 5
 )
 
