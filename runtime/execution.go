@@ -81,13 +81,21 @@ func (e *execution) addWaiter(sc *serverConn, a *transport.Attempt) {
 
 // removeWaiter is called with s.mu held.
 func (e *execution) removeWaiter(sc *serverConn, call uint64) {
-	for i, w := range e.waiters {
-		if w.conn == sc && w.call == call {
-			e.waiters = append(e.waiters[:i], e.waiters[i+1:]...)
-			break
-		}
+	if i := e.waiterAt(sc, call); i >= 0 {
+		e.waiters = append(e.waiters[:i], e.waiters[i+1:]...)
 	}
 	delete(sc.calls, call)
+}
+
+// waiterAt is the index of e's waiter for call on sc, -1 if it has none.
+// Called with s.mu held.
+func (e *execution) waiterAt(sc *serverConn, call uint64) int {
+	for i, w := range e.waiters {
+		if w.conn == sc && w.call == call {
+			return i
+		}
+	}
+	return -1
 }
 
 // run runs the handler of a started execution, on its own goroutine.

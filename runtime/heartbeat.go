@@ -140,7 +140,10 @@ func (sc *serverConn) beat() bool {
 			answer(e.end(&e.res, nil), &e.res, nil)
 			continue
 		}
-		w := e.waiterOn(sc, call)
+		var w *waiter
+		if i := e.waiterAt(sc, call); i >= 0 {
+			w = &e.waiters[i]
+		}
 		vouched := w != nil && w.all
 		if !e.deadline.IsZero() && now.After(e.deadline) {
 			overran = overran || vouched
@@ -172,14 +175,4 @@ func (sc *serverConn) beat() bool {
 	}
 	clear(items) // drop progress references
 	return true
-}
-
-// waiterOn is e's waiter for call on sc. Called with s.mu held.
-func (e *execution) waiterOn(sc *serverConn, call uint64) *waiter {
-	for i := range e.waiters {
-		if w := &e.waiters[i]; w.conn == sc && w.call == call {
-			return w
-		}
-	}
-	return nil
 }
