@@ -186,6 +186,7 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 		var ratios []float64
 		var base, during latencies
 		var cpuBase, cpuDuring time.Duration
+		var readBase, readDuring int64
 		var closed []string
 		for r := range rounds {
 			// A baseline of its own, just before each attack: on a shared
@@ -193,9 +194,10 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 			// moves the latency, so each round compares the two windows
 			// next to each other, and the rounds' median ratio is the
 			// figure.
-			cpu0 := cpuTime(pid)
+			cpu0, read0 := cpuTime(pid), readBytes(pid)
 			b := h.measure(window)
 			cpuBase += cpuTime(pid) - cpu0
+			readBase += readBytes(pid) - read0
 			start, report, err := spawnAttacker(target.rpc, kind, conns)
 			if err != nil {
 				return err
@@ -203,9 +205,10 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 			stopSample := sample(pid, &peak)
 			stopProfile := profile(target.mgmt, window, fmt.Sprintf("%s-%d", kind, r+1))
 			fmt.Fprintln(start, "go")
-			cpu1 := cpuTime(pid)
+			cpu1, read1 := cpuTime(pid), readBytes(pid)
 			d := h.measure(window)
 			cpuDuring += cpuTime(pid) - cpu1
+			readDuring += readBytes(pid) - read1
 			start.Close()
 			closed = append(closed, report())
 			stopSample()
@@ -224,7 +227,8 @@ func run(bin string, conns int, kinds []string, window, settle time.Duration, ra
 		slices.Sort(ratios)
 		fmt.Printf("%-10s RSS before %.1f MB, peak +%.1f MB; %v after close %.1f MB: %+.1f MB from before, %+.1f MB from the first idle\n",
 			kind, mb(idle), mb(peak.Load()-idle), settle, mb(after), mb(after-idle), mb(after-first))
-		fmt.Printf("%-10s node CPU: %.2f s before, %.2f s during the attacks (%d rounds of %v each)\n", "", cpuBase.Seconds(), cpuDuring.Seconds(), rounds, window)
+		fmt.Printf("%-10s node CPU: %.2f s before, %.2f s during the attacks (%d rounds of %v each); bytes it read: %.1f MB before, %.1f MB during\n",
+			"", cpuBase.Seconds(), cpuDuring.Seconds(), rounds, window, mb(readBase), mb(readDuring))
 		fmt.Printf("%-10s honest just before: %s\n", "", base)
 		fmt.Printf("%-10s honest during attack: %s\n", "", during)
 		fmt.Printf("%-10s honest p99 during / just before, per round: %s; median %.2fx\n", "", fmtRatios(ratios), ratios[len(ratios)/2])
@@ -339,6 +343,22 @@ func cpuTime(pid int) time.Duration {
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// readBytes is what pid has read through system calls, sockets included,
+// from /proc (rchar); 0 if it cannot be read.
+func readBytes(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // profile saves a CPU profile of the node over the next window into
