@@ -243,8 +243,9 @@ func TestFrameReaderLengthBomb(t *testing.T) {
 }
 
 // A frame within the limit takes memory only as its bytes arrive: the
-// announced length alone costs nothing, and the reader never holds more
-// than twice what came.
+// announced length alone allocates nothing, and the reader never holds
+// more than twice what came. The node's budget is charged for the whole
+// frame from the start, and the chunks stay within that charge.
 func TestFrameReaderGrowsWithArrivals(t *testing.T) {
 	g := newGuard(0, 64<<20, slog.New(slog.DiscardHandler))
 	hdr := binary.BigEndian.AppendUint32(nil, 4<<20)
@@ -258,8 +259,8 @@ func TestFrameReaderGrowsWithArrivals(t *testing.T) {
 	if _, err := fr.next(); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("next() = %v, want io.ErrUnexpectedEOF", err)
 	}
-	if charged := g.buffered.Load(); charged > 1<<20+chunkSize || charged != fr.charged {
-		t.Errorf("after 1 MiB of a 4 MiB frame: %d bytes charged to the node, reader says %d", charged, fr.charged)
+	if charged := g.buffered.Load(); charged != 2*(4+4<<20) || charged != fr.charged {
+		t.Errorf("after 1 MiB of a 4 MiB frame: %d bytes charged to the node, reader says %d; want twice the frame, %d", charged, fr.charged, 2*(4+4<<20))
 	}
 	fr.release()
 	if n := g.buffered.Load(); n != 0 {
@@ -293,21 +294,68 @@ func (r *trickle) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// A node whose read budget is spent ends the connection that needs more,
-// with ErrOverloaded, and charges nothing for it.
+// A node whose read budget cannot hold a frame ends its connection at the
+// frame's length, with ErrOverloaded, before reading any more of it, and
+// charges nothing for it.
 func TestFrameReaderBudget(t *testing.T) {
 	g := newGuard(0, 100<<10, slog.New(slog.DiscardHandler))
 	frame := encode(t, &Result{Call: 1, Payload: make([]byte, 200<<10)})
 	stream := binary.BigEndian.AppendUint32(nil, uint32(len(frame)))
 	stream = append(stream, frame...)
-	fr := newFrameReader(bytes.NewReader(stream), DefaultMaxFrameSize, g)
+	src := bytes.NewReader(stream)
+	fr := newFrameReader(src, DefaultMaxFrameSize, g)
 	if _, err := fr.next(); !errors.Is(err, ErrOverloaded) {
 		t.Fatalf("next() = %v, want ErrOverloaded", err)
 	}
-	if n := g.buffered.Load(); n != fr.charged || n > 100<<10 {
-		t.Errorf("node counts %d bytes, reader %d; limit 100 KiB", n, fr.charged)
+	if read := len(stream) - src.Len(); read > initialReadBuffer {
+		t.Errorf("read %d bytes of a frame the budget cannot hold; want at most the first read, %d", read, initialReadBuffer)
 	}
-	fr.release()
+	if n := g.buffered.Load(); n != 0 || fr.charged != 0 {
+		t.Errorf("node counts %d bytes, reader %d; want 0", n, fr.charged)
+	}
+}
+
+// Frames in progress hold the budget by their announced lengths: once
+// they fill it, another connection's large frame is refused at its length
+// and reads nothing more, and what a frame held is free for the next one
+// when it completes.
+func TestFrameReaderBudgetHeldByAnnouncedFrames(t *testing.T) {
+	g := newGuard(0, 5<<20, slog.New(slog.DiscardHandler))
+	stalled := &trickle{data: binary.BigEndian.AppendUint32(nil, 2<<20), limit: 64 << 10}
+	a := newFrameReader(stalled, DefaultMaxFrameSize, g)
+	if _, err := a.next(); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("stalled frame: next() = %v, want io.ErrUnexpectedEOF", err)
+	}
+	if n := g.buffered.Load(); n != 2*(4+2<<20) {
+		t.Fatalf("a stalled 2 MiB frame, 64 KiB of it here, charges %d bytes; want %d", n, 2*(4+2<<20))
+	}
+
+	frame := encode(t, &Result{Call: 1, Payload: make([]byte, 1<<20)})
+	stream := binary.BigEndian.AppendUint32(nil, uint32(len(frame)))
+	stream = append(stream, frame...)
+	src := bytes.NewReader(stream)
+	b := newFrameReader(src, DefaultMaxFrameSize, g)
+	if _, err := b.next(); !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("second frame: next() = %v, want ErrOverloaded", err)
+	}
+	if read := len(stream) - src.Len(); read > initialReadBuffer {
+		t.Errorf("read %d bytes of the refused frame; want at most %d", read, initialReadBuffer)
+	}
+
+	a.release()
+	src.Reset(stream)
+	c := newFrameReader(src, DefaultMaxFrameSize, g)
+	p, err := c.next()
+	if err != nil {
+		t.Fatalf("the same frame after the stalled one ended: %v", err)
+	}
+	if f, err := Decode(p); err != nil || len(f.(*Result).Payload) != 1<<20 {
+		t.Fatalf("decoded %v, %v", f, err)
+	}
+	if n, want := g.buffered.Load(), int64(4+len(frame)); n != want {
+		t.Errorf("while the handler holds the frame the node counts %d bytes; want its %d", n, want)
+	}
+	c.release()
 	if n := g.buffered.Load(); n != 0 {
 		t.Errorf("after release the node still counts %d buffered bytes", n)
 	}

@@ -83,7 +83,7 @@ var refusalMessages = [numRefusals]string{
 // Counters only grow; Conns and BufferedBytes are current values.
 type NodeStats struct {
 	Conns             int64  // accepted connections, open or in their handshake
-	BufferedBytes     int64  // bytes held for frames larger than a connection's base buffer
+	BufferedBytes     int64  // bytes charged for frames larger than a connection's base buffer: twice the length of each
 	RefusedConns      uint64 // accepted and closed at once: MaxConns reached
 	BufferLimit       uint64 // closed because MaxBufferedBytes was reached
 	FrameTimeouts     uint64 // closed with a frame unfinished after FrameTimeout

@@ -37,10 +37,16 @@ const (
 // Memory follows the bytes that arrived, never the length a peer announced.
 // Frames up to baseReadBuffer go through a buffer that starts small and
 // grows to that base. A larger frame is gathered in chunks as its bytes
-// arrive, each charged to the node's guard, and copied once into a buffer
-// of its exact size when complete: a stalled frame holds only what came,
-// and growing one leaves no garbage behind. The charge is handed back at
-// the next frame.
+// arrive and copied once into a buffer of its exact size when complete: a
+// stalled frame holds only what came, and growing one leaves no garbage
+// behind. The node's budget, though, is charged for the whole frame as
+// soon as its length is read, before any of the body: twice the length,
+// once for the chunks and once for the buffer they are copied into. A
+// frame the node could not finish is refused before it costs reading.
+// Charged per chunk instead, frames that could never all finish were read
+// in part and dropped, each drop freeing budget for another to read
+// further, and a stalled attack made the node read 160 MB to hold 32. The
+// charge is handed back at the next frame.
 type frameReader struct {
 	rd      io.Reader
 	max     int
@@ -51,6 +57,7 @@ type frameReader struct {
 	chunks  [][]byte // a large frame in progress
 	big     []byte   // the last large frame, until the next call
 	charged int64    // bytes reserved from g
+	claim   int64    // of charged, what the frame in progress reserved and its chunks have not used
 	err     error    // a read error held back until the buffered bytes are used
 	// wide is set when a read filled all free space: the peer is sending
 	// batches, and a larger buffer saves read calls.
@@ -160,6 +167,10 @@ func (r *frameReader) fill() error {
 // large gathers a frame of need bytes (prefix included) that is bigger than
 // the base buffer, which holds its first bytes.
 func (r *frameReader) large(need int) ([]byte, error) {
+	if !r.reserve(2 * int64(need)) {
+		return nil, r.overloaded(2*need, need)
+	}
+	r.claim = int64(need)
 	got := r.w - r.r
 	if err := r.addChunk(got, need); err != nil {
 		return nil, err
@@ -181,25 +192,33 @@ func (r *frameReader) large(need int) ([]byte, error) {
 			return nil, unexpectedEOF(err)
 		}
 	}
-	if !r.reserve(int64(need)) {
-		return nil, r.overloaded(need, need)
-	}
 	r.big = make([]byte, 0, need)
 	for _, c := range r.chunks {
 		r.big = append(r.big, c...)
 	}
 	r.dropChunks()
+	if r.g != nil {
+		r.g.unreserve(r.claim)
+	}
+	r.charged -= r.claim
+	r.claim = 0
 	return r.big[4:], nil
 }
 
-// addChunk starts a new chunk for at most left more bytes, charged to the
-// node. Chunks double with what arrived, from minChunk to chunkSize, so a
-// frame never holds much more than twice its bytes so far.
+// addChunk starts a new chunk for at most left more bytes, out of what the
+// frame reserved; a chunk rounded up past it charges the node the rest.
+// Chunks double with what arrived, from minChunk to chunkSize, so a frame
+// never holds much more than twice its bytes so far.
 func (r *frameReader) addChunk(got, left int) error {
 	class := chunkClass(min(chunkSize, left, max(minChunk, got)))
-	size := minChunk << class
-	if !r.reserve(int64(size)) {
-		return r.overloaded(size, 0)
+	size := int64(minChunk << class)
+	if over := size - r.claim; over > 0 {
+		if !r.reserve(over) {
+			return r.overloaded(int(over), 0)
+		}
+		r.claim = 0
+	} else {
+		r.claim -= size
 	}
 	r.chunks = append(r.chunks, getChunk(class))
 	return nil
@@ -361,7 +380,7 @@ func (r *frameReader) release() {
 	if r.g != nil {
 		r.g.unreserve(r.charged)
 	}
-	r.charged = 0
+	r.charged, r.claim = 0, 0
 }
 
 func unexpectedEOF(err error) error {

@@ -45,8 +45,11 @@ type TCPConfig struct {
 	MaxConns int
 	// MaxBufferedBytes bounds the read-buffer memory this node's
 	// connections hold beyond a small base each (16 KiB): frames larger
-	// than that, in progress. A connection whose frame would pass it is
-	// closed. Default DefaultMaxBufferedBytes; negative means no limit.
+	// than that, each charged twice its length (the chunks gathering it
+	// and the buffer they are copied into) from the moment its length
+	// arrives. A connection whose frame would pass it is closed before
+	// the frame's body is read. Default DefaultMaxBufferedBytes; negative
+	// means no limit.
 	MaxBufferedBytes int64
 	// MaxHandshakes bounds the accepted connections in their TLS and
 	// Hello exchange at once. While it is reached the node stops
