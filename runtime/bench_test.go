@@ -131,8 +131,18 @@ func heldEnv(b *testing.B) *tcpEnv {
 // and allocations per second of wall time. One op is one second.
 func BenchmarkInFlightHeartbeats(b *testing.B) {
 	e := heldEnv(b)
-	release := holdOps(b, e, 10000)
+	const held = 10000
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	release := holdOps(b, e, held)
 	defer release()
+	goruntime.GC()
+	goruntime.ReadMemStats(&after)
+	// What one held operation keeps, both ends together: the live heap
+	// the collector marks each cycle, and the goroutine stacks it scans.
+	heapPerHeld := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / held
+	stackPerHeld := float64(int64(after.StackInuse)-int64(before.StackInuse)) / held
 	frames := func() (n, bytes uint64) {
 		for _, c := range serverConns(e) {
 			st := c.Stats()
@@ -160,6 +170,8 @@ func BenchmarkInFlightHeartbeats(b *testing.B) {
 	b.ReportMetric(float64(by1-by0)/secs, "hb-bytes/s")
 	b.ReportMetric(float64(cpu.Milliseconds()), "cpu-ms/s")
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/secs, "allocs/s")
+	b.ReportMetric(heapPerHeld, "heap-B/held")
+	b.ReportMetric(stackPerHeld, "stack-B/held")
 }
 
 // serverConns finds the servers' side of the client's connections through
