@@ -252,12 +252,15 @@ func putChunk(b []byte) {
 	}
 }
 
+// overloaded is the error for a frame the budget cannot hold: more bytes
+// for its chunks, or, frame > 0, the charge for a frame of that size
+// (prefix included) whose body was not read.
 func (r *frameReader) overloaded(more, frame int) error {
-	what := "a large frame"
+	what := "a large frame needs"
 	if frame > 0 {
-		what = fmt.Sprintf("a %d-byte frame", frame-4)
+		what = fmt.Sprintf("a %d-byte frame, charged twice its length while it is read, needs", frame-4)
 	}
-	return fmt.Errorf("%w: %s needs %d more buffer bytes, the node holds %d of %d",
+	return fmt.Errorf("%w: %s %d more buffer bytes, the node holds %d of %d (TCPConfig.MaxBufferedBytes)",
 		ErrOverloaded, what, more, r.g.buffered.Load(), r.g.maxBuffered)
 }
 
