@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -183,6 +184,112 @@ func TestHeartbeatStandsForAllAttemptsOfClientsThatCountIt(t *testing.T) {
 			if !hb.All || len(hb.Items) != 1 || hb.Items[0].Call != 3 {
 				t.Errorf("heartbeat %d: %+v; want All, and only call 3 listed", i, hb)
 			}
+		}
+	})
+}
+
+// A tick with nothing to list for a connection whose attempts All stands
+// for sends All without walking them; each thing that would make a walk
+// find more still gets onto the wire within an interval: progress, an
+// older client's attempt joining the connection, and an attempt that
+// queued past its time.
+func TestHeartbeatShortcutMissesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		progress := make(chan string)
+		e.ledgers["a1"].setHook(func(ctx context.Context, account string, _ int64) error {
+			if account == "x" {
+				for {
+					select {
+					case p := <-progress:
+						runtime.ReportProgress(ctx, []byte(p))
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		var mu sync.Mutex
+		var beats []transport.Heartbeat
+		results := make(map[uint64]*transport.Result)
+		h := frameFunc(func(f transport.Frame) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch f := f.(type) {
+			case *transport.Heartbeat:
+				hb := transport.Heartbeat{All: f.All}
+				for _, it := range f.Items {
+					hb.Items = append(hb.Items, transport.HeartbeatItem{Call: it.Call, Progress: slices.Clone(it.Progress)})
+				}
+				beats = append(beats, hb)
+			case *transport.Result:
+				r := *f
+				results[f.Call] = &r
+			}
+		})
+		c, err := e.Net.Transport(transport.Config{Node: "raw"}).Dial(t.Context(), "a1", h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		const interval = 50 * time.Millisecond
+		attempt := func(call uint64, account string, timeout time.Duration, flags transport.AttemptFlags) {
+			args := (&ledgerAddArgs{Account: account, Amount: 1}).AppendFF(nil)
+			if err := c.Send(&transport.Attempt{Call: call, OpID: [16]byte{byte(call)}, Timeout: timeout, Heartbeat: interval,
+				Service: "test.Ledger", Method: "Add", Entities: []string{account}, Flags: flags, Payload: args}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// take returns the heartbeats since the last call.
+		take := func() []transport.Heartbeat {
+			synctest.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			out := beats
+			beats = nil
+			return out
+		}
+		const all = transport.FlagAck | transport.FlagAllBeat
+		attempt(1, "x", 10*time.Second, all)
+		attempt(2, "y", 10*time.Second, all)
+		time.Sleep(4 * interval)
+		got := take()
+		if len(got) < 3 {
+			t.Fatalf("%d heartbeats in four intervals", len(got))
+		}
+		for i, hb := range got {
+			if !hb.All || len(hb.Items) != 0 {
+				t.Fatalf("heartbeat %d: %+v; want All and nothing listed", i, hb)
+			}
+		}
+
+		// Queued behind call 1 on its entity, with a short time of its own.
+		attempt(4, "x", 300*time.Millisecond, all)
+		time.Sleep(interval)
+		take()
+		progress <- "half"
+		time.Sleep(interval)
+		got = take()
+		if len(got) == 0 || len(got[0].Items) != 1 || got[0].Items[0].Call != 1 || string(got[0].Items[0].Progress) != "half" {
+			t.Fatalf("heartbeats in the interval after progress: %+v; want call 1 listed with it", got)
+		}
+		time.Sleep(300*time.Millisecond - interval)
+		synctest.Wait()
+		mu.Lock()
+		r := results[4]
+		mu.Unlock()
+		if r == nil || r.Status != transport.StatusFailover || !strings.Contains(r.Message, "expired while queued") {
+			t.Fatalf("attempt queued past its time: %+v; want it failed over as expired within an interval", r)
+		}
+
+		take()
+		attempt(3, "z", 10*time.Second, transport.FlagAck) // an older client's
+		time.Sleep(interval)
+		got = take()
+		if len(got) == 0 || len(got[0].Items) != 1 || got[0].Items[0].Call != 3 {
+			t.Fatalf("heartbeats in the interval after an older client's attempt: %+v; want call 3 listed", got)
 		}
 	})
 }

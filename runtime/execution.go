@@ -63,7 +63,10 @@ type waiter struct {
 	all bool
 }
 
-func (e *execution) setProgress(p []byte) { e.progress.set(p) }
+func (e *execution) setProgress(p []byte) {
+	e.progress.set(p)
+	e.s.progressed.Add(1) // after the set: a tick that sees the count sees the progress
+}
 
 // addWaiter makes attempt a, which arrived on sc, a waiter of e: its
 // heartbeats start, and the client hears that it arrived. Called with s.mu
@@ -73,8 +76,10 @@ func (e *execution) addWaiter(sc *serverConn, a *transport.Attempt) {
 		e.waiters = e.waitBuf[:0]
 	}
 	const allBeat = transport.FlagAck | transport.FlagAllBeat
-	e.waiters = append(e.waiters, waiter{conn: sc, call: a.Call, all: a.Flags&allBeat == allBeat})
+	w := waiter{conn: sc, call: a.Call, all: a.Flags&allBeat == allBeat}
+	e.waiters = append(e.waiters, w)
 	sc.calls[a.Call] = e
+	sc.joined(e, w)
 	sc.startHeartbeats(e.s.clampInterval(a.Heartbeat))
 	sc.acknowledge(a)
 }

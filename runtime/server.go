@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ffgen/ffgen/runtime/codec"
@@ -66,6 +67,9 @@ type Server struct {
 	halted     bool                      // queued operations end without running
 	running    sync.WaitGroup
 	workers    workers // the goroutines that run handlers
+	// progressed counts the progress reports of all handlers: a
+	// connection's tick walks its calls again once it moved.
+	progressed atomic.Uint64
 }
 
 var _ transport.Handler = (*serverHandler)(nil)
