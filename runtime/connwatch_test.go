@@ -185,3 +185,66 @@ func TestConnAlarmAllBeatsStandForNamedLegsOnly(t *testing.T) {
 		}
 	})
 }
+
+// While heartbeats for all of a connection keep coming, the alarm looks
+// only at the legs the server has not named, and those still wake at their
+// own deadlines; once the heartbeats stop, each named leg wakes exactly at
+// the last one plus its own heartbeat timeout, whatever the other legs'
+// timeouts are.
+func TestConnAlarmNamedLegsWakeWhenAllBeatsStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lt legTable
+		lt.init()
+		conn := &fakeConn{id: 1}
+		start := time.Now()
+		at := func(d time.Duration) {
+			t.Helper()
+			time.Sleep(time.Until(start.Add(d)))
+			synctest.Wait()
+		}
+		short := alarmLeg(&lt, conn, 1, 100*time.Millisecond)
+		long := alarmLeg(&lt, conn, 2, 250*time.Millisecond)
+		lt.ack(conn, 1, time.Now().UnixNano())
+		lt.ack(conn, 2, time.Now().UnixNano())
+		var unnamed *leg
+		for i := 1; i <= 20; i++ {
+			at(time.Duration(i) * 50 * time.Millisecond)
+			lt.beatAll(conn, time.Now().UnixNano())
+			if i == 10 {
+				unnamed = alarmLeg(&lt, conn, 3, 100*time.Millisecond) // sent at 500ms, never acknowledged
+			}
+		}
+		for _, l := range []*leg{short, long} {
+			if woken(l) {
+				t.Fatalf("leg %d woken while heartbeats for all came", l.call)
+			}
+		}
+		if !woken(unnamed) {
+			t.Fatal("a leg the server never named was not woken by its deadline, 100ms after it was sent, while heartbeats for all came")
+		}
+		if w, _ := lt.watches.Load(conn); w.(*connWatch).named == nil {
+			t.Fatal("the named legs are not in the alarm's named list")
+		}
+
+		// The last heartbeat for all came at 1s.
+		at(1100*time.Millisecond - time.Nanosecond)
+		if woken(short) {
+			t.Fatal("short leg woken before 1.1s")
+		}
+		at(1100 * time.Millisecond)
+		if !woken(short) {
+			t.Fatal("short leg not woken at 1.1s, 100ms after the last heartbeat")
+		}
+		at(1250*time.Millisecond - time.Nanosecond)
+		if woken(long) {
+			t.Fatal("long leg woken before 1.25s")
+		}
+		at(1250 * time.Millisecond)
+		if !woken(long) {
+			t.Fatal("long leg not woken at 1.25s, 250ms after the last heartbeat")
+		}
+		for _, l := range []*leg{short, long, unnamed} {
+			lt.remove(l)
+		}
+	})
+}

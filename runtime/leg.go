@@ -30,7 +30,8 @@ type leg struct {
 	heartbeatTimeout time.Duration // how long after beat the connection's alarm wakes the owner
 	// Guarded by the leg table's lock, and by watch's while l is in it.
 	watch                *connWatch // the alarm of conn
-	watchPrev, watchNext *leg       // the other legs in watch
+	watchPrev, watchNext *leg       // the other legs in watch's list
+	watchNamed           bool       // which of watch's lists holds l: named, or fresh
 	alarmed              int64      // the beat whose deadline watch woke the owner for; guarded by watch's lock
 }
 
