@@ -32,6 +32,8 @@ type operation struct {
 	sentBuf   sent        // the attempt in flight, for modes with one at a time
 	timer     *time.Timer // their attempt timer
 
+	trackPrev, trackNext *operation // the other operations in its shard of the client's table; guarded by the shard's lock
+
 	mu       sync.Mutex // guards the fields below: hedge and scatter legs run concurrently
 	history  []historyEntry
 	last     []byte // progress
