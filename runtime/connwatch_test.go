@@ -21,6 +21,27 @@ func alarmLeg(t *legTable, conn transport.Conn, call uint64, hbTimeout time.Dura
 	return l
 }
 
+// sleepUntil sleeps, in a synctest bubble, until start+d, and until what
+// the alarm woke has run.
+func sleepUntil(start time.Time, d time.Duration) {
+	time.Sleep(time.Until(start.Add(d)))
+	synctest.Wait()
+}
+
+// wokenExactlyAt checks that l's owner is woken at start+d and not a
+// nanosecond before.
+func wokenExactlyAt(t *testing.T, l *leg, start time.Time, d time.Duration) {
+	t.Helper()
+	sleepUntil(start, d-time.Nanosecond)
+	if woken(l) {
+		t.Fatalf("leg %d woken before %v", l.call, d)
+	}
+	sleepUntil(start, d)
+	if !woken(l) {
+		t.Fatalf("leg %d not woken at %v", l.call, d)
+	}
+}
+
 func woken(l *leg) bool {
 	select {
 	case <-l.wake:
@@ -43,11 +64,6 @@ func TestConnAlarmWakesEachLegAtItsDeadline(t *testing.T) {
 		short := alarmLeg(&lt, conn, 1, 100*time.Millisecond)
 		long := alarmLeg(&lt, conn, 2, 250*time.Millisecond)
 		beaten := alarmLeg(&lt, conn, 3, 250*time.Millisecond)
-		at := func(d time.Duration) {
-			t.Helper()
-			time.Sleep(time.Until(start.Add(d)))
-			synctest.Wait()
-		}
 		check := func(when string, l *leg, want bool) {
 			t.Helper()
 			if got := woken(l); got != want {
@@ -55,44 +71,44 @@ func TestConnAlarmWakesEachLegAtItsDeadline(t *testing.T) {
 			}
 		}
 
-		at(100*time.Millisecond - time.Nanosecond)
+		sleepUntil(start, 100*time.Millisecond-time.Nanosecond)
 		check("before 100ms", short, false)
-		at(100 * time.Millisecond)
+		sleepUntil(start, 100*time.Millisecond)
 		check("at 100ms", short, true)
 		check("at 100ms", long, false)
 
-		at(200 * time.Millisecond)
+		sleepUntil(start, 200*time.Millisecond)
 		lt.beat(conn, []transport.HeartbeatItem{{Call: 3}}, time.Now().UnixNano())
-		at(250*time.Millisecond - time.Nanosecond)
+		sleepUntil(start, 250*time.Millisecond-time.Nanosecond)
 		check("before 250ms", long, false)
-		at(250 * time.Millisecond)
+		sleepUntil(start, 250*time.Millisecond)
 		check("at 250ms", long, true)
 		check("at 250ms", beaten, false)
 		check("at 250ms, once per heartbeat", short, false)
 
-		at(450 * time.Millisecond)
+		sleepUntil(start, 450*time.Millisecond)
 		check("at 450ms", beaten, true)
 
 		// A leg woken already, whose heartbeat came later: the alarm found
 		// no deadline ahead and is not armed, so the owner re-arms it.
-		at(500 * time.Millisecond)
+		sleepUntil(start, 500*time.Millisecond)
 		beaten.beat.Store(time.Now().UnixNano())
 		beaten.rewatch()
-		at(750*time.Millisecond - time.Nanosecond)
+		sleepUntil(start, 750*time.Millisecond-time.Nanosecond)
 		check("before 750ms", beaten, false)
-		at(750 * time.Millisecond)
+		sleepUntil(start, 750*time.Millisecond)
 		check("at 750ms", beaten, true)
 
 		// A connection with no legs left loses its alarm.
 		for _, l := range []*leg{short, long, beaten} {
 			lt.remove(l)
 		}
-		at(time.Second)
+		sleepUntil(start, time.Second)
 		l := alarmLeg(&lt, conn, 4, 100*time.Millisecond)
-		at(time.Second + 100*time.Millisecond)
+		sleepUntil(start, time.Second+100*time.Millisecond)
 		check("a leg after the alarm was dropped", l, true)
 		lt.remove(l)
-		at(2 * time.Second)
+		sleepUntil(start, 2*time.Second)
 		if _, ok := lt.watches.Load(conn); ok {
 			t.Error("the alarm of a connection with no legs is still kept")
 		}
@@ -147,20 +163,15 @@ func TestConnAlarmAllBeatsStandForNamedLegsOnly(t *testing.T) {
 		acked := alarmLeg(&lt, conn, 1, timeout)
 		unacked := alarmLeg(&lt, conn, 2, timeout)
 		moved := alarmLeg(&lt, other, 3, timeout)
-		at := func(d time.Duration) {
-			t.Helper()
-			time.Sleep(time.Until(start.Add(d)))
-			synctest.Wait()
-		}
-		at(10 * time.Millisecond)
+		sleepUntil(start, 10*time.Millisecond)
 		lt.ack(conn, 1, time.Now().UnixNano())
 		lt.ack(other, 3, time.Now().UnixNano())
-		at(50 * time.Millisecond)
+		sleepUntil(start, 50*time.Millisecond)
 		lt.moveTo(moved, conn) // as a redirect does
 		moved.beat.Store(time.Now().UnixNano())
 		moved.rewatch()
 		for d := 20 * time.Millisecond; d <= 300*time.Millisecond; d += 20 * time.Millisecond {
-			at(d)
+			sleepUntil(start, d)
 			lt.beatAll(conn, time.Now().UnixNano())
 		}
 		if !woken(unacked) {
@@ -172,14 +183,7 @@ func TestConnAlarmAllBeatsStandForNamedLegsOnly(t *testing.T) {
 		if woken(acked) {
 			t.Fatal("an acknowledged leg was woken although heartbeats for all of its connection came every 20ms")
 		}
-		at(400*time.Millisecond - time.Nanosecond)
-		if woken(acked) {
-			t.Fatal("woken before a heartbeat timeout after the last heartbeat for all")
-		}
-		at(400 * time.Millisecond)
-		if !woken(acked) {
-			t.Error("not woken a heartbeat timeout after the last heartbeat for all")
-		}
+		wokenExactlyAt(t, acked, start, 400*time.Millisecond) // a heartbeat timeout after the last heartbeat for all
 		for _, l := range []*leg{acked, unacked, moved} {
 			lt.remove(l)
 		}
@@ -197,18 +201,13 @@ func TestConnAlarmNamedLegsWakeWhenAllBeatsStop(t *testing.T) {
 		lt.init()
 		conn := &fakeConn{id: 1}
 		start := time.Now()
-		at := func(d time.Duration) {
-			t.Helper()
-			time.Sleep(time.Until(start.Add(d)))
-			synctest.Wait()
-		}
 		short := alarmLeg(&lt, conn, 1, 100*time.Millisecond)
 		long := alarmLeg(&lt, conn, 2, 250*time.Millisecond)
 		lt.ack(conn, 1, time.Now().UnixNano())
 		lt.ack(conn, 2, time.Now().UnixNano())
 		var unnamed *leg
 		for i := 1; i <= 20; i++ {
-			at(time.Duration(i) * 50 * time.Millisecond)
+			sleepUntil(start, time.Duration(i)*50*time.Millisecond)
 			lt.beatAll(conn, time.Now().UnixNano())
 			if i == 10 {
 				unnamed = alarmLeg(&lt, conn, 3, 100*time.Millisecond) // sent at 500ms, never acknowledged
@@ -227,22 +226,8 @@ func TestConnAlarmNamedLegsWakeWhenAllBeatsStop(t *testing.T) {
 		}
 
 		// The last heartbeat for all came at 1s.
-		at(1100*time.Millisecond - time.Nanosecond)
-		if woken(short) {
-			t.Fatal("short leg woken before 1.1s")
-		}
-		at(1100 * time.Millisecond)
-		if !woken(short) {
-			t.Fatal("short leg not woken at 1.1s, 100ms after the last heartbeat")
-		}
-		at(1250*time.Millisecond - time.Nanosecond)
-		if woken(long) {
-			t.Fatal("long leg woken before 1.25s")
-		}
-		at(1250 * time.Millisecond)
-		if !woken(long) {
-			t.Fatal("long leg not woken at 1.25s, 250ms after the last heartbeat")
-		}
+		wokenExactlyAt(t, short, start, 1100*time.Millisecond)
+		wokenExactlyAt(t, long, start, 1250*time.Millisecond)
 		for _, l := range []*leg{short, long, unnamed} {
 			lt.remove(l)
 		}

@@ -299,20 +299,31 @@ func (r *trickle) Read(p []byte) (int, error) {
 // charges nothing for it.
 func TestFrameReaderBudget(t *testing.T) {
 	g := newGuard(0, 100<<10, slog.New(slog.DiscardHandler))
-	frame := encode(t, &Result{Call: 1, Payload: make([]byte, 200<<10)})
-	stream := binary.BigEndian.AppendUint32(nil, uint32(len(frame)))
-	stream = append(stream, frame...)
+	fr := refusedUnread(t, g, 200<<10)
+	if n := g.buffered.Load(); n != 0 || fr.charged != 0 {
+		t.Errorf("node counts %d bytes, reader %d; want 0", n, fr.charged)
+	}
+}
+
+// refusedUnread reads a frame with a payload of size bytes through a new
+// reader charged to g, checks that the budget refuses it with
+// ErrOverloaded having read no more than the reader's first read, and
+// returns the reader.
+func refusedUnread(t *testing.T, g *guard, size int) *frameReader {
+	t.Helper()
+	stream, err := AppendFrame(nil, &Result{Call: 1, Payload: make([]byte, size)}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	src := bytes.NewReader(stream)
 	fr := newFrameReader(src, DefaultMaxFrameSize, g)
 	if _, err := fr.next(); !errors.Is(err, ErrOverloaded) {
-		t.Fatalf("next() = %v, want ErrOverloaded", err)
+		t.Fatalf("a frame of %d bytes: next() = %v, want ErrOverloaded", size, err)
 	}
 	if read := len(stream) - src.Len(); read > initialReadBuffer {
 		t.Errorf("read %d bytes of a frame the budget cannot hold; want at most the first read, %d", read, initialReadBuffer)
 	}
-	if n := g.buffered.Load(); n != 0 || fr.charged != 0 {
-		t.Errorf("node counts %d bytes, reader %d; want 0", n, fr.charged)
-	}
+	return fr
 }
 
 // Frames in progress hold the budget by their announced lengths: once
@@ -330,21 +341,14 @@ func TestFrameReaderBudgetHeldByAnnouncedFrames(t *testing.T) {
 		t.Fatalf("a stalled 2 MiB frame, 64 KiB of it here, charges %d bytes; want %d", n, 2*(4+2<<20))
 	}
 
-	frame := encode(t, &Result{Call: 1, Payload: make([]byte, 1<<20)})
-	stream := binary.BigEndian.AppendUint32(nil, uint32(len(frame)))
-	stream = append(stream, frame...)
-	src := bytes.NewReader(stream)
-	b := newFrameReader(src, DefaultMaxFrameSize, g)
-	if _, err := b.next(); !errors.Is(err, ErrOverloaded) {
-		t.Fatalf("second frame: next() = %v, want ErrOverloaded", err)
-	}
-	if read := len(stream) - src.Len(); read > initialReadBuffer {
-		t.Errorf("read %d bytes of the refused frame; want at most %d", read, initialReadBuffer)
-	}
+	refusedUnread(t, g, 1<<20)
 
 	a.release()
-	src.Reset(stream)
-	c := newFrameReader(src, DefaultMaxFrameSize, g)
+	stream, err := AppendFrame(nil, &Result{Call: 1, Payload: make([]byte, 1<<20)}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newFrameReader(bytes.NewReader(stream), DefaultMaxFrameSize, g)
 	p, err := c.next()
 	if err != nil {
 		t.Fatalf("the same frame after the stalled one ended: %v", err)
@@ -352,7 +356,7 @@ func TestFrameReaderBudgetHeldByAnnouncedFrames(t *testing.T) {
 	if f, err := Decode(p); err != nil || len(f.(*Result).Payload) != 1<<20 {
 		t.Fatalf("decoded %v, %v", f, err)
 	}
-	if n, want := g.buffered.Load(), int64(4+len(frame)); n != want {
+	if n, want := g.buffered.Load(), int64(len(stream)); n != want {
 		t.Errorf("while the handler holds the frame the node counts %d bytes; want its %d", n, want)
 	}
 	c.release()
