@@ -42,6 +42,14 @@ func wokenExactlyAt(t *testing.T, l *leg, start time.Time, d time.Duration) {
 	}
 }
 
+// alarmTable is a leg table, a connection for its legs, and the time the
+// test starts.
+func alarmTable() (*legTable, *fakeConn, time.Time) {
+	lt := new(legTable)
+	lt.init()
+	return lt, &fakeConn{id: 1}, time.Now()
+}
+
 func woken(l *leg) bool {
 	select {
 	case <-l.wake:
@@ -57,13 +65,10 @@ func woken(l *leg) bool {
 // asleep.
 func TestConnAlarmWakesEachLegAtItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var lt legTable
-		lt.init()
-		conn := &fakeConn{id: 1}
-		start := time.Now()
-		short := alarmLeg(&lt, conn, 1, 100*time.Millisecond)
-		long := alarmLeg(&lt, conn, 2, 250*time.Millisecond)
-		beaten := alarmLeg(&lt, conn, 3, 250*time.Millisecond)
+		lt, conn, start := alarmTable()
+		short := alarmLeg(lt, conn, 1, 100*time.Millisecond)
+		long := alarmLeg(lt, conn, 2, 250*time.Millisecond)
+		beaten := alarmLeg(lt, conn, 3, 250*time.Millisecond)
 		check := func(when string, l *leg, want bool) {
 			t.Helper()
 			if got := woken(l); got != want {
@@ -104,7 +109,7 @@ func TestConnAlarmWakesEachLegAtItsDeadline(t *testing.T) {
 			lt.remove(l)
 		}
 		sleepUntil(start, time.Second)
-		l := alarmLeg(&lt, conn, 4, 100*time.Millisecond)
+		l := alarmLeg(lt, conn, 4, 100*time.Millisecond)
 		sleepUntil(start, time.Second+100*time.Millisecond)
 		check("a leg after the alarm was dropped", l, true)
 		lt.remove(l)
@@ -197,12 +202,9 @@ func TestConnAlarmAllBeatsStandForNamedLegsOnly(t *testing.T) {
 // timeouts are.
 func TestConnAlarmNamedLegsWakeWhenAllBeatsStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var lt legTable
-		lt.init()
-		conn := &fakeConn{id: 1}
-		start := time.Now()
-		short := alarmLeg(&lt, conn, 1, 100*time.Millisecond)
-		long := alarmLeg(&lt, conn, 2, 250*time.Millisecond)
+		lt, conn, start := alarmTable()
+		short := alarmLeg(lt, conn, 1, 100*time.Millisecond)
+		long := alarmLeg(lt, conn, 2, 250*time.Millisecond)
 		lt.ack(conn, 1, time.Now().UnixNano())
 		lt.ack(conn, 2, time.Now().UnixNano())
 		var unnamed *leg
@@ -210,7 +212,7 @@ func TestConnAlarmNamedLegsWakeWhenAllBeatsStop(t *testing.T) {
 			sleepUntil(start, time.Duration(i)*50*time.Millisecond)
 			lt.beatAll(conn, time.Now().UnixNano())
 			if i == 10 {
-				unnamed = alarmLeg(&lt, conn, 3, 100*time.Millisecond) // sent at 500ms, never acknowledged
+				unnamed = alarmLeg(lt, conn, 3, 100*time.Millisecond) // sent at 500ms, never acknowledged
 			}
 		}
 		for _, l := range []*leg{short, long} {
