@@ -63,6 +63,11 @@ type waiter struct {
 	all bool
 }
 
+// expires is when the attempt's time ends, counted from its arrival as the
+// client counts it: a queued attempt expires then, and no handler
+// deadline comes earlier.
+func (e *execution) expires() time.Time { return e.arrived.Add(e.timeout) }
+
 func (e *execution) setProgress(p []byte) {
 	e.progress.set(p)
 	e.s.progressed.Add(1) // after the set: a tick that sees the count sees the progress
@@ -114,7 +119,7 @@ func (e *execution) run() {
 	// time spent queued behind the entity's other operations is included.
 	// A scatter copy is the exception: every node must apply it, however
 	// long it queued, so its time starts when it runs.
-	deadline := e.arrived.Add(e.timeout)
+	deadline := e.expires()
 	if e.scatter {
 		deadline = time.Now().Add(e.timeout)
 	}

@@ -32,7 +32,7 @@ type serverConn struct {
 	// list. The tick then sends All without the walk, which with 10,000
 	// held operations held the server's lock for milliseconds each
 	// interval. allUntil is the earliest time a call's attempt timeout
-	// can end (arrived + timeout, which no queue expiry or handler
+	// can end (execution.expires, which no queue expiry or handler
 	// deadline comes before); zero means the next tick walks. Guarded by
 	// s.mu.
 	allUntil time.Time
@@ -48,7 +48,7 @@ func (sc *serverConn) joined(e *execution, w waiter) {
 		sc.allUntil = time.Time{}
 		return
 	}
-	if t := e.arrived.Add(e.timeout); t.Before(sc.allUntil) {
+	if t := e.expires(); t.Before(sc.allUntil) {
 		sc.allUntil = t
 	}
 }
@@ -165,7 +165,7 @@ func (sc *serverConn) beat() bool {
 	all, overran, listed := false, false, false
 	until := time.Time{}
 	for call, e := range sc.calls {
-		if (e.state == stateQueued || e.state == stateHeld) && !e.scatter && now.After(e.arrived.Add(e.timeout)) {
+		if (e.state == stateQueued || e.state == stateHeld) && !e.scatter && now.After(e.expires()) {
 			// Queued past its time behind a slow operation: the client
 			// has given up on it, so it leaves the queue now rather than
 			// pile up behind a handler that may never return.
@@ -174,7 +174,7 @@ func (sc *serverConn) beat() bool {
 			answer(e.end(&e.res, nil), &e.res, nil)
 			continue
 		}
-		if t := e.arrived.Add(e.timeout); until.IsZero() || t.Before(until) {
+		if t := e.expires(); until.IsZero() || t.Before(until) {
 			until = t
 		}
 		var w *waiter

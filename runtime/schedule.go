@@ -91,7 +91,7 @@ func (s *Server) tryStart(e *execution) {
 			return
 		}
 	}
-	if s.halted || (!e.scatter && !time.Now().Before(e.arrived.Add(e.timeout))) {
+	if s.halted || (!e.scatter && !time.Now().Before(e.expires())) {
 		e.fire(evExpire)
 		e.res = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "attempt cancelled or expired before it ran"}
 		answer(e.end(&e.res, nil), &e.res, nil)

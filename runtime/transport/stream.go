@@ -197,10 +197,7 @@ func (r *frameReader) large(need int) ([]byte, error) {
 		r.big = append(r.big, c...)
 	}
 	r.dropChunks()
-	if r.g != nil {
-		r.g.unreserve(r.claim)
-	}
-	r.charged -= r.claim
+	r.unreserve(r.claim) // the copy holds what the chunks did not use
 	r.claim = 0
 	return r.big[4:], nil
 }
@@ -272,6 +269,14 @@ func (r *frameReader) reserve(n int64) bool {
 	return true
 }
 
+// unreserve hands n charged bytes back to the node.
+func (r *frameReader) unreserve(n int64) {
+	r.charged -= n
+	if r.g != nil {
+		r.g.unreserve(n)
+	}
+}
+
 func (r *frameReader) dropChunks() {
 	var n int64
 	for _, c := range r.chunks {
@@ -280,10 +285,7 @@ func (r *frameReader) dropChunks() {
 	}
 	clear(r.chunks)
 	r.chunks = r.chunks[:0]
-	r.charged -= n
-	if r.g != nil {
-		r.g.unreserve(n)
-	}
+	r.unreserve(n)
 }
 
 // read reads into p, which must not be empty, under the deadline that
@@ -380,10 +382,8 @@ var stale = time.Unix(1, 0)
 func (r *frameReader) release() {
 	r.dropChunks()
 	r.big = nil
-	if r.g != nil {
-		r.g.unreserve(r.charged)
-	}
-	r.charged, r.claim = 0, 0
+	r.unreserve(r.charged)
+	r.claim = 0
 }
 
 func unexpectedEOF(err error) error {

@@ -17,8 +17,9 @@
 // close the stalled connections, and the honest client's p99 during the
 // attack next to its p99 in the window just before it: -rounds attacks per
 // kind, each after a baseline of its own, and the median of the rounds'
-// ratios; with them, the node's refusal and pacing counters and the CPU
-// time of the node and of the attacker. -profile saves a CPU profile (or,
+// ratios; with them, the node's refusal and pacing counters, the CPU
+// time of the node and of the attacker, and the bytes the node read in the
+// baseline and attack windows. -profile saves a CPU profile (or,
 // with -trace, an execution trace) of the node during each attack. With
 // -decoy the hostile connections go to a second node in a process of its
 // own, and the honest client's figures show what the attack costs it
