@@ -86,6 +86,8 @@ type callerReads struct {
 	mu      sync.Mutex
 	reading bool          // a caller reads: Interrupt may stop it
 	lazy    *time.Timer   // starts a read goroutine when the turn stays free
+	lazyDue time.Time     // when lazy fires; zero while it rests
+	freedAt time.Time     // when the turn was last left free
 	after   time.Duration // lazyReadAfter; tests lengthen it
 	turn    readTurn      // the turn of whichever caller reads
 	dec     Decoder       // the callers' decoder: one reads at a time
@@ -124,7 +126,6 @@ func (s *stream) ReadFor(ctx context.Context, w Waiter, until time.Time) bool {
 	}
 	cr.free.Store(false)
 	cr.reading = true
-	cr.lazy.Stop()
 	s.turn.Store(&cr.turn)
 	cr.mu.Unlock()
 
@@ -182,7 +183,7 @@ func (s *stream) ReadFor(ctx context.Context, w Waiter, until time.Time) bool {
 		cr.mu.Unlock()
 		go s.readLoop(next)
 	} else {
-		cr.lazy.Reset(cr.after)
+		cr.freed()
 		cr.mu.Unlock()
 	}
 	s.flushQueued()
@@ -234,14 +235,37 @@ func (s *stream) rest() bool {
 		cr.free.Store(false)
 		return false
 	}
-	cr.lazy.Reset(cr.after)
+	cr.freed()
 	return true
+}
+
+// freed, called under mu as the turn is left free, makes sure lazy will
+// look at the turn once it has stayed free for after. The timer is armed
+// only when it rests (or would fire late), not moved on every call: a
+// caller calling in a loop frees the turn after each call, and each move
+// of a timer to an earlier time can wake a thread to watch it. When lazy
+// fires, it looks at when the turn was last freed, and waits longer if
+// that was less than after ago.
+func (cr *callerReads) freed() {
+	cr.freedAt = time.Now()
+	if due := cr.freedAt.Add(cr.after); cr.lazyDue.IsZero() || due.Before(cr.lazyDue) {
+		cr.lazyDue = due
+		cr.lazy.Reset(cr.after)
+	}
 }
 
 // lazyRead starts a read goroutine on a turn no caller took.
 func (s *stream) lazyRead(cr *callerReads) {
 	cr.mu.Lock()
+	cr.lazyDue = time.Time{}
 	if !cr.free.Load() {
+		// Taken since: whoever frees it next arms the timer again.
+		cr.mu.Unlock()
+		return
+	}
+	if left := cr.after - time.Since(cr.freedAt); left > 0 {
+		cr.lazyDue = cr.freedAt.Add(cr.after)
+		cr.lazy.Reset(left)
 		cr.mu.Unlock()
 		return
 	}

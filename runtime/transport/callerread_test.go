@@ -196,6 +196,55 @@ func TestCallerReadLazyReaderNoticesPeerClose(t *testing.T) {
 	}
 }
 
+// The lazy timer counts from the last time the turn was left free, not
+// from the first: callers that keep taking the turn keep the read
+// goroutine away, and the timer is armed once rather than moved on every
+// call.
+func TestCallerReadLazyCountsFromLastFree(t *testing.T) {
+	e := newCallerEnv(t, time.Hour)
+	e.warm(t)
+	e.call(t, 1, []byte("a"))
+	e.cr.mu.Lock()
+	due := e.cr.lazyDue
+	e.cr.mu.Unlock()
+	if due.IsZero() {
+		t.Fatal("the turn was left free without the lazy timer armed")
+	}
+	e.call(t, 2, []byte("b"))
+	e.cr.mu.Lock()
+	if !e.cr.lazyDue.Equal(due) {
+		t.Errorf("the second call moved the lazy timer from %v to %v", due, e.cr.lazyDue)
+	}
+	// The timer fires (called here directly) while the turn was freed
+	// less than after ago: it waits for the rest, and the turn stays free.
+	e.cr.after = time.Minute
+	e.cr.freedAt = time.Now()
+	e.cr.mu.Unlock()
+	e.s.lazyRead(e.cr)
+	e.cr.mu.Lock()
+	if !e.cr.free.Load() {
+		t.Fatal("the lazy timer took a turn freed less than after ago")
+	}
+	if want := e.cr.freedAt.Add(e.cr.after); !e.cr.lazyDue.Equal(want) {
+		t.Errorf("lazy timer due at %v, want %v (after from the last free)", e.cr.lazyDue, want)
+	}
+	// Freed longer than after ago: it takes the turn, and its read
+	// goroutine notices the peer's close.
+	e.cr.freedAt = time.Now().Add(-2 * time.Minute)
+	e.cr.mu.Unlock()
+	go e.s.lazyRead(e.cr)
+	eventually(t, "the lazy timer takes a turn freed long enough ago", func() bool { return !e.cr.free.Load() })
+	(<-e.srv.conns).Close()
+	select {
+	case err := <-e.a.closes:
+		if err == nil {
+			t.Errorf("HandleClose(nil) after the peer closed, want an error")
+		}
+	case <-time.After(waitLimit):
+		t.Fatalf("the peer's close was not noticed within %v", waitLimit)
+	}
+}
+
 // A caller stops reading at its deadline, and when its context ends; the
 // connection carries on either way.
 func TestCallerReadStopsAtDeadlineAndContext(t *testing.T) {

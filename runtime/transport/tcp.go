@@ -155,7 +155,7 @@ func (t *TCP) Dial(ctx context.Context, addr string, h Handler) (Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: dialing %s: %w", ErrRefused, addr, err)
 	}
-	setNoDelay(nc)
+	nc = tune(nc)
 	if t.clientTLS != nil {
 		c := t.clientTLS
 		if c.ServerName == "" && !c.InsecureSkipVerify {
@@ -272,10 +272,13 @@ func IsLoopback(addr string) (bool, error) {
 	return ip != nil && ip.IsLoopback(), nil
 }
 
-func setNoDelay(nc net.Conn) {
+// tune sets up a TCP connection the node dialed or accepted: no delay
+// for small frames, and the raw socket calls of wrapTCP.
+func tune(nc net.Conn) net.Conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	return wrapTCP(nc)
 }
 
 type tcpListener struct {
@@ -365,7 +368,7 @@ func (l *tcpListener) serve(nc net.Conn) {
 			g.shakes.end()
 		}
 	}()
-	setNoDelay(nc)
+	nc = tune(nc)
 	cfg := l.t.cfg
 	addr := nc.RemoteAddr().String()
 	if l.t.serverTLS != nil {
