@@ -46,12 +46,12 @@ func TestOneRound(t *testing.T) {
 			t.Errorf("%s: no memory measured for idle connections", s.name)
 		}
 	}
-	if ff := rep.rounds[0][ffgenIdx]; !ff.hasInFlightResult || ff.tput64InFlight <= 0 {
+	if ff := rep.rounds[0][ffgenIdx]; !ff.hasInFlightResult || ff.tput64InFlight <= 0 || ff.tput64Arrived <= 0 {
 		t.Errorf("ffgen: no throughput measured beside long operations: %+v", ff)
 	}
 	var out bytes.Buffer
 	rep.print(&out)
-	for _, want := range []string{"| sequential p50 |", "| 64 callers, calls/s |", "allocations per call", "per idle connection", "with 20 in flight"} {
+	for _, want := range []string{"| sequential p50 |", "| 64 callers, calls/s |", "allocations per call", "per idle connection", "with 20 in flight", "right after they started"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

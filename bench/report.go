@@ -155,6 +155,12 @@ func (r *report) print(w io.Writer) {
 			}
 			return fmtRate(median(r.column(i, tputInFlight)))
 		})
+		row(fmt.Sprintf("the same, in the %v right after they started", r.cfg.dur), func(i int) string {
+			if i != ffgenIdx {
+				return "-"
+			}
+			return fmtRate(median(r.column(i, func(rr roundResult) float64 { return rr.tput64Arrived })))
+		})
 	}
 	row("allocations per call, client + server", func(i int) string {
 		return fmt.Sprintf("%.1f + %.1f", median(r.column(i, func(rr roundResult) float64 { return rr.allocsC })),

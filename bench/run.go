@@ -29,6 +29,7 @@ type roundResult struct {
 	allocsC, allocsS  float64 // per sequential call, client and server process
 	tput64, tput256   float64 // calls/s
 	tput64InFlight    float64 // calls/s with cfg.inFlight long operations held open
+	tput64Arrived     float64 // the same, in the phase right after the last of them started (not a target)
 	hasInFlightResult bool
 	calls, failed     int64 // calls measured, and those that returned an error
 }
@@ -138,6 +139,7 @@ func measure(cfg config, s *system, p *serverProc, c client, out *roundResult) e
 	out.add(ph)
 	if cfg.inFlight > 0 && s.name == "ffgen" {
 		out.tput64InFlight, ph, err = withInFlight(cfg, p, c)
+		out.tput64Arrived = ph.first
 		out.add(ph)
 		out.hasInFlightResult = err == nil
 	}
@@ -145,7 +147,10 @@ func measure(cfg config, s *system, p *serverProc, c client, out *roundResult) e
 }
 
 // phase counts the calls of one measurement.
-type phase struct{ calls, failed int64 }
+type phase struct {
+	calls, failed int64
+	first         float64 // withInFlight: calls/s in the unmeasured phase before
+}
 
 func (rr *roundResult) add(p phase) {
 	rr.calls += p.calls
@@ -276,7 +281,14 @@ func withInFlight(cfg config, p *serverProc, c client) (float64, phase, error) {
 			return 0, phase{}, fmt.Errorf("%d long operations did not all start: %w", cfg.inFlight, err)
 		}
 	}
+	// The callers run once unmeasured beside them, as every system is
+	// warmed up before it is measured: what settles in that time (the
+	// collector's cycles over the heap the arrivals grew, the first
+	// heartbeats for all of them) is the cost of their arrival, which the
+	// steps above already spread out, not of holding them.
+	first, _ := concurrent(c, callers, cfg.dur)
 	tput, ph := concurrent(c, callers, cfg.dur)
+	ph.first = first
 	stopHolds()
 	ph.failed += holdsFailed.Load()
 	ph.calls += holdsFailed.Load()
@@ -309,7 +321,7 @@ func idleMemory(n int, s *system, p *serverProc) (float64, error) {
 	if n <= 0 {
 		return 0, nil
 	}
-	base, err := p.stats(true)
+	base, err := settled(p)
 	if err != nil {
 		return 0, err
 	}
@@ -341,9 +353,31 @@ func idleMemory(n int, s *system, p *serverProc) (float64, error) {
 	// Let the connections settle into idleness (ffgen's heartbeat tickers
 	// linger a few intervals after the last call).
 	time.Sleep(time.Second)
-	st, err := p.stats(true)
+	st, err := settled(p)
 	if err != nil {
 		return 0, err
 	}
 	return float64(st.rss-base.rss) / float64(st.conns-base.conns), nil
+}
+
+// settled returns the server's stats once its resident memory, given
+// back to the OS before each reading, stops falling: a server that has
+// just wound down 10,000 operations frees their goroutines' memory over
+// the next moments, and a baseline taken meanwhile made the connections
+// opened after it look free (a negative figure on a busy machine).
+func settled(p *serverProc) (serverStats, error) {
+	st, err := p.stats(true)
+	for i := 0; err == nil && i < 20; i++ {
+		time.Sleep(250 * time.Millisecond)
+		var next serverStats
+		if next, err = p.stats(true); err != nil {
+			break
+		}
+		falling := next.rss < st.rss-st.rss/100
+		st = next
+		if !falling {
+			break
+		}
+	}
+	return st, err
 }
