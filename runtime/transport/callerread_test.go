@@ -146,6 +146,21 @@ func (e *callerEnv) call(t *testing.T, call uint64, payload []byte) (*waiter, bo
 	return w, read
 }
 
+// peerCloses closes the server's end and waits for the client to notice,
+// with no caller reading.
+func (e *callerEnv) peerCloses(t *testing.T) {
+	t.Helper()
+	(<-e.srv.conns).Close()
+	select {
+	case err := <-e.a.closes:
+		if err == nil {
+			t.Errorf("HandleClose(nil) after the peer closed, want an error")
+		}
+	case <-time.After(waitLimit):
+		t.Fatalf("the peer's close was not noticed within %v", waitLimit)
+	}
+}
+
 // warm makes a first call, which the connection's first read goroutine
 // answers, and waits until that goroutine left the reading free.
 func (e *callerEnv) warm(t *testing.T) {
@@ -184,16 +199,7 @@ func TestCallerReadLazyReaderNoticesPeerClose(t *testing.T) {
 	if _, read := e.call(t, 1, []byte("x")); !read {
 		t.Fatal("the caller did not read")
 	}
-	srvConn := <-e.srv.conns
-	srvConn.Close()
-	select {
-	case err := <-e.a.closes:
-		if err == nil {
-			t.Errorf("HandleClose(nil) after the peer closed, want an error")
-		}
-	case <-time.After(waitLimit):
-		t.Fatalf("the peer's close was not noticed within %v", waitLimit)
-	}
+	e.peerCloses(t)
 }
 
 // The lazy timer counts from the last time the turn was left free, not
@@ -234,15 +240,7 @@ func TestCallerReadLazyCountsFromLastFree(t *testing.T) {
 	e.cr.mu.Unlock()
 	go e.s.lazyRead(e.cr)
 	eventually(t, "the lazy timer takes a turn freed long enough ago", func() bool { return !e.cr.free.Load() })
-	(<-e.srv.conns).Close()
-	select {
-	case err := <-e.a.closes:
-		if err == nil {
-			t.Errorf("HandleClose(nil) after the peer closed, want an error")
-		}
-	case <-time.After(waitLimit):
-		t.Fatalf("the peer's close was not noticed within %v", waitLimit)
-	}
+	e.peerCloses(t)
 }
 
 // A caller stops reading at its deadline, and when its context ends; the

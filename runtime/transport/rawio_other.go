@@ -7,10 +7,10 @@ import "net"
 // wrapTCP returns nc: the raw socket calls are unix-only.
 func wrapTCP(nc net.Conn) net.Conn { return nc }
 
-// rawWriter is the unix-only non-blocking socket write; elsewhere every
-// write goes through a flusher goroutine.
-type rawWriter struct{}
+// tcpConn is the unix-only raw socket; elsewhere every write goes through
+// a flusher goroutine.
+type tcpConn struct{}
 
-func newRawWriter(net.Conn) *rawWriter { return nil }
+func rawTCP(net.Conn) *tcpConn { return nil }
 
-func (w *rawWriter) write([]byte) (int, error) { return 0, nil }
+func (c *tcpConn) writeNow([]byte) (int, error) { return 0, nil }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"unsafe"
 )
@@ -35,20 +36,26 @@ func sockWrite(fd uintptr, p []byte) (int, syscall.Errno) {
 
 // tcpConn is a TCP connection whose Read and Write use sockRead and
 // sockWrite; everything else is the *net.TCPConn's. Reads and writes wait
-// for the socket, and honour deadlines, as net.Conn's do.
+// for the socket, and honour deadlines, as net.Conn's do, and like them
+// may be called from several goroutines at once: each direction has one
+// read or write in progress at a time, as the socket's own locks allow.
 type tcpConn struct {
 	*net.TCPConn
-	rc syscall.RawConn
-	rd rawIO // used by the one goroutine that reads
-	wr rawIO // used by the one goroutine that writes
+	rc   syscall.RawConn
+	rdMu sync.Mutex
+	rd   rawIO // guarded by rdMu
+	wrMu sync.Mutex
+	wr   rawIO // guarded by wrMu
 }
 
-// rawIO is one read or write in progress; fn is its step, bound once, for
-// syscall.RawConn to call until it reports done.
+// rawIO is one read or write in progress; fn is its step, bound once (a
+// method value per call would allocate), for syscall.RawConn to call until
+// it reports done.
 type rawIO struct {
 	p   []byte
 	n   int
 	err syscall.Errno
+	now bool // a write that takes what the socket takes now, and no more
 	fn  func(fd uintptr) bool
 }
 
@@ -94,7 +101,7 @@ func (c *tcpConn) writeFD(fd uintptr) bool {
 			c.wr.n += n
 		case syscall.EINTR:
 		case syscall.EAGAIN:
-			return false // wait until the socket is writable
+			return c.wr.now // else wait until the socket is writable
 		default:
 			c.wr.err = e
 			return true
@@ -108,10 +115,12 @@ func (c *tcpConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	c.rdMu.Lock()
 	c.rd.p, c.rd.n, c.rd.err = p, 0, 0
 	err := c.rc.Read(c.rd.fn)
 	n, e := c.rd.n, c.rd.err
 	c.rd.p = nil
+	c.rdMu.Unlock()
 	switch {
 	case e != 0:
 		return 0, c.opError("read", os.NewSyscallError("read", e))
@@ -124,14 +133,29 @@ func (c *tcpConn) Read(p []byte) (int, error) {
 }
 
 // Write implements net.Conn.
-func (c *tcpConn) Write(p []byte) (int, error) {
+func (c *tcpConn) Write(p []byte) (int, error) { return c.write(p, false) }
+
+// writeNow writes as much of p as the socket takes without waiting, and
+// leaves the rest to the caller: it lets a Send write on the caller's
+// goroutine and still never block on the network. A nil conn writes
+// nothing.
+func (c *tcpConn) writeNow(p []byte) (int, error) {
+	if c == nil {
+		return 0, nil
+	}
+	return c.write(p, true)
+}
+
+func (c *tcpConn) write(p []byte, now bool) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	c.wr.p, c.wr.n, c.wr.err = p, 0, 0
+	c.wrMu.Lock()
+	c.wr.p, c.wr.n, c.wr.err, c.wr.now = p, 0, 0, now
 	err := c.rc.Write(c.wr.fn)
 	n, e := c.wr.n, c.wr.err
 	c.wr.p = nil
+	c.wrMu.Unlock()
 	switch {
 	case e != 0:
 		return n, c.opError("write", os.NewSyscallError("write", e))
@@ -139,6 +163,12 @@ func (c *tcpConn) Write(p []byte) (int, error) {
 		return n, c.opError("write", err)
 	}
 	return n, nil
+}
+
+// rawTCP returns nc if it is a tcpConn (plain TCP, not TLS), else nil.
+func rawTCP(nc net.Conn) *tcpConn {
+	c, _ := nc.(*tcpConn)
+	return c
 }
 
 // opError names op the way net.Conn's errors do, rather than the
@@ -150,70 +180,4 @@ func (c *tcpConn) opError(op string, err error) error {
 		err = oe.Err
 	}
 	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
-}
-
-// rawWriter writes to a socket without waiting: what the socket's buffer
-// takes now is written, the rest is left to the caller. It lets a Send
-// write on the caller's goroutine and still never block on the network.
-// Only the goroutine that holds the stream's writing turn uses it.
-type rawWriter struct {
-	rc  syscall.RawConn
-	buf []byte
-	n   int
-	err error
-	fn  func(fd uintptr) bool // writeFD, bound once: a method value per write would allocate
-}
-
-// newRawWriter returns nil for a conn without a file descriptor of its
-// own to write to (TLS, pipes).
-func newRawWriter(nc net.Conn) *rawWriter {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return nil
-	}
-	w := &rawWriter{rc: rc}
-	w.fn = w.writeFD
-	return w
-}
-
-// write writes as much of b as the socket takes without waiting. A nil
-// writer writes nothing.
-func (w *rawWriter) write(b []byte) (int, error) {
-	if w == nil {
-		return 0, nil
-	}
-	w.buf, w.n, w.err = b, 0, nil
-	err := w.rc.Write(w.fn)
-	n := w.n
-	if w.err != nil {
-		err = w.err
-	}
-	w.buf, w.err = nil, nil
-	return n, err
-}
-
-// writeFD always reports done: RawConn.Write would otherwise wait for the
-// socket to become writable.
-func (w *rawWriter) writeFD(fd uintptr) bool {
-	for w.n < len(w.buf) {
-		m, e := sockWrite(fd, w.buf[w.n:])
-		switch e {
-		case 0:
-			if m <= 0 {
-				return true
-			}
-			w.n += m
-		case syscall.EINTR:
-		case syscall.EAGAIN:
-			return true
-		default:
-			w.err = e
-			return true
-		}
-	}
-	return true
 }

@@ -140,3 +140,45 @@ func TestTCPConnDeadlineInterruptsRead(t *testing.T) {
 		t.Fatalf("the read was not interrupted within %v", waitLimit)
 	}
 }
+
+// Like a net.Conn, a tcpConn takes writes from several goroutines at
+// once: each write arrives whole (the race detector checks the rest).
+func TestTCPConnConcurrentWrites(t *testing.T) {
+	a, b := tcpPair(t)
+	const writers, each = 8, 200
+	msg := func(w int) []byte { return bytes.Repeat([]byte{byte('a' + w)}, 64) }
+	done := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			for range each {
+				if _, err := a.Write(msg(w)); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	got := make([]byte, writers*each*64)
+	if _, err := io.ReadFull(b, got); err != nil {
+		t.Fatal(err)
+	}
+	for range writers {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts := map[byte]int{}
+	for i := 0; i < len(got); i += 64 {
+		chunk := got[i : i+64]
+		if !bytes.Equal(chunk, bytes.Repeat(chunk[:1], 64)) {
+			t.Fatalf("bytes %d-%d mix writes: %q", i, i+64, chunk)
+		}
+		counts[chunk[0]]++
+	}
+	for w := range writers {
+		if counts[byte('a'+w)] != each {
+			t.Errorf("writer %d: %d writes arrived, want %d", w, counts[byte('a'+w)], each)
+		}
+	}
+}

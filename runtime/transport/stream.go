@@ -488,11 +488,11 @@ type stream struct {
 	h        Handler
 	peer     Hello
 	cfg      Config
-	g        *guard     // nil: no node-wide limits (dialed streams in tests)
-	maxFrame int        // the smaller of our limit and the peer's
-	desc     string     // peer name and address, for errors and logs
-	onClose  func()     // called once when the read loop ends
-	raw      *rawWriter // non-blocking writes; nil where the conn has none
+	g        *guard   // nil: no node-wide limits (dialed streams in tests)
+	maxFrame int      // the smaller of our limit and the peer's
+	desc     string   // peer name and address, for errors and logs
+	onClose  func()   // called once when the read loop ends
+	raw      *tcpConn // non-blocking writes; nil where the conn is not plain TCP
 
 	mu        sync.Mutex
 	pending   []byte    // frames waiting for the goroutine that writes
@@ -548,7 +548,7 @@ func newStream(nc net.Conn, fr *frameReader, peer Hello, cfg Config, h Handler, 
 		maxFrame:   cfg.MaxFrameSize,
 		desc:       fmt.Sprintf("%q at %s", peer.Node, nc.RemoteAddr()),
 		onClose:    onClose,
-		raw:        newRawWriter(nc),
+		raw:        rawTCP(nc),
 		lastSend:   time.Now(),
 		readerDone: make(chan struct{}),
 	}
@@ -663,7 +663,7 @@ func (s *stream) takePendingLocked() []byte {
 // caller does not pay for its neighbours' frames, and a connection busy
 // enough to queue frames behind a write gets them written in batches.
 func (s *stream) writeInline(buf []byte) {
-	n, err := s.raw.write(buf)
+	n, err := s.raw.writeNow(buf)
 	if n > 0 {
 		s.writes.Add(1)
 		s.bytesSent.Add(uint64(n))
