@@ -9,33 +9,10 @@ import (
 	"os"
 	"sync"
 	"syscall"
-	"unsafe"
 )
 
-// Sockets are read and written with system calls that skip the Go
-// scheduler's bookkeeping for calls that may block (syscall.RawSyscall):
-// Go's sockets are non-blocking, so a read or write returns at once, and
-// waiting for the socket still goes through the network poller. The
-// bookkeeping is not free on a request/response connection: a process
-// that went idle between two calls lets the runtime's monitor thread
-// sleep, and the first blocking-style system call after that wakes it
-// again, so every call paid one more thread wake-up on each side. With two
-// CPUs that was about a third of a quick call's context switches.
-
-// sockRead reads from a non-blocking socket.
-func sockRead(fd uintptr, p []byte) (int, syscall.Errno) {
-	n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-	return int(n), e
-}
-
-// sockWrite writes to a non-blocking socket.
-func sockWrite(fd uintptr, p []byte) (int, syscall.Errno) {
-	n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-	return int(n), e
-}
-
 // tcpConn is a TCP connection whose Read and Write use sockRead and
-// sockWrite; everything else is the *net.TCPConn's. Reads and writes wait
+// sockWrite (rawsys_*.go); everything else is the *net.TCPConn's. Reads and writes wait
 // for the socket, and honour deadlines, as net.Conn's do, and like them
 // may be called from several goroutines at once: each direction has one
 // read or write in progress at a time, as the socket's own locks allow.
@@ -52,11 +29,12 @@ type tcpConn struct {
 // method value per call would allocate), for syscall.RawConn to call until
 // it reports done.
 type rawIO struct {
-	p   []byte
-	n   int
-	err syscall.Errno
-	now bool // a write that takes what the socket takes now, and no more
-	fn  func(fd uintptr) bool
+	p     []byte
+	n     int
+	err   syscall.Errno
+	now   bool // a write that takes what the socket takes now, and no more
+	stuck bool // a write took nothing and reported no error
+	fn    func(fd uintptr) bool
 }
 
 // wrapTCP returns nc as a tcpConn if it is a TCP connection, else nc.
@@ -98,6 +76,10 @@ func (c *tcpConn) writeFD(fd uintptr) bool {
 		n, e := sockWrite(fd, c.wr.p[c.wr.n:])
 		switch e {
 		case 0:
+			if n <= 0 {
+				c.wr.stuck = true
+				return true
+			}
 			c.wr.n += n
 		case syscall.EINTR:
 		case syscall.EAGAIN:
@@ -151,12 +133,14 @@ func (c *tcpConn) write(p []byte, now bool) (int, error) {
 		return 0, nil
 	}
 	c.wrMu.Lock()
-	c.wr.p, c.wr.n, c.wr.err, c.wr.now = p, 0, 0, now
+	c.wr.p, c.wr.n, c.wr.err, c.wr.now, c.wr.stuck = p, 0, 0, now, false
 	err := c.rc.Write(c.wr.fn)
-	n, e := c.wr.n, c.wr.err
+	n, e, stuck := c.wr.n, c.wr.err, c.wr.stuck
 	c.wr.p = nil
 	c.wrMu.Unlock()
 	switch {
+	case stuck:
+		return n, c.opError("write", io.ErrUnexpectedEOF)
 	case e != 0:
 		return n, c.opError("write", os.NewSyscallError("write", e))
 	case err != nil:
