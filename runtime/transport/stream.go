@@ -16,8 +16,10 @@ import (
 
 const (
 	// initialReadBuffer is what a connection's reader starts with: enough
-	// for a Hello. A connection that sends nothing costs no more.
-	initialReadBuffer = 512
+	// for a Hello and the frames of a call with a small payload. A
+	// connection that sends nothing costs no more; one that sends more
+	// grows the buffer as it fills.
+	initialReadBuffer = 256
 	// baseReadBuffer is what a reader may grow to for small frames and
 	// batches of them without charging the node's buffer budget, and what
 	// it shrinks back to once a larger frame has been handled.
