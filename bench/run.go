@@ -29,7 +29,7 @@ type roundResult struct {
 	allocsC, allocsS  float64 // per sequential call, client and server process
 	tput64, tput256   float64 // calls/s
 	tput64InFlight    float64 // calls/s with cfg.inFlight long operations held open
-	tput64Arrived     float64 // the same, in the phase right after the last of them started (not a target)
+	tput64Arrived     float64 // the same, in the second right after the last of them started (not a target)
 	hasInFlightResult bool
 	calls, failed     int64 // calls measured, and those that returned an error
 }
@@ -138,8 +138,7 @@ func measure(cfg config, s *system, p *serverProc, c client, out *roundResult) e
 	out.tput256, ph = concurrent(c, manyCallers, cfg.dur)
 	out.add(ph)
 	if cfg.inFlight > 0 && s.name == "ffgen" {
-		out.tput64InFlight, ph, err = withInFlight(cfg, p, c)
-		out.tput64Arrived = ph.first
+		out.tput64InFlight, out.tput64Arrived, ph, err = withInFlight(cfg, p, c)
 		out.add(ph)
 		out.hasInFlightResult = err == nil
 	}
@@ -147,10 +146,7 @@ func measure(cfg config, s *system, p *serverProc, c client, out *roundResult) e
 }
 
 // phase counts the calls of one measurement.
-type phase struct {
-	calls, failed int64
-	first         float64 // withInFlight: calls/s in the unmeasured phase before
-}
+type phase struct{ calls, failed int64 }
 
 func (rr *roundResult) add(p phase) {
 	rr.calls += p.calls
@@ -243,8 +239,9 @@ func concurrent(c client, callers int, d time.Duration) (float64, phase) {
 }
 
 // withInFlight holds cfg.inFlight long operations open on the server and
-// measures the 64-caller throughput beside them.
-func withInFlight(cfg config, p *serverProc, c client) (float64, phase, error) {
+// measures the 64-caller throughput beside them, after a first phase whose
+// throughput it also returns.
+func withInFlight(cfg config, p *serverProc, c client) (tput, first float64, ph phase, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var holdsFailed atomic.Int64
@@ -278,7 +275,7 @@ func withInFlight(cfg config, p *serverProc, c client) (float64, phase, error) {
 		started += n
 		if err := waitFor(p, func(st serverStats) bool { return st.held >= started }); err != nil {
 			stopHolds()
-			return 0, phase{}, fmt.Errorf("%d long operations did not all start: %w", cfg.inFlight, err)
+			return 0, 0, phase{}, fmt.Errorf("%d long operations did not all start: %w", cfg.inFlight, err)
 		}
 	}
 	// The callers run once unmeasured beside them, as every system is
@@ -286,15 +283,16 @@ func withInFlight(cfg config, p *serverProc, c client) (float64, phase, error) {
 	// collector's cycles over the heap the arrivals grew, the first
 	// heartbeats for all of them) is the cost of their arrival, which the
 	// steps above already spread out, not of holding them.
-	first, _ := concurrent(c, callers, cfg.dur)
-	tput, ph := concurrent(c, callers, cfg.dur)
-	ph.first = first
+	// Its calls count among the calls made, and any that failed among
+	// the failed ones.
+	first, ph = concurrent(c, callers, cfg.dur)
+	tput, measured := concurrent(c, callers, cfg.dur)
 	stopHolds()
-	ph.failed += holdsFailed.Load()
-	ph.calls += holdsFailed.Load()
+	ph.calls += measured.calls + holdsFailed.Load()
+	ph.failed += measured.failed + holdsFailed.Load()
 	// The next system must not be measured while this server still
 	// winds the long operations down.
-	return tput, ph, waitFor(p, func(st serverStats) bool { return st.held == 0 })
+	return tput, first, ph, waitFor(p, func(st serverStats) bool { return st.held == 0 })
 }
 
 // waitFor polls the server until ok holds, for at most a minute.

@@ -12,10 +12,11 @@ import (
 )
 
 // tcpConn is a TCP connection whose Read and Write use sockRead and
-// sockWrite (rawsys_*.go); everything else is the *net.TCPConn's. Reads and writes wait
-// for the socket, and honour deadlines, as net.Conn's do, and like them
-// may be called from several goroutines at once: each direction has one
-// read or write in progress at a time, as the socket's own locks allow.
+// sockWrite (rawsys_*.go); everything else is the *net.TCPConn's. Reads
+// and writes wait for the socket, and honour deadlines, as net.Conn's do,
+// and like them may be called from several goroutines at once: each
+// direction has one read or write in progress at a time, as the socket's
+// own locks allow.
 type tcpConn struct {
 	*net.TCPConn
 	rc   syscall.RawConn
