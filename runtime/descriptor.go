@@ -71,6 +71,11 @@ type MethodDesc struct {
 	Mode    Mode
 	Hedge   time.Duration // ModeHedge: delay before the next group is tried
 	Hold    bool          // wait until no operation runs on the entity
+	// Linearizable marks a read (not ModeScatter) of a replicated service
+	// whose caller must see every write acknowledged before it called,
+	// whichever node answers; a follower may otherwise answer before it has
+	// applied them.
+	Linearizable bool
 	// Settings overrides the client's settings for this method.
 	Settings MethodSettings
 	// Default is the directive for errors that match no rule.

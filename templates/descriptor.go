@@ -46,6 +46,9 @@ func (g *gen) methodDesc(m *model.Method) {
 	if m.Hold {
 		fields = append(fields, jen.Id("Hold").Op(":").True())
 	}
+	if m.Linearizable {
+		fields = append(fields, jen.Id("Linearizable").Op(":").True())
+	}
 	if s := g.settings(m); s != nil {
 		fields = append(fields, jen.Id("Settings").Op(":").Add(s))
 	}

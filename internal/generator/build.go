@@ -31,6 +31,17 @@ type builder struct {
 	expected map[string]bool           // the default output path of each of them
 
 	ifaceTimeout *directive // the //ff:timeout of the service being built
+	// Of the service being built: whether a method has //ff:scatter, and
+	// the methods with //ff:linearizable, which need one.
+	scatterSeen  bool
+	linearizable []linearizableUse
+}
+
+// linearizableUse is a method's //ff:linearizable, checked once the whole
+// service is known.
+type linearizableUse struct {
+	where string // Service.Method
+	dir   *directive
 }
 
 func newBuilder(cfg *Config, fset *token.FileSet, diags *diagnostics) *builder {

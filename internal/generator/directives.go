@@ -111,13 +111,14 @@ func commentLines(s string) []string {
 
 // knownDirectives lists every directive and where it belongs.
 var knownDirectives = map[string]string{
-	"service":  "interface",
-	"default":  "interface or method",
-	"timeout":  "interface or method",
-	"entity":   "method",
-	"fail":     "method",
-	"failover": "method",
-	"hold":     "method",
-	"scatter":  "method",
-	"hedge":    "method",
+	"service":      "interface",
+	"default":      "interface or method",
+	"timeout":      "interface or method",
+	"entity":       "method",
+	"fail":         "method",
+	"failover":     "method",
+	"hold":         "method",
+	"scatter":      "method",
+	"hedge":        "method",
+	"linearizable": "method",
 }

@@ -54,6 +54,7 @@ func (b *builder) unknown(where string, d *directive) {
 
 func (b *builder) methods(p *packages.Package, svc *model.Service, iface *types.Interface, base *model.Method) {
 	set := &codecSet{pkg: p.Types}
+	b.scatterSeen, b.linearizable = false, nil
 	for _, decls := range methodsInOrder(iface) {
 		fn := decls[0]
 		if m := b.method(svc, decls, base); m != nil {
@@ -63,6 +64,13 @@ func (b *builder) methods(p *packages.Package, svc *model.Service, iface *types.
 	}
 	if iface.NumMethods() == 0 {
 		b.diags.errorf(svc.Type.Obj().Pos(), "service %s has no methods", svc.Name)
+	}
+	// Only a replicated service has a log of committed writes for a read
+	// to wait on.
+	if !b.scatterSeen {
+		for _, l := range b.linearizable {
+			b.diags.errorf(l.dir.Pos, "//ff:linearizable on %s needs a replicated service, and %s has no //ff:scatter method; without one there are no committed writes for a read to wait on", l.where, svc.Name)
+		}
 	}
 	svc.Codec = set.list
 }
@@ -89,7 +97,7 @@ func (b *builder) method(svc *model.Service, decls []*types.Func, base *model.Me
 	ok := b.signature(where, fn, m)
 
 	var entity, timeout *directive
-	var hold, scatter, hedge *directive
+	var hold, scatter, hedge, linearizable *directive
 	for _, d := range dirs {
 		switch d.Name {
 		case "entity":
@@ -113,6 +121,11 @@ func (b *builder) method(svc *model.Service, decls []*types.Func, base *model.Me
 			scatter = d
 			b.noArgs(where, d)
 			m.Mode = model.Scatter
+			b.scatterSeen = true
+		case "linearizable":
+			linearizable = d
+			b.noArgs(where, d)
+			m.Linearizable = true
 		case "hedge":
 			hedge = d
 			if len(d.Args) != 1 {
@@ -139,6 +152,17 @@ func (b *builder) method(svc *model.Service, decls []*types.Func, base *model.Me
 	}
 	if scatter != nil && hedge != nil {
 		b.diags.errorf(hedge.Pos, "%s is both //ff:hedge and //ff:scatter; scatter already sends to every node", where)
+	}
+	// //ff:linearizable with //ff:hedge is allowed: every attempt, the
+	// hedged one too, waits on its own node for the writes committed before
+	// it arrived, so whichever answers first is linearizable; and the hedge
+	// still helps where such a read is slow on one node only, one behind in
+	// applying the log.
+	switch {
+	case linearizable != nil && scatter != nil:
+		b.diags.errorf(linearizable.Pos, "%s is both //ff:linearizable and //ff:scatter; //ff:linearizable is for reads, and a scattered write already runs in log order on every node", where)
+	case linearizable != nil:
+		b.linearizable = append(b.linearizable, linearizableUse{where, linearizable})
 	}
 	if !ok {
 		return nil

@@ -60,6 +60,7 @@ type Method struct {
 	Mode             Mode
 	Hedge            time.Duration
 	Hold             bool
+	Linearizable     bool
 	DefaultFailover  bool
 	AttemptTimeout   time.Duration
 	OperationTimeout time.Duration

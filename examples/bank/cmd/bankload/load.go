@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
 	"github.com/ffgen/ffgen/examples/bank"
+	"github.com/ffgen/ffgen/examples/bank/internal/history"
 	"github.com/ffgen/ffgen/runtime"
 )
 
@@ -94,6 +96,8 @@ type caller struct {
 	reads    *bank.AccountsClient // its own, with probe attached
 	probe    *probe
 	log      *writeLog
+	hist     *history.Recorder // nil: no -history
+	client   int               // this caller's number in the history
 	live     *live
 	t        *tally
 	rng      *rand.Rand
@@ -110,6 +114,15 @@ func (c *caller) run(next func() bool) {
 func (c *caller) amount() int64 { return 1 + c.rng.Int64N(500) }
 
 func (c *caller) account() string { return c.accounts[c.rng.IntN(len(c.accounts))] }
+
+// partner returns the account a transfer from a goes to: any other one.
+func (c *caller) partner(a string) string {
+	to := c.account()
+	for to == a {
+		to = c.account()
+	}
+	return to
+}
 
 func (c *caller) pick() opKind {
 	if c.rng.IntN(100) < c.readPct {
@@ -129,26 +142,32 @@ func (c *caller) one() {
 	kind := c.pick()
 	a := c.account()
 	amt := c.amount()
+	op := history.Op{Client: c.client, ID: hex.EncodeToString(id[:]), Accounts: []string{a}, Amount: amt}
+	op.Invoke = history.Now()
 	start := time.Now()
 	var err error
 	var b bank.Balance
 	switch kind {
 	case opBalance:
-		_, err = c.reads.Balance(ctx, a)
+		op.Kind, op.Amount = history.Balance, 0
+		b, err = c.reads.Balance(ctx, a)
 	case opDeposit:
+		op.Kind = history.Deposit
 		b, err = c.writes.Deposit(ctx, bank.DepositRequest{AccountID: a, Amount: amt})
 		c.log.add(id, kindNames[kind], b.Amount, err, delta{a, amt})
 	case opWithdraw:
+		op.Kind = history.Withdraw
 		b, err = c.writes.Withdraw(ctx, bank.WithdrawRequest{AccountID: a, Amount: amt})
 		c.log.add(id, kindNames[kind], b.Amount, err, delta{a, -amt})
 	case opTransfer:
-		to := c.account()
-		for to == a {
-			to = c.account()
-		}
+		to := c.partner(a)
+		op.Kind, op.Accounts = history.Transfer, append(op.Accounts, to)
 		b, err = c.writes.Transfer(ctx, bank.TransferRequest{From: a, To: to, Amount: amt})
 		c.log.add(id, kindNames[kind], b.Amount, err, delta{a, -amt}, delta{to, amt})
 	}
+	op.Return = history.Now()
+	op.Outcome, op.Balance, op.Error = historyOutcome(b, err)
+	c.hist.Record(op)
 	d := time.Since(start)
 	t := c.t
 	t.ops++
@@ -187,4 +206,22 @@ func (c *caller) one() {
 			t.failoverLatBy[first] = append(t.failoverLatBy[first], d)
 		}
 	}
+}
+
+// historyOutcome is how the history records an operation that returned b
+// and err: ok with the balance; fail when it certainly changed nothing (the
+// service refused it with one of its errors, or the runtime says no node
+// ran it); info when the client cannot know whether it applied.
+func historyOutcome(b bank.Balance, err error) (history.Outcome, int64, string) {
+	if err == nil {
+		return history.OK, b.Amount, ""
+	}
+	var re *runtime.Error
+	switch o := classify(err); {
+	case o == refused:
+		return history.Fail, 0, declaredError(err).Error()
+	case o == notExecuted && errors.As(err, &re):
+		return history.Fail, 0, err.Error()
+	}
+	return history.Info, 0, err.Error()
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/ffgen/ffgen/examples/bank"
 	"github.com/ffgen/ffgen/examples/bank/internal/cli"
+	"github.com/ffgen/ffgen/examples/bank/internal/history"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/cluster"
 	"github.com/ffgen/ffgen/runtime/transport"
@@ -50,7 +51,7 @@ type config struct {
 	name, groups, mgmt, token                     string
 	logLevel, jsonPath                            string
 	tlsCA, tlsCert, tlsKey                        string
-	run, writesPath, auditOnly                    string
+	run, writesPath, auditOnly, historyPath       string
 	open, audit, requireAll                       bool
 	accounts, callers, ops, readPct, rate         int
 	initial                                       int
@@ -81,6 +82,7 @@ func main() {
 		joinTO   = f.Duration("join-timeout", "", 15*time.Second, "how long to wait for a member of every group")
 		runFlag  = f.String("run", "", "", "run ID: account IDs start with it; writers of one run share it (default: random)")
 		writes   = f.String("writes", "", "", "write this writer's log (every write, its ID and outcome) to this file, for -audit-only")
+		hist     = f.String("history", "", "", "write the history (every operation, reads too: its times, arguments and outcome) to this file as JSON lines")
 		only     = f.String("audit-only", "", "", "no load: audit every node against these writer logs, comma-separated")
 		open     = f.FlagSet.Bool("open", true, "open the accounts first; false: another writer of -run opened them")
 		doAudit  = f.FlagSet.Bool("audit", true, "audit every node after the load")
@@ -91,7 +93,7 @@ func main() {
 		name: *name, groups: *groups, mgmt: *mgmt, token: *token, logLevel: *logLevel, jsonPath: *jsonPath, tlsCA: *tlsCA, tlsCert: *tlsCert, tlsKey: *tlsKey,
 		accounts: *accounts, callers: *callers, ops: *ops, readPct: *readPct, rate: *rate, initial: *initial,
 		duration: *duration, progress: *progress, auditTimeout: *auditTO, joinTimeout: *joinTO,
-		run: *runFlag, writesPath: *writes, auditOnly: *only, open: *open, audit: *doAudit, requireAll: *all,
+		run: *runFlag, writesPath: *writes, historyPath: *hist, auditOnly: *only, open: *open, audit: *doAudit, requireAll: *all,
 	}
 	ctx, stop, log := f.Start(c.logLevel)
 	defer stop()
@@ -156,8 +158,15 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 	}
 	ids := accountIDs(run, c.accounts)
 	wlog := &writeLog{Run: run, Writer: c.name, Accounts: c.accounts, Initial: int64(c.initial)}
+	var hist *history.Recorder
+	if c.historyPath != "" {
+		if hist, err = history.Create(c.historyPath, c.name); err != nil {
+			return fail(err)
+		}
+		defer hist.Close()
+	}
 	if c.open {
-		if err := openAll(ctx, writes, wlog, ids, int64(c.initial), c.callers); err != nil {
+		if err := openAll(ctx, writes, wlog, hist, ids, int64(c.initial), c.callers); err != nil {
 			return fail(err)
 		}
 	}
@@ -174,7 +183,7 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 		defer rc.Close()
 		callers[i] = &caller{
 			accounts: ids, writes: writes, reads: bank.NewAccountsClient(rc), probe: p,
-			log: wlog, live: lv, t: newTally(), rng: mrand.New(mrand.NewPCG(uint64(i), mrand.Uint64())),
+			log: wlog, hist: hist, client: i, live: lv, t: newTally(), rng: mrand.New(mrand.NewPCG(uint64(i), mrand.Uint64())),
 			maxWait: settings.OperationTimeout + deadlineMargin, readPct: c.readPct,
 		}
 	}
@@ -210,6 +219,13 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 	if c.writesPath != "" {
 		if err := wlog.save(c.writesPath); err != nil {
 			return fail(err)
+		}
+	}
+	if hist != nil {
+		hc := hist.Counts()
+		sum.History, sum.Indeterminate = c.historyPath, hc.Indeterminate
+		if err := hist.Close(); err != nil {
+			return fail(fmt.Errorf("history: %w", err))
 		}
 	}
 	if c.audit {
@@ -319,16 +335,21 @@ func follow(ctx context.Context, c config, groups []string, log *slog.Logger) (*
 }
 
 // openAll opens the accounts with n callers, each Open under an ID of its
-// own, recorded in log. Load has not started, so every Open must succeed.
-func openAll(ctx context.Context, a *bank.AccountsClient, log *writeLog, ids []string, initial int64, n int) error {
+// own, recorded in log and hist. Load has not started, so every Open must
+// succeed.
+func openAll(ctx context.Context, a *bank.AccountsClient, log *writeLog, hist *history.Recorder, ids []string, initial int64, n int) error {
 	work := make(chan string)
 	errs := make(chan error, len(ids))
 	var wg sync.WaitGroup
-	for range n {
+	for i := range n {
 		wg.Go(func() {
 			for id := range work {
 				op := newOpID()
+				h := history.Op{Client: i, ID: hex.EncodeToString(op[:]), Kind: history.Open, Accounts: []string{id}, Amount: initial, Invoke: history.Now()}
 				b, err := a.Open(runtime.WithOperationID(ctx, op), bank.OpenRequest{AccountID: id, Initial: initial})
+				h.Return = history.Now()
+				h.Outcome, h.Balance, h.Error = historyOutcome(b, err)
+				hist.Record(h)
 				log.add(op, "Open", b.Amount, err)
 				if err != nil {
 					errs <- fmt.Errorf("open %s: %w", id, err)

@@ -86,6 +86,9 @@ func printSummary(w io.Writer, s *cli.Summary) {
 	p("timeouts        %d", s.Timeouts)
 	p("uncertain       %d writes of unknown outcome (the audit accepts either outcome for them)", s.Uncertain)
 	p("failed          %d operations ended in an error other than that or ErrInsufficientFunds", s.Failed)
+	if s.History != "" {
+		p("history         %s; %d operations of unknown outcome, reads included", s.History, s.Indeterminate)
+	}
 	p("failovers       %s", counts(s.Failovers))
 	p("write attempts  ended without an answer: %s", counts(s.ScatterLegs))
 	p("latency         %s", fmtLatency(s.Latency))

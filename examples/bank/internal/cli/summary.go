@@ -25,6 +25,8 @@ type Summary struct {
 	Timeouts         uint64             `json:"timeouts"`
 	Uncertain        uint64             `json:"uncertain_writes"`
 	Failed           uint64             `json:"failed"`             // ended in an error other than uncertain or ErrInsufficientFunds
+	History          string             `json:"history,omitempty"`  // the -history file
+	Indeterminate    uint64             `json:"indeterminate"`      // operations of the history, reads too, that may or may not have applied
 	Failovers        map[string]uint64  `json:"failovers"`          // reads, by reason
 	ScatterLegs      map[string]uint64  `json:"scatter_legs_ended"` // write copies that ended unanswered, by reason
 	Latency          Latency            `json:"latency"`

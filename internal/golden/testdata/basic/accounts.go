@@ -36,6 +36,7 @@ type Accounts interface {
 
 	//ff:entity id
 	//ff:hedge 20ms
+	//ff:linearizable                      // sees every write acknowledged before the call
 	Balance(ctx context.Context, id AccountID) (Balance, error)
 }
 

@@ -131,10 +131,11 @@ var accountsTransferDesc = &runtime.MethodDesc{
 }
 
 var accountsBalanceDesc = &runtime.MethodDesc{
-	Service: "basic.Accounts",
-	Name:    "Balance",
-	Mode:    runtime.ModeHedge,
-	Hedge:   20 * time.Millisecond,
+	Service:      "basic.Accounts",
+	Name:         "Balance",
+	Mode:         runtime.ModeHedge,
+	Hedge:        20 * time.Millisecond,
+	Linearizable: true,
 	Entities: func(args codec.Message, dst []string) []string {
 		a := args.(*accountsBalanceArgs)
 		dst = append(dst, string(a.ID))
