@@ -3,6 +3,7 @@ module github.com/ffgen/ffgen
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/dave/jennifer v1.7.1
 	github.com/google/go-cmp v0.7.0

@@ -103,6 +103,7 @@ type caller struct {
 	rng      *rand.Rand
 	maxWait  time.Duration // operation timeout plus margin
 	readPct  int
+	group    int // transfers stay within groups of this many accounts (0: any two)
 }
 
 func (c *caller) run(next func() bool) {
@@ -113,13 +114,25 @@ func (c *caller) run(next func() bool) {
 
 func (c *caller) amount() int64 { return 1 + c.rng.Int64N(500) }
 
-func (c *caller) account() string { return c.accounts[c.rng.IntN(len(c.accounts))] }
-
-// partner returns the account a transfer from a goes to: any other one.
-func (c *caller) partner(a string) string {
-	to := c.account()
-	for to == a {
-		to = c.account()
+// partner returns the account a transfer from account i goes to: another
+// of its group (the last group takes in a lone account left over), or any
+// other with no groups. Groups keep the history in independent parts, each
+// small enough for the linearizability check.
+func (c *caller) partner(i int) int {
+	lo, hi := 0, len(c.accounts)
+	if g := c.group; g > 0 && g < len(c.accounts) {
+		lo = i / g * g
+		if len(c.accounts)-lo < 2 {
+			lo -= g
+		}
+		hi = min(lo+g, len(c.accounts))
+		if len(c.accounts)-hi < 2 {
+			hi = len(c.accounts)
+		}
+	}
+	to := lo + c.rng.IntN(hi-lo)
+	for to == i {
+		to = lo + c.rng.IntN(hi-lo)
 	}
 	return to
 }
@@ -140,7 +153,8 @@ func (c *caller) one() {
 	id := newOpID()
 	ctx := runtime.WithOperationID(context.Background(), id)
 	kind := c.pick()
-	a := c.account()
+	ai := c.rng.IntN(len(c.accounts))
+	a := c.accounts[ai]
 	amt := c.amount()
 	op := history.Op{Client: c.client, ID: hex.EncodeToString(id[:]), Accounts: []string{a}, Amount: amt}
 	op.Invoke = history.Now()
@@ -160,7 +174,7 @@ func (c *caller) one() {
 		b, err = c.writes.Withdraw(ctx, bank.WithdrawRequest{AccountID: a, Amount: amt})
 		c.log.add(id, kindNames[kind], b.Amount, err, delta{a, -amt})
 	case opTransfer:
-		to := c.partner(a)
+		to := c.accounts[c.partner(ai)]
 		op.Kind, op.Accounts = history.Transfer, append(op.Accounts, to)
 		b, err = c.writes.Transfer(ctx, bank.TransferRequest{From: a, To: to, Amount: amt})
 		c.log.add(id, kindNames[kind], b.Amount, err, delta{a, -amt}, delta{to, amt})

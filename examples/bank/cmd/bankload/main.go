@@ -52,6 +52,9 @@ type config struct {
 	logLevel, jsonPath                            string
 	tlsCA, tlsCert, tlsKey                        string
 	run, writesPath, auditOnly, historyPath       string
+	checkHistory                                  string
+	transferGroup                                 int
+	checkTimeout                                  time.Duration
 	open, audit, requireAll                       bool
 	accounts, callers, ops, readPct, rate         int
 	initial                                       int
@@ -82,7 +85,10 @@ func main() {
 		joinTO   = f.Duration("join-timeout", "", 15*time.Second, "how long to wait for a member of every group")
 		runFlag  = f.String("run", "", "", "run ID: account IDs start with it; writers of one run share it (default: random)")
 		writes   = f.String("writes", "", "", "write this writer's log (every write, its ID and outcome) to this file, for -audit-only")
-		hist     = f.String("history", "", "", "write the history (every operation, reads too: its times, arguments and outcome) to this file as JSON lines")
+		hist     = f.String("history", "", "", "write the history (every operation, reads too: its times, arguments and outcome) to this file as JSON lines; with -audit, check it for linearizability")
+		checkH   = f.String("check-history", "", "", "no load: check these histories, comma-separated, for linearizability (accounts they do not open hold -initial)")
+		checkTO  = f.Duration("check-timeout", "", history.DefaultTimeout, "how long the linearizability check may take before it answers unknown")
+		tgroup   = f.Int("transfer-group", "", 2, "transfers stay within groups of this many consecutive accounts, so that the history splits into parts small enough to check (0: any two accounts)")
 		only     = f.String("audit-only", "", "", "no load: audit every node against these writer logs, comma-separated")
 		open     = f.FlagSet.Bool("open", true, "open the accounts first; false: another writer of -run opened them")
 		doAudit  = f.FlagSet.Bool("audit", true, "audit every node after the load")
@@ -93,7 +99,7 @@ func main() {
 		name: *name, groups: *groups, mgmt: *mgmt, token: *token, logLevel: *logLevel, jsonPath: *jsonPath, tlsCA: *tlsCA, tlsCert: *tlsCert, tlsKey: *tlsKey,
 		accounts: *accounts, callers: *callers, ops: *ops, readPct: *readPct, rate: *rate, initial: *initial,
 		duration: *duration, progress: *progress, auditTimeout: *auditTO, joinTimeout: *joinTO,
-		run: *runFlag, writesPath: *writes, historyPath: *hist, auditOnly: *only, open: *open, audit: *doAudit, requireAll: *all,
+		run: *runFlag, writesPath: *writes, historyPath: *hist, checkHistory: *checkH, checkTimeout: *checkTO, transferGroup: *tgroup, auditOnly: *only, open: *open, audit: *doAudit, requireAll: *all,
 	}
 	ctx, stop, log := f.Start(c.logLevel)
 	defer stop()
@@ -109,11 +115,14 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 	if c.auditOnly != "" {
 		return auditOnly(ctx, c)
 	}
+	if c.checkHistory != "" {
+		return checkOnly(c)
+	}
 	if c.mgmt == "" {
 		return fail(errors.New("-mgmt is required"))
 	}
-	if c.accounts < 2 || c.callers < 1 || c.readPct < 0 || c.readPct > 100 || c.initial < 0 || c.rate < 0 {
-		return fail(errors.New("want -accounts >= 2, -callers >= 1, 0 <= -reads <= 100, -initial >= 0, -rate >= 0"))
+	if c.accounts < 2 || c.callers < 1 || c.readPct < 0 || c.readPct > 100 || c.initial < 0 || c.rate < 0 || c.transferGroup < 0 || c.transferGroup == 1 {
+		return fail(errors.New("want -accounts >= 2, -callers >= 1, 0 <= -reads <= 100, -initial >= 0, -rate >= 0, -transfer-group 0 or >= 2"))
 	}
 	settings, err := runtime.SettingsFromEnv(runtime.DefaultSettings())
 	if err != nil {
@@ -184,7 +193,7 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 		callers[i] = &caller{
 			accounts: ids, writes: writes, reads: bank.NewAccountsClient(rc), probe: p,
 			log: wlog, hist: hist, client: i, live: lv, t: newTally(), rng: mrand.New(mrand.NewPCG(uint64(i), mrand.Uint64())),
-			maxWait: settings.OperationTimeout + deadlineMargin, readPct: c.readPct,
+			maxWait: settings.OperationTimeout + deadlineMargin, readPct: c.readPct, group: c.transferGroup,
 		}
 	}
 
@@ -232,6 +241,12 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 		fmt.Fprintf(os.Stderr, "bankload: load done; auditing %s\n", c.mgmt)
 		model, all := merge([]*writeLog{wlog})
 		runAudit(ctx, c, sum, model, all, run)
+		if hist != nil {
+			fmt.Fprintf(os.Stderr, "bankload: checking the history for linearizability\n")
+			if err := checkHistories(c, sum, c.historyPath); err != nil {
+				return fail(err)
+			}
+		}
 	}
 	printSummary(os.Stdout, sum)
 	if c.jsonPath != "" {
@@ -239,7 +254,42 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 			return fail(err)
 		}
 	}
-	if (c.audit && !sum.AuditPassed) || sum.Overdue > 0 {
+	if (c.audit && !sum.AuditPassed) || sum.Overdue > 0 || sum.Linearizable == string(history.No) {
+		return 1
+	}
+	return 0
+}
+
+// checkHistories checks the histories at paths for linearizability into
+// sum. Accounts they do not open are taken to hold -initial at the start.
+func checkHistories(c config, sum *cli.Summary, paths ...string) error {
+	ops, err := history.ReadFiles(paths...)
+	if err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	r := history.Check(ops, history.Options{Initial: int64(c.initial), Timeout: c.checkTimeout})
+	sum.Linearizable, sum.LinearizableDetail = string(r.Verdict), r.String()
+	sum.HistoryCheck = fmt.Sprintf("%d operations (%d checked, %d indeterminate) in %d independent parts, the largest of %d, in %.1fs",
+		r.Ops, r.Checked, r.Indeterminate, r.Parts, r.Largest, r.Took.Seconds())
+	return nil
+}
+
+// checkOnly checks the histories of -check-history; exit 1 when they are
+// not linearizable.
+func checkOnly(c config) int {
+	sum := &cli.Summary{}
+	if err := checkHistories(c, sum, cli.List(c.checkHistory)...); err != nil {
+		fmt.Fprintln(os.Stderr, "bankload: -check-history:", err)
+		return 2
+	}
+	printCheck(os.Stdout, sum)
+	if c.jsonPath != "" {
+		if err := writeJSON(c.jsonPath, sum); err != nil {
+			fmt.Fprintln(os.Stderr, "bankload:", err)
+			return 2
+		}
+	}
+	if sum.Linearizable == string(history.No) {
 		return 1
 	}
 	return 0

@@ -106,6 +106,16 @@ func printSummary(w io.Writer, s *cli.Summary) {
 	}
 	p("overdue         %d operations waited past the operation timeout (%.0fms) plus margin", s.Overdue, s.OperationTimeout)
 	printAudit(w, s)
+	printCheck(w, s)
+}
+
+// printCheck prints the linearizability check, if there was one.
+func printCheck(w io.Writer, s *cli.Summary) {
+	if s.Linearizable == "" {
+		return
+	}
+	fmt.Fprintf(w, "history check   %s\n", s.HistoryCheck)
+	fmt.Fprintf(w, "history linearizable: %s\n", s.LinearizableDetail)
 }
 
 // printAudit prints the audit, if there was one.

@@ -13,31 +13,35 @@ type Latency struct {
 
 // Summary is the outcome of a run; -json writes it.
 type Summary struct {
-	Run              string             `json:"run"`
-	Writers          int                `json:"writers,omitempty"` // logs merged by -audit-only
-	Writes           int                `json:"writes"`            // writes recorded, Opens included
-	Duration         float64            `json:"duration_s"`
-	Operations       uint64             `json:"operations"`
-	OpsPerSecond     float64            `json:"ops_per_second"`
-	Successes        uint64             `json:"successes"`
-	ByMethod         map[string]uint64  `json:"by_method"`
-	Errors           map[string]uint64  `json:"errors"` // "Method: kind"
-	Timeouts         uint64             `json:"timeouts"`
-	Uncertain        uint64             `json:"uncertain_writes"`
-	Failed           uint64             `json:"failed"`             // ended in an error other than uncertain or ErrInsufficientFunds
-	History          string             `json:"history,omitempty"`  // the -history file
-	Indeterminate    uint64             `json:"indeterminate"`      // operations of the history, reads too, that may or may not have applied
-	Failovers        map[string]uint64  `json:"failovers"`          // reads, by reason
-	ScatterLegs      map[string]uint64  `json:"scatter_legs_ended"` // write copies that ended unanswered, by reason
-	Latency          Latency            `json:"latency"`
-	FailoverLatency  Latency            `json:"failover_latency"` // reads that failed over
-	FailoverByReason map[string]Latency `json:"failover_latency_by_reason"`
-	OperationTimeout float64            `json:"operation_timeout_ms"`
-	HeartbeatTimeout float64            `json:"heartbeat_timeout_ms"`
-	Overdue          uint64             `json:"overdue"` // waited past the operation timeout plus margin
-	Audited          bool               `json:"audited"`
-	Nodes            []NodeAudit        `json:"nodes"`
-	AuditPassed      bool               `json:"audit_passed"`
+	Run           string            `json:"run"`
+	Writers       int               `json:"writers,omitempty"` // logs merged by -audit-only
+	Writes        int               `json:"writes"`            // writes recorded, Opens included
+	Duration      float64           `json:"duration_s"`
+	Operations    uint64            `json:"operations"`
+	OpsPerSecond  float64           `json:"ops_per_second"`
+	Successes     uint64            `json:"successes"`
+	ByMethod      map[string]uint64 `json:"by_method"`
+	Errors        map[string]uint64 `json:"errors"` // "Method: kind"
+	Timeouts      uint64            `json:"timeouts"`
+	Uncertain     uint64            `json:"uncertain_writes"`
+	Failed        uint64            `json:"failed"`            // ended in an error other than uncertain or ErrInsufficientFunds
+	History       string            `json:"history,omitempty"` // the -history file
+	Indeterminate uint64            `json:"indeterminate"`     // operations of the history, reads too, that may or may not have applied
+	// The linearizability check of the history, if there was one:
+	Linearizable       string             `json:"linearizable,omitempty"` // yes, no or unknown
+	LinearizableDetail string             `json:"linearizable_detail,omitempty"`
+	HistoryCheck       string             `json:"history_check,omitempty"` // what was checked, how long it took
+	Failovers          map[string]uint64  `json:"failovers"`               // reads, by reason
+	ScatterLegs        map[string]uint64  `json:"scatter_legs_ended"`      // write copies that ended unanswered, by reason
+	Latency            Latency            `json:"latency"`
+	FailoverLatency    Latency            `json:"failover_latency"` // reads that failed over
+	FailoverByReason   map[string]Latency `json:"failover_latency_by_reason"`
+	OperationTimeout   float64            `json:"operation_timeout_ms"`
+	HeartbeatTimeout   float64            `json:"heartbeat_timeout_ms"`
+	Overdue            uint64             `json:"overdue"` // waited past the operation timeout plus margin
+	Audited            bool               `json:"audited"`
+	Nodes              []NodeAudit        `json:"nodes"`
+	AuditPassed        bool               `json:"audit_passed"`
 	// Distinct writes, over every audited node's journal:
 	Lost          int `json:"lost"`          // acknowledged, missing on some node
 	AppliedTwice  int `json:"applied_twice"` // executed more than once on some node
