@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"time"
 
@@ -48,6 +49,117 @@ var faults = []fault{
 	}},
 	{name: "sequencer-kill9", about: "SIGKILL the service's sequencer mid-write, start it again", run: killSequencer},
 	{name: "restart-in-catchup", about: "SIGKILL b2, start it, SIGKILL it again as soon as it is up, start it", run: restartDuringCatchUp("b2")},
+	{name: "partition-groups", about: "cut group a from group b for 8 s, a writer beside each", sides: [][]string{{"a1", "a2"}, {"b1", "b2"}}, run: split},
+	{name: "partition-lone", about: "cut b1 off from the other nodes for 8 s, a writer beside it and one beside them", sides: [][]string{{"b1"}, {"a1", "a2", "b2"}}, run: split},
+	{name: "leader-freeze-under", about: "SIGSTOP the leader for 3/4 of the heartbeat timeout, five times", run: freezeLeader(0.75)},
+	{name: "leader-freeze-over", about: "SIGSTOP the leader for 3/2 of the heartbeat timeout, five times", run: freezeLeader(1.5)},
+	{name: "group-loss", about: "SIGKILL both nodes of the leader's group, start them again", run: groupLoss},
+	{name: "group-loss-tiebreaker", about: "the same with a tie-breaker node t1 in group t: a majority stays", tieBreaker: true, run: groupLoss},
+	{name: "rolling-restart-all", about: "SIGTERM, start, wait ready: every node in turn, the leader among them", run: rollingRestart("a1", "a2", "b1", "b2")},
+}
+
+// Faults of a new kind: their timings.
+const (
+	groupDownFor = 5 * time.Second // group-loss
+	freezes      = 5               // leader-freeze-*
+	freezeEvery  = 2 * time.Second
+)
+
+// split cuts the fault's sides off from each other (e.fw.split), heals
+// them after a while, and times every node's catch-up.
+func split(ctx context.Context, e *env) error {
+	if err := e.at(ctx, e.start()); err != nil {
+		return err
+	}
+	if err := e.fw.split(ctx, e.sides); err != nil {
+		return err
+	}
+	var names []string
+	for _, sd := range e.sides {
+		var ns []string
+		for _, n := range sd.nodes {
+			ns = append(ns, n.Name)
+		}
+		names = append(names, strings.Join(ns, ","))
+	}
+	e.note("split %s, a writer beside each side", strings.Join(names, " | "))
+	sleep(ctx, e.bounded(cutFor, 0.4))
+	if err := e.fw.heal(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	e.note("healed")
+	for _, sd := range e.sides {
+		for _, n := range sd.nodes {
+			e.recover(n)
+		}
+	}
+	return nil
+}
+
+// freezeLeader SIGSTOPs the node leading the service's writes for frac of
+// the heartbeat timeout, several times, finding the leader anew each time:
+// just under the timeout no client should fail over, just over every
+// client does, while the node may still believe it leads.
+func freezeLeader(frac float64) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		d := time.Duration(frac * float64(e.suite.heartbeatTimeout()))
+		if err := e.at(ctx, e.start()); err != nil {
+			return err
+		}
+		for i := range freezes {
+			name, how, err := sequencer(ctx, e)
+			if err != nil {
+				return err
+			}
+			n := e.Node(name)
+			if err := e.Signal(n, syscall.SIGSTOP); err != nil {
+				return err
+			}
+			sleep(context.WithoutCancel(ctx), d) // never leave a node frozen
+			if err := e.Signal(n, syscall.SIGCONT); err != nil {
+				return err
+			}
+			e.note("froze the leader %s (%s) for %v", name, how, d)
+			e.recover(n)
+			if i < freezes-1 {
+				sleep(ctx, e.bounded(freezeEvery, 0.1))
+			}
+		}
+		return ctx.Err()
+	}
+}
+
+// groupLoss SIGKILLs every node of the leader's failure group (group a if
+// no node reports leading), and starts them again a few seconds later.
+// With four voters the two left are no majority: no write may commit
+// until the group is back. With a tie-breaker they are three of five.
+func groupLoss(ctx context.Context, e *env) error {
+	if err := e.at(ctx, e.start()); err != nil {
+		return err
+	}
+	group := testbed.Groups[0]
+	if name, how, err := sequencer(ctx, e); err != nil {
+		e.note("%v: losing group %s", err, group)
+	} else {
+		group = e.Node(name).Group
+		e.note("the leader is %s (%s): losing group %s", name, how, group)
+	}
+	var lost []*testbed.Node
+	for _, n := range e.Nodes {
+		if n.Group == group {
+			if err := e.Kill(n); err != nil {
+				return err
+			}
+			lost = append(lost, n)
+		}
+	}
+	sleep(ctx, e.bounded(groupDownFor, 0.2))
+	for _, n := range lost {
+		if err := e.restart(n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func killRestart(name string) func(context.Context, *env) error {

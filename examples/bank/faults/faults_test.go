@@ -19,7 +19,8 @@ var shortFaults = []string{"kill9-restart", "restart-in-catchup", "sigstop", "pa
 // TestFaults runs the short version of make faults: real processes on
 // loopback, a few seconds of paced load per fault. It asserts outcomes only:
 // every node's audit passes, with no acknowledged write lost, applied twice
-// or contradicted, and every node that came back is ready again.
+// or contradicted, every node that came back is ready again, and the
+// history is not found non-linearizable.
 func TestFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes; about a minute")
@@ -57,8 +58,8 @@ func TestFaults(t *testing.T) {
 		case r.Skipped != "":
 			t.Logf("%s skipped: %s", r.Fault, r.Skipped)
 		case !r.Passed:
-			t.Errorf("%s: audit failed: lost %d, applied twice %d, contradicting %d, catch-up %s; %q",
-				r.Fault, r.Lost, r.AppliedTwice, r.Contradicting, catchUps(r.CatchUp), r.Notes)
+			t.Errorf("%s: %s: lost %d, applied twice %d, contradicting %d, catch-up %s, linearizable %s; %q",
+				r.Fault, verdict(r), r.Lost, r.AppliedTwice, r.Contradicting, catchUps(r.CatchUp), r.Linearizable, r.Notes)
 		case r.Ops == 0 || r.Lost != 0 || r.AppliedTwice != 0 || r.Contradicting != 0:
 			t.Errorf("%s passed with %d ops, lost %d, applied twice %d, contradicting %d", r.Fault, r.Ops, r.Lost, r.AppliedTwice, r.Contradicting)
 		}

@@ -5,11 +5,14 @@
 // b1, b2 in group b), opens accounts, runs bankload against them, injects
 // the fault (SIGKILL and restart, a rolling restart, SIGSTOP, a partition
 // with iptables, hostile connections, several writers, the sequencer
-// killed mid-write, a restart during catch-up), waits until every node is
-// back and ready, and audits every node: balances, and each acknowledged
-// write looked up by its operation ID in every node's journal. It prints a
-// table per fault and exits 1 if any fault's audit failed, 2 if it could
-// not run. Every process it started and every firewall rule it added are
+// killed mid-write, a restart during catch-up, a split of the nodes with a
+// writer beside each side, the leader frozen around the heartbeat timeout,
+// the loss of a failure group with and without a tie-breaker node), waits
+// until every node is back and ready, and audits every node: balances, and
+// each acknowledged write looked up by its operation ID in every node's
+// journal. It then checks the history of every bankload together for
+// linearizability. It prints a table per fault and exits 1 if any fault
+// failed, 2 if it could not run. Every process it started and every firewall rule it added are
 // removed on exit, Ctrl-C included.
 package main
 
@@ -24,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ffgen/ffgen/examples/bank/internal/history"
 	"github.com/ffgen/ffgen/examples/bank/internal/testbed"
 )
 
@@ -35,6 +39,7 @@ func main() {
 	flag.IntVar(&s.Callers, "callers", 8, "concurrent callers per writer process")
 	flag.IntVar(&s.Writers, "writers", 3, "writer processes in the several-writers fault")
 	flag.DurationVar(&s.AuditTimeout, "audit-timeout", 30*time.Second, "how long each audit waits for the nodes to converge")
+	flag.DurationVar(&s.CheckTimeout, "check-timeout", history.DefaultTimeout, "how long each fault's linearizability check may take before it answers unknown")
 	only := flag.String("only", "", "run only these faults, comma-separated (default: all): "+faultNames())
 	keep := flag.Bool("keep", false, "keep the logs directory")
 	flag.Parse()
@@ -119,9 +124,11 @@ func indexFault(name string) int {
 // Run runs the faults one after another. A partition fault is skipped,
 // with the reason, where iptables cannot run.
 func (s *Suite) Run(ctx context.Context, faults []fault) ([]Row, error) {
+	s.voters = testbed.Supports(ctx, s.BinDir, "voters")
+	s.tieBreaker = testbed.Supports(ctx, s.BinDir, "tiebreaker")
 	var fw *firewall
 	for _, f := range faults {
-		if f.firewall {
+		if f.firewall || f.sides != nil {
 			var err error
 			if fw, err = newFirewall(ctx); err != nil {
 				fmt.Fprintf(s.Out, "faults: partitions skipped: %v\n", err)

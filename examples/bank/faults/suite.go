@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/examples/bank/internal/cli"
+	"github.com/ffgen/ffgen/examples/bank/internal/history"
 	"github.com/ffgen/ffgen/examples/bank/internal/testbed"
+	"github.com/ffgen/ffgen/runtime"
 )
 
 // Suite runs faults, one at a time, each against a fresh cluster of four
@@ -33,8 +35,14 @@ type Suite struct {
 	Env      []string // extra environment for every process
 	// AuditTimeout bounds the audit's wait for the nodes to converge.
 	AuditTimeout time.Duration
+	// CheckTimeout bounds the linearizability check of each fault's
+	// history (history.DefaultTimeout if 0).
+	CheckTimeout time.Duration
 
 	Out io.Writer // timeline
+
+	// What the banknode built supports, found by Run.
+	voters, tieBreaker bool
 }
 
 // Row is the outcome of one fault.
@@ -43,13 +51,19 @@ type Row struct {
 	Skipped       string // why the fault did not run, if it did not
 	Ops           uint64
 	Failed        uint64 // operations that ended in an error other than uncertain or ErrInsufficientFunds
-	Uncertain     uint64
+	Uncertain     uint64 // writes of unknown outcome
+	Indeterminate uint64 // operations of unknown outcome in the history, reads too
 	Lost          int
 	AppliedTwice  int
 	Contradicting int
 	CatchUp       []catchUp
-	Passed        bool
-	Notes         []string // what the fault did, and why the row failed
+	// Linearizable is the verdict of the check of every process's history
+	// together: yes, no or unknown; LinearizableDetail says why not yes.
+	Linearizable       string
+	LinearizableDetail string
+	AuditPassed        bool
+	Passed             bool
+	Notes              []string // what the fault did, and why the row failed
 }
 
 // catchUp is how long a node took to be ready again.
@@ -57,6 +71,21 @@ type catchUp struct {
 	node  string
 	took  time.Duration
 	ready bool // false: not ready within the bound
+}
+
+// heartbeatTimeout is the nodes' heartbeat timeout: FFGEN_HEARTBEAT_TIMEOUT
+// as the suite's processes get it, else the runtime's default.
+func (s *Suite) heartbeatTimeout() time.Duration {
+	v := ""
+	for _, kv := range append(os.Environ(), s.Env...) {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == "FFGEN_HEARTBEAT_TIMEOUT" {
+			v = val
+		}
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return d
+	}
+	return runtime.DefaultHeartbeatTimeout
 }
 
 // catchUpBound bounds the wait for a node to be ready again: generous, so
@@ -70,6 +99,7 @@ type env struct {
 	ctx   context.Context // the fault's row
 	begin time.Time       // the load's start
 	fw    *firewall       // nil where partitions cannot run
+	sides []side          // of the fault's split, if it has one
 
 	mu      sync.Mutex
 	watches map[string]*readyWatch // by node: since it last came back
@@ -134,14 +164,24 @@ type fault struct {
 	about          string
 	severalWriters bool // Suite.Writers writer processes, not one
 	firewall       bool // needs iptables
-	run            func(ctx context.Context, e *env) error
+	// sides splits the nodes for e.fw.split: each side's nodes, and a
+	// writer beside each side (one per side, instead of one in all), run
+	// under a group ID of the side's. Needs iptables.
+	sides [][]string
+	// tieBreaker adds the tie-breaker node t1 (banknode -tiebreaker).
+	tieBreaker bool
+	run        func(ctx context.Context, e *env) error
 }
 
 // runFault runs one fault against a fresh cluster and audits it.
 func (s *Suite) runFault(ctx context.Context, f fault, fw *firewall) Row {
 	row := Row{Fault: f.name}
-	if f.firewall && fw == nil {
+	if (f.firewall || f.sides != nil) && fw == nil {
 		row.Skipped = errNoFirewall.Error()
+		return row
+	}
+	if f.tieBreaker && !s.tieBreaker {
+		row.Skipped = "banknode has no -tiebreaker flag (it comes with the raft replication of scatter writes)"
 		return row
 	}
 	dir := filepath.Join(s.Dir, f.name)
@@ -150,13 +190,46 @@ func (s *Suite) runFault(ctx context.Context, f fault, fw *firewall) Row {
 		return row
 	}
 	fmt.Fprintf(s.Out, "\n== %s: %s\n", f.name, f.about)
-	c, err := testbed.Start(ctx, testbed.Config{BinDir: s.BinDir, Dir: dir, Env: s.Env, Out: s.Out, Prefix: "faults"})
+	cfg := testbed.Config{BinDir: s.BinDir, Dir: dir, Env: s.Env, Out: s.Out, Prefix: "faults", Voters: s.voters, TieBreaker: f.tieBreaker}
+	var gids []uint32
+	if f.sides != nil {
+		gids = sideGIDs(len(f.sides))
+		byNode := map[string]uint32{}
+		var sides []side
+		for i, names := range f.sides {
+			sides = append(sides, side{gid: gids[i]})
+			for _, name := range names {
+				byNode[name] = gids[i]
+			}
+		}
+		cfg.GID = func(n *testbed.Node) uint32 { return byNode[n.Name] }
+		// Before any process of a side starts: its connections are
+		// labelled as they open.
+		defer fw.unmark(context.WithoutCancel(ctx))
+		if err := fw.mark(ctx, sides); err != nil {
+			row.Notes = append(row.Notes, err.Error())
+			return row
+		}
+	}
+	c, err := testbed.Start(ctx, cfg)
 	if err != nil {
 		row.Notes = append(row.Notes, err.Error())
 		return row
 	}
 	defer c.Close()
 	e := &env{Cluster: c, suite: s, ctx: ctx, fw: fw, watches: map[string]*readyWatch{}}
+	for i, names := range f.sides {
+		sd := side{gid: gids[i]}
+		for _, name := range names {
+			n := c.Node(name)
+			if n == nil {
+				row.Notes = append(row.Notes, "no node "+name)
+				return row
+			}
+			sd.nodes = append(sd.nodes, n)
+		}
+		e.sides = append(e.sides, sd)
+	}
 	if err := s.load(ctx, e, f, dir, &row); err != nil {
 		row.Notes = append(row.Notes, err.Error())
 	}
@@ -173,15 +246,18 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 		"-mgmt", strings.Join(e.MgmtAddrs(), ","), "-run", run, "-accounts", strconv.Itoa(s.Accounts),
 		"-progress", "0", "-require-all",
 	}
-	openLog := filepath.Join(dir, "open.json")
-	if err := s.bankload(ctx, e, dir, "open", append(common, "-duration", "0", "-writes", openLog)...); err != nil {
+	openLog, openHist := filepath.Join(dir, "open.json"), filepath.Join(dir, "open.history.jsonl")
+	if err := s.bankload(ctx, e, dir, "open", append(common, "-duration", "0", "-writes", openLog, "-history", openHist)...); err != nil {
 		return fmt.Errorf("opening the accounts: %w", err)
 	}
 	writers := 1
 	if f.severalWriters {
 		writers = max(s.Writers, 1)
 	}
-	logs := []string{openLog}
+	if len(e.sides) > 0 {
+		writers = len(e.sides)
+	}
+	logs, hists := []string{openLog}, []string{openHist}
 	var sums []string
 	var wg sync.WaitGroup
 	errs := make([]error, writers)
@@ -189,13 +265,18 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 	for i := range writers {
 		name := fmt.Sprintf("writer%d", i+1)
 		// The paths are taken now: the slices grow while writers run.
-		logPath, sumPath := filepath.Join(dir, name+".json"), filepath.Join(dir, name+"-summary.json")
+		logPath, sumPath, histPath := filepath.Join(dir, name+".json"), filepath.Join(dir, name+"-summary.json"), filepath.Join(dir, name+".history.jsonl")
 		logs = append(logs, logPath)
 		sums = append(sums, sumPath)
+		hists = append(hists, histPath)
+		var gid uint32 // beside its side's nodes, if the fault splits them
+		if len(e.sides) > 0 {
+			gid = e.sides[i].gid
+		}
 		wg.Go(func() {
-			err := s.bankload(ctx, e, dir, name, append(common, "-name", name, "-open=false", "-audit=false",
+			err := s.bankloadAs(ctx, e, dir, name, gid, append(common, "-name", name, "-open=false", "-audit=false",
 				"-duration", s.Duration.String(), "-rate", strconv.Itoa(max(s.Rate/writers, 1)), "-callers", strconv.Itoa(s.Callers),
-				"-writes", logPath, "-json", sumPath)...)
+				"-writes", logPath, "-json", sumPath, "-history", histPath)...)
 			// Exit 1 without an audit is a caller that waited past the
 			// operation deadline: a timing, which the suite reports but
 			// does not judge.
@@ -223,6 +304,7 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 		row.Ops += sum.Operations
 		row.Failed += sum.Failed
 		row.Uncertain += sum.Uncertain
+		row.Indeterminate += sum.Indeterminate
 		if sum.Overdue > 0 {
 			e.note("%s: %d operations waited past the operation deadline", filepath.Base(p), sum.Overdue)
 		}
@@ -237,6 +319,7 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 		}
 	}
 	row.CatchUp = e.catchUps()
+	linearizable := s.checkHistories(e, dir, hists, row)
 	auditPath := filepath.Join(dir, "audit.json")
 	err := s.bankload(ctx, e, dir, "audit", "-audit-only", strings.Join(logs, ","), "-mgmt", strings.Join(e.MgmtAddrs(), ","),
 		"-require-all", "-audit-timeout", s.AuditTimeout.String(), "-json", auditPath)
@@ -245,7 +328,8 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 		return errors.Join(faultErr, err, rerr)
 	}
 	row.Lost, row.AppliedTwice, row.Contradicting = audit.Lost, audit.AppliedTwice, audit.Contradicting
-	row.Passed = audit.AuditPassed && faultErr == nil
+	row.AuditPassed = audit.AuditPassed
+	row.Passed = audit.AuditPassed && faultErr == nil && linearizable
 	for _, n := range audit.Nodes {
 		if n.JournalEvicted > 0 {
 			row.Passed = false
@@ -283,10 +367,44 @@ func (e *env) catchUps() []catchUp {
 	return out
 }
 
+// checkHistories checks every process's history together for
+// linearizability into row, and reports whether the row may pass: not when
+// the history is not linearizable or cannot be read. The check's result
+// goes to dir/check.json, and a drawing of a part that fails to
+// dir/history.html.
+func (s *Suite) checkHistories(e *env, dir string, paths []string, row *Row) bool {
+	ops, err := history.ReadFiles(paths...)
+	if err != nil {
+		row.Linearizable = "unreadable"
+		e.note("history: %v", err)
+		return false
+	}
+	e.Logf("checking %d operations for linearizability", len(ops))
+	r := history.Check(ops, history.Options{Timeout: s.CheckTimeout, Visualize: filepath.Join(dir, "history.html")})
+	row.Linearizable, row.LinearizableDetail = string(r.Verdict), r.String()
+	e.Logf("checked %d operations (%d of them taken in) in %d parts, the largest of %d, in %.1fs",
+		r.Ops, r.Checked, r.Parts, r.Largest, r.Took.Seconds())
+	if b, err := json.MarshalIndent(r, "", "  "); err == nil {
+		os.WriteFile(filepath.Join(dir, "check.json"), b, 0o644)
+	}
+	if r.Verdict != history.Yes {
+		e.note("history linearizable: %s", r)
+	} else {
+		e.Logf("history linearizable: yes")
+	}
+	return r.Verdict != history.No
+}
+
 // bankload runs bankload with args, its output in dir/name.out. A
 // non-zero exit is an error.
 func (s *Suite) bankload(ctx context.Context, e *env, dir, name string, args ...string) error {
+	return s.bankloadAs(ctx, e, dir, name, 0, args...)
+}
+
+// bankloadAs is bankload under group ID gid (0: the suite's).
+func (s *Suite) bankloadAs(ctx context.Context, e *env, dir, name string, gid uint32, args ...string) error {
 	cmd := e.Command("bankload", args...)
+	testbed.SetGID(cmd, gid)
 	outPath := filepath.Join(dir, name+".out")
 	f, err := os.Create(outPath)
 	if err != nil {

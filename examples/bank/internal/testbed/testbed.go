@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,8 +46,13 @@ func goTool() string {
 	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 }
 
-// Groups are the cluster's failure groups, two nodes each.
+// Groups are the cluster's failure groups, two nodes each. Clients list
+// these.
 var Groups = []string{"a", "b"}
+
+// TieBreakerGroup is the failure group of the tie-breaker node
+// (Config.TieBreaker), which clients do not list.
+const TieBreakerGroup = "t"
 
 // Config describes a cluster.
 type Config struct {
@@ -56,12 +62,23 @@ type Config struct {
 	Args   []string // extra banknode flags
 	Out    io.Writer
 	Prefix string // of the timeline lines written to Out
+
+	// TieBreaker adds a fifth node, t1 in TieBreakerGroup, started with
+	// -tiebreaker: it votes but never leads and serves no application
+	// traffic. Every node then lists the group among its -groups.
+	TieBreaker bool
+	// Voters gives every node -voters with the names of all nodes.
+	Voters bool
+	// GID, if set, runs each node's process with the group ID it returns
+	// (0: unchanged), for firewall rules that match the owner of packets.
+	GID func(n *Node) uint32
 }
 
 // Node is one banknode process, on the same ports across restarts.
 type Node struct {
 	Name, Group       string
 	RPC, Gossip, Mgmt string // host:port
+	TieBreaker        bool   // votes, never leads, serves no clients
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -69,7 +86,8 @@ type Node struct {
 	started time.Time
 }
 
-// Cluster is four banknode processes: a1, a2 in group a, b1, b2 in b.
+// Cluster is four banknode processes: a1, a2 in group a, b1, b2 in b;
+// and t1 in group t with Config.TieBreaker.
 type Cluster struct {
 	Nodes []*Node
 
@@ -89,17 +107,24 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.token = rand.Text()
 		c.env = append(c.env, cli.ManageTokenEnv+"="+c.token)
 	}
-	ports, err := freePorts(3 * 2 * len(Groups))
+	ports, err := freePorts(3 * (2*len(Groups) + 1))
 	if err != nil {
 		return nil, err
 	}
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
+	add := func(name, group string) *Node {
+		i := len(c.Nodes)
+		n := &Node{Name: name, Group: group, RPC: addr(3 * i), Gossip: addr(3*i + 1), Mgmt: addr(3*i + 2)}
+		c.Nodes = append(c.Nodes, n)
+		return n
+	}
 	for _, g := range Groups {
 		for j := 1; j <= 2; j++ {
-			i := len(c.Nodes)
-			c.Nodes = append(c.Nodes, &Node{Name: fmt.Sprintf("%s%d", g, j), Group: g,
-				RPC: addr(3 * i), Gossip: addr(3*i + 1), Mgmt: addr(3*i + 2)})
+			add(fmt.Sprintf("%s%d", g, j), g)
 		}
+	}
+	if cfg.TieBreaker {
+		add(TieBreakerGroup+"1", TieBreakerGroup).TieBreaker = true
 	}
 	for _, n := range c.Nodes {
 		if err := c.start(n); err != nil {
@@ -117,8 +142,17 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 // Seeds are the nodes' gossip addresses.
 func (c *Cluster) Seeds() []string { return c.addrs(func(n *Node) string { return n.Gossip }) }
 
-// MgmtAddrs are the nodes' management addresses.
-func (c *Cluster) MgmtAddrs() []string { return c.addrs(func(n *Node) string { return n.Mgmt }) }
+// MgmtAddrs are the management addresses of the nodes that serve clients
+// (a tie-breaker does not): the ones clients follow and audits read.
+func (c *Cluster) MgmtAddrs() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		if !n.TieBreaker {
+			out = append(out, n.Mgmt)
+		}
+	}
+	return out
+}
 
 func (c *Cluster) addrs(f func(*Node) string) []string {
 	var out []string
@@ -126,6 +160,31 @@ func (c *Cluster) addrs(f func(*Node) string) []string {
 		out = append(out, f(n))
 	}
 	return out
+}
+
+// nodeArgs are n's banknode flags.
+func (c *Cluster) nodeArgs(n *Node) []string {
+	groups := Groups
+	if c.cfg.TieBreaker {
+		groups = append(slices.Clone(Groups), TieBreakerGroup)
+	}
+	args := []string{
+		"-name", n.Name, "-group", n.Group, "-groups", strings.Join(groups, ","),
+		"-rpc", n.RPC, "-gossip", n.Gossip, "-mgmt", n.Mgmt, "-seeds", strings.Join(c.Seeds(), ",")}
+	if c.cfg.Voters {
+		args = append(args, "-voters", strings.Join(c.addrs(func(n *Node) string { return n.Name }), ","))
+	}
+	if n.TieBreaker {
+		args = append(args, "-tiebreaker")
+	}
+	return append(args, c.cfg.Args...)
+}
+
+// Supports reports whether the banknode in binDir has the named flag: the
+// suite adapts to a banknode built before or after a flag was added.
+func Supports(ctx context.Context, binDir, flag string) bool {
+	out, _ := exec.CommandContext(ctx, filepath.Join(binDir, "banknode"), "-h").CombinedOutput()
+	return strings.Contains(string(out), "  -"+flag+" ") || strings.Contains(string(out), "  -"+flag+"\n")
 }
 
 // Node returns the node named name, or nil.
@@ -151,6 +210,17 @@ func (c *Cluster) Command(name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// SetGID makes cmd run with group ID gid (0: leave it as it is).
+func SetGID(cmd *exec.Cmd, gid uint32) {
+	if gid == 0 {
+		return
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(os.Getuid()), Gid: gid}
+}
+
 // Logf writes a timeline line.
 func (c *Cluster) Logf(format string, args ...any) {
 	fmt.Fprintf(c.out, c.cfg.Prefix+": "+format+"\n", args...)
@@ -170,14 +240,13 @@ func (c *Cluster) start(n *Node) error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{
-		"-name", n.Name, "-group", n.Group, "-groups", strings.Join(Groups, ","),
-		"-rpc", n.RPC, "-gossip", n.Gossip, "-mgmt", n.Mgmt, "-seeds", strings.Join(c.Seeds(), ",")},
-		c.cfg.Args...)
-	cmd := exec.Command(filepath.Join(c.cfg.BinDir, "banknode"), args...)
+	cmd := exec.Command(filepath.Join(c.cfg.BinDir, "banknode"), c.nodeArgs(n)...)
 	cmd.Env = c.env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if c.cfg.GID != nil {
+		SetGID(cmd, c.cfg.GID(n))
+	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", n.Name, err)
