@@ -61,9 +61,13 @@ type Row struct {
 	// together: yes, no or unknown; LinearizableDetail says why not yes.
 	Linearizable       string
 	LinearizableDetail string
-	AuditPassed        bool
-	Passed             bool
-	Notes              []string // what the fault did, and why the row failed
+	WritesAlone        string // the verdict without the reads, when Linearizable is no
+	// StaleReadsOnly: the row failed only because reads were not
+	// linearizable; the writes alone are.
+	StaleReadsOnly bool
+	AuditPassed    bool
+	Passed         bool
+	Notes          []string // what the fault did, and why the row failed
 }
 
 // catchUp is how long a node took to be ready again.
@@ -329,7 +333,7 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 	}
 	row.Lost, row.AppliedTwice, row.Contradicting = audit.Lost, audit.AppliedTwice, audit.Contradicting
 	row.AuditPassed = audit.AuditPassed
-	row.Passed = audit.AuditPassed && faultErr == nil && linearizable
+	row.Passed = audit.AuditPassed && faultErr == nil
 	for _, n := range audit.Nodes {
 		if n.JournalEvicted > 0 {
 			row.Passed = false
@@ -344,6 +348,8 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 	if !audit.AuditPassed {
 		row.Notes = append(row.Notes, "audit failed; see "+filepath.Join(dir, "audit.out"))
 	}
+	row.StaleReadsOnly = row.Passed && !linearizable && row.WritesAlone == string(history.Yes)
+	row.Passed = row.Passed && linearizable
 	return faultErr
 }
 
@@ -381,7 +387,7 @@ func (s *Suite) checkHistories(e *env, dir string, paths []string, row *Row) boo
 	}
 	e.Logf("checking %d operations for linearizability", len(ops))
 	r := history.Check(ops, history.Options{Timeout: s.CheckTimeout, Visualize: filepath.Join(dir, "history.html")})
-	row.Linearizable, row.LinearizableDetail = string(r.Verdict), r.String()
+	row.Linearizable, row.LinearizableDetail, row.WritesAlone = string(r.Verdict), r.String(), string(r.WritesAlone)
 	e.Logf("checked %d operations (%d of them taken in) in %d parts, the largest of %d, in %.1fs",
 		r.Ops, r.Checked, r.Parts, r.Largest, r.Took.Seconds())
 	if b, err := json.MarshalIndent(r, "", "  "); err == nil {

@@ -58,7 +58,10 @@ func verdict(r Row) string {
 	if !r.AuditPassed {
 		why = append(why, "audit")
 	}
-	if r.Linearizable == string(history.No) || r.Linearizable == "unreadable" {
+	switch {
+	case r.StaleReadsOnly:
+		why = append(why, "reads not linearizable")
+	case r.Linearizable == string(history.No) || r.Linearizable == "unreadable":
 		why = append(why, "not linearizable")
 	}
 	if len(why) == 0 {
