@@ -48,6 +48,8 @@ type config struct {
 	logLevel                      string
 	drain                         time.Duration
 	remember, journal, replLog    int
+	voters                        string // comma-separated node names
+	tieBreaker                    bool
 }
 
 func main() {
@@ -89,6 +91,8 @@ func defineFlags(f *cli.Flags) func() config {
 		remember  = f.Int("remember", "FFGEN_REMEMBER_OPS", bank.DefaultRemember, "operation outcomes the ledger remembers for idempotency")
 		journal   = f.Int("journal", "FFGEN_JOURNAL_OPS", bank.DefaultJournal, "executed writes the ledger journals for audits (0: none)")
 		replLog   = f.Int("replication-log", "FFGEN_REPLICATION_LOG", 0, "writes each node keeps for peers that fall behind (0: the runtime's default, 100000); further behind takes a snapshot")
+		voters    = f.String("voters", "FFGEN_VOTERS", "", "names of the nodes that form the replication group when the cluster first starts, comma-separated, the same list on every node")
+		tieBr     = f.Bool("tiebreaker", "FFGEN_TIEBREAKER", false, "this node votes but never leads and serves no clients: put it in a failure group that clients do not list")
 	)
 	return func() config {
 		return config{
@@ -97,6 +101,7 @@ func defineFlags(f *cli.Flags) func() config {
 			mgmt: *mgmt, token: *token, healthPublic: *health, preset: *preset, key: *key, logLevel: *logLevel,
 			tlsCert: *tlsCert, tlsKey: *tlsKey, tlsCA: *tlsCA, plaintext: *plaintext,
 			drain: *drain, remember: *remember, journal: *journal, replLog: *replLog,
+			voters: *voters, tieBreaker: *tieBr,
 		}
 	}
 }
@@ -127,6 +132,9 @@ func prepare(c config) (prepared, error) {
 	}
 	if !slices.Contains(settings.Groups, c.group) {
 		return p, fmt.Errorf("group %q is not one of -groups %q", c.group, settings.Groups)
+	}
+	if err := checkReplication(c); err != nil {
+		return p, err
 	}
 	if p.cluster, err = clusterConfig(c); err != nil {
 		return p, err
@@ -184,7 +192,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	// before it answers, so a restarted node never answers from an empty
 	// ledger.
 	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Metrics: stats, Logger: log, Node: c.name,
-		Replication: runtime.ReplicationConfig{LogEntries: c.replLog}})
+		Replication: replicationConfig(c)})
 	if err := bank.RegisterAccountsServer(srv, ledger); err != nil {
 		return err
 	}
