@@ -12,8 +12,10 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.73.1
+	go.etcd.io/raft/v3 v3.7.0
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/tools v0.52.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -34,7 +36,6 @@ require (
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 tool github.com/ffgen/ffgen/cmd/ffgen

@@ -7,10 +7,14 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -81,6 +85,78 @@ func script(t *testing.T, blocks []block) string {
 	return b.String()
 }
 
+// fillModuleCache fetches the module graphs of the guide's module: one
+// that requires this repository (replaced by the clone at repo) and
+// imports the packages of it that the guide's files import. Those graphs
+// are not this repository's own: the module's go mod tidy also reads the
+// modules that the tests of its dependencies import (etcd's raft's, for
+// one), at the versions the module selects, and that selection changes as
+// the guide adds files. So each go mod tidy of the guide gets a module of
+// its own, with the imports of the files written before it.
+func fillModuleCache(ctx context.Context, t *testing.T, blocks []block, repo string) error {
+	t.Helper()
+	var imports []string
+	var stages [][]string
+	for _, bl := range blocks {
+		switch bl.lang {
+		case "go":
+			if !strings.HasPrefix(bl.body, "// ") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), "", bl.body, parser.ImportsOnly)
+			if err != nil {
+				continue // a fragment, not a file of the module
+			}
+			var paths []string
+			for _, im := range f.Imports {
+				path, _ := strconv.Unquote(im.Path.Value)
+				paths = append(paths, path)
+			}
+			if strings.Contains(bl.body, "\n//go:generate go tool ffgen\n") {
+				// What the code ffgen generates for it imports.
+				paths = append(paths, "github.com/ffgen/ffgen/runtime", "github.com/ffgen/ffgen/runtime/codec")
+			}
+			for _, path := range paths {
+				if strings.HasPrefix(path, "github.com/ffgen/ffgen/") && !slices.Contains(imports, path) {
+					imports = append(imports, path)
+				}
+			}
+		case "sh":
+			if strings.Contains(bl.body, "go mod tidy") && len(imports) > 0 {
+				stages = append(stages, slices.Clone(imports))
+			}
+		}
+	}
+	if len(imports) == 0 {
+		t.Fatal("the guide imports no package of ffgen; the document's layout changed")
+	}
+	stages = append(stages, imports) // what go test ./... builds at the end
+	for _, stage := range stages {
+		dir := t.TempDir()
+		mod := "module example.com/prefetch\n\ngo 1.26\n\n" +
+			"require github.com/ffgen/ffgen v0.0.0-00010101000000-000000000000\n\n" +
+			"replace github.com/ffgen/ffgen => " + repo + "\n\n" +
+			"tool github.com/ffgen/ffgen/cmd/ffgen\n"
+		src := "package prefetch\n\nimport (\n"
+		for _, path := range stage {
+			src += "\t_ " + strconv.Quote(path) + "\n"
+		}
+		src += ")\n"
+		if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "prefetch.go"), []byte(src), 0o644); err != nil {
+			return err
+		}
+		tidy := exec.CommandContext(ctx, "go", "mod", "tidy")
+		tidy.Dir = dir
+		if out, err := tidy.CombinedOutput(); err != nil {
+			return fmt.Errorf("%v\n%s", err, out)
+		}
+	}
+	return nil
+}
+
 // portsFree reports the first of the document's fixed ports that is taken.
 func portsFree(doc string) error {
 	for _, port := range []int{17101, 17102, 17201, 17202, 17301, 17302} {
@@ -116,7 +192,8 @@ func TestGettingStartedRunsAsWritten(t *testing.T) {
 	if err := portsFree(string(doc)); err != nil {
 		t.Skipf("the guide's fixed ports are not free on this machine: %v", err)
 	}
-	sh := script(t, fencedBlocks(t, "getting-started.md"))
+	blocks := fencedBlocks(t, "getting-started.md")
+	sh := script(t, blocks)
 	repo, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -127,13 +204,11 @@ func TestGettingStartedRunsAsWritten(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	// The guide's go mod tidy reads every module of the graph, the
-	// packages its dependencies' tests import included: more than
+	// The guide's go mod tidy reads every module of its module's graph,
+	// the packages its dependencies' tests import included: more than
 	// building this repository fetches, so they are downloaded first.
-	list := exec.CommandContext(ctx, "go", "mod", "download", "all")
-	list.Dir = repo
-	if out, err := list.CombinedOutput(); err != nil {
-		t.Skipf("the module cache lacks this repository's module graph and it cannot be fetched: %v\n%s", err, out)
+	if err := fillModuleCache(ctx, t, blocks, repo); err != nil {
+		t.Skipf("the module cache lacks the guide's module graph and it cannot be fetched: %v", err)
 	}
 	cmd := exec.CommandContext(ctx, "bash", "-c", sh)
 	cmd.Dir = dir

@@ -59,6 +59,7 @@ type Client struct {
 	lastView map[string]bool      // member names in the previous membership view
 
 	settings sync.Map // *MethodDesc → methodSettings
+	leaders  sync.Map // service → the node name a replicated write last succeeded on (leaderhint.go)
 }
 
 var _ transport.Handler = (*clientHandler)(nil)
@@ -189,7 +190,7 @@ func (c *Client) invoke(ctx context.Context, m *MethodDesc, args, reply codec.Me
 	}
 	op.key = op.entities[0]
 	if m.Mode == ModeScatter {
-		op.key = sequencerKey(m.Service)
+		op.key = leaderKey(m.Service)
 	}
 	op.payload, err = c.cfg.Codec.Append(op.payload[:0], args)
 	if err != nil {

@@ -19,8 +19,11 @@ const (
 	// ModeFailover sends to the entity's owner in the first failure group
 	// and fails over to the next group (the default).
 	ModeFailover Mode = iota
-	// ModeScatter sends to every live node serving the service; the first
-	// reply that is not a Failover wins; the others run to completion.
+	// ModeScatter is a replicated write: the client sends it to the
+	// service's raft leader (the node its last write succeeded on, else
+	// the owner of the key ffgen.leader/<service>, which redirects it), the
+	// leader acknowledges it once a majority of the voters hold it, and
+	// every node applies it in log order (see ReplicationConfig).
 	ModeScatter
 	// ModeHedge starts the next group's attempt after MethodDesc.Hedge
 	// if no reply came; the loser is cancelled.

@@ -30,10 +30,25 @@ type env struct {
 	ledger  *ledgerClient
 }
 
+// newEnv serves the ledger without its replicated method (Transfer): the
+// failover engine's tests freeze and cut nodes, and a replicated service
+// stops serving on a node that loses the majority of its raft group.
 func newEnv(t *testing.T, cfg fftest.Config) *env {
 	t.Helper()
+	return newEnvOf(t, cfg, plainLedgerDesc)
+}
+
+// newReplicatedEnv serves the whole ledger: Transfer is a replicated
+// write.
+func newReplicatedEnv(t *testing.T, cfg fftest.Config) *env {
+	t.Helper()
+	return newEnvOf(t, cfg, ledgerDesc)
+}
+
+func newEnvOf(t *testing.T, cfg fftest.Config, desc *runtime.ServiceDesc) *env {
+	t.Helper()
 	e := &env{Cluster: fftest.New(t, cfg), ledgers: map[string]*memLedger{}}
-	e.Serve(t, ledgerDesc, func(n *fftest.Node) any {
+	e.Serve(t, desc, func(n *fftest.Node) any {
 		l := newMemLedger(n.Name)
 		e.ledgers[n.Name] = l
 		return l
@@ -140,7 +155,7 @@ func TestFailErrorIsReturnedWithoutFailover(t *testing.T) {
 
 func TestDeclaredErrorTypeCrossesTheWire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, fftest.Config{})
+		e := newReplicatedEnv(t, fftest.Config{})
 		_, err := e.ledger.Transfer(t.Context(), "x", "y", 10)
 		var le *LimitError
 		if !errors.As(err, &le) || le.Limit != 0 {
@@ -250,7 +265,7 @@ func TestMaxFailoversRespected(t *testing.T) {
 
 func TestScatterKeepsReplicasEqual(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, fftest.Config{PerGroup: 2})
+		e := newReplicatedEnv(t, fftest.Config{PerGroup: 2})
 		// Fund the accounts everywhere with scatter writes.
 		e.ledger.add = scatterAdd()
 		for _, acct := range []string{"x", "y"} {
@@ -677,7 +692,7 @@ func TestRejoinedNodeIsNoLongerSuspected(t *testing.T) {
 // operations wait, and none left behind once everything has run.
 func TestEntityQueuesRecycledWithoutLoss(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, fftest.Config{})
+		e := newReplicatedEnv(t, fftest.Config{})
 		own := e.owners(t, "x")
 		primary := e.ledgers[own[0]]
 		if _, err := e.ledger.Add(t.Context(), "x", 10); err != nil {

@@ -15,6 +15,10 @@ type Delivery uint8
 const (
 	// NotDelivered: no attempt reached a connection; nothing executed.
 	NotDelivered Delivery = iota
+	// Refused: attempts reached nodes, and each one answered that it
+	// ran nothing of it (it did not serve the method, or a replicated
+	// service was not served there at the moment); nothing executed.
+	Refused
 	// Delivered: an attempt was sent but no node acknowledged it; it may
 	// have executed.
 	Delivered
@@ -27,6 +31,8 @@ func (d Delivery) String() string {
 	switch d {
 	case NotDelivered:
 		return "not delivered"
+	case Refused:
+		return "refused, not executed"
 	case Delivered:
 		return "delivered, not acknowledged"
 	}
@@ -81,14 +87,15 @@ func (e *Error) OpIDString() string { return hex.EncodeToString(e.OpID[:]) }
 
 // MaybeExecuted reports whether the operation that returned err may have run
 // on some node. It is false only for an *Error whose attempts never reached a
-// connection; a declared Fail error means the handler ran.
+// connection or were refused by the nodes they reached; a declared Fail error
+// means the handler ran.
 func MaybeExecuted(err error) bool {
 	if err == nil {
 		return true
 	}
 	var e *Error
 	if errors.As(err, &e) {
-		return e.Delivery != NotDelivered
+		return e.Delivery > Refused
 	}
 	return true
 }

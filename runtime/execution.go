@@ -43,8 +43,8 @@ type execution struct {
 	queueBuf [2]*entityQueue
 	resBuf   [64]byte // the encoded result, when it is not remembered
 	progress progressCell
-	payload  []byte // the encoded arguments, kept for replication
-	entry    *entry // the log entry this execution runs, for a replicated write
+	payload  []byte    // the encoded arguments, kept for replication
+	apply    *applying // set while a committed replicated write runs
 
 	// Guarded by s.mu.
 	state    execState // changed only by fire (execstate.go)
@@ -279,6 +279,10 @@ func statusOf(d Directive) transport.Status {
 // again if it is to be rerun, or else its waiters get r or rd.
 func (e *execution) finish(ev execEvent, r *transport.Result, rd *transport.Redirect) {
 	s := e.s
+	if e.apply != nil && rd != nil {
+		e.res = transport.Result{Status: transport.StatusFail, Code: codeBadResult, Message: forwardedWrite}
+		r, rd = &e.res, nil
+	}
 	s.mu.Lock()
 	if e.fire(ev) == stateRunning {
 		// An attempt joined after the cancel and wants it done: it runs
@@ -309,10 +313,9 @@ func (e *execution) end(r *transport.Result, rd *transport.Redirect) []waiter {
 	if s.execs[e.info.OpID] == e {
 		delete(s.execs, e.info.OpID)
 	}
-	if e.entry != nil {
-		if rep := s.replicas[e.method.Service]; rep != nil {
-			rep.finished(e, r)
-		}
+	if e.apply != nil {
+		e.apply.settle(r)
+		e.apply = nil
 	}
 	// Only completed outcomes are remembered: a Failover answer means the
 	// handler declined, so a later attempt of the operation may run here.

@@ -176,6 +176,13 @@ var (
 		return m
 	}()
 	ledgerDesc = &runtime.ServiceDesc{Name: "test.Ledger", Methods: []*runtime.MethodDesc{ledgerAdd, ledgerTransfer, ledgerClose}}
+	// plainLedgerDesc is the ledger served without replication: its
+	// Transfer runs on the node it reaches, as a failover method does.
+	plainLedgerDesc = &runtime.ServiceDesc{Name: "test.Ledger", Methods: []*runtime.MethodDesc{ledgerAdd, func() *runtime.MethodDesc {
+		m := *ledgerTransfer
+		m.Mode = runtime.ModeFailover
+		return &m
+	}(), ledgerClose}}
 )
 
 // ledgerClient is the generated typed client.

@@ -331,7 +331,7 @@ func TestOperationInterceptorsNestInOrder(t *testing.T) {
 func TestMetadataReachesEveryReplicaOfAReplicatedWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var server seen
-		e := newEnv(t, fftest.Config{PerGroup: 2, Server: serverSeen(&server, "x-trace")})
+		e := newReplicatedEnv(t, fftest.Config{PerGroup: 2, Server: serverSeen(&server, "x-trace")})
 		e.ledger.add = scatterAdd()
 		if _, err := e.ledger.Add(t.Context(), "x", 100); err != nil {
 			t.Fatal(err)

@@ -312,7 +312,7 @@ func (w *watch) end(r Reason, err error) outcome {
 	}
 	// A replicated write is never cancelled: once sent, it may be
 	// sequenced, and then it runs on every replica.
-	if r != ReasonNone && r != ReasonFailoverError && r != ReasonPanic && w.p.a.Flags&transport.FlagScatter == 0 {
+	if r != ReasonNone && r != ReasonFailoverError && r != ReasonPanic && r != ReasonRefused && w.p.a.Flags&transport.FlagScatter == 0 {
 		l.conn.Send(&transport.Cancel{Call: l.call}) // best effort
 	}
 	return out
@@ -356,14 +356,24 @@ func (w *watch) redirect(rd *transport.Redirect) (outcome, bool) {
 	if w.hops > maxRedirects {
 		return w.end(ReasonFailoverError, fmt.Errorf("more than %d redirects", maxRedirects)), true
 	}
+	// From here the attempt is the target's: a failure to reach it is
+	// recorded against it, so that the next attempt tells its node that
+	// the target failed (a follower then stands for election instead of
+	// redirecting to a leader that is gone).
+	w.member = Member{Name: rd.Node, Addr: rd.Addr, Group: w.member.Group}
+	if c.nsuspect.Load() > 0 && c.suspected(rd.Node) {
+		// A node this client just saw fail (a leader another node still
+		// believes in): the next attempt's node hears that it failed.
+		return w.end(ReasonSuspected, fmt.Errorf("redirected to %s, which is suspected", rd.Node)), true
+	}
 	dctx, cancel := context.WithDeadline(w.ctx, w.op.dialDeadline())
 	nc, err := c.pool.Get(dctx, rd.Addr)
 	cancel()
 	if err != nil {
+		c.suspect(rd.Node, dialReason(err))
 		return w.end(dialReason(err), fmt.Errorf("dial redirect target %s: %w", rd.Node, err)), true
 	}
 	c.legs.moveTo(l, nc)
-	w.member = Member{Name: rd.Node, Addr: rd.Addr, Group: w.member.Group}
 	w.p.a.Flags &^= transport.FlagNoRepeat // the next group's owner may be this node
 	if err := nc.Send(&w.p.a); err != nil {
 		return w.end(ReasonConnBroken, fmt.Errorf("send to %s: %w", rd.Node, err)), true
@@ -476,6 +486,11 @@ func (op *operation) judge(end func(Reason, error) outcome, r *transport.Result,
 	}
 	if r.Code == codePanic {
 		return end(ReasonPanic, op.remoteErr(r, node))
+	}
+	if refusedCode(r.Code) {
+		o := end(ReasonRefused, op.remoteErr(r, node))
+		o.delivery = Refused
+		return o
 	}
 	return end(ReasonFailoverError, op.remoteErr(r, node))
 }

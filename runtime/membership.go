@@ -6,6 +6,11 @@ type Member struct {
 	Group    string   // failure group
 	Addr     string   // address of its fast-failover server
 	Services []string // services it serves; routing skips it for the others
+	// CatchingUp is set while the node does not serve its replicated
+	// services (it joins, catches up, or stopped applying): routing goes
+	// to the other nodes of its group while there are any. Replication
+	// still reaches it.
+	CatchingUp bool
 }
 
 // Serves reports whether m serves the named service.

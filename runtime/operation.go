@@ -122,7 +122,7 @@ func (op *operation) takeBudget(ctx context.Context, why Reason) (Reason, error)
 // costs the cluster nothing.
 func paidFailover(r Reason) bool {
 	switch r {
-	case ReasonSuspected, ReasonNoMember, ReasonNone:
+	case ReasonSuspected, ReasonNoMember, ReasonNone, ReasonRefused:
 		return false
 	}
 	return true
@@ -135,6 +135,11 @@ func (op *operation) try(ctx context.Context, order []int, n int, flags transpor
 	group := order[n%len(order)]
 	groupName := op.c.router.Groups()[group]
 	member, reason := op.pick(group, lastChance)
+	if flags&transport.FlagScatter != 0 && n == 0 {
+		if m, ok := op.c.leaderHint(op.m.Service); ok {
+			member, reason, groupName = m, ReasonNone, m.Group
+		}
+	}
 	if reason != ReasonNone {
 		o := outcome{number: n, member: Member{Group: groupName}, reason: reason,
 			err: fmt.Errorf("group %s: %s", groupName, reason)}
@@ -290,6 +295,9 @@ type historyEntry struct {
 func (op *operation) record(o outcome) {
 	if o.member.Name != "" { // an attempt was started, not a group skipped
 		op.c.cfg.Metrics.AttemptEnded(op.m.Service, op.m.Name, o.reason, o.dur)
+		if op.m.Mode == ModeScatter {
+			op.c.learnLeader(op.m.Service, o.member.Name, o.reason == ReasonNone)
+		}
 	}
 	op.mu.Lock()
 	if op.history == nil {

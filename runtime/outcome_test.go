@@ -37,7 +37,7 @@ func TestCancelledOperationWasDelivered(t *testing.T) {
 	for _, mode := range []string{"failover", "hedge", "scatter"} {
 		t.Run(mode, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e := newEnv(t, fftest.Config{})
+				e := newReplicatedEnv(t, fftest.Config{})
 				// Connections are up: the attempt is sent, not dialed.
 				if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
 					t.Fatal(err)

@@ -24,6 +24,11 @@ const (
 	ReasonProtocol         Reason = 14 // the owner speaks another protocol or version
 	ReasonTooLarge         Reason = 15 // the attempt exceeds the frame limit; no node can take it
 	ReasonClosed           Reason = 16 // the client was closed
+	// ReasonRefused: the node answered that it ran nothing of the
+	// attempt (it does not serve the method or the replicated service
+	// now, or could not take the write). Routing around it costs no
+	// failover budget and no suspicion.
+	ReasonRefused Reason = 17
 )
 
 var reasonNames = [...]string{
@@ -44,6 +49,7 @@ var reasonNames = [...]string{
 	ReasonProtocol:         "protocol-mismatch",
 	ReasonTooLarge:         "too-large",
 	ReasonClosed:           "client-closed",
+	ReasonRefused:          "refused",
 }
 
 // String returns the reason's stable name, used in logs and metric labels.

@@ -97,19 +97,25 @@ func (r *Router) Groups() []string { return r.groups }
 
 // Update replaces the membership view. It returns the members it ignored:
 // those with an empty name or a failure group that is not configured, and
-// repeats of a name already seen (the first one counts). Routing does not
-// depend on the order of members.
+// repeats of a name already seen (the first one counts). A member catching
+// up is left out while its group has another that is not. Routing does
+// not depend on the order of members.
 func (r *Router) Update(members []Member) (ignored []Member) {
 	ms := make([]hashedMember, 0, len(members))
 	seen := make(map[string]bool, len(members))
+	serving := make(map[string]bool) // groups with a member not catching up
 	for _, m := range members {
 		if _, ok := r.groupIndex[m.Group]; !ok || m.Name == "" || seen[m.Name] {
 			ignored = append(ignored, m)
 			continue
 		}
 		seen[m.Name] = true
+		serving[m.Group] = serving[m.Group] || !m.CatchingUp
 		ms = append(ms, hashedMember{hash: xxhash.Sum64String(m.Name), Member: m})
 	}
+	// A node that catches up would refuse the calls: they go to the
+	// others of its group, unless it is all the group has.
+	ms = slices.DeleteFunc(ms, func(m hashedMember) bool { return m.CatchingUp && serving[m.Group] })
 	slices.SortFunc(ms, func(a, b hashedMember) int {
 		return cmp.Or(cmp.Compare(r.groupIndex[a.Group], r.groupIndex[b.Group]), cmp.Compare(a.Name, b.Name))
 	})

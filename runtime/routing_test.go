@@ -331,3 +331,23 @@ func TestRoutingConcurrentUpdate(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// A member catching up gets no calls while its group has another that
+// serves; a group with none else keeps it, so that a client still reaches
+// the group (and the node refuses what it cannot serve, for free).
+func TestRoutingSkipsCatchingUp(t *testing.T) {
+	ms := testMembers([]string{"a", "b"}, 2, "svc")
+	ms[0].CatchingUp = true // a-node-0
+	ms[2].CatchingUp = true // b-node-0
+	ms[3].CatchingUp = true // b-node-1: all of group b
+	r := NewRouter([]string{"a", "b"})
+	r.Update(ms)
+	for _, e := range entities(200) {
+		if m, _ := r.Owner("svc", 0, e, nil); m.Name != "a-node-1" {
+			t.Fatalf("%s owned by %s in group a, want a-node-1 (a-node-0 catches up)", e, m.Name)
+		}
+		if m, ok := r.Owner("svc", 1, e, nil); !ok || !m.CatchingUp {
+			t.Fatalf("%s: group b routes to %v, %v; want one of its catching-up nodes", e, m, ok)
+		}
+	}
+}

@@ -59,17 +59,24 @@ type Server struct {
 	freeQueues []*entityQueue
 	conns      map[transport.Conn]*serverConn
 	listeners  []transport.Listener
-	replicas   map[string]*replica       // by service, for services with scatter methods
-	peers      *transport.Pool           // connections to the other servers, for replication
-	dialing    map[string]bool           // peer addresses being dialed
-	peerIn     map[string]transport.Conn // by node: the latest connection a peer opened to us
-	closed     bool                      // no new operations
-	halted     bool                      // queued operations end without running
+	replicas   map[string]*replicated // by service, for services with scatter methods
+	closed     bool                   // no new operations
+	halted     bool                   // queued operations end without running
 	running    sync.WaitGroup
 	workers    workers // the goroutines that run handlers
 	// progressed counts the progress reports of all handlers: a
 	// connection's tick walks its calls again once it moved.
 	progressed atomic.Uint64
+
+	// peerMu guards the connections to the other servers, for
+	// replication: raft sends on them without the server's lock.
+	peerMu  sync.Mutex
+	peers   *transport.Pool           // connections this server dialed
+	dialing map[string]bool           // peer addresses being dialed
+	peerIn  map[string]transport.Conn // by node: the latest connection a peer opened to us
+	// members is the membership, read by replication without the
+	// server's lock (UseMembership may set it late).
+	members atomic.Pointer[Membership]
 }
 
 var _ transport.Handler = (*serverHandler)(nil)
@@ -113,11 +120,14 @@ func NewServer(cfg ServerConfig) *Server {
 		results:  resultCache{max: cfg.RememberResults, ttl: cfg.RememberFor, m: make(map[[16]byte]cachedResult)},
 		entities: make(map[string]*entityQueue),
 		conns:    make(map[transport.Conn]*serverConn),
-		replicas: make(map[string]*replica),
+		replicas: make(map[string]*replicated),
 		dialing:  make(map[string]bool),
 		peerIn:   make(map[string]transport.Conn),
 	}
 	s.workers.init()
+	if cfg.Membership != nil {
+		s.members.Store(&cfg.Membership)
+	}
 	return s
 }
 
@@ -157,13 +167,17 @@ func (s *Server) Register(svc *ServiceDesc, impl any) error {
 	if _, dup := s.services[svc.Name]; dup {
 		return fmt.Errorf("ffgen: Register: service %s is already registered", svc.Name)
 	}
-	s.services[svc.Name] = r
 	for _, m := range svc.Methods {
 		if m.Mode == ModeScatter {
-			s.replicas[svc.Name] = s.newReplica(r)
+			rep, err := s.newReplicated(r)
+			if err != nil {
+				return fmt.Errorf("ffgen: Register %s: %w", svc.Name, err)
+			}
+			s.replicas[svc.Name] = rep
 			break
 		}
 	}
+	s.services[svc.Name] = r
 	return nil
 }
 
@@ -191,15 +205,18 @@ func (s *Server) Serve(t transport.Transport, addr string) (transport.Listener, 
 		return nil, errors.New("ffgen: server is shut down")
 	}
 	s.listeners = append(s.listeners, l)
+	s.peerMu.Lock()
 	if s.peers == nil {
 		s.peers = transport.NewPool(t, (*peerHandler)(s), transport.PoolConfig{})
 	}
+	s.peerMu.Unlock()
 	return l, nil
 }
 
 // Shutdown stops accepting connections, waits for running handlers until ctx
 // ends, then cancels the rest and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.leaveReplicas(ctx)
 	s.mu.Lock()
 	s.closed = true
 	ls := s.listeners
@@ -251,14 +268,56 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// stopReplicas ends replication: its timers and its peer connections.
+// leaveReplicas takes this node out of every replicated service's group
+// before it stops, as a graceful stop does: reads it can no longer vouch
+// for are refused at once, leadership is handed over, and the node is
+// removed from the voters (it restarts as a new member). It waits for
+// that at most until ctx ends, or leaveTimeout.
+func (s *Server) leaveReplicas(ctx context.Context) {
+	s.mu.Lock()
+	reps := make([]*replicated, 0, len(s.replicas))
+	for _, r := range s.replicas {
+		reps = append(reps, r)
+	}
+	s.mu.Unlock()
+	if len(reps) == 0 || s.cfg.Node == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, leaveTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, r := range reps {
+		r.g.Drain()
+		wg.Go(func() {
+			if err := r.g.Leave(ctx); err != nil {
+				s.cfg.Logger.Warn("ffgen: could not leave the replicated group before stopping; an operator may remove this node",
+					"service", r.name, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// leaveTimeout bounds how long a graceful stop waits to leave a group.
+const leaveTimeout = 5 * time.Second
+
+// stopReplicas ends replication: the raft groups and the peer connections.
 func (s *Server) stopReplicas() {
 	s.mu.Lock()
+	reps := make([]*replicated, 0, len(s.replicas))
 	for _, r := range s.replicas {
-		r.close()
+		reps = append(reps, r)
+		if r.parkTimer != nil {
+			r.parkTimer.Stop()
+		}
 	}
-	p := s.peers
 	s.mu.Unlock()
+	for _, r := range reps {
+		r.g.Stop()
+	}
+	s.peerMu.Lock()
+	p := s.peers
+	s.peerMu.Unlock()
 	if p != nil {
 		p.Close()
 	}
@@ -298,9 +357,11 @@ func (s *Server) handleFrame(c transport.Conn, f transport.Frame) {
 func (s *Server) handleClose(c transport.Conn, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.peerMu.Lock()
 	if n := c.Peer().Node; s.peerIn[n] == c {
 		delete(s.peerIn, n)
 	}
+	s.peerMu.Unlock()
 	sc := s.conns[c]
 	if sc == nil {
 		return
@@ -395,32 +456,43 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeUnknownMethod, Message: "node is shutting down"})
 		return
 	}
-	if rep := s.replicas[a.Service]; rep != nil && e.scatter {
-		// A replicated write: sequenced and run once committed, or
-		// answered (catching up, redirected, repeated).
-		e.payload = append([]byte(nil), a.Payload...)
-		res, rd := rep.write(e, a)
-		if res == nil && rd == nil {
+	if rep := s.replicas[a.Service]; rep != nil {
+		if e.scatter {
+			// A replicated write: proposed, redirected to the leader,
+			// held for an election, or answered (refused, or recorded).
+			e.payload = append([]byte(nil), a.Payload...)
+			res, rd := rep.write(e, a)
+			if res == nil && rd == nil {
+				s.execs[a.OpID] = e
+				e.addWaiter(sc, a)
+			}
+			s.mu.Unlock()
+			switch {
+			case rd != nil:
+				rd.Call = a.Call
+				s.send(c, rd)
+			case res != nil:
+				res.Call = a.Call
+				s.send(c, res)
+			}
+			return
+		}
+		refusal, wait := rep.read(e)
+		if refusal != nil {
+			// A read of a replica that does not serve could contradict
+			// the others.
+			s.mu.Unlock()
+			refusal.Call = a.Call
+			s.send(c, refusal)
+			return
+		}
+		if wait {
 			s.execs[a.OpID] = e
 			e.addWaiter(sc, a)
+			s.mu.Unlock()
+			go rep.awaitRead(e)
+			return
 		}
-		s.mu.Unlock()
-		switch {
-		case rd != nil:
-			rd.Call = a.Call
-			s.send(c, rd)
-		case res != nil:
-			res.Call = a.Call
-			s.send(c, res)
-		}
-		return
-	}
-	if rep := s.replicas[a.Service]; rep != nil && !rep.ready {
-		// A read of a replica that is behind could contradict the others.
-		s.mu.Unlock()
-		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeCatchingUp,
-			Message: "replica catching up: " + rep.behind})
-		return
 	}
 	s.execs[a.OpID] = e
 	e.addWaiter(sc, a)
@@ -502,43 +574,6 @@ func (s *Server) refuse(e *execution, code, msg string) {
 	s.answer(e, &transport.Result{Status: transport.StatusFailover, Code: code, Message: msg})
 }
 
-// replayExec builds the execution of a committed entry that no client
-// waits for here. Called with s.mu held.
-func (s *Server) replayExec(r *replica, en *entry) *execution {
-	sm := r.reg.methods[en.method]
-	if sm == nil {
-		r.setBehind(fmt.Sprintf("write %d is of a method this node does not serve: %s", en.index, en.method))
-		return nil
-	}
-	m := sm.desc
-	args := m.NewArgs()
-	if err := s.cfg.Codec.Unmarshal(en.payload, args); err != nil {
-		r.setBehind(fmt.Sprintf("write %d does not decode here: %v", en.index, err))
-		return nil
-	}
-	e := &execution{
-		s:        s,
-		method:   m,
-		pace:     &sm.pace,
-		impl:     r.reg.impl,
-		args:     args,
-		timeout:  min(s.cfg.Settings.AttemptTimeout, s.cfg.MaxAttemptTimeout),
-		arrived:  time.Now(),
-		entities: uniqueEntities(en.entities),
-		scatter:  true,
-		payload:  en.payload,
-	}
-	e.remember.Store(true)
-	e.info = AttemptInfo{OpID: en.opID, Entities: en.entities, Caller: en.epoch.Node, exec: e}
-	if md, err := incomingMD(en.md); err == nil {
-		e.info.md = md // the sequencer validated it; a bad copy costs the metadata, never the write
-	}
-	if old := s.execs[en.opID]; old == nil {
-		s.execs[en.opID] = e
-	}
-	return e
-}
-
 // MinHeartbeatInterval is the shortest heartbeat interval a client may ask for.
 const MinHeartbeatInterval = time.Millisecond
 
@@ -571,7 +606,7 @@ func (s *Server) cancelCall(c transport.Conn, call uint64) {
 		return
 	}
 	e.removeWaiter(sc, call)
-	if len(e.waiters) == 0 && !e.scatter {
+	if len(e.waiters) == 0 && !e.scatter && e.state != stateArrived {
 		// Nobody wants the outcome any more. A scatter copy runs on so that
 		// every node applies the same writes.
 		switch e.fire(evCancel) {

@@ -66,7 +66,7 @@ func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPCon
 		}
 		srv := runtime.NewServer(runtime.ServerConfig{Settings: s, Logger: quietLogger()})
 		l := newMemLedger(name)
-		if err := srv.Register(ledgerDesc, l); err != nil {
+		if err := srv.Register(plainLedgerDesc, l); err != nil {
 			tb.Fatal(err)
 		}
 		ln, err := srv.Serve(tp, "127.0.0.1:0")

@@ -29,9 +29,9 @@ var (
 	accountsErrAccountExistsFail     = runtime.ErrorValue("ErrAccountExists", runtime.Fail, ErrAccountExists)
 	accountsErrAccountClosedFail     = runtime.ErrorValue("ErrAccountClosed", runtime.Fail, ErrAccountClosed)
 	accountsErrInvalidRequestFail    = runtime.ErrorValue("ErrInvalidRequest", runtime.Fail, ErrInvalidRequest)
-	accountsErrLedgerBusyFailover    = runtime.ErrorValue("ErrLedgerBusy", runtime.Failover, ErrLedgerBusy)
 	accountsErrUnknownAccountFail    = runtime.ErrorValue("ErrUnknownAccount", runtime.Fail, ErrUnknownAccount)
 	accountsErrInsufficientFundsFail = runtime.ErrorValue("ErrInsufficientFunds", runtime.Fail, ErrInsufficientFunds)
+	accountsErrLedgerBusyFailover    = runtime.ErrorValue("ErrLedgerBusy", runtime.Failover, ErrLedgerBusy)
 	accountsErrBalanceNotZeroFail    = runtime.ErrorValue("ErrBalanceNotZero", runtime.Fail, ErrBalanceNotZero)
 )
 
@@ -43,7 +43,6 @@ var accountsOpenDesc = &runtime.MethodDesc{
 		accountsErrAccountExistsFail,
 		accountsErrAccountClosedFail,
 		accountsErrInvalidRequestFail,
-		accountsErrLedgerBusyFailover,
 	},
 	Entities: func(args codec.Message, dst []string) []string {
 		a := args.(*accountsOpenArgs)
@@ -71,7 +70,6 @@ var accountsDepositDesc = &runtime.MethodDesc{
 		accountsErrUnknownAccountFail,
 		accountsErrAccountClosedFail,
 		accountsErrInvalidRequestFail,
-		accountsErrLedgerBusyFailover,
 	},
 	Entities: func(args codec.Message, dst []string) []string {
 		a := args.(*accountsDepositArgs)
@@ -100,7 +98,6 @@ var accountsWithdrawDesc = &runtime.MethodDesc{
 		accountsErrUnknownAccountFail,
 		accountsErrAccountClosedFail,
 		accountsErrInvalidRequestFail,
-		accountsErrLedgerBusyFailover,
 	},
 	Entities: func(args codec.Message, dst []string) []string {
 		a := args.(*accountsWithdrawArgs)
@@ -129,7 +126,6 @@ var accountsTransferDesc = &runtime.MethodDesc{
 		accountsErrUnknownAccountFail,
 		accountsErrAccountClosedFail,
 		accountsErrInvalidRequestFail,
-		accountsErrLedgerBusyFailover,
 	},
 	Entities: func(args codec.Message, dst []string) []string {
 		a := args.(*accountsTransferArgs)
@@ -151,8 +147,9 @@ var accountsTransferDesc = &runtime.MethodDesc{
 }
 
 var accountsBalanceDesc = &runtime.MethodDesc{
-	Service: "bank.Accounts",
-	Name:    "Balance",
+	Service:      "bank.Accounts",
+	Name:         "Balance",
+	Linearizable: true,
 	Errors: []runtime.ErrorRule{
 		accountsErrUnknownAccountFail,
 		accountsErrLedgerBusyFailover,
@@ -262,8 +259,9 @@ func (c *AccountsClient) Transfer(ctx context.Context, req TransferRequest) (Bal
 	return reply.R0, nil
 }
 
-// Balance returns an account's balance as one node sees it: a write
-// acknowledged by another node may not have reached it yet.
+// Balance returns an account's balance with every write acknowledged
+// before the call, whichever node answers: the node first makes sure,
+// with the leader, that it has applied them.
 func (c *AccountsClient) Balance(ctx context.Context, id string) (Balance, error) {
 	args := accountsBalanceArgs{ID: id}
 	var reply accountsBalanceReply

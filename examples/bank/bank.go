@@ -18,7 +18,6 @@ type Accounts interface {
 	//ff:entity req.AccountID
 	//ff:scatter
 	//ff:fail ErrAccountExists ErrAccountClosed ErrInvalidRequest
-	//ff:failover ErrLedgerBusy
 	Open(ctx context.Context, req OpenRequest) (Balance, error)
 
 	// Deposit adds req.Amount to an open account.
@@ -26,7 +25,6 @@ type Accounts interface {
 	//ff:entity req.AccountID
 	//ff:scatter
 	//ff:fail ErrUnknownAccount ErrAccountClosed ErrInvalidRequest
-	//ff:failover ErrLedgerBusy
 	Deposit(ctx context.Context, req DepositRequest) (Balance, error)
 
 	// Withdraw takes req.Amount out of an open account that holds at
@@ -35,7 +33,6 @@ type Accounts interface {
 	//ff:entity req.AccountID
 	//ff:scatter
 	//ff:fail ErrInsufficientFunds ErrUnknownAccount ErrAccountClosed ErrInvalidRequest
-	//ff:failover ErrLedgerBusy
 	Withdraw(ctx context.Context, req WithdrawRequest) (Balance, error)
 
 	// Transfer moves req.Amount from one open account to another and
@@ -45,13 +42,14 @@ type Accounts interface {
 	//ff:entity req.From req.To
 	//ff:scatter
 	//ff:fail ErrInsufficientFunds ErrUnknownAccount ErrAccountClosed ErrInvalidRequest
-	//ff:failover ErrLedgerBusy
 	Transfer(ctx context.Context, req TransferRequest) (Balance, error)
 
-	// Balance returns an account's balance as one node sees it: a write
-	// acknowledged by another node may not have reached it yet.
+	// Balance returns an account's balance with every write acknowledged
+	// before the call, whichever node answers: the node first makes sure,
+	// with the leader, that it has applied them.
 	//
 	//ff:entity id
+	//ff:linearizable
 	//ff:fail ErrUnknownAccount
 	//ff:failover ErrLedgerBusy
 	Balance(ctx context.Context, id string) (Balance, error)

@@ -79,9 +79,10 @@ func WithJournal(capacity int) LedgerOption {
 	return func(o *ledgerOptions) { o.journal = max(capacity, 0) }
 }
 
-// SetBusy makes every call fail with ErrLedgerBusy while busy is true, so
-// that clients fail over to another group: for a node that is draining or
-// knows its state is behind the others'.
+// SetBusy makes reads fail with ErrLedgerBusy while busy is true, so that
+// clients fail over to another group: for a node that is draining.
+// Replicated writes ignore it: every replica must apply every write with
+// the same result, so their handlers depend on the ledger's state alone.
 func (l *Ledger) SetBusy(busy bool) { l.busy.Store(busy) }
 
 // attemptOpID returns the ID of the operation whose handler runs with ctx.
@@ -95,9 +96,6 @@ func attemptOpID(ctx context.Context) ([16]byte, bool) {
 // write runs apply under the ledger's lock, exactly once per operation ID.
 // Calls outside a handler (no operation ID) are never deduplicated.
 func (l *Ledger) write(ctx context.Context, apply func() (Balance, error)) (Balance, error) {
-	if l.busy.Load() {
-		return Balance{}, ErrLedgerBusy
-	}
 	id, keyed := l.opID(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -240,6 +238,9 @@ func (l *Ledger) Balance(ctx context.Context, id string) (Balance, error) {
 
 // Close implements Accounts.
 func (l *Ledger) Close(ctx context.Context, id string) error {
+	if l.busy.Load() {
+		return ErrLedgerBusy // not replicated: it may fail over
+	}
 	_, err := l.write(ctx, func() (Balance, error) {
 		acc, err := l.open(id)
 		if err != nil {

@@ -112,7 +112,7 @@ func testMetricsEndpoint(t *testing.T) {
 		// Catch-up state of the replicated service.
 		{"ffgen_replica_ready", dto.MetricType_GAUGE, map[string]string{"service": svc}, 1},
 		{"ffgen_replica_applied_index", dto.MetricType_GAUGE, map[string]string{"service": svc}, 2},
-		{"ffgen_replica_catch_ups_total", dto.MetricType_COUNTER, map[string]string{"service": svc}, 0},
+		{"ffgen_replica_stopped", dto.MetricType_GAUGE, map[string]string{"service": svc}, 0},
 		{"ffgen_cluster_members", dto.MetricType_GAUGE, map[string]string{"state": "alive"}, 1},
 		// What every Go service exports.
 		{"go_goroutines", dto.MetricType_GAUGE, nil, 1},

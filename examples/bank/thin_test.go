@@ -52,7 +52,7 @@ func startThinNode(t *testing.T, name, group string, seeds ...string) *thinNode 
 		t.Fatal(err)
 	}
 	srv := runtime.NewServer(runtime.ServerConfig{Settings: thinSettings(), Node: name,
-		Replication: runtime.ReplicationConfig{AckTimeout: time.Second}})
+		Replication: runtime.ReplicationConfig{Voters: []string{"a1", "b1"}}})
 	if err := bank.RegisterAccountsServer(srv, bank.NewLedger(0)); err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,23 @@ func TestThinClientsFollowTheClusterWithoutJoiningIt(t *testing.T) {
 		}
 	}
 
-	// a2 leaves gracefully: the clients stop routing to it.
+	// The operator takes the dead a1 out of the ledger's raft group (on
+	// the leader), as gossip never does: the voters are a2 and b1.
+	waitUntil(t, "a1 removed from the voters", func() bool {
+		for _, n := range []*thinNode{a2, b1} {
+			if n.srv.RemoveReplica(ctx, bank.AccountsDesc.Name, "a1") == nil {
+				return true
+			}
+		}
+		return false
+	})
+
+	// a2 leaves gracefully: its server leaves the raft group (b1 is all
+	// it has left), then the node leaves the gossip, and the clients stop
+	// routing to it.
+	if err := a2.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := a2.cl.Leave(cluster.DefaultLeaveTimeout); err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,8 @@ func module(t *testing.T, files map[string]string) string {
 		t.Fatal(err)
 	}
 	files["go.mod"] = "module example.com/p\n\ngo 1.26.0\n\nrequire github.com/ffgen/ffgen v0.0.0\n\n" +
-		"require github.com/cespare/xxhash/v2 v2.3.0 // indirect\n\nreplace github.com/ffgen/ffgen => " + root + "\n"
+		"require (\n\tgithub.com/cespare/xxhash/v2 v2.3.0 // indirect\n\tgo.etcd.io/raft/v3 v3.7.0 // indirect\n\tgoogle.golang.org/protobuf v1.36.12 // indirect\n)\n\n" +
+		"replace github.com/ffgen/ffgen => " + root + "\n"
 	files["go.sum"] = string(sum)
 	for name, src := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {

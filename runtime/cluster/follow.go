@@ -368,7 +368,7 @@ func (f *Follower) fetch(ctx context.Context, addr string) ([]runtime.Member, er
 	live := make([]runtime.Member, 0, len(all))
 	for _, s := range all {
 		if isLive(s.State) && s.Address != "" {
-			live = append(live, runtime.Member{Name: s.Name, Group: s.Group, Addr: s.Address, Services: s.Services})
+			live = append(live, runtime.Member{Name: s.Name, Group: s.Group, Addr: s.Address, Services: s.Services, CatchingUp: s.CatchingUp})
 		}
 	}
 	slices.SortFunc(live, func(a, b runtime.Member) int { return strings.Compare(a.Name, b.Name) })

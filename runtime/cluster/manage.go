@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,13 @@ type MemberOperator interface {
 // ReplicaSource reports replicated services; *runtime.Server implements it.
 type ReplicaSource interface {
 	Replication() []runtime.ReplicaStatus
+}
+
+// ReplicaRemover is a ReplicaSource that can also take a node out of a
+// replicated service's raft group (runtime.Server is one): what an
+// operator does for a node that is gone for good.
+type ReplicaRemover interface {
+	RemoveReplica(ctx context.Context, service, node string) error
 }
 
 // ManagementConfig configures the management endpoints.
@@ -98,8 +106,13 @@ func (c ManagementConfig) Validate() error {
 //	POST   /cluster/members/{name}   same as PUT
 //	DELETE /cluster/members/{name}   leave (ReadWrite only)
 //	GET    /health/alive             200 while the process serves HTTP
-//	GET    /cluster/replicas         the replicated services on this node: ready or
-//	                                 catching up, sequencer, epoch, divergences
+//	GET    /cluster/replicas         the replicated services on this node: whether
+//	                                 it serves them and why not, role, leader,
+//	                                 term, indexes, voters and learners
+//	DELETE /cluster/replicas/{service}/voters/{name}
+//	                                 take a node gone for good out of the
+//	                                 service's raft group (ReadWrite only; ask
+//	                                 the leader)
 //	GET    /health/ready             200 when joined, every group in Groups has a
 //	                                 live member and no replica is catching up,
 //	                                 else 503 with the reason:
@@ -135,6 +148,7 @@ var builtinRoutes = []builtinRoute{
 	{"POST /cluster/members/{name}", (*management).operate},
 	{"DELETE /cluster/members/{name}", (*management).operate},
 	{"GET /cluster/replicas", (*management).replicas},
+	{"DELETE /cluster/replicas/{service}/voters/{name}", (*management).removeReplica},
 	{"GET /health/alive", (*management).alive},
 	{"GET /health/ready", (*management).ready},
 	{"GET /metrics", (*management).metrics},
@@ -295,6 +309,28 @@ func (m *management) operate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"member": name, "operation": string(op)})
 }
 
+func (m *management) removeReplica(w http.ResponseWriter, r *http.Request) {
+	if !m.cfg.ReadWrite {
+		writeError(w, http.StatusForbidden, "management API is read-only")
+		return
+	}
+	rm, ok := m.cfg.Replicas.(ReplicaRemover)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, "no replicated services that can remove a node")
+		return
+	}
+	service, name := r.PathValue("service"), r.PathValue("name")
+	if err := rm.RemoveReplica(r.Context(), service, name); err != nil {
+		status := http.StatusConflict // not the leader, not a member
+		if errors.Is(err, runtime.ErrNotReplicated) {
+			status = http.StatusNotFound
+		}
+		writeError(w, status, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"service": service, "removed": name})
+}
+
 func (m *management) alive(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]bool{"alive": true})
 }
@@ -339,7 +375,7 @@ func (m *management) notReady() string {
 	if m.cfg.Replicas != nil {
 		for _, st := range m.cfg.Replicas.Replication() {
 			if !st.Ready {
-				return "catching up: " + st.Service + ": " + st.Behind
+				return st.Service + ": " + st.NotReady
 			}
 		}
 	}

@@ -94,15 +94,15 @@ var replicaFamilies = []struct {
 	typ   prometheus.ValueType
 	value func(st runtime.ReplicaStatus) float64
 }{
-	{replicaDesc("ffgen_replica_ready", "1 when the replica is caught up, 0 while it is catching up."), prometheus.GaugeValue, func(st runtime.ReplicaStatus) float64 { return b2f(st.Ready) }},
-	{replicaDesc("ffgen_replica_leading", "1 when this node sequences the service's writes."), prometheus.GaugeValue, func(st runtime.ReplicaStatus) float64 { return b2f(st.Leading) }},
+	{replicaDesc("ffgen_replica_ready", "1 when the node serves the replicated service, 0 while it joins, catches up, knows no leader, stopped applying, or drains."), prometheus.GaugeValue, func(st runtime.ReplicaStatus) float64 { return b2f(st.Ready) }},
+	{replicaDesc("ffgen_replica_stopped", "1 once the node met a write it cannot apply: it applies nothing after it until it restarts."), prometheus.GaugeValue, func(st runtime.ReplicaStatus) float64 { return b2f(st.Stopped) }},
+	{replicaDesc("ffgen_replica_leading", "1 when this node is the raft leader of the service."), prometheus.GaugeValue, func(st runtime.ReplicaStatus) float64 { return b2f(st.Leading) }},
+	{replicaDesc("ffgen_replica_voter", "1 when this node is a voter of the service's raft group (0: a learner, or not in the group)."), prometheus.GaugeValue, func(st runtime.ReplicaStatus) float64 { return b2f(st.Role == "voter") }},
+	{replicaDesc("ffgen_replica_term", "The raft term this node knows."), prometheus.GaugeValue, func(st runtime.ReplicaStatus) float64 { return float64(st.Term) }},
 	{replicaDesc("ffgen_replica_commit_index", "Highest log index known to be committed."), prometheus.GaugeValue, func(st runtime.ReplicaStatus) float64 { return float64(st.Commit) }},
-	{replicaDesc("ffgen_replica_applied_index", "Highest log index run on this node."), prometheus.GaugeValue, func(st runtime.ReplicaStatus) float64 { return float64(st.Applied) }},
-	{replicaDesc("ffgen_replica_in_sync", "Nodes in the in-sync set (on the sequencer)."), prometheus.GaugeValue, func(st runtime.ReplicaStatus) float64 { return float64(len(st.InSync)) }},
-	{replicaDesc("ffgen_replica_catch_ups_total", "Catch-ups completed."), prometheus.CounterValue, func(st runtime.ReplicaStatus) float64 { return float64(st.CatchUps) }},
-	{replicaDesc("ffgen_replica_snapshots_total", "State transfers received."), prometheus.CounterValue, func(st runtime.ReplicaStatus) float64 { return float64(st.Snapshots) }},
-	{replicaDesc("ffgen_replica_divergences", "Divergences recorded (bounded list)."), prometheus.GaugeValue, func(st runtime.ReplicaStatus) float64 { return float64(len(st.Divergences)) }},
-	{replicaDesc("ffgen_replica_last_catch_up_seconds", "How long the last catch-up took."), prometheus.GaugeValue, func(st runtime.ReplicaStatus) float64 { return st.LastCatchUpSeconds }},
+	{replicaDesc("ffgen_replica_applied_index", "Highest log index applied on this node."), prometheus.GaugeValue, func(st runtime.ReplicaStatus) float64 { return float64(st.Applied) }},
+	{replicaDesc("ffgen_replica_voters", "Voters in the service's raft group, as this node knows them."), prometheus.GaugeValue, func(st runtime.ReplicaStatus) float64 { return float64(len(st.Voters)) }},
+	{replicaDesc("ffgen_replica_snapshots_installed_total", "Snapshots installed from the leader."), prometheus.CounterValue, func(st runtime.ReplicaStatus) float64 { return float64(st.SnapshotsInstalled) }},
 }
 
 func replicaDesc(name, help string) *prometheus.Desc {

@@ -425,18 +425,54 @@ type fakeReplicas []runtime.ReplicaStatus
 
 func (f fakeReplicas) Replication() []runtime.ReplicaStatus { return f }
 
-// A replica that is catching up makes the node unready and says why; its
-// state and divergences are on /cluster/replicas and /metrics.
+// A replica that does not serve makes the node unready and says why; its
+// state is on /cluster/replicas and /metrics.
 func TestManagementReplicas(t *testing.T) {
-	reps := fakeReplicas{{Service: "bank.Accounts", Ready: false, Behind: "missed writes 7..9", Commit: 9, Applied: 6,
-		Divergences: []runtime.Divergence{{Winner: "3/b1", Index: 5, Entities: []string{"acct-1"}, Writes: 1}}}}
+	reps := fakeReplicas{{Service: "bank.Accounts", Ready: false, NotReady: "catching up: applied 6 of 9", Commit: 9, Applied: 6,
+		Role: "voter", Voters: []string{"a1", "b1", "t1"}}}
 	h := NewManagement(ManagementConfig{Members: testMembers(), Replicas: reps})
-	do(t, h, call{method: "GET", path: "/health/ready", status: 503, contains: `catching up: bank.Accounts: missed writes 7..9`})
-	do(t, h, call{method: "GET", path: "/cluster/replicas", status: 200, contains: `"entities":["acct-1"]`})
+	do(t, h, call{method: "GET", path: "/health/ready", status: 503, contains: `bank.Accounts: catching up: applied 6 of 9`})
+	do(t, h, call{method: "GET", path: "/cluster/replicas", status: 200, contains: `"voters":["a1","b1","t1"]`})
+	do(t, h, call{method: "GET", path: "/metrics", status: 200, contains: `ffgen_replica_voters{service="bank.Accounts"} 3`})
 	do(t, h, call{method: "GET", path: "/metrics", status: 200, contains: `ffgen_replica_applied_index{service="bank.Accounts"} 6`})
 	reps[0].Ready = true
 	do(t, h, call{method: "GET", path: "/health/ready", status: 200})
 	do(t, h, call{method: "GET", path: "/metrics", status: 200, contains: `ffgen_replica_ready{service="bank.Accounts"} 1`})
+}
+
+// removingReplicas removes a node from a replicated service's group, as
+// runtime.Server does on the leader.
+type removingReplicas struct {
+	fakeReplicas
+	removed []string
+}
+
+func (r *removingReplicas) RemoveReplica(_ context.Context, service, node string) error {
+	switch {
+	case service != "bank.Accounts":
+		return fmt.Errorf("ffgen: %s: %w", service, runtime.ErrNotReplicated)
+	case node == "b9":
+		return errors.New("b9 is not a member of the group")
+	}
+	r.removed = append(r.removed, node)
+	return nil
+}
+
+// An operator takes a dead node out of a replicated service's group; the
+// endpoint writes, so it is refused on a read-only API.
+func TestManagementRemoveReplica(t *testing.T) {
+	reps := &removingReplicas{fakeReplicas: fakeReplicas{{Service: "bank.Accounts", Ready: true, Voters: []string{"a1", "b1", "t1"}}}}
+	ro := NewManagement(ManagementConfig{Members: testMembers(), Replicas: reps})
+	do(t, ro, call{method: "DELETE", path: "/cluster/replicas/bank.Accounts/voters/a1", status: 403})
+	h := NewManagement(ManagementConfig{Members: testMembers(), Replicas: reps, ReadWrite: true})
+	do(t, h, call{method: "DELETE", path: "/cluster/replicas/bank.Accounts/voters/a1", status: 200, contains: `"removed":"a1"`})
+	do(t, h, call{method: "DELETE", path: "/cluster/replicas/bank.Other/voters/a1", status: 404, contains: "not a replicated service"})
+	do(t, h, call{method: "DELETE", path: "/cluster/replicas/bank.Accounts/voters/b9", status: 409, contains: "not a member"})
+	if len(reps.removed) != 1 || reps.removed[0] != "a1" {
+		t.Errorf("removed %v, want [a1]", reps.removed)
+	}
+	plain := NewManagement(ManagementConfig{Members: testMembers(), Replicas: fakeReplicas{}, ReadWrite: true})
+	do(t, plain, call{method: "DELETE", path: "/cluster/replicas/bank.Accounts/voters/a1", status: 501})
 }
 
 // With PublicHealth, probes without the token get the health answers but

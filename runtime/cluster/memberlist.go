@@ -258,6 +258,7 @@ func (c *Cluster) followReadiness() {
 		c.mu.Lock()
 		if n := c.nodes[c.cfg.Name]; n != nil {
 			n.CatchingUp = now
+			c.publish()
 		}
 		c.mu.Unlock()
 	}
@@ -327,10 +328,10 @@ func (c *Cluster) setState(name, gossipAddr string, m *runtime.Member, st State,
 	if gossipAddr != "" {
 		n.GossipAddress = gossipAddr
 	}
-	if m != nil {
-		n.CatchingUp = catchingUp
-	}
 	changed := wasLive != isLive(st)
+	if m != nil && n.CatchingUp != catchingUp {
+		n.CatchingUp, changed = catchingUp, true
+	}
 	if m != nil && (n.Group != m.Group || n.Address != m.Addr || !slices.Equal(n.Services, m.Services)) {
 		n.Group, n.Address, n.Services = m.Group, m.Addr, m.Services
 		changed = true
@@ -369,7 +370,7 @@ func (c *Cluster) publish() {
 	live := make([]runtime.Member, 0, len(c.nodes))
 	for _, n := range c.nodes {
 		if isLive(n.State) {
-			live = append(live, runtime.Member{Name: n.Name, Group: n.Group, Addr: n.Address, Services: n.Services})
+			live = append(live, runtime.Member{Name: n.Name, Group: n.Group, Addr: n.Address, Services: n.Services, CatchingUp: n.CatchingUp})
 		}
 	}
 	slices.SortFunc(live, func(a, b runtime.Member) int { return strings.Compare(a.Name, b.Name) })

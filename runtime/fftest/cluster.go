@@ -32,7 +32,8 @@ type Config struct {
 	Settings runtime.Settings
 	// Logger defaults to one that discards, to keep test output readable.
 	Logger *slog.Logger
-	// Replication tunes the replicated log of scatter services.
+	// Replication configures the raft groups of replicated services. Its
+	// Voters default to every node of the cluster.
 	Replication runtime.ReplicationConfig
 	// Server, if set, adjusts each node's server config (interceptors,
 	// metrics) before the server is made, on restarts too.
@@ -84,6 +85,14 @@ func New(tb testing.TB, cfg Config) *Cluster {
 		logger:      cfg.Logger,
 		replication: cfg.Replication,
 		serverCfg:   cfg.Server,
+	}
+	if len(c.replication.Voters) == 0 {
+		// Every node votes, as a cluster started together would list.
+		for _, g := range cfg.Groups {
+			for i := 1; i <= cfg.PerGroup; i++ {
+				c.replication.Voters = append(c.replication.Voters, fmt.Sprintf("%s%d", g, i))
+			}
+		}
 	}
 	for _, g := range cfg.Groups {
 		for i := 1; i <= cfg.PerGroup; i++ {
@@ -174,9 +183,9 @@ func converged(nodes []*Node) string {
 		for _, st := range n.Server.Replication() {
 			switch {
 			case !st.Ready:
-				return fmt.Sprintf("%s: %s behind: %s", n.Name, st.Service, st.Behind)
-			case st.Applied < commit[st.Service] || st.Running > 0:
-				return fmt.Sprintf("%s: %s applied %d of %d (%d running)", n.Name, st.Service, st.Applied, commit[st.Service], st.Running)
+				return fmt.Sprintf("%s: %s not ready: %s", n.Name, st.Service, st.NotReady)
+			case st.Applied < commit[st.Service]:
+				return fmt.Sprintf("%s: %s applied %d of %d", n.Name, st.Service, st.Applied, commit[st.Service])
 			}
 		}
 	}

@@ -47,12 +47,13 @@ var faults = []fault{
 		e.note("%d writer processes", e.suite.Writers)
 		return nil
 	}},
-	{name: "sequencer-kill9", about: "SIGKILL the service's sequencer mid-write, start it again", run: killSequencer},
+	{name: "sequencer-kill9", about: "SIGKILL the leader of the service's writes mid-write, start it again", run: killSequencer},
 	{name: "restart-in-catchup", about: "SIGKILL b2, start it, SIGKILL it again as soon as it is up, start it", run: restartDuringCatchUp("b2")},
 	{name: "partition-groups", about: "cut group a from group b for 8 s, a writer beside each", sides: [][]string{{"a1", "a2"}, {"b1", "b2"}}, run: split},
 	{name: "partition-lone", about: "cut b1 off from the other nodes for 8 s, a writer beside it and one beside them", sides: [][]string{{"b1"}, {"a1", "a2", "b2"}}, run: split},
 	{name: "leader-freeze-under", about: "SIGSTOP the leader for 3/4 of the heartbeat timeout, five times", run: freezeLeader(0.75)},
 	{name: "leader-freeze-over", about: "SIGSTOP the leader for 3/2 of the heartbeat timeout, five times", run: freezeLeader(1.5)},
+	{name: "leader-stop", about: "SIGSTOP the leader 20 times, 1 s each: the time to the first write a new leader acknowledges", run: leaderStop},
 	{name: "group-loss", about: "SIGKILL both nodes of the leader's group, start them again", run: groupLoss},
 	{name: "group-loss-tiebreaker", about: "the same with a tie-breaker node t1 in group t: a majority stays", tieBreaker: true, run: groupLoss},
 	{name: "rolling-restart-all", about: "SIGTERM, start, wait ready: every node in turn, the leader among them", run: rollingRestart("a1", "a2", "b1", "b2")},
@@ -278,10 +279,11 @@ func killSequencer(ctx context.Context, e *env) error {
 	return killRestart(name)(ctx, e)
 }
 
-// sequencer finds the node that orders the service's writes: the one the
-// cluster reports in that role, if any node does; else the owner of the
-// service in the first failure group, as the routing function places it.
+// sequencer finds the node that leads the service's writes: of the nodes
+// that report leading, the one of the newest term (a leader that thawed
+// may report leading until it hears of the newer one).
 func sequencer(ctx context.Context, e *env) (name, how string, err error) {
+	var term uint64
 	for _, n := range e.Nodes {
 		resp, err := e.Client().Get("http://" + n.Mgmt + "/cluster/replicas")
 		if err != nil {
@@ -294,12 +296,16 @@ func sequencer(ctx context.Context, e *env) (name, how string, err error) {
 			return "", "", fmt.Errorf("%s /cluster/replicas: %w", n.Name, err)
 		}
 		for _, r := range reps {
-			if r.Service == bank.AccountsDesc.Name && r.Leading {
-				return n.Name, "it reports leading " + r.Service + " in epoch " + r.Epoch, nil
+			if r.Service == bank.AccountsDesc.Name && r.Leading && r.Term >= term {
+				name, term = n.Name, r.Term
+				how = "it reports leading " + r.Service + fmt.Sprintf(" in term %d", r.Term)
 			}
 		}
 	}
-	return "", "", errors.New("no node reports leading " + bank.AccountsDesc.Name)
+	if name == "" {
+		return "", "", errors.New("no node reports leading " + bank.AccountsDesc.Name)
+	}
+	return name, how, nil
 }
 
 func restartDuringCatchUp(name string) func(context.Context, *env) error {

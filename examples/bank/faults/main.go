@@ -124,8 +124,6 @@ func indexFault(name string) int {
 // Run runs the faults one after another. A partition fault is skipped,
 // with the reason, where iptables cannot run.
 func (s *Suite) Run(ctx context.Context, faults []fault) ([]Row, error) {
-	s.voters = testbed.Supports(ctx, s.BinDir, "voters")
-	s.tieBreaker = testbed.Supports(ctx, s.BinDir, "tiebreaker")
 	var fw *firewall
 	for _, f := range faults {
 		if f.firewall || f.sides != nil {

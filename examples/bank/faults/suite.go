@@ -40,9 +40,6 @@ type Suite struct {
 	CheckTimeout time.Duration
 
 	Out io.Writer // timeline
-
-	// What the banknode built supports, found by Run.
-	voters, tieBreaker bool
 }
 
 // Row is the outcome of one fault.
@@ -184,17 +181,13 @@ func (s *Suite) runFault(ctx context.Context, f fault, fw *firewall) Row {
 		row.Skipped = errNoFirewall.Error()
 		return row
 	}
-	if f.tieBreaker && !s.tieBreaker {
-		row.Skipped = "banknode has no -tiebreaker flag (it comes with the raft replication of scatter writes)"
-		return row
-	}
 	dir := filepath.Join(s.Dir, f.name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		row.Notes = append(row.Notes, err.Error())
 		return row
 	}
 	fmt.Fprintf(s.Out, "\n== %s: %s\n", f.name, f.about)
-	cfg := testbed.Config{BinDir: s.BinDir, Dir: dir, Env: s.Env, Out: s.Out, Prefix: "faults", Voters: s.voters, TieBreaker: f.tieBreaker}
+	cfg := testbed.Config{BinDir: s.BinDir, Dir: dir, Env: s.Env, Out: s.Out, Prefix: "faults", TieBreaker: f.tieBreaker}
 	var gids []uint32
 	if f.sides != nil {
 		gids = sideGIDs(len(f.sides))

@@ -260,7 +260,7 @@ func startNode(bin, name string) (nd node, stop func(), err error) {
 		// journals it, and the replica keeps a log of recent writes;
 		// bounded low, the honest writes do not grow the node's memory
 		// over the run, which would blur what the attacks leave behind.
-		"-remember", "1024", "-journal", "1024", "-replication-log", "1024")
+		"-remember", "1024", "-journal", "1024")
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	var logFile *os.File
 	if *nodeStderr != "" {

@@ -22,7 +22,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"time"
 
@@ -47,8 +46,8 @@ type config struct {
 	plaintext, healthPublic       bool
 	logLevel                      string
 	drain                         time.Duration
-	remember, journal, replLog    int
-	voters                        string // comma-separated node names
+	remember, journal             int
+	voters                        string
 	tieBreaker                    bool
 }
 
@@ -90,9 +89,8 @@ func defineFlags(f *cli.Flags) func() config {
 		drain     = f.Duration("drain", "FFGEN_DRAIN_TIMEOUT", 5*time.Second, "how long shutdown waits for running handlers")
 		remember  = f.Int("remember", "FFGEN_REMEMBER_OPS", bank.DefaultRemember, "operation outcomes the ledger remembers for idempotency")
 		journal   = f.Int("journal", "FFGEN_JOURNAL_OPS", bank.DefaultJournal, "executed writes the ledger journals for audits (0: none)")
-		replLog   = f.Int("replication-log", "FFGEN_REPLICATION_LOG", 0, "writes each node keeps for peers that fall behind (0: the runtime's default, 100000); further behind takes a snapshot")
-		voters    = f.String("voters", "FFGEN_VOTERS", "", "names of the nodes that form the replication group when the cluster first starts, comma-separated, the same list on every node")
-		tieBr     = f.Bool("tiebreaker", "FFGEN_TIEBREAKER", false, "this node votes but never leads and serves no clients: put it in a failure group that clients do not list")
+		voters    = f.String("voters", "FFGEN_VOTERS", "", "the nodes whose votes replicate the ledger, comma-separated, the same list on every node (required): the cluster forms once each has started; other nodes join as learners")
+		tieBreak  = f.Bool("tiebreaker", "FFGEN_TIEBREAKER", false, "this node only votes: it never leads and serves no calls; its -group is a third location, not one of -groups")
 	)
 	return func() config {
 		return config{
@@ -100,8 +98,7 @@ func defineFlags(f *cli.Flags) func() config {
 			rpc: *rpc, advertise: *advertise, gossip: *gossip, gossipAdvertise: *gossipAdv, seeds: *seeds,
 			mgmt: *mgmt, token: *token, healthPublic: *health, preset: *preset, key: *key, logLevel: *logLevel,
 			tlsCert: *tlsCert, tlsKey: *tlsKey, tlsCA: *tlsCA, plaintext: *plaintext,
-			drain: *drain, remember: *remember, journal: *journal, replLog: *replLog,
-			voters: *voters, tieBreaker: *tieBr,
+			drain: *drain, remember: *remember, journal: *journal, voters: *voters, tieBreaker: *tieBreak,
 		}
 	}
 }
@@ -130,10 +127,7 @@ func prepare(c config) (prepared, error) {
 	if err := settings.Validate(); err != nil {
 		return p, err
 	}
-	if !slices.Contains(settings.Groups, c.group) {
-		return p, fmt.Errorf("group %q is not one of -groups %q", c.group, settings.Groups)
-	}
-	if err := checkReplication(c); err != nil {
+	if err := checkPlacement(c, settings.Groups); err != nil {
 		return p, err
 	}
 	if p.cluster, err = clusterConfig(c); err != nil {
@@ -192,7 +186,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	// before it answers, so a restarted node never answers from an empty
 	// ledger.
 	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Metrics: stats, Logger: log, Node: c.name,
-		Replication: replicationConfig(c)})
+		Replication: replication(c)})
 	if err := bank.RegisterAccountsServer(srv, ledger); err != nil {
 		return err
 	}
@@ -228,15 +222,18 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		"gossip", cl.LocalNode().GossipAddress, "mgmt", ms.Addr().String(), "mgmt_token", c.token != "", "seeds", ccfg.Seeds, "preset", c.preset)
 
 	<-ctx.Done()
-	log.Info("banknode stopping: refusing new work, leaving the cluster")
+	log.Info("banknode stopping: refusing new work, leaving the replication group and the cluster")
 	ledger.SetBusy(true)
-	if err := cl.Leave(cluster.DefaultLeaveTimeout); err != nil {
-		log.Warn("leave failed", "err", err)
-	}
+	// The server leaves the raft group first (it hands leadership over and
+	// is removed from the voters), which needs its peers to see it; then
+	// the node leaves the gossip.
 	dctx, cancel := context.WithTimeout(context.Background(), c.drain)
 	defer cancel()
 	if err := srv.Shutdown(dctx); err != nil {
 		log.Warn("handlers still running at shutdown were cancelled", "err", err)
+	}
+	if err := cl.Leave(cluster.DefaultLeaveTimeout); err != nil {
+		log.Warn("leave failed", "err", err)
 	}
 	if err := cl.Shutdown(); err != nil {
 		// Typically the leave broadcast found nobody left to tell.

@@ -115,7 +115,7 @@ func TestManagementServesBalancesBehindToken(t *testing.T) {
 // A management address beyond loopback without a token stops the node
 // before it listens or joins anything.
 func TestRunRefusesInsecureManagement(t *testing.T) {
-	c := config{name: "a1", group: "a", groups: "a,b", gossip: "127.0.0.1:0", preset: "local", mgmt: "0.0.0.0:0"}
+	c := config{name: "a1", group: "a", groups: "a,b", voters: "a1", gossip: "127.0.0.1:0", preset: "local", mgmt: "0.0.0.0:0"}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // were it to start, it would stop at once
 	if err := run(ctx, c, slog.New(slog.DiscardHandler)); !errors.Is(err, cluster.ErrInsecureManagement) {
@@ -127,7 +127,7 @@ func TestRunRefusesInsecureManagement(t *testing.T) {
 // port: beyond loopback it needs TLS or an explicit opt-out, and a wildcard
 // bind needs an address to publish. Each refusal says what to pass.
 func TestRunRefusesUnsafeRPCAddress(t *testing.T) {
-	base := config{name: "a1", group: "a", groups: "a,b", gossip: "127.0.0.1:0", preset: "local", mgmt: "127.0.0.1:0"}
+	base := config{name: "a1", group: "a", groups: "a,b", voters: "a1", gossip: "127.0.0.1:0", preset: "local", mgmt: "127.0.0.1:0"}
 	tests := []struct {
 		name    string
 		edit    func(*config)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -8,34 +9,24 @@ import (
 	"github.com/ffgen/ffgen/runtime"
 )
 
-// ---------------------------------------------------------------------
-// The one place where banknode's flags meet the runtime's replication
-// settings. The scatter writes' replication is moving to raft: Voters and
-// TieBreaker replace MinInSync, AckTimeout and LogEntries. Adjust the field
-// names here, and only here, as the runtime settles them. -replication-log
-// (LogEntries) no longer reaches the runtime: map it here to whatever
-// bounds the raft log, or retire the flag.
-// ---------------------------------------------------------------------
-
-// replicationConfig is the replication of the node's scatter writes: the
-// voters that form the raft group when the cluster first starts (-voters,
-// the same on every node), and whether this node is a tie-breaker
-// (-tiebreaker) that votes but never leads and serves no clients. A write
-// is acknowledged once a majority of the voters holds it.
-func replicationConfig(c config) runtime.ReplicationConfig {
-	return runtime.ReplicationConfig{
-		Voters:     cli.List(c.voters),
-		TieBreaker: c.tieBreaker,
-	}
+// replication is the ledger's raft configuration from the flags: the
+// voters that form the group when the cluster first starts (-voters, the
+// same on every node), and whether this node is a tie-breaker (-tiebreaker)
+// that votes but never leads and serves no clients. A write is
+// acknowledged once a majority of the voters holds it.
+func replication(c config) runtime.ReplicationConfig {
+	return runtime.ReplicationConfig{Voters: cli.List(c.voters), TieBreaker: c.tieBreaker}
 }
 
-// checkReplication refuses replication flags that cannot work: a
-// tie-breaker that is not among the voters has no vote to break a tie
-// with, and a voter listed twice would count twice.
-func checkReplication(c config) error {
+// checkPlacement checks where the node stands: a serving node in one of
+// the failure groups clients route to, a tie-breaker outside them (so that
+// no client sends it calls, and no node redirects one there) and among the
+// voters (or it has no vote to break a tie with), and every voter listed
+// once.
+func checkPlacement(c config, groups []string) error {
 	voters := cli.List(c.voters)
-	if c.tieBreaker && !slices.Contains(voters, c.name) {
-		return fmt.Errorf("-tiebreaker: node %q is not one of -voters %q", c.name, voters)
+	if len(voters) == 0 {
+		return errors.New("-voters is required: the nodes that replicate the ledger, the same list on every node")
 	}
 	seen := map[string]bool{}
 	for _, v := range voters {
@@ -43,6 +34,15 @@ func checkReplication(c config) error {
 			return fmt.Errorf("-voters: %q listed twice", v)
 		}
 		seen[v] = true
+	}
+	in := slices.Contains(groups, c.group)
+	switch {
+	case c.tieBreaker && in:
+		return fmt.Errorf("-tiebreaker: a tie-breaker serves no calls, so its group %q must not be one of -groups %q", c.group, groups)
+	case c.tieBreaker && !seen[c.name]:
+		return fmt.Errorf("-tiebreaker: node %q is not one of -voters %q", c.name, voters)
+	case !c.tieBreaker && !in:
+		return fmt.Errorf("group %q is not one of -groups %q", c.group, groups)
 	}
 	return nil
 }

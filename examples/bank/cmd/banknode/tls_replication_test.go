@@ -35,7 +35,7 @@ func TestTLSNodesReplicateToEachOther(t *testing.T) {
 	ports := freePorts(t, 6)
 	addr := func(i int) string { return net.JoinHostPort("127.0.0.1", ports[i]) }
 	node := func(name, group string, rpc, gossip, mgmt int, seeds string) config {
-		return config{name: name, group: group, groups: "a,b", rpc: addr(rpc), gossip: addr(gossip), mgmt: addr(mgmt),
+		return config{name: name, group: group, groups: "a,b", voters: "a1,b1", rpc: addr(rpc), gossip: addr(gossip), mgmt: addr(mgmt),
 			seeds: seeds, preset: "local", logLevel: "error", drain: time.Second, remember: 16, journal: 16,
 			tlsCert: cert, tlsKey: key, tlsCA: cert}
 	}

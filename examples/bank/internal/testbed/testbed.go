@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,10 +64,8 @@ type Config struct {
 
 	// TieBreaker adds a fifth node, t1 in TieBreakerGroup, started with
 	// -tiebreaker: it votes but never leads and serves no application
-	// traffic. Every node then lists the group among its -groups.
+	// traffic; its group is not among the -groups.
 	TieBreaker bool
-	// Voters gives every node -voters with the names of all nodes.
-	Voters bool
 	// GID, if set, runs each node's process with the group ID it returns
 	// (0: unchanged), for firewall rules that match the owner of packets.
 	GID func(n *Node) uint32
@@ -164,27 +161,17 @@ func (c *Cluster) addrs(f func(*Node) string) []string {
 
 // nodeArgs are n's banknode flags.
 func (c *Cluster) nodeArgs(n *Node) []string {
-	groups := Groups
-	if c.cfg.TieBreaker {
-		groups = append(slices.Clone(Groups), TieBreakerGroup)
-	}
+	// A tie-breaker's group is not one of -groups: no client or node
+	// sends it calls.
 	args := []string{
-		"-name", n.Name, "-group", n.Group, "-groups", strings.Join(groups, ","),
+		"-name", n.Name, "-group", n.Group, "-groups", strings.Join(Groups, ","),
 		"-rpc", n.RPC, "-gossip", n.Gossip, "-mgmt", n.Mgmt, "-seeds", strings.Join(c.Seeds(), ",")}
-	if c.cfg.Voters {
-		args = append(args, "-voters", strings.Join(c.addrs(func(n *Node) string { return n.Name }), ","))
-	}
+	// Every node votes: the cluster forms once all have started.
+	args = append(args, "-voters", strings.Join(c.addrs(func(n *Node) string { return n.Name }), ","))
 	if n.TieBreaker {
 		args = append(args, "-tiebreaker")
 	}
 	return append(args, c.cfg.Args...)
-}
-
-// Supports reports whether the banknode in binDir has the named flag: the
-// suite adapts to a banknode built before or after a flag was added.
-func Supports(ctx context.Context, binDir, flag string) bool {
-	out, _ := exec.CommandContext(ctx, filepath.Join(binDir, "banknode"), "-h").CombinedOutput()
-	return strings.Contains(string(out), "  -"+flag+" ") || strings.Contains(string(out), "  -"+flag+"\n")
 }
 
 // Node returns the node named name, or nil.
@@ -196,6 +183,9 @@ func (c *Cluster) Node(name string) *Node {
 	}
 	return nil
 }
+
+// Token is the management token of the cluster's nodes.
+func (c *Cluster) Token() string { return c.token }
 
 // Client returns an HTTP client for the nodes' management endpoints.
 func (c *Cluster) Client() *http.Client { return cli.ManagementClient(2*time.Second, c.token) }

@@ -1,0 +1,526 @@
+// Package replica replicates a service's writes with etcd's raft: one raft
+// group per replicated service, driven the way etcd's server drives it.
+// raft decides; this package persists what a Ready hands over, sends its
+// messages over the node's transport, applies committed entries in order
+// through the Host, and keeps the operation-ID table that makes writes
+// exactly once.
+//
+// The files: group.go (the Group and what the server calls), loop.go (the
+// Ready loop: ticks, messages, proposals, on whichever goroutine brings
+// them, and the events for the server), apply.go (the apply
+// goroutine and snapshots), members.go (forming the group, joining,
+// promotion, leaving), written.go (the operation-ID table), command.go,
+// snapshot.go and wire.go (encodings), status.go (what the node reports).
+package replica
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// Host is what a group needs of the server it runs in.
+type Host interface {
+	// Apply runs a committed write. recorded is set when the write's
+	// operation ID is in the table already: the handler must not run
+	// again, and whoever waits for the write gets recorded. An error
+	// means the write cannot be applied on this node (it does not decode,
+	// its method is not served here, the handler panicked): the group
+	// stops applying at that index.
+	Apply(index uint64, cmd *Command, recorded *transport.Result) (transport.Result, error)
+	// SnapshotState encodes the service's state; ok is false when the
+	// service cannot (it does not implement StateTransfer).
+	SnapshotState() (state []byte, ok bool, err error)
+	// RestoreState replaces the service's state.
+	RestoreState(state []byte) error
+	// LeaderChanged reports the leader this node knows, "" for none.
+	LeaderChanged(leader string, leading bool)
+	// Dropped reports a proposal raft did not take: this node is not the
+	// leader (any more).
+	Dropped(opID [16]byte, why string)
+	// Peers lists the other live nodes that serve the service.
+	Peers() []string
+	// Send sends a Replica frame to a peer; an error means it was not
+	// queued.
+	Send(to string, kind uint8, body []byte) error
+}
+
+// Config configures a Group.
+type Config struct {
+	Service string
+	Node    string // this node's name; empty for a server outside any cluster
+	// Voters are the nodes that form the group when it starts for the
+	// first time (etcd's initial cluster).
+	Voters     []string
+	TieBreaker bool // votes, never leads
+
+	Tick           time.Duration // raft's tick
+	ElectionTicks  int
+	HeartbeatTicks int
+	// SnapshotEvery is how many applied entries make a snapshot; 0 never
+	// (the service cannot snapshot: its whole log is kept).
+	SnapshotEvery uint64
+	// KeepEntries is how many entries behind a snapshot stay in the log,
+	// so that a follower a little behind catches up without a snapshot.
+	KeepEntries     uint64
+	RememberWrites  int // the operation-ID table's size
+	MaxMessageBytes int // the largest split message a peer may send
+	Logger          *slog.Logger
+	Host            Host
+}
+
+// ErrNotLeader is returned for what only the leader can do.
+var ErrNotLeader = errors.New("not the leader")
+
+// ErrStopped is returned once the group is stopped. A Host's Apply returns
+// it for a write it could not apply because the node is closing: apply
+// stops there without reporting the write as one that cannot be applied.
+var ErrStopped = errors.New("replication stopped")
+
+// Group is one service's raft group on this node.
+type Group struct {
+	cfg     Config
+	id      uint64
+	storage *raft.MemoryStorage
+	log     *slog.Logger
+
+	// raftMu guards rn and the fields below it (loop.go).
+	raftMu   sync.Mutex
+	rn       *raft.RawNode
+	conf     *pb.ConfState
+	lead     uint64
+	leading  bool
+	ticks    int
+	heard    map[string]heardHello // by name
+	confBusy time.Time             // a configuration change is under way since
+	// campaignUntil: a client failed over to this node; it keeps standing
+	// for election until then.
+	campaignUntil time.Time
+	campaignedAt  int  // the tick of its last campaign
+	left          bool // Leave took the node out: it asks to join no more
+	chunkSeq      uint64
+
+	// inMu guards the inbox: what goroutines hand raft.
+	inMu    sync.Mutex
+	inMsgs  []*pb.Message
+	inProps []proposal
+	inCtl   []func()
+
+	// evMu guards the events for the server, which the event goroutine
+	// delivers in order.
+	evMu   sync.Mutex
+	events []func()
+	evWake chan struct{}
+
+	// asmMu guards the split messages being gathered, by peer.
+	asmMu sync.Mutex
+	asm   map[string]*assembly
+
+	// mu guards the following: what status and the server read.
+	mu            sync.Mutex
+	names         map[uint64]string // raft ID → node name
+	st            Status
+	stopErr       error     // set when apply stopped
+	notReadySince time.Time // since when Ready has failed
+	draining      bool
+	reads         map[uint64]chan uint64 // ReadIndex requests by context
+	readSeq       uint64
+	appliedCh     chan struct{} // closed and replaced when applied moves
+	servingCh     chan struct{} // closed and replaced when serving changes
+
+	applied atomic.Uint64
+	// serving caches Ready() == nil for the paths every read takes; it is
+	// refreshed on every raft tick and Ready, and cleared at once when
+	// apply stops or the node drains.
+	serving atomic.Bool
+	canLead atomic.Bool
+	// leaderHeard is when a message from the leader last arrived (unix
+	// nanoseconds), so that a write is not sent to a leader gone silent.
+	leaderHeard atomic.Int64
+	leadID      atomic.Uint64 // the leader's raft ID, for Receive
+
+	// wmu guards written, which the apply goroutine changes and the
+	// server reads when a write arrives.
+	wmu     sync.Mutex
+	written *written
+
+	// The apply goroutine's queue: guarded by qmu.
+	qmu   sync.Mutex
+	queue []applyItem
+	qwake chan struct{}
+	// The apply goroutine owns these.
+	applyConf *pb.ConfState
+	lastSnap  uint64
+	nextSnap  uint64 // when the next snapshot is due
+	confSnap  bool   // a configuration change was applied since the last snapshot
+
+	stopc chan struct{}
+	wg    sync.WaitGroup
+}
+
+type proposal struct {
+	opID [16]byte
+	data []byte
+}
+
+type heardHello struct {
+	hello
+	at time.Time
+}
+
+// soloName names a server outside any cluster in its group.
+const soloName = "local"
+
+// New creates the group and starts its goroutines.
+func New(cfg Config) *Group {
+	solo := cfg.Node == ""
+	if solo {
+		cfg.Node = soloName
+		cfg.Voters = []string{soloName}
+	}
+	g := &Group{
+		cfg:       cfg,
+		id:        newID(cfg.Node),
+		storage:   raft.NewMemoryStorage(),
+		log:       cfg.Logger.With("service", cfg.Service),
+		conf:      &pb.ConfState{},
+		heard:     make(map[string]heardHello),
+		evWake:    make(chan struct{}, 1),
+		asm:       make(map[string]*assembly),
+		names:     make(map[uint64]string),
+		reads:     make(map[uint64]chan uint64),
+		appliedCh: make(chan struct{}),
+		servingCh: make(chan struct{}),
+		written:   newWritten(cfg.RememberWrites),
+		qwake:     make(chan struct{}, 1),
+		applyConf: &pb.ConfState{},
+		stopc:     make(chan struct{}),
+	}
+	g.nextSnap = snapshotInterval(cfg.SnapshotEvery)
+	g.names[g.id] = cfg.Node
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID:                        g.id,
+		ElectionTick:              cfg.ElectionTicks,
+		HeartbeatTick:             cfg.HeartbeatTicks,
+		Storage:                   g.storage,
+		MaxSizePerMsg:             1 << 20,
+		MaxInflightMsgs:           256,
+		MaxUncommittedEntriesSize: 1 << 30,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		StepDownOnRemoval:         true,
+		Logger:                    raftLogger{l: cfg.Logger, attrs: []any{"service", cfg.Service}},
+	})
+	if err != nil {
+		// Only a broken configuration fails here, which New's caller
+		// builds: a bug, not an input.
+		panic(fmt.Sprintf("ffgen: raft: %v", err))
+	}
+	g.rn = rn
+	g.notReadySince = time.Now()
+	g.st = Status{Service: cfg.Service, ID: g.id}
+	g.wg.Add(3)
+	go g.run()
+	go g.applyLoop()
+	go g.eventLoop()
+	return g
+}
+
+// newID makes a raft ID for this process: the name's hash mixed with
+// randomness, so that a node restarted empty is a new member and can never
+// vote with a promise its earlier self made.
+func newID(name string) uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	for {
+		id := xxhash.Sum64String(name) ^ binary.LittleEndian.Uint64(b[:])
+		if id != 0 {
+			return id
+		}
+		rand.Read(b[:])
+	}
+}
+
+// Stop ends the group's goroutines. Waiting reads end with ErrStopped.
+func (g *Group) Stop() {
+	select {
+	case <-g.stopc:
+		return
+	default:
+		close(g.stopc)
+	}
+	g.wg.Wait()
+	g.mu.Lock()
+	for k, ch := range g.reads {
+		close(ch)
+		delete(g.reads, k)
+	}
+	g.mu.Unlock()
+}
+
+// do runs f with raft at hand (raftMu held), on this goroutine or the
+// one holding raftMu.
+func (g *Group) do(f func()) {
+	g.inMu.Lock()
+	g.inCtl = append(g.inCtl, f)
+	g.inMu.Unlock()
+	g.kick()
+}
+
+// Propose hands a write to raft. Only the leader takes it; on any other
+// node, or if raft drops it, the Host hears of it through Dropped.
+func (g *Group) Propose(cmd *Command) {
+	g.inMu.Lock()
+	g.inProps = append(g.inProps, proposal{opID: cmd.OpID, data: cmd.Marshal(nil)})
+	g.inMu.Unlock()
+	g.kick()
+}
+
+// Campaign makes this node stand for election at once, when a client
+// failed over to it. PreVote and CheckQuorum keep it from deposing a
+// leader the voters still hear from.
+//
+// It keeps standing, every tick, for an election timeout: a vote the
+// voters refuse while the old leader's lease runs is asked for again as
+// soon as it runs out, rather than after a randomized timeout of its own.
+func (g *Group) Campaign() {
+	g.do(func() {
+		g.campaignUntil = time.Now().Add(2 * time.Duration(g.cfg.ElectionTicks) * g.cfg.Tick)
+		g.campaign()
+	})
+}
+
+// recampaignTicks is how long a candidacy the client asked for may go
+// unanswered before it starts over in a newer term: a split vote with a
+// follower whose own timer fired at the same moment would otherwise wait
+// out a randomized election timeout.
+const recampaignTicks = 3
+
+// campaign stands for election if this node may, and is not a candidate
+// already (unless its candidacy stalled). Called with raftMu held.
+func (g *Group) campaign() {
+	if g.leading || !g.isVoter(g.id) || g.cfg.TieBreaker {
+		return
+	}
+	switch g.rn.BasicStatus().RaftState {
+	case raft.StateFollower:
+	case raft.StateCandidate, raft.StatePreCandidate:
+		if g.ticks-g.campaignedAt < recampaignTicks {
+			return
+		}
+	default:
+		return
+	}
+	g.campaignedAt = g.ticks
+	g.rn.Campaign()
+}
+
+// Recorded returns the result of a write that has been applied here, by
+// operation ID.
+func (g *Group) Recorded(opID [16]byte) (transport.Result, bool) {
+	g.wmu.Lock()
+	r, ok := g.written.get(opID)
+	g.wmu.Unlock()
+	return r.result, ok
+}
+
+// LeaderSilent reports whether the leader this node knows, another node,
+// has sent nothing for longer than a few of its heartbeats: it may be
+// frozen or cut off, and a write is better not sent there.
+func (g *Group) LeaderSilent() bool {
+	heard := g.leaderHeard.Load()
+	return heard != 0 && time.Since(time.Unix(0, heard)) > time.Duration(3*g.cfg.HeartbeatTicks)*g.cfg.Tick
+}
+
+// Leader returns the leader's name as this node knows it, and whether
+// this node leads.
+func (g *Group) Leader() (string, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.st.Leader, g.st.Leading
+}
+
+// ReadIndex returns an index such that a read served once Applied has
+// reached it sees every write committed before the call (raft's
+// ReadIndex: the leader confirms with a heartbeat round that it still
+// leads). It waits until ctx ends without a leader.
+func (g *Group) ReadIndex(ctx context.Context) (uint64, error) {
+	g.mu.Lock()
+	g.readSeq++
+	seq := g.readSeq
+	ch := make(chan uint64, 1)
+	g.reads[seq] = ch
+	g.mu.Unlock()
+	var rctx [8]byte
+	binary.BigEndian.PutUint64(rctx[:], seq)
+	g.do(func() { g.rn.ReadIndex(rctx[:]) })
+	select {
+	case idx, ok := <-ch:
+		if !ok {
+			return 0, ErrStopped
+		}
+		return idx, nil
+	case <-ctx.Done():
+		g.mu.Lock()
+		delete(g.reads, seq)
+		g.mu.Unlock()
+		return 0, ctx.Err()
+	}
+}
+
+// WaitApplied waits until this node has applied index.
+func (g *Group) WaitApplied(ctx context.Context, index uint64) error {
+	for {
+		if g.applied.Load() >= index {
+			return nil
+		}
+		g.mu.Lock()
+		ch, err := g.appliedCh, g.stopErr
+		g.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if g.applied.Load() >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.stopc:
+			return ErrStopped
+		}
+	}
+}
+
+// Applied is the index of the last entry applied here.
+func (g *Group) Applied() uint64 { return g.applied.Load() }
+
+// Drain makes the node refuse what it can no longer vouch for: it is
+// shutting down.
+func (g *Group) Drain() {
+	g.mu.Lock()
+	g.draining = true
+	g.setServingLocked(false)
+	g.mu.Unlock()
+}
+
+// setServingLocked publishes whether the node serves, waking those who
+// wait for it to change. Called with mu held.
+func (g *Group) setServingLocked(on bool) {
+	if g.serving.Load() == on {
+		return
+	}
+	g.serving.Store(on)
+	close(g.servingCh)
+	g.servingCh = make(chan struct{})
+}
+
+// MayServeSoon reports whether a node that does not serve lacks only a
+// leader, or a few entries: a voter that has not stopped and is not
+// draining. What arrives meanwhile may wait for it.
+func (g *Group) MayServeSoon() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stopErr == nil && !g.draining && g.st.Role == "voter"
+}
+
+// WaitServing waits until the node serves the service.
+func (g *Group) WaitServing(ctx context.Context) error {
+	for {
+		if g.serving.Load() {
+			return nil
+		}
+		g.mu.Lock()
+		ch := g.servingCh
+		g.mu.Unlock()
+		if g.serving.Load() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.stopc:
+			return ErrStopped
+		}
+	}
+}
+
+// Serving reports whether the node serves the service (Ready, cached).
+func (g *Group) Serving() bool { return g.serving.Load() }
+
+// Stopped reports whether apply stopped at a write it cannot apply.
+func (g *Group) Stopped() bool { return g.stopped() }
+
+// CanLead reports whether this node may become the leader: a voter that
+// is not a tie-breaker.
+func (g *Group) CanLead() bool { return g.canLead.Load() }
+
+// Receive takes a Replica frame from a peer. body is copied where kept.
+func (g *Group) Receive(from string, kind uint8, body []byte) error {
+	switch kind {
+	case KindRaft:
+		return g.receiveRaft(body)
+	case KindChunk:
+		var c chunk
+		if err := c.unmarshal(body); err != nil {
+			return err
+		}
+		g.asmMu.Lock()
+		a := g.asm[from]
+		if a == nil {
+			a = &assembly{}
+			g.asm[from] = a
+		}
+		whole, err := a.add(&c, g.cfg.MaxMessageBytes)
+		g.asmMu.Unlock()
+		if err != nil || whole == nil {
+			return err
+		}
+		return g.receiveRaft(whole)
+	case KindHello:
+		var h hello
+		if err := h.unmarshal(body); err != nil {
+			return err
+		}
+		if h.name != from {
+			return fmt.Errorf("hello from %s names %s", from, h.name)
+		}
+		g.do(func() { g.onHello(h) })
+		return nil
+	}
+	return fmt.Errorf("unknown replication message kind %d", kind)
+}
+
+func (g *Group) receiveRaft(body []byte) error {
+	m := new(pb.Message)
+	if err := unmarshalMessage(body, m); err != nil {
+		return err
+	}
+	if m.GetTo() != g.id {
+		// For an earlier incarnation of this node: raft must not take
+		// it as its own.
+		return nil
+	}
+	if from := m.GetFrom(); from != 0 && from == g.leadID.Load() {
+		g.leaderHeard.Store(time.Now().UnixNano())
+	}
+	g.inMu.Lock()
+	g.inMsgs = append(g.inMsgs, m)
+	g.inMu.Unlock()
+	g.kick()
+	return nil
+}

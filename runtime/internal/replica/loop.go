@@ -1,0 +1,340 @@
+package replica
+
+import (
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// chunkBytes is the largest raft message sent in one frame; larger ones (a
+// snapshot) go in parts of this size.
+const chunkBytes = 1 << 20
+
+func unmarshalMessage(b []byte, m *pb.Message) error { return proto.Unmarshal(b, m) }
+
+// Raft runs on whichever goroutine has something for it: the one that
+// proposes a write, the transport's reader that brings a peer's message,
+// the ticker. Whoever holds raftMu steps what the inbox holds and handles
+// every Ready as etcd's server does (persist, send, hand the committed
+// entries to the apply goroutine, advance), and takes what arrived
+// meanwhile before it lets go. A write thus reaches raft and its appends
+// reach the followers without a goroutine hand-off, and a busy group still
+// batches many writes into one Ready. What the server must hear of (a new
+// leader, a proposal raft dropped) goes through the event goroutine, so
+// that raft never waits on the server's lock.
+
+// run ticks raft.
+func (g *Group) run() {
+	defer g.wg.Done()
+	t := time.NewTicker(g.cfg.Tick)
+	defer t.Stop()
+	g.raftMu.Lock()
+	g.alone()
+	g.raftMu.Unlock()
+	for {
+		select {
+		case <-g.stopc:
+			return
+		case <-t.C:
+			g.raftMu.Lock()
+			g.rn.Tick()
+			g.tick()
+			g.process()
+			g.raftMu.Unlock()
+			g.kick()
+		}
+	}
+}
+
+// kick processes the inbox on this goroutine, unless another goroutine
+// holds raftMu: that one finds what was added before it lets go (it looks
+// again after unlocking).
+func (g *Group) kick() {
+	for g.inboxed() {
+		select {
+		case <-g.stopc:
+			return
+		default:
+		}
+		if !g.raftMu.TryLock() {
+			return
+		}
+		g.process()
+		g.raftMu.Unlock()
+	}
+}
+
+func (g *Group) inboxed() bool {
+	g.inMu.Lock()
+	defer g.inMu.Unlock()
+	return len(g.inMsgs)+len(g.inProps)+len(g.inCtl) > 0
+}
+
+// process steps the inbox and handles the Readys. Called with raftMu held.
+func (g *Group) process() {
+	g.drainInbox()
+	g.handleReady()
+}
+
+// emit hands the server an event, in order, on the event goroutine.
+func (g *Group) emit(f func()) {
+	g.evMu.Lock()
+	g.events = append(g.events, f)
+	g.evMu.Unlock()
+	select {
+	case g.evWake <- struct{}{}:
+	default:
+	}
+}
+
+func (g *Group) eventLoop() {
+	defer g.wg.Done()
+	for {
+		g.evMu.Lock()
+		evs := g.events
+		g.events = nil
+		g.evMu.Unlock()
+		for _, f := range evs {
+			f()
+		}
+		if len(evs) > 0 {
+			continue
+		}
+		select {
+		case <-g.stopc:
+			return
+		case <-g.evWake:
+		}
+	}
+}
+
+func (g *Group) drainInbox() {
+	g.inMu.Lock()
+	msgs, props, ctl := g.inMsgs, g.inProps, g.inCtl
+	g.inMsgs, g.inProps, g.inCtl = nil, nil, nil
+	g.inMu.Unlock()
+	for _, m := range msgs {
+		// An error is a message raft does not take (from an unknown
+		// term's proposal forwarding, a local message type): nothing to
+		// do about it but drop it.
+		g.rn.Step(m)
+	}
+	for _, f := range ctl {
+		f()
+	}
+	for _, p := range props {
+		why := "not the leader"
+		if g.leading {
+			err := g.rn.Propose(p.data)
+			if err == nil {
+				continue
+			}
+			why = err.Error()
+		}
+		g.emit(func() { g.cfg.Host.Dropped(p.opID, why) })
+	}
+}
+
+func (g *Group) handleReady() {
+	for g.rn.HasReady() {
+		rd := g.rn.Ready()
+		if rd.SoftState != nil {
+			g.softState(rd.SoftState)
+		}
+		var item applyItem
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			if err := g.storage.ApplySnapshot(rd.Snapshot); err == nil {
+				item.snap = rd.Snapshot
+				g.conf = rd.Snapshot.GetMetadata().GetConfState()
+				g.updateMembers()
+			}
+		}
+		if len(rd.Entries) > 0 {
+			g.storage.Append(rd.Entries)
+		}
+		if !raft.IsEmptyHardState(rd.HardState) {
+			g.storage.SetHardState(rd.HardState)
+		}
+		// Only now, with what they vouch for stored, do the messages go.
+		g.send(rd.Messages)
+		for _, rs := range rd.ReadStates {
+			g.readDone(rs)
+		}
+		for _, e := range rd.CommittedEntries {
+			if cs := g.confChange(e); cs != nil {
+				item.confs = append(item.confs, confAt{index: e.GetIndex(), cs: cs})
+			}
+		}
+		item.entries = rd.CommittedEntries
+		if item.snap != nil || len(item.entries) > 0 {
+			g.enqueue(item)
+		}
+		g.rn.Advance(rd)
+	}
+	g.refreshStatus()
+}
+
+// softState follows a change of leader or role.
+func (g *Group) softState(ss *raft.SoftState) {
+	leading := ss.RaftState == raft.StateLeader
+	if ss.Lead == g.lead && leading == g.leading {
+		return
+	}
+	g.lead, g.leading = ss.Lead, leading
+	g.leadID.Store(ss.Lead)
+	if !leading {
+		g.leaderHeard.Store(time.Now().UnixNano()) // a new leader starts heard
+	}
+	name := g.nameOf(ss.Lead)
+	if leading {
+		g.log.Info("ffgen: leading the replicated service", "term", g.rn.BasicStatus().HardState.GetTerm())
+	}
+	g.mu.Lock()
+	g.st.Leader, g.st.Leading = name, leading
+	g.mu.Unlock()
+	g.emit(func() { g.cfg.Host.LeaderChanged(name, leading) })
+	if leading && g.cfg.TieBreaker {
+		g.handOver()
+	}
+}
+
+// send sends raft's messages. One that cannot go is lost, as raft allows:
+// it sends again.
+func (g *Group) send(msgs []*pb.Message) {
+	for _, m := range msgs {
+		to := m.GetTo()
+		name := g.nameOf(to)
+		snap := m.GetType() == pb.MessageType_MsgSnap
+		if name == "" {
+			g.rn.ReportUnreachable(to)
+			if snap {
+				g.rn.ReportSnapshot(to, raft.SnapshotFailure)
+			}
+			continue
+		}
+		b, err := proto.Marshal(m)
+		if err == nil {
+			err = g.sendBytes(name, b)
+		}
+		if err != nil {
+			g.rn.ReportUnreachable(to)
+		}
+		if snap {
+			status := raft.SnapshotFinish
+			if err != nil {
+				status = raft.SnapshotFailure
+				g.log.Warn("ffgen: could not send a snapshot", "peer", name, "err", err)
+			} else {
+				g.log.Info("ffgen: sent a snapshot", "peer", name, "index", m.GetSnapshot().GetMetadata().GetIndex(), "bytes", len(b))
+			}
+			g.rn.ReportSnapshot(to, status)
+		}
+	}
+}
+
+// sendBytes sends an encoded raft message, in parts if it is large.
+func (g *Group) sendBytes(to string, b []byte) error {
+	if len(b) <= chunkBytes {
+		return g.cfg.Host.Send(to, KindRaft, b)
+	}
+	g.chunkSeq++
+	total := uint32((len(b) + chunkBytes - 1) / chunkBytes)
+	for i := uint32(0); i < total; i++ {
+		part := b[int(i)*chunkBytes : min(len(b), int(i+1)*chunkBytes)]
+		c := chunk{msg: g.chunkSeq, seq: i, total: total, data: part}
+		if err := g.cfg.Host.Send(to, KindChunk, c.marshal()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readDone answers the ReadIndex request a ReadState is for.
+func (g *Group) readDone(rs raft.ReadState) {
+	if len(rs.RequestCtx) != 8 {
+		return
+	}
+	seq := uint64(0)
+	for _, c := range rs.RequestCtx {
+		seq = seq<<8 | uint64(c)
+	}
+	g.mu.Lock()
+	ch := g.reads[seq]
+	delete(g.reads, seq)
+	g.mu.Unlock()
+	if ch != nil {
+		ch <- rs.Index
+	}
+}
+
+// confChange applies a committed configuration change to raft, returning
+// the configuration it makes, or nil for any other entry.
+func (g *Group) confChange(e *pb.Entry) *pb.ConfState {
+	var cc pb.ConfChangeI
+	switch e.GetType() {
+	case pb.EntryType_EntryConfChange:
+		c := new(pb.ConfChange)
+		if err := proto.Unmarshal(e.GetData(), c); err != nil {
+			g.log.Error("ffgen: a configuration change does not decode", "index", e.GetIndex(), "err", err)
+			return nil
+		}
+		if len(c.GetContext()) > 0 && c.GetType() != pb.ConfChangeType_ConfChangeRemoveNode {
+			g.setName(c.GetNodeId(), string(c.GetContext()))
+		}
+		cc = c
+	case pb.EntryType_EntryConfChangeV2:
+		c := new(pb.ConfChangeV2)
+		if err := proto.Unmarshal(e.GetData(), c); err != nil {
+			g.log.Error("ffgen: a configuration change does not decode", "index", e.GetIndex(), "err", err)
+			return nil
+		}
+		cc = c
+	default:
+		return nil
+	}
+	g.conf = g.rn.ApplyConfChange(cc)
+	g.confBusy = time.Time{}
+	g.updateMembers()
+	return g.conf
+}
+
+func (g *Group) nameOf(id uint64) string {
+	if id == 0 {
+		return ""
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.names[id]
+}
+
+func (g *Group) setName(id uint64, name string) {
+	g.mu.Lock()
+	g.names[id] = name
+	g.mu.Unlock()
+}
+
+func (g *Group) isVoter(id uint64) bool {
+	for _, v := range g.conf.GetVoters() {
+		if v == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *Group) isLearner(id uint64) bool {
+	for _, v := range g.conf.GetLearners() {
+		if v == id {
+			return true
+		}
+	}
+	return false
+}
+
+// member reports whether the group has formed here: this node knows a
+// configuration.
+func (g *Group) member() bool {
+	return len(g.conf.GetVoters()) > 0 || len(g.conf.GetLearners()) > 0
+}

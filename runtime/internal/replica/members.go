@@ -1,0 +1,340 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/protobuf/proto"
+)
+
+// How the group forms and changes. The voters are configuration, never
+// liveness: they change only through raft's configuration changes.
+//
+//   - Forming: when a cluster starts for the first time, each node listed
+//     in Config.Voters says hello to its peers; once a node has heard from
+//     every listed voter and none of them belongs to a formed group, it
+//     bootstraps with exactly those nodes as voters. All of them arrive at
+//     the same configuration, since each node's raft ID is its own.
+//   - Joining: a node that finds a formed group (a hello from a member)
+//     keeps saying hello; the leader adds it as a learner, and promotes it
+//     to voter once it has caught up. A node restarted empty is a new
+//     member (a new raft ID): the leader removes its earlier self first.
+//   - Leaving: a graceful stop hands leadership over and removes the node
+//     (Leave); an operator may remove a dead node (Remove).
+
+// helloEvery is how often a node that has not joined says hello, and how
+// often the leader looks at who wants to join.
+const helloEvery = 250 * time.Millisecond
+
+// helloFresh is how long a hello counts.
+const helloFresh = 3 * time.Second
+
+// confTimeout is how long a configuration change may take before the
+// leader tries again.
+const confTimeout = 5 * time.Second
+
+// alone bootstraps a node that needs nobody: outside any cluster, or the
+// only voter listed.
+func (g *Group) alone() {
+	if len(g.cfg.Voters) == 1 && g.cfg.Voters[0] == g.cfg.Node {
+		g.bootstrap([]raft.Peer{{ID: g.id, Context: []byte(g.cfg.Node)}})
+		// raft campaigns only once the configuration is applied.
+		g.handleReady()
+		g.rn.Campaign()
+		g.handleReady()
+	}
+}
+
+func (g *Group) every(d time.Duration) bool {
+	n := max(1, int(d/g.cfg.Tick))
+	return g.ticks%n == 0
+}
+
+// tick does what time drives besides raft's own timers.
+func (g *Group) tick() {
+	g.ticks++
+	if !g.campaignUntil.IsZero() {
+		if g.leading || time.Now().After(g.campaignUntil) {
+			g.campaignUntil = time.Time{}
+		} else {
+			g.campaign()
+		}
+	}
+	if !g.every(helloEvery) {
+		return
+	}
+	if !g.member() {
+		if !g.left {
+			g.sayHello("")
+			g.tryBootstrap()
+		}
+		return
+	}
+	if g.leading {
+		g.manageMembers()
+	}
+}
+
+func (g *Group) helloMsg() hello {
+	return hello{name: g.cfg.Node, id: g.id, member: g.member()}
+}
+
+// sayHello sends this node's hello to one peer, or to every peer.
+func (g *Group) sayHello(to string) {
+	h := g.helloMsg()
+	b := h.marshal()
+	if to != "" {
+		g.cfg.Host.Send(to, KindHello, b)
+		return
+	}
+	for _, p := range g.cfg.Host.Peers() {
+		g.cfg.Host.Send(p, KindHello, b)
+	}
+}
+
+func (g *Group) onHello(h hello) {
+	g.heard[h.name] = heardHello{hello: h, at: time.Now()}
+	g.mu.Lock()
+	if g.names[h.id] == "" {
+		g.names[h.id] = h.name
+	}
+	g.mu.Unlock()
+	if g.member() && !h.member {
+		// Tell a node that has not joined that the group exists.
+		g.sayHello(h.name)
+		if g.leading {
+			g.manageMembers()
+		}
+	}
+	if !g.member() {
+		g.tryBootstrap()
+	}
+}
+
+// tryBootstrap forms the group once every listed voter is known and none
+// belongs to a formed group.
+func (g *Group) tryBootstrap() {
+	if g.member() || !slices.Contains(g.cfg.Voters, g.cfg.Node) {
+		return
+	}
+	if last, _ := g.storage.LastIndex(); last > 0 {
+		return // a leader has reached this node: it joins that group
+	}
+	now := time.Now()
+	for _, h := range g.heard {
+		if h.member && now.Sub(h.at) < helloFresh {
+			return
+		}
+	}
+	peers := []raft.Peer{{ID: g.id, Context: []byte(g.cfg.Node)}}
+	for _, v := range g.cfg.Voters {
+		if v == g.cfg.Node {
+			continue
+		}
+		h, ok := g.heard[v]
+		if !ok || now.Sub(h.at) >= helloFresh {
+			return
+		}
+		peers = append(peers, raft.Peer{ID: h.id, Context: []byte(v)})
+	}
+	g.log.Info("ffgen: forming the replicated group", "voters", g.cfg.Voters)
+	g.bootstrap(peers)
+}
+
+func (g *Group) bootstrap(peers []raft.Peer) {
+	if err := g.rn.Bootstrap(peers); err != nil {
+		g.log.Error("ffgen: could not form the replicated group", "err", err)
+	}
+}
+
+// manageMembers runs on the leader: it adds the nodes that asked to join
+// as learners (removing a node's earlier self first), promotes caught-up
+// learners, and hands leadership over if this node only breaks ties. One
+// change at a time, as raft requires.
+func (g *Group) manageMembers() {
+	if g.cfg.TieBreaker {
+		g.handOver()
+	}
+	if !g.confBusy.IsZero() && time.Since(g.confBusy) < confTimeout {
+		return
+	}
+	now := time.Now()
+	names := g.confNames()
+	for name, h := range g.heard {
+		if h.member || now.Sub(h.at) >= helloFresh || g.isVoter(h.id) || g.isLearner(h.id) {
+			continue
+		}
+		if old, ok := names[name]; ok && old != h.id {
+			g.log.Info("ffgen: removing a node's earlier self", "node", name)
+			g.proposeConf(pb.ConfChangeType_ConfChangeRemoveNode, old, name)
+			return
+		}
+		g.log.Info("ffgen: adding a node as a learner", "node", name)
+		g.proposeConf(pb.ConfChangeType_ConfChangeAddLearnerNode, h.id, name)
+		return
+	}
+	st := g.rn.BasicStatus()
+	commit := st.HardState.GetCommit()
+	var promote uint64
+	g.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if pr.IsLearner && pr.Match >= commit && promote == 0 {
+			promote = id
+		}
+	})
+	if promote != 0 {
+		name := g.nameOf(promote)
+		g.log.Info("ffgen: promoting a caught-up learner to voter", "node", name)
+		g.proposeConf(pb.ConfChangeType_ConfChangeAddNode, promote, name)
+	}
+}
+
+func (g *Group) proposeConf(t pb.ConfChangeType, id uint64, name string) error {
+	cc := &pb.ConfChange{Type: t.Enum(), NodeId: proto.Uint64(id), Context: []byte(name)}
+	if err := g.rn.ProposeConfChange(cc); err != nil {
+		return err
+	}
+	g.confBusy = time.Now()
+	return nil
+}
+
+// confNames maps the configuration's members' names to their IDs.
+func (g *Group) confNames() map[string]uint64 {
+	out := make(map[string]uint64)
+	for _, id := range append(slices.Clone(g.conf.GetVoters()), g.conf.GetLearners()...) {
+		if n := g.nameOf(id); n != "" {
+			out[n] = id
+		}
+	}
+	return out
+}
+
+// handOver passes leadership to the voter furthest along: a tie-breaker
+// votes but does not lead.
+func (g *Group) handOver() {
+	var best uint64
+	var bestMatch uint64
+	g.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id != g.id && !pr.IsLearner && (best == 0 || pr.Match > bestMatch) {
+			best, bestMatch = id, pr.Match
+		}
+	})
+	if best != 0 {
+		g.rn.TransferLeader(best)
+	}
+}
+
+// updateMembers publishes the configuration in the status. Called on the
+// raftMu held after the configuration changed.
+func (g *Group) updateMembers() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.st.Voters = g.st.Voters[:0]
+	for _, id := range g.conf.GetVoters() {
+		g.st.Voters = append(g.st.Voters, g.names[id])
+	}
+	g.st.Learners = g.st.Learners[:0]
+	for _, id := range g.conf.GetLearners() {
+		g.st.Learners = append(g.st.Learners, g.names[id])
+	}
+	slices.Sort(g.st.Voters)
+	slices.Sort(g.st.Learners)
+}
+
+// Leave takes this node out of the group before it stops: it hands
+// leadership over, then asks for its removal, and waits until ctx ends
+// for the removal to apply. A node that rejoins later is a new member.
+func (g *Group) Leave(ctx context.Context) error {
+	for {
+		_, leading := g.Leader()
+		if !leading {
+			break
+		}
+		if st := g.Status(); len(st.Voters) <= 1 {
+			return nil // the last voter stays: nobody to hand over to
+		}
+		g.do(g.handOver)
+		if err := g.sleep(ctx, 4*g.cfg.Tick); err != nil {
+			return fmt.Errorf("hand leadership over: %w", err)
+		}
+	}
+	for {
+		done := make(chan bool, 1)
+		g.do(func() {
+			in := g.isVoter(g.id) || g.isLearner(g.id)
+			// The last voter stays: a group with none cannot exist (and
+			// raft refuses it), and it holds the state alone.
+			last := g.isVoter(g.id) && len(g.conf.GetVoters()) == 1
+			if last {
+				in = false
+			}
+			if in && g.lead != 0 {
+				cc := &pb.ConfChange{Type: pb.ConfChangeType_ConfChangeRemoveNode.Enum(), NodeId: proto.Uint64(g.id), Context: []byte(g.cfg.Node)}
+				g.rn.ProposeConfChange(cc)
+			}
+			done <- in
+		})
+		select {
+		case in := <-done:
+			if !in {
+				g.do(func() { g.left = true }) // no hello asks to be added again
+				return nil
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.stopc:
+			return ErrStopped
+		}
+		if err := g.sleep(ctx, 10*g.cfg.Tick); err != nil {
+			return fmt.Errorf("leave the group: %w", err)
+		}
+	}
+}
+
+func (g *Group) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-g.stopc:
+		return ErrStopped
+	}
+}
+
+// Remove takes a node out of the group: an operator's decision that it is
+// gone for good. Only the leader can.
+func (g *Group) Remove(ctx context.Context, node string) error {
+	errc := make(chan error, 1)
+	g.do(func() {
+		if !g.leading {
+			errc <- fmt.Errorf("%w: ask %s", ErrNotLeader, g.nameOf(g.lead))
+			return
+		}
+		id, ok := g.confNames()[node]
+		if !ok {
+			errc <- fmt.Errorf("%s is not a member of the group", node)
+			return
+		}
+		if id == g.id {
+			errc <- errors.New("the leader cannot remove itself: let it leave")
+			return
+		}
+		errc <- g.proposeConf(pb.ConfChangeType_ConfChangeRemoveNode, id, node)
+	})
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-g.stopc:
+		return ErrStopped
+	}
+}

@@ -1,0 +1,130 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Status is how the group stands on this node.
+type Status struct {
+	Service string
+	ID      uint64
+	// Role is "voter", "learner" or "" (not in the group yet, or removed).
+	Role     string
+	Leader   string
+	Leading  bool
+	Term     uint64
+	Commit   uint64
+	Applied  uint64
+	LogFirst uint64 // the oldest entry still in the log here
+	LogLast  uint64
+	// SnapshotIndex is the index of the newest snapshot here, taken or
+	// installed.
+	SnapshotIndex      uint64
+	SnapshotsInstalled uint64
+	Voters, Learners   []string
+	// NotReady says why the node does not serve the service, empty when
+	// it does.
+	NotReady      string
+	NotReadySince time.Time
+	// Stopped is set when apply stopped at an entry it could not apply.
+	Stopped bool
+}
+
+// maxApplyLag is how far apply may trail the commit index before the node
+// stops serving reads: beyond it, it is catching up.
+const maxApplyLag = 1000
+
+// refreshStatus publishes raft's state. Called with raftMu held.
+func (g *Group) refreshStatus() {
+	st := g.rn.BasicStatus()
+	first, _ := g.storage.FirstIndex()
+	last, _ := g.storage.LastIndex()
+	role := ""
+	switch {
+	case g.isVoter(g.id):
+		role = "voter"
+	case g.isLearner(g.id):
+		role = "learner"
+	}
+	g.canLead.Store(role == "voter" && !g.cfg.TieBreaker)
+	// A follower may hear from a leader before it knows the leader's name
+	// (the configuration that names it comes in the same append): it is
+	// published once known.
+	if g.lead != 0 && !g.leading {
+		if name := g.nameOf(g.lead); name != "" && name != g.publishedLeader() {
+			g.mu.Lock()
+			g.st.Leader = name
+			g.mu.Unlock()
+			g.emit(func() { g.cfg.Host.LeaderChanged(name, false) })
+		}
+	}
+	g.mu.Lock()
+	g.st.Term = st.HardState.GetTerm()
+	g.st.Commit = st.HardState.GetCommit()
+	g.st.LogFirst, g.st.LogLast = first, last
+	g.st.Role = role
+	cur := g.st
+	cur.Applied = g.applied.Load()
+	g.setServingLocked(g.notReadyLocked(&cur) == nil)
+	g.mu.Unlock()
+}
+
+// publishedLeader is the leader's name as Status reports it.
+func (g *Group) publishedLeader() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.st.Leader
+}
+
+// Status reports the group's state on this node.
+func (g *Group) Status() Status {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st := g.st
+	st.Voters = append([]string(nil), st.Voters...)
+	st.Learners = append([]string(nil), st.Learners...)
+	st.Applied = g.applied.Load()
+	st.Stopped = g.stopErr != nil
+	if err := g.notReadyLocked(&st); err != nil {
+		if g.notReadySince.IsZero() {
+			g.notReadySince = time.Now()
+		}
+		st.NotReady, st.NotReadySince = err.Error(), g.notReadySince
+	} else {
+		g.notReadySince = time.Time{}
+	}
+	return st
+}
+
+// Ready returns why this node does not serve the service, nil when it
+// does: it is a voter that knows a leader and has applied about what is
+// committed, it has not stopped applying, and it is not draining.
+func (g *Group) Ready() error {
+	st := g.Status()
+	if st.NotReady == "" {
+		return nil
+	}
+	return errors.New(st.NotReady)
+}
+
+func (g *Group) notReadyLocked(st *Status) error {
+	switch {
+	case g.stopErr != nil:
+		return g.stopErr
+	case g.draining:
+		return errors.New("draining: the node is shutting down")
+	case st.Role == "" && len(st.Voters) == 0:
+		return errors.New("joining: waiting for the group to form")
+	case st.Role == "":
+		return errors.New("joining: waiting for the leader to add this node")
+	case st.Role == "learner":
+		return fmt.Errorf("catching up as a learner: applied %d of %d", st.Applied, st.Commit)
+	case st.Leader == "":
+		return errors.New("no leader: this node cannot reach a quorum of the voters")
+	case st.Commit > st.Applied+maxApplyLag:
+		return fmt.Errorf("catching up: applied %d of %d", st.Applied, st.Commit)
+	}
+	return nil
+}

@@ -1,0 +1,642 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime/internal/replica"
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// The server's side of a replicated service's raft group: how a write is
+// taken (proposed on the leader, redirected to it, or held while this node
+// stands for election), how a committed write is applied through the
+// service's handler, and how reads are guarded.
+
+// Replication answers, in the Code of a Failover result. Those that say
+// nothing ran make the client report the attempt as refused.
+const (
+	codeCatchingUp = "ffgen.catching-up" // the node does not serve the service now; nothing ran
+	codeNotLeader  = "ffgen.not-leader"  // the write was not taken; nothing ran
+	codeNoRead     = "ffgen.read-unconfirmed"
+	// codeLeaderLost: leadership moved while the write waited for its
+	// commit. It may still commit: a retry with the same operation ID gets
+	// its result.
+	codeLeaderLost = "ffgen.leader-lost"
+)
+
+// refusedCode reports whether a Failover answer with code says that the
+// node ran nothing of the attempt.
+func refusedCode(code string) bool {
+	switch code {
+	case codeCatchingUp, codeNotLeader, codeNoRead, codeUnknownMethod:
+		return true
+	}
+	return false
+}
+
+// applyTimeout is a replicated write's attempt timeout when it is applied:
+// none. Every replica must apply every write with the same result, which a
+// timer that fires on one node and not on another would break.
+const applyTimeout = time.Duration(1<<63 - 1)
+
+// replicated is one replicated service on this server.
+type replicated struct {
+	s        *Server
+	name     string
+	reg      *registered
+	transfer StateTransfer
+	cfg      ReplicationConfig
+	g        *replica.Group
+	// parkFor is how long a write or a read waits for an election (at
+	// most its attempt's timeout): the old leader's lease, and a split
+	// vote or a candidate whose log is behind, which another candidate
+	// must follow after a randomized election timeout.
+	parkFor time.Duration
+
+	// Guarded by s.mu.
+	pending   map[[16]byte]*execution // proposed here, not applied yet
+	parked    []parkedWrite           // waiting for a leader
+	parkTimer *time.Timer
+}
+
+type parkedWrite struct {
+	e      *execution
+	until  time.Time
+	failed []string // the nodes the client failed at: not where to send it
+}
+
+// newReplicated starts the group of a service with a scatter method.
+// Called with s.mu held.
+func (s *Server) newReplicated(reg *registered) (*replicated, error) {
+	cfg := s.cfg.Replication.withDefaults(s.cfg.Settings)
+	if s.cfg.Node != "" && len(cfg.Voters) == 0 {
+		return nil, errNoVoters
+	}
+	r := &replicated{
+		s:       s,
+		name:    reg.desc.Name,
+		reg:     reg,
+		cfg:     cfg,
+		parkFor: 5 * cfg.ElectionTimeout,
+		pending: make(map[[16]byte]*execution),
+	}
+	r.transfer, _ = reg.impl.(StateTransfer)
+	snapEvery := uint64(cfg.SnapshotEvery)
+	if r.transfer == nil {
+		snapEvery = 0
+		s.cfg.Logger.Info("ffgen: replicated service without StateTransfer: every node keeps its whole log in memory, so that a joining node can replay it",
+			"service", r.name)
+	}
+	tick := max(cfg.ElectionTimeout/raftTicks, time.Millisecond)
+	r.g = replica.New(replica.Config{
+		Service:         r.name,
+		Node:            s.cfg.Node,
+		Voters:          cfg.Voters,
+		TieBreaker:      cfg.TieBreaker,
+		Tick:            tick,
+		ElectionTicks:   raftTicks,
+		HeartbeatTicks:  raftHeartbeatTicks,
+		SnapshotEvery:   snapEvery,
+		KeepEntries:     snapEvery / 2,
+		RememberWrites:  cfg.RememberWrites,
+		MaxMessageBytes: cfg.MaxSnapshotBytes,
+		Logger:          s.cfg.Logger,
+		Host:            (*replicaHost)(r),
+	})
+	return r, nil
+}
+
+// write takes a client's scatter attempt: e is its new execution, not
+// scheduled. It returns the answer when the attempt is not taken; when it
+// is (both nil), the caller registers e, which waits for its write to be
+// applied here. Called with s.mu held.
+func (r *replicated) write(e *execution, a *transport.Attempt) (*transport.Result, *transport.Redirect) {
+	if res, ok := r.g.Recorded(a.OpID); ok {
+		return &res, nil
+	}
+	if r.g.Stopped() || r.s.closed {
+		return r.notServing(), nil
+	}
+	leader, leading := r.g.Leader()
+	if leading {
+		r.propose(e)
+		return nil, nil
+	}
+	if leader != "" && !failedAt(a, leader) && !r.g.LeaderSilent() {
+		if m, ok := r.member(leader); ok {
+			if !r.routable(m) {
+				// A tie-breaker won an election: it hands leadership
+				// over at once; the write waits for that.
+				r.park(e, a)
+				return nil, nil
+			}
+			return nil, &transport.Redirect{Node: m.Name, Addr: m.Addr}
+		}
+	}
+	if !r.g.CanLead() {
+		return &transport.Result{Status: transport.StatusFailover, Code: codeNotLeader,
+			Message: "no leader is known here, and this node cannot lead (a learner or a tie-breaker)"}, nil
+	}
+	// The client failed over from the leader, the leader has gone silent,
+	// or no leader is known: stand for election now rather than after an
+	// election timeout.
+	r.g.Campaign()
+	r.park(e, a)
+	return nil, nil
+}
+
+func (r *replicated) notServing() *transport.Result {
+	why := "not serving"
+	if err := r.g.Ready(); err != nil {
+		why = err.Error()
+	}
+	if r.s.closed {
+		why = "the node is shutting down"
+	}
+	return &transport.Result{Status: transport.StatusFailover, Code: codeCatchingUp, Message: "replica " + why}
+}
+
+// failedAt reports whether an earlier attempt of a ended at node: the
+// client failed over from it.
+func failedAt(a *transport.Attempt, node string) bool {
+	for _, p := range a.History {
+		if p.Node == node {
+			return true
+		}
+	}
+	return false
+}
+
+// propose hands e's write to raft. Called with s.mu held.
+func (r *replicated) propose(e *execution) {
+	r.pending[e.info.OpID] = e
+	r.g.Propose(&replica.Command{
+		OpID:     e.info.OpID,
+		Method:   e.method.Name,
+		Entities: e.entities,
+		Payload:  e.payload,
+		MD:       pairsOf(e.info.md),
+	})
+}
+
+// park holds e until a leader is known, parkFor at most (or its attempt's
+// timeout, if shorter); the client sees its heartbeats meanwhile. Called
+// with s.mu held.
+func (r *replicated) park(e *execution, a *transport.Attempt) {
+	p := parkedWrite{e: e, until: time.Now().Add(min(r.parkFor, e.timeout))}
+	for _, h := range a.History {
+		p.failed = append(p.failed, h.Node)
+	}
+	r.parked = append(r.parked, p)
+	if r.parkTimer == nil {
+		r.parkTimer = time.AfterFunc(time.Until(p.until), r.parkExpired)
+	}
+}
+
+// parkExpired refuses the writes that waited too long for a leader.
+func (r *replicated) parkExpired() {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.parkTimer = nil
+	now := time.Now()
+	kept := r.parked[:0]
+	for _, p := range r.parked {
+		if now.Before(p.until) {
+			kept = append(kept, p)
+			continue
+		}
+		if p.e.state == stateArrived {
+			s.refuse(p.e, codeNotLeader, fmt.Sprintf("no leader was elected within %s", min(r.parkFor, p.e.timeout)))
+		}
+	}
+	clear(r.parked[len(kept):])
+	r.parked = kept
+	if len(kept) > 0 {
+		next := kept[0].until
+		for _, p := range kept {
+			if p.until.Before(next) {
+				next = p.until
+			}
+		}
+		r.parkTimer = time.AfterFunc(time.Until(next), r.parkExpired)
+	}
+}
+
+// unparked resolves the held writes once a leader is known. Called with
+// s.mu held.
+func (r *replicated) unpark(leader string, leading bool) {
+	if len(r.parked) == 0 || (leader == "" && !leading) {
+		return
+	}
+	parked := r.parked
+	r.parked = nil
+	m, known := r.member(leader)
+	for _, p := range parked {
+		e := p.e
+		if e.state != stateArrived {
+			continue
+		}
+		switch {
+		case leading:
+			if res, ok := r.g.Recorded(e.info.OpID); ok {
+				r.s.answer(e, &res)
+			} else {
+				r.propose(e)
+			}
+		case known && (!r.routable(m) || slices.Contains(p.failed, leader) || r.g.LeaderSilent()):
+			// Until the tie-breaker hands over, or another leader than
+			// the one the client failed at (a late message from it can
+			// make this node believe in it again) is elected.
+			r.parked = append(r.parked, p)
+		case known:
+			r.s.redirect(e, &transport.Redirect{Node: m.Name, Addr: m.Addr})
+		default:
+			r.s.refuse(e, codeNotLeader, "the leader "+leader+" is not a live member here")
+		}
+	}
+}
+
+// routable reports whether clients may be sent to m: it is in one of the
+// failure groups clients route to (a tie-breaker is not), when the server
+// knows them.
+func (r *replicated) routable(m Member) bool {
+	groups := r.s.cfg.Settings.Groups
+	return len(groups) == 0 || slices.Contains(groups, m.Group)
+}
+
+// member finds a live member by name. It takes no lock.
+func (r *replicated) member(name string) (Member, bool) {
+	m := r.s.membership()
+	if m == nil || name == "" {
+		return Member{}, false
+	}
+	for _, mb := range m.Members() {
+		if mb.Name == name {
+			return mb, true
+		}
+	}
+	return Member{}, false
+}
+
+// read guards a read of the replicated service. A node that does not
+// serve refuses it, unless it lacks only a leader (an election is under
+// way) or a few entries: then the read waits, as does a linearizable one
+// until the node has applied every write committed before it arrived. It
+// returns the refusal, or whether e waits (awaitRead) rather than being
+// scheduled now. Called with s.mu held.
+func (r *replicated) read(e *execution) (refusal *transport.Result, wait bool) {
+	if !r.g.Serving() {
+		if r.g.MayServeSoon() && !r.s.closed {
+			return nil, true
+		}
+		return r.notServing(), false
+	}
+	return nil, e.method.Linearizable
+}
+
+// awaitRead runs a held read once the node serves and, for a linearizable
+// read, once it has applied up to the leader's commit index as of its
+// arrival (raft's ReadIndex, which the leader confirms with a round of
+// heartbeats). e is registered and waits; it is refused (not executed)
+// if that takes longer than a write would wait for an election.
+func (r *replicated) awaitRead(e *execution) {
+	wait := min(r.parkFor, e.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	err := r.g.WaitServing(ctx)
+	for err == nil && e.method.Linearizable {
+		// raft drops a request that finds no leader: ask again.
+		tctx, tcancel := context.WithTimeout(ctx, r.cfg.ElectionTimeout)
+		var idx uint64
+		idx, err = r.g.ReadIndex(tctx)
+		tcancel()
+		if err == nil {
+			err = r.g.WaitApplied(ctx, idx)
+			break
+		}
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		} else {
+			err = nil
+		}
+	}
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.state != stateArrived {
+		return
+	}
+	if err != nil || !r.g.Serving() {
+		why := "this node could not confirm with a quorum of the voters that it holds every acknowledged write"
+		if errors.Is(err, context.DeadlineExceeded) {
+			why += fmt.Sprintf(" within %s", wait)
+		}
+		s.refuse(e, codeNoRead, why)
+		return
+	}
+	s.schedule(e)
+}
+
+// applying is a committed write being applied through its handler: its
+// outcome goes back to the apply goroutine.
+type applying struct {
+	done chan applyOutcome
+	err  error
+}
+
+type applyOutcome struct {
+	res transport.Result
+	err error
+}
+
+// settle makes r the write's deterministic outcome, the same on every
+// replica: a Failover a handler returned (a declared error with the
+// failover directive, or the method's default) is its result like any
+// other, as a Fail, since every node would answer the same. A panic, or a
+// handler stopped by a shutdown, did not apply the write: the apply
+// goroutine stops there. Called with s.mu held.
+func (ap *applying) settle(r *transport.Result) {
+	switch {
+	case r == nil:
+	case r.Status == transport.StatusFailover && r.Code == codePanic:
+		ap.err = errors.New(r.Message)
+	case r.Status == transport.StatusFailover && r.Code == codeTimeout:
+		// Only a closing server stops a replicated write's handler.
+		ap.err = fmt.Errorf("its handler was stopped as the node closed (%s): %w", r.Message, replica.ErrStopped)
+	case r.Status == transport.StatusFailover:
+		r.Status = transport.StatusFail
+	}
+	out := applyOutcome{err: ap.err}
+	if r != nil {
+		out.res = *r
+	}
+	ap.done <- out
+}
+
+// forwardedWrite is a replicated write's result when its handler forwarded.
+const forwardedWrite = "a replicated write cannot be forwarded (ForwardTo): it runs on every replica"
+
+// replicaHost is the Host a replicated service's raft group sees.
+type replicaHost replicated
+
+var _ replica.Host = (*replicaHost)(nil)
+
+// Apply runs a committed write through the service's handler, in the
+// entity queues like any operation on this node, and waits for it: the
+// apply goroutine applies one write at a time. The execution of the
+// attempt that proposed it, if it waits here, is the one that runs, so
+// that its caller gets the result.
+func (h *replicaHost) Apply(index uint64, cmd *replica.Command, recorded *transport.Result) (transport.Result, error) {
+	r := (*replicated)(h)
+	s := r.s
+	s.mu.Lock()
+	e := r.waiting(cmd.OpID)
+	if recorded != nil {
+		if e != nil {
+			s.answer(e, recorded)
+		}
+		s.mu.Unlock()
+		return *recorded, nil
+	}
+	if e == nil {
+		var err error
+		if e, err = s.applyExec(r, cmd); err != nil {
+			s.mu.Unlock()
+			return transport.Result{}, err
+		}
+	}
+	ap := &applying{done: make(chan applyOutcome, 1)}
+	e.apply = ap
+	e.timeout = applyTimeout
+	e.inline = true
+	s.schedule(e)
+	inline := e.inline && e.state == stateRunning
+	e.inline = false
+	s.mu.Unlock()
+	if inline {
+		e.run()
+	}
+	out := <-ap.done
+	return out.res, out.err
+}
+
+// waiting takes the execution that waits here for the write opID, if any:
+// proposed here, or held for a leader. Called with s.mu held.
+func (r *replicated) waiting(opID [16]byte) *execution {
+	if e := r.pending[opID]; e != nil {
+		delete(r.pending, opID)
+		if e.state == stateArrived {
+			return e
+		}
+		return nil
+	}
+	e := r.s.execs[opID]
+	if e == nil || !e.scatter || e.state != stateArrived || e.method.Service != r.name {
+		return nil
+	}
+	r.parked = slices.DeleteFunc(r.parked, func(p parkedWrite) bool { return p.e == e })
+	return e
+}
+
+// applyExec builds the execution of a committed write that nobody waits
+// for here. An error means this node cannot apply it. Called with s.mu
+// held.
+func (s *Server) applyExec(r *replicated, cmd *replica.Command) (*execution, error) {
+	sm := r.reg.methods[cmd.Method]
+	if sm == nil {
+		return nil, fmt.Errorf("its method %s.%s is not served here", r.name, cmd.Method)
+	}
+	m := sm.desc
+	args := m.NewArgs()
+	if err := s.cfg.Codec.Unmarshal(cmd.Payload, args); err != nil {
+		return nil, fmt.Errorf("its arguments do not decode here: %v", err)
+	}
+	e := &execution{
+		s:        s,
+		method:   m,
+		pace:     &sm.pace,
+		impl:     r.reg.impl,
+		args:     args,
+		arrived:  time.Now(),
+		entities: uniqueEntities(cmd.Entities),
+		scatter:  true,
+	}
+	e.remember.Store(true)
+	e.info = AttemptInfo{OpID: cmd.OpID, Entities: cmd.Entities, exec: e}
+	if md, err := incomingMD(cmd.MD); err == nil {
+		e.info.md = md // the leader validated it; a bad copy costs the metadata, never the write
+	}
+	if s.execs[cmd.OpID] == nil {
+		s.execs[cmd.OpID] = e // a retry that arrives meanwhile joins it
+	}
+	return e, nil
+}
+
+func (h *replicaHost) SnapshotState() ([]byte, bool, error) {
+	if h.transfer == nil {
+		return nil, false, nil
+	}
+	b, err := h.transfer.SnapshotState()
+	return b, true, err
+}
+
+func (h *replicaHost) RestoreState(state []byte) error {
+	if h.transfer == nil {
+		return errors.New("the service does not implement StateTransfer")
+	}
+	return h.transfer.RestoreState(state)
+}
+
+// LeaderChanged answers the writes proposed here when this node stops
+// leading (they may still commit: their callers retry with the same
+// operation ID) and resolves the writes held for a leader.
+func (h *replicaHost) LeaderChanged(leader string, leading bool) {
+	r := (*replicated)(h)
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !leading {
+		for id, e := range r.pending {
+			delete(r.pending, id)
+			if e.state == stateArrived {
+				r.moveOn(e, leader, codeLeaderLost, "leadership moved while the write waited for its commit; it may still commit")
+			}
+		}
+	}
+	r.unpark(leader, leading)
+}
+
+func (h *replicaHost) Dropped(opID [16]byte, why string) {
+	r := (*replicated)(h)
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := r.pending[opID]
+	if e == nil {
+		return
+	}
+	delete(r.pending, opID)
+	if e.state == stateArrived {
+		leader, _ := r.g.Leader()
+		r.moveOn(e, leader, codeNotLeader, "the write was not taken: "+why)
+	}
+}
+
+// moveOn sends a write this node took but no longer leads to the new
+// leader, the same attempt with the same operation ID: the new leader
+// answers it from the record if the write was committed after all, or
+// proposes it, and apply runs it once either way. With no leader to send
+// it to, it is answered Failover with code. Called with s.mu held.
+func (r *replicated) moveOn(e *execution, leader, code, msg string) {
+	if m, ok := r.member(leader); ok && r.routable(m) && leader != r.s.cfg.Node {
+		r.s.redirect(e, &transport.Redirect{Node: m.Name, Addr: m.Addr})
+		return
+	}
+	r.s.refuse(e, code, msg)
+}
+
+func (h *replicaHost) Peers() []string {
+	s := h.s
+	m := s.membership()
+	if m == nil {
+		return nil
+	}
+	var out []string
+	for _, mb := range m.Members() {
+		if mb.Name != s.cfg.Node && mb.Serves(h.name) {
+			out = append(out, mb.Name)
+		}
+	}
+	return out
+}
+
+// errNoConn reports a peer without a connection yet: one is being dialed.
+var errNoConn = errors.New("no connection to the peer yet")
+
+// Send sends a raft message to a peer. raft calls it holding its own lock,
+// so it takes only the peers' lock, never the server's.
+func (h *replicaHost) Send(to string, kind uint8, body []byte) error {
+	r := (*replicated)(h)
+	m, ok := r.member(to)
+	if !ok {
+		return fmt.Errorf("%s is not a live member", to)
+	}
+	c := r.s.peerConn(m)
+	if c == nil {
+		return errNoConn
+	}
+	return c.Send(&transport.Replica{Kind: kind, Service: r.name, Body: body})
+}
+
+// peerConn returns the connection to a peer's server, dialing in the
+// background when there is none yet: replication never waits on a dial.
+func (s *Server) peerConn(m Member) transport.Conn {
+	s.peerMu.Lock()
+	defer s.peerMu.Unlock()
+	if s.peers == nil || m.Addr == "" {
+		return nil
+	}
+	if c := s.peers.Lookup(m.Addr); c != nil {
+		return c
+	}
+	// A connection the peer opened to us carries our messages as well:
+	// after a partition heals, one direction may still be backing off its
+	// dials while the other already works.
+	if c := s.peerIn[m.Name]; c != nil {
+		return c
+	}
+	if s.dialing[m.Addr] {
+		return nil
+	}
+	s.dialing[m.Addr] = true
+	p := s.peers
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), peerDialTimeout)
+		p.Get(ctx, m.Addr)
+		cancel()
+		s.peerMu.Lock()
+		delete(s.dialing, m.Addr)
+		s.peerMu.Unlock()
+	}()
+	return nil
+}
+
+// peerDialTimeout bounds a dial to a peer for replication.
+const peerDialTimeout = 2 * time.Second
+
+// replicaFrame hands a replication message to its service's group, from
+// the listener (a peer that dialed us) or the peer pool.
+func (s *Server) replicaFrame(c transport.Conn, f *transport.Replica, inbound bool) {
+	from := c.Peer().Node
+	if inbound {
+		s.peerMu.Lock()
+		s.peerIn[from] = c
+		s.peerMu.Unlock()
+	}
+	s.mu.Lock()
+	r := s.replicas[f.Service]
+	s.mu.Unlock()
+	if r == nil {
+		return
+	}
+	if err := r.g.Receive(from, f.Kind, f.Body); err != nil {
+		s.cfg.Logger.Warn("ffgen: bad replication message", "peer", from, "service", f.Service, "err", err)
+	}
+}
+
+// peerHandler receives the frames of the connections this server dialed
+// to its peers.
+type peerHandler Server
+
+func (h *peerHandler) HandleFrame(c transport.Conn, f transport.Frame) {
+	if rf, ok := f.(*transport.Replica); ok {
+		(*Server)(h).replicaFrame(c, rf, false)
+	}
+}
+
+func (h *peerHandler) HandleClose(c transport.Conn, err error) {}

@@ -1,0 +1,606 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/codec"
+	"github.com/ffgen/ffgen/runtime/fftest"
+)
+
+// The sequences that lost, doubled or skipped acknowledged writes under
+// the replication protocol raft replaced, each as a deterministic test
+// over the in-memory network. Every test ends with the same check
+// (replEnv.check): the replicas hold the same state, no write ran twice,
+// and the history of every call is linearizable.
+
+// opCtx gives a call a fixed operation ID, as a caller that retries does.
+func opCtx(ctx context.Context, n byte) context.Context {
+	var id [16]byte
+	id[0], id[15] = 0xf0, n
+	return runtime.WithOperationID(context.WithValue(ctx, testOpID{}, n), id)
+}
+
+// clientOf returns a client on the side of a partition with the named
+// nodes: it sees only them, and the network cuts it from the others.
+func (e *replEnv) clientOf(t *testing.T, names ...string) *runtime.Client {
+	t.Helper()
+	view := runtime.NewStaticMembership()
+	var ms []runtime.Member
+	for _, m := range e.Members.Members() {
+		for _, n := range names {
+			if m.Name == n {
+				ms = append(ms, m)
+			}
+		}
+	}
+	view.Set(ms)
+	c := e.newClient(t, func(cfg *runtime.ClientConfig) {
+		cfg.Membership = view
+		// Sides of a partition see some groups empty: enough failovers
+		// to come round to a node they see.
+		cfg.Settings.MaxFailovers = 3
+		cfg.Settings.Groups = clientGroups(cfg.Settings.Groups)
+	})
+	for _, other := range otherThan(e.names(), names...) {
+		e.Net.CutBoth(e.lastClient(), other)
+	}
+	return c
+}
+
+// clientGroups drops the tie-breakers' group: no client routes there.
+func clientGroups(groups []string) []string {
+	var out []string
+	for _, g := range groups {
+		if g != "t" {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func otherThan(names []string, not ...string) []string {
+	var out []string
+	for _, n := range names {
+		skip := false
+		for _, x := range not {
+			skip = skip || n == x
+		}
+		if !skip {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (e *replEnv) names() []string {
+	var out []string
+	for _, n := range e.Nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// Raft's Figure 8: a leader logs a write it cannot replicate and is cut
+// off; another leader logs a different write at the same index; the first
+// comes back, and the caller of its write retries with the same operation
+// ID. Under the replaced protocol the first write was acknowledged and
+// then undone, and the second, whose caller was told it failed, applied.
+// Here the write is acknowledged once, applied once on every replica, and
+// the other stays.
+func TestReplicationFigure8(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newReplEnv(t, fftest.Config{Groups: []string{"a", "b", "c"}}, false)
+		ctx := t.Context()
+		if _, err := e.add(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		p := e.leader(t)
+		// P logs W1 and is cut off before any follower holds it.
+		e.Net.Isolate(p)
+		w1 := e.clientOf(t, p)
+		w1done := make(chan error, 1)
+		go func() {
+			_, err := e.call(opCtx(ctx, 1), w1, counterAdd, "k", 10)
+			w1done <- err
+		}()
+		synctest.Wait()
+		// Q takes over with R and commits W2 at the same index.
+		rest := otherThan(e.names(), p)
+		q := e.clientOf(t, rest...)
+		if _, err := e.call(ctx, q, counterAdd, "k", 100); err != nil {
+			t.Fatalf("W2 on the majority side: %v", err)
+		}
+		err := <-w1done
+		if err == nil {
+			t.Fatal("W1 was acknowledged by a leader cut off from every follower")
+		}
+		// P comes back; W1's caller retries with the same ID, through
+		// any node.
+		e.Net.Rejoin(p)
+		for i := 0; ; i++ {
+			if _, err = e.call(opCtx(ctx, 1), e.client, counterAdd, "k", 10); err == nil || i == 20 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("W1 retried after the cut healed: %v", err)
+		}
+		// And once more, as a client unsure of the answer would.
+		if v, err := e.call(opCtx(ctx, 1), e.client, counterAdd, "k", 10); err != nil || v != 111 {
+			t.Fatalf("W1's retry = %d, %v; want its recorded result 111", v, err)
+		}
+		e.check(t)
+		if got := e.counters[p].state()["k"]; got != 111 {
+			t.Errorf("k = %d on %s, want 111: W1 and W2 once each", got, p)
+		}
+	})
+}
+
+// A lone node cut off with a client beside it commits nothing: its
+// quorum is a majority of the configured voters, never of the nodes it can
+// see. The writes of the other side stay when the cut heals.
+func TestReplicationLoneNodeCommitsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newReplEnv(t, fftest.Config{PerGroup: 2}, false)
+		ctx := t.Context()
+		if _, err := e.add(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		for _, lone := range []string{e.leader(t), "b2"} {
+			e.Net.Isolate(lone)
+			alone := e.clientOf(t, lone)
+			others := e.clientOf(t, otherThan(e.names(), lone)...)
+			var wg sync.WaitGroup
+			for i := range 3 {
+				wg.Go(func() {
+					if _, err := e.call(ctx, alone, counterAdd, "k", 1000); err == nil {
+						t.Errorf("write %d acknowledged by %s, cut off alone", i, lone)
+					}
+				})
+				wg.Go(func() {
+					if _, err := e.call(ctx, others, counterAdd, "k", 1); err != nil {
+						t.Errorf("write %d on the majority side: %v", i, err)
+					}
+				})
+			}
+			wg.Wait()
+			// Reads on the lone node stop once it knows no leader.
+			time.Sleep(2 * e.Settings.HeartbeatTimeout)
+			if _, err := e.call(ctx, alone, counterGet, "k", 0); err == nil || runtime.MaybeExecuted(err) {
+				t.Errorf("read on %s, cut off: %v; want a refusal", lone, err)
+			}
+			e.Net.Rejoin(lone)
+			e.check(t)
+		}
+	})
+}
+
+// A 2|2 partition of four voters along the failure groups, writers on both
+// sides: neither side has a majority, so neither commits; after the heal
+// nothing acknowledged is missing anywhere.
+func TestReplicationPartitionTwoTwo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newReplEnv(t, fftest.Config{PerGroup: 2}, false)
+		ctx := t.Context()
+		if _, err := e.add(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		cut(e, []string{"a1", "a2"}, []string{"b1", "b2"})
+		var wg sync.WaitGroup
+		for _, side := range [][]string{{"a1", "a2"}, {"b1", "b2"}} {
+			c := e.clientOf(t, side...)
+			for i := range 3 {
+				wg.Go(func() {
+					if _, err := e.call(ctx, c, counterAdd, "k", 10); err == nil {
+						t.Errorf("write %d acknowledged on side %v without a majority of the voters", i, side)
+					}
+				})
+			}
+		}
+		wg.Wait()
+		e.Net.HealAll()
+		if _, err := e.add(ctx, "k", 1); err != nil {
+			t.Fatalf("write after the heal: %v", err)
+		}
+		e.check(t)
+	})
+}
+
+// With a tie-breaker (a voter in a third place, routed to by no client),
+// two failure groups keep taking writes when either group is lost: the
+// group left and the tie-breaker are a majority. The lost group commits
+// nothing meanwhile.
+func TestReplicationTieBreakerSurvivesAGroup(t *testing.T) {
+	for _, lost := range []string{"a1", "b1"} {
+		t.Run("lose "+lost, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newReplEnv(t, fftest.Config{Groups: []string{"a", "b", "t"},
+					Server: func(node string, cfg *runtime.ServerConfig) {
+						cfg.Replication.TieBreaker = node == "t1"
+						cfg.Settings.Groups = []string{"a", "b"} // where clients go
+					}}, false)
+				ctx := t.Context()
+				e.client = e.clientOf(t, "a1", "b1")
+				if _, err := e.add(ctx, "k", 1); err != nil {
+					t.Fatal(err)
+				}
+				// A tie-breaker that wins an election hands leadership over.
+				for deadline := time.Now().Add(2 * time.Second); e.leader(t) == "t1"; time.Sleep(10 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatal("the tie-breaker still leads")
+					}
+				}
+				kept := otherThan([]string{"a1", "b1"}, lost)[0]
+				cut(e, []string{lost}, []string{kept, "t1"})
+				keptC, lostC := e.clientOf(t, kept), e.clientOf(t, lost)
+				var wg sync.WaitGroup
+				for i := range 3 {
+					wg.Go(func() {
+						if _, err := e.call(ctx, keptC, counterAdd, "k", 1); err != nil {
+							t.Errorf("write %d with a majority (%s t1): %v", i, kept, err)
+						}
+					})
+					wg.Go(func() {
+						if _, err := e.call(ctx, lostC, counterAdd, "k", 1000); err == nil {
+							t.Errorf("write %d acknowledged by %s alone", i, lost)
+						}
+					})
+				}
+				wg.Wait()
+				if l := e.leader(t); l != kept {
+					t.Errorf("leader %s, want %s: a tie-breaker votes but does not lead", l, kept)
+				}
+				e.Net.HealAll()
+				e.check(t)
+			})
+		})
+	}
+}
+
+// cut separates two sides of the cluster both ways.
+func cut(e *replEnv, left, right []string) {
+	for _, l := range left {
+		for _, r := range right {
+			e.Net.CutBoth(l, r)
+		}
+	}
+}
+
+// A declared error with the failover directive, returned by a replicated
+// write's handler on every node, is that write's result everywhere: the
+// caller gets it (errors.Is), and the service goes on. Under the replaced
+// protocol it wedged every node ("write 4 did not apply here").
+func TestReplicationFailoverErrorIsTheResult(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newReplEnv(t, fftest.Config{PerGroup: 2}, false)
+		ctx := t.Context()
+		for _, c := range e.counters {
+			c.setHook(func(_ context.Context, key string) error {
+				if key == "busy" {
+					return errCounterBusy
+				}
+				return nil
+			})
+		}
+		_, err := e.add(ctx, "busy", 1)
+		if !errors.Is(err, errCounterBusy) {
+			t.Fatalf("write = %v, want the declared ErrCounterBusy", err)
+		}
+		var re *runtime.Error
+		if errors.As(err, &re) {
+			t.Errorf("write = %v: failed over, want the handler's error as the final answer", err)
+		}
+		if v, err := e.add(ctx, "k", 5); err != nil || v != 5 {
+			t.Fatalf("next write = %d, %v", v, err)
+		}
+		for _, n := range e.Nodes {
+			if err := n.Server.Ready(); err != nil {
+				t.Errorf("%s not ready after a declared error: %v", n.Name, err)
+			}
+		}
+		e.check(t)
+	})
+}
+
+// An entry one replica cannot apply stops that replica's apply at that
+// index: it is never counted as applied, the node says why and is not
+// ready, and the others go on.
+func TestReplicationUnappliableEntryStopsTheReplica(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		break_ func(e *replEnv, node string)
+		why    string
+	}{
+		{"panic", func(e *replEnv, node string) {
+			e.counters[node].setHook(func(_ context.Context, key string) error {
+				if key == "bad" {
+					panic("cannot apply")
+				}
+				return nil
+			})
+		}, "panicked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newReplEnv(t, fftest.Config{PerGroup: 2}, false)
+				ctx := t.Context()
+				if _, err := e.add(ctx, "k", 1); err != nil {
+					t.Fatal(err)
+				}
+				leader := e.leader(t)
+				victim := otherThan(e.names(), leader)[0]
+				tc.break_(e, victim)
+				if _, err := e.add(ctx, "bad", 1); err != nil {
+					t.Fatalf("write that %s cannot apply: %v", victim, err)
+				}
+				if _, err := e.add(ctx, "k", 1); err != nil {
+					t.Fatal(err)
+				}
+				healthy := otherThan(e.names(), victim)
+				e.WaitConverged(t, healthy...)
+				var st runtime.ReplicaStatus
+				for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+					if st = e.Node(victim).Server.Replication()[0]; st.Stopped {
+						break
+					}
+				}
+				if !st.Stopped || st.Ready || !strings.Contains(st.NotReady, tc.why) || !strings.Contains(st.NotReady, fmt.Sprintf("write %d", st.Applied+1)) {
+					t.Fatalf("%s: %+v; want stopped at the write after its applied index, saying %q", victim, st, tc.why)
+				}
+				if err := e.Node(victim).Server.Ready(); err == nil {
+					t.Errorf("%s is ready with a write it could not apply", victim)
+				}
+				if got := e.counters[victim].state()["bad"]; got != 0 {
+					t.Errorf("bad = %d on %s", got, victim)
+				}
+				// Reads there are refused, not served from a state that
+				// lacks a write.
+				if _, err := e.call(ctx, e.clientOf(t, victim), counterGet, "k", 0); err == nil || runtime.MaybeExecuted(err) {
+					t.Errorf("read on the stopped %s: %v, want a refusal", victim, err)
+				}
+				e.check(t, healthy...)
+			})
+		})
+	}
+}
+
+// A node restored from a snapshot knows the operation IDs the snapshot
+// covers: a retry of a write acknowledged long before gets the recorded
+// result from it, and runs nowhere again. Under the replaced protocol the
+// retry ran again on every replica (balance 2 after one +1).
+func TestReplicationSnapshotCarriesOperationIDs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newReplEnv(t, fftest.Config{Groups: []string{"a", "b", "c"},
+			Replication: runtime.ReplicationConfig{SnapshotEvery: 8}}, true)
+		ctx := t.Context()
+		v, err := e.call(opCtx(ctx, 1), e.client, counterAdd, "k", 1)
+		if err != nil || v != 1 {
+			t.Fatalf("write = %d, %v", v, err)
+		}
+		for range 40 {
+			if _, err := e.add(ctx, "other", 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// c1 restarts empty: a new member, which gets the state as a
+		// snapshot (the log before it is gone).
+		leader := e.leader(t)
+		victim := otherThan(e.names(), leader)[0]
+		e.Restart(t, victim) // the service's constructor makes its counter anew
+		e.WaitConverged(t)
+		st := e.Node(victim).Server.Replication()[0]
+		if st.SnapshotsInstalled == 0 {
+			t.Fatalf("%s caught up without a snapshot: %+v", victim, st)
+		}
+		// The retry reaches the restarted node first.
+		if v, err := e.call(opCtx(ctx, 1), e.clientOf(t, victim), counterAdd, "k", 1); err != nil || v != 1 {
+			t.Fatalf("retry on %s = %d, %v; want the recorded 1", victim, v, err)
+		}
+		// And the restarted node leads: it applies a retry as the record.
+		e.Net.Isolate(leader)
+		if v, err := e.call(opCtx(ctx, 1), e.clientOf(t, otherThan(e.names(), leader)...), counterAdd, "k", 1); err != nil || v != 1 {
+			t.Fatalf("retry without the old leader = %d, %v; want the recorded 1", v, err)
+		}
+		e.Net.Rejoin(leader)
+		e.check(t)
+		if got := e.counters[victim].state()["k"]; got != 1 {
+			t.Errorf("k = %d on the restored %s, want 1", got, victim)
+		}
+	})
+}
+
+// A service without StateTransfer keeps its whole log: a node restarted
+// empty replays it from the first write and becomes ready, saying so.
+// Under the replaced protocol it stayed "waiting to compare with peers".
+func TestReplicationRestartWithoutStateTransfer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newReplEnv(t, fftest.Config{PerGroup: 2,
+			Replication: runtime.ReplicationConfig{SnapshotEvery: 8}}, false)
+		ctx := t.Context()
+		for i := range 200 {
+			if _, err := e.add(ctx, fmt.Sprintf("k%d", i%7), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		victim := otherThan(e.names(), e.leader(t))[0]
+		e.counters[victim] = newCounter(victim)
+		start := time.Now()
+		e.Restart(t, victim)
+		e.WaitConverged(t)
+		st := e.Node(victim).Server.Replication()[0]
+		if st.SnapshotsInstalled != 0 || st.LogFirst != 1 {
+			t.Errorf("%s: %+v; want the whole log replayed, no snapshot", victim, st)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("%s took %s to catch up", victim, took)
+		}
+		e.check(t)
+	})
+}
+
+// A write whose arguments a follower cannot decode (a rolling deploy that
+// changed the request) stops that follower's apply there; it is never
+// counted as applied.
+func TestReplicationUndecodableEntryStopsTheReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		newer := &runtime.MethodDesc{}
+		*newer = *counterAdd
+		newer.NewArgs = func() codec.Message { return new(ledgerTransferArgs) } // reads a field more
+		e := &replEnv{counters: map[string]*counter{}}
+		// b2 runs the newer build. It never leads (a tie-breaker), so
+		// every write reaches it through the log, and no client calls it.
+		e.Cluster = fftest.New(t, fftest.Config{PerGroup: 2, Server: func(node string, cfg *runtime.ServerConfig) {
+			cfg.Replication.TieBreaker = node == "b2"
+		}})
+		for _, n := range e.Nodes {
+			c := newCounter(n.Name)
+			e.counters[n.Name] = c
+			desc := counterDesc
+			if n.Name == "b2" {
+				desc = &runtime.ServiceDesc{Name: counterDesc.Name, Methods: []*runtime.MethodDesc{newer, counterGet, counterReadNow}}
+			}
+			if err := n.Server.Register(desc, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		announce(e)
+		e.WaitReady(t)
+		e.client = e.clientOf(t, "a1", "a2", "b1")
+		ctx := t.Context()
+		if _, err := e.add(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		var st runtime.ReplicaStatus
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if st = e.Node("b2").Server.Replication()[0]; st.Stopped {
+				break
+			}
+		}
+		if !st.Stopped || !strings.Contains(st.NotReady, "do not decode") {
+			t.Fatalf("b2: %+v; want stopped at the write it cannot decode", st)
+		}
+		if got := e.counters["b2"].state()["k"]; got != 0 {
+			t.Errorf("k = %d on b2", got)
+		}
+		e.check(t, "a1", "a2", "b1")
+	})
+}
+
+// announce lists every node of a cluster whose services were registered
+// by hand as serving the counter.
+func announce(e *replEnv) {
+	var ms []runtime.Member
+	for _, n := range e.Nodes {
+		ms = append(ms, runtime.Member{Name: n.Name, Group: n.Group, Addr: n.Name, Services: []string{counterDesc.Name}})
+	}
+	e.Members.Set(ms)
+}
+
+// A node that is shutting down refuses reads at once, before it leaves
+// the group; a linearizable read on any node sees every acknowledged
+// write.
+func TestReplicationReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newReplEnv(t, fftest.Config{PerGroup: 2}, false)
+		ctx := t.Context()
+		if _, err := e.add(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		leader := e.leader(t)
+		for _, n := range e.Nodes {
+			// A follower that has not heard of the write yet would
+			// answer a default read with 0; ReadNow waits for it.
+			if n.Name != leader {
+				e.Net.Delay(leader, n.Name, 50*time.Millisecond)
+			}
+		}
+		if _, err := e.add(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range otherThan(e.names(), leader) {
+			v, err := e.call(ctx, e.clientOf(t, n), counterReadNow, "k", 0)
+			if err != nil || v != 2 {
+				t.Errorf("ReadNow on %s = %d, %v; want 2", n, v, err)
+			}
+		}
+		e.Net.HealAll()
+		// Draining: b2's reads are refused from the moment Shutdown
+		// starts, as nothing it answers could be vouched for.
+		draining := "b2"
+		reader := e.clientOf(t, draining)
+		done := make(chan struct{})
+		go func() {
+			e.Node(draining).Server.Shutdown(context.Background())
+			close(done)
+		}()
+		synctest.Wait()
+		if _, err := e.call(ctx, reader, counterGet, "k", 0); err == nil || runtime.MaybeExecuted(err) {
+			t.Errorf("read on draining %s: %v; want a refusal", draining, err)
+		}
+		<-done
+		rest := otherThan(e.names(), draining)
+		e.Members.Set(slicesDeleteMember(e.Members.Members(), draining))
+		st := e.Node(rest[0]).Server.Replication()[0]
+		if slices.Contains(st.Voters, draining) {
+			t.Errorf("%s still a voter after a graceful stop: %+v", draining, st)
+		}
+		e.check(t, rest...)
+	})
+}
+
+func slicesDeleteMember(ms []runtime.Member, name string) []runtime.Member {
+	var out []runtime.Member
+	for _, m := range ms {
+		if m.Name != name {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// A frozen leader is passed over: the client fails over on its heartbeat
+// timeout, the node it reaches stands for election at once, and the write
+// is acknowledged by the new leader within twice the heartbeat timeout.
+// The old leader, thawed, is fenced by its term and applies the write
+// once.
+func TestReplicationFrozenLeaderIsPassedOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newReplEnv(t, fftest.Config{PerGroup: 2}, false)
+		ctx := t.Context()
+		if _, err := e.add(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		leader := e.leader(t)
+		e.Net.Pause(leader)
+		start := time.Now()
+		if _, err := e.add(ctx, "k", 1); err != nil {
+			t.Fatalf("write with %s frozen: %v", leader, err)
+		}
+		took, bound := time.Since(start), 2*e.Settings.HeartbeatTimeout
+		t.Logf("frozen leader passed over in %s", took)
+		if took > bound {
+			t.Errorf("the write took %s with the leader frozen, want ≤ %s", took, bound)
+		}
+		leads := ""
+		for _, n := range otherThan(e.names(), leader) {
+			if e.Node(n).Server.Replication()[0].Leading {
+				leads = n
+			}
+		}
+		if leads == "" {
+			t.Errorf("no node but the frozen %s leads", leader)
+		}
+		e.Net.Resume(leader)
+		e.check(t)
+	})
+}
