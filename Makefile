@@ -14,7 +14,7 @@ BENCHMOD  := bench
 # The browser for the cluster page's test; empty when none is installed.
 CHROMIUM  ?= $(shell command -v chromium || command -v chromium-browser || command -v google-chrome || command -v google-chrome-stable)
 
-.PHONY: test vet gencheck lint bench bench-compare fuzz generate demo browsertest screenshot detect
+.PHONY: test vet gencheck lint bench bench-compare bench-replication fuzz generate demo browsertest screenshot detect
 
 # Every check the project has: vet, the race-enabled test suite, the
 # allocation counts (without the race detector, whose sync.Pool drops
@@ -85,6 +85,15 @@ detect:
 # two minutes. BENCH_FLAGS passes options, e.g. BENCH_FLAGS='-rounds 3'.
 bench-compare:
 	cd $(BENCHMOD) && $(GO) run . $(BENCH_FLAGS)
+
+# The replication of scatter writes next to the protocol raft replaced:
+# BenchmarkReplicatedWrite (four nodes on loopback, one caller, then 64) in
+# a temporary worktree of BASE (default 3349ce7) and in this tree,
+# interleaved round by round: the table, the ratios and the targets. About
+# two minutes. BASE=<commit> compares with another commit;
+# REPLICATION_FLAGS passes options, e.g. REPLICATION_FLAGS='-rounds 2'.
+bench-replication:
+	cd $(BENCHMOD) && $(GO) run ./replication $(REPLICATION_FLAGS)
 
 # Short runs of every fuzz target.
 fuzz:
