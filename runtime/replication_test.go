@@ -151,11 +151,7 @@ func TestReplicationFigure8(t *testing.T) {
 // see. The writes of the other side stay when the cut heals.
 func TestReplicationLoneNodeCommitsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newReplEnv(t, fftest.Config{PerGroup: 2}, false)
-		ctx := t.Context()
-		if _, err := e.add(ctx, "k", 1); err != nil {
-			t.Fatal(err)
-		}
+		e, ctx := fourNodesWithAWrite(t)
 		for _, lone := range []string{e.leader(t), "b2"} {
 			e.Net.Isolate(lone)
 			alone := e.clientOf(t, lone)
@@ -190,11 +186,7 @@ func TestReplicationLoneNodeCommitsNothing(t *testing.T) {
 // nothing acknowledged is missing anywhere.
 func TestReplicationPartitionTwoTwo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newReplEnv(t, fftest.Config{PerGroup: 2}, false)
-		ctx := t.Context()
-		if _, err := e.add(ctx, "k", 1); err != nil {
-			t.Fatal(err)
-		}
+		e, ctx := fourNodesWithAWrite(t)
 		cut(e, []string{"a1", "a2"}, []string{"b1", "b2"})
 		var wg sync.WaitGroup
 		for _, side := range [][]string{{"a1", "a2"}, {"b1", "b2"}} {
@@ -267,6 +259,18 @@ func TestReplicationTieBreakerSurvivesAGroup(t *testing.T) {
 	}
 }
 
+// fourNodesWithAWrite starts a 4-node cluster (a1 a2 | b1 b2) serving the
+// counter, and writes k = 1 through it: the group has formed and elected.
+func fourNodesWithAWrite(t *testing.T) (*replEnv, context.Context) {
+	t.Helper()
+	e := newReplEnv(t, fftest.Config{PerGroup: 2}, false)
+	ctx := t.Context()
+	if _, err := e.add(ctx, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	return e, ctx
+}
+
 // cut separates two sides of the cluster both ways.
 func cut(e *replEnv, left, right []string) {
 	for _, l := range left {
@@ -332,11 +336,7 @@ func TestReplicationUnappliableEntryStopsTheReplica(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e := newReplEnv(t, fftest.Config{PerGroup: 2}, false)
-				ctx := t.Context()
-				if _, err := e.add(ctx, "k", 1); err != nil {
-					t.Fatal(err)
-				}
+				e, ctx := fourNodesWithAWrite(t)
 				leader := e.leader(t)
 				victim := otherThan(e.names(), leader)[0]
 				tc.break_(e, victim)
@@ -511,11 +511,7 @@ func announce(e *replEnv) {
 // write.
 func TestReplicationReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newReplEnv(t, fftest.Config{PerGroup: 2}, false)
-		ctx := t.Context()
-		if _, err := e.add(ctx, "k", 1); err != nil {
-			t.Fatal(err)
-		}
+		e, ctx := fourNodesWithAWrite(t)
 		leader := e.leader(t)
 		for _, n := range e.Nodes {
 			// A follower that has not heard of the write yet would
@@ -575,11 +571,7 @@ func slicesDeleteMember(ms []runtime.Member, name string) []runtime.Member {
 // once.
 func TestReplicationFrozenLeaderIsPassedOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newReplEnv(t, fftest.Config{PerGroup: 2}, false)
-		ctx := t.Context()
-		if _, err := e.add(ctx, "k", 1); err != nil {
-			t.Fatal(err)
-		}
+		e, ctx := fourNodesWithAWrite(t)
 		leader := e.leader(t)
 		e.Net.Pause(leader)
 		start := time.Now()

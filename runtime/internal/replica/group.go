@@ -382,17 +382,25 @@ func (g *Group) ReadIndex(ctx context.Context) (uint64, error) {
 
 // WaitApplied waits until this node has applied index.
 func (g *Group) WaitApplied(ctx context.Context, index uint64) error {
+	return g.await(ctx, func() bool { return g.applied.Load() >= index }, func() (chan struct{}, error) {
+		return g.appliedCh, g.stopErr
+	})
+}
+
+// await waits until done holds. next, called with mu held, returns the
+// channel closed when done may have changed, or why it never will.
+func (g *Group) await(ctx context.Context, done func() bool, next func() (chan struct{}, error)) error {
 	for {
-		if g.applied.Load() >= index {
+		if done() {
 			return nil
 		}
 		g.mu.Lock()
-		ch, err := g.appliedCh, g.stopErr
+		ch, err := next()
 		g.mu.Unlock()
 		if err != nil {
 			return err
 		}
-		if g.applied.Load() >= index {
+		if done() {
 			return nil
 		}
 		select {
@@ -439,24 +447,7 @@ func (g *Group) MayServeSoon() bool {
 
 // WaitServing waits until the node serves the service.
 func (g *Group) WaitServing(ctx context.Context) error {
-	for {
-		if g.serving.Load() {
-			return nil
-		}
-		g.mu.Lock()
-		ch := g.servingCh
-		g.mu.Unlock()
-		if g.serving.Load() {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-g.stopc:
-			return ErrStopped
-		}
-	}
+	return g.await(ctx, g.serving.Load, func() (chan struct{}, error) { return g.servingCh, nil })
 }
 
 // Serving reports whether the node serves the service (Ready, cached).
