@@ -67,6 +67,9 @@ type parkedWrite struct {
 	e      *execution
 	until  time.Time
 	failed []string // the nodes the client failed at: not where to send it
+	// proposed: a deposed leader proposed it, so it may commit yet; if no
+	// leader takes it, its caller is told it may have run.
+	proposed bool
 }
 
 // newReplicated starts the group of a service with a scatter method.
@@ -184,12 +187,15 @@ func (r *replicated) propose(e *execution) {
 }
 
 // park holds e until a leader is known, parkFor at most (or its attempt's
-// timeout, if shorter); the client sees its heartbeats meanwhile. Called
-// with s.mu held.
+// timeout, if shorter); the client sees its heartbeats meanwhile. a, the
+// attempt that brought e, names the nodes the client failed at; nil for a
+// write moving on from a deposed leader. Called with s.mu held.
 func (r *replicated) park(e *execution, a *transport.Attempt) {
 	p := parkedWrite{e: e, until: time.Now().Add(min(r.parkFor, e.timeout))}
-	for _, h := range a.History {
-		p.failed = append(p.failed, h.Node)
+	if a != nil {
+		for _, h := range a.History {
+			p.failed = append(p.failed, h.Node)
+		}
 	}
 	r.parked = append(r.parked, p)
 	if r.parkTimer == nil {
@@ -210,8 +216,14 @@ func (r *replicated) parkExpired() {
 			kept = append(kept, p)
 			continue
 		}
-		if p.e.state == stateArrived {
-			s.refuse(p.e, codeNotLeader, fmt.Sprintf("no leader was elected within %s", min(r.parkFor, p.e.timeout)))
+		if p.e.state != stateArrived {
+			continue
+		}
+		why := fmt.Sprintf("no leader was elected within %s", min(r.parkFor, p.e.timeout))
+		if p.proposed {
+			s.refuse(p.e, codeLeaderLost, "leadership moved while the write waited for its commit, and "+why+"; it may still commit")
+		} else {
+			s.refuse(p.e, codeNotLeader, why)
 		}
 	}
 	clear(r.parked[len(kept):])
@@ -504,14 +516,14 @@ func (h *replicaHost) LeaderChanged(leader string, leading bool) {
 		for id, e := range r.pending {
 			delete(r.pending, id)
 			if e.state == stateArrived {
-				r.moveOn(e, leader, codeLeaderLost, "leadership moved while the write waited for its commit; it may still commit")
+				r.moveOn(e, leader, true)
 			}
 		}
 	}
 	r.unpark(leader, leading)
 }
 
-func (h *replicaHost) Dropped(opID [16]byte, why string) {
+func (h *replicaHost) Dropped(opID [16]byte, _ string) {
 	r := (*replicated)(h)
 	s := r.s
 	s.mu.Lock()
@@ -523,7 +535,7 @@ func (h *replicaHost) Dropped(opID [16]byte, why string) {
 	delete(r.pending, opID)
 	if e.state == stateArrived {
 		leader, _ := r.g.Leader()
-		r.moveOn(e, leader, codeNotLeader, "the write was not taken: "+why)
+		r.moveOn(e, leader, false)
 	}
 }
 
@@ -532,12 +544,17 @@ func (h *replicaHost) Dropped(opID [16]byte, why string) {
 // answers it from the record if the write was committed after all, or
 // proposes it, and apply runs it once either way. With no leader to send
 // it to, it is answered Failover with code. Called with s.mu held.
-func (r *replicated) moveOn(e *execution, leader, code, msg string) {
-	if m, ok := r.member(leader); ok && r.routable(m) && leader != r.s.cfg.Node {
+func (r *replicated) moveOn(e *execution, leader string, proposed bool) {
+	if m, ok := r.member(leader); ok && leader != r.s.cfg.Node && r.routable(m) {
 		r.s.redirect(e, &transport.Redirect{Node: m.Name, Addr: m.Addr})
 		return
 	}
-	r.s.refuse(e, code, msg)
+	// An election is under way, or a tie-breaker leads for a moment:
+	// the write waits for a leader to send it to.
+	r.park(e, nil)
+	if proposed {
+		r.parked[len(r.parked)-1].proposed = true
+	}
 }
 
 func (h *replicaHost) Peers() []string {
