@@ -21,7 +21,7 @@ type operation struct {
 	payload  []byte
 	md       []string // the outgoing metadata as the Attempt frame carries it
 	entities []string
-	key      string // routes the attempts: the first entity, or the sequencer's key
+	key      string // routes the attempts: the first entity, or the service's leader key
 	noRepeat bool   // no attempt goes to a node twice: servers need not remember the result
 	start    time.Time
 	deadline time.Time // the operation deadline; ctx may end sooner
@@ -43,8 +43,8 @@ type operation struct {
 
 // sequential is the failover mode: one attempt at a time along the routing
 // key's group order, wrapping around when max failovers exceeds the groups.
-// flags is FlagScatter for a replicated write, which goes the same way to
-// the service's sequencer.
+// flags is FlagScatter for a replicated write, which goes to the service's
+// raft leader (leaderhint.go) and then the same way.
 func (op *operation) sequential(ctx context.Context, flags transport.AttemptFlags) error {
 	order := op.c.router.GroupOrder(op.key, op.groupBuf[:0])
 	var last outcome

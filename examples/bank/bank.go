@@ -8,7 +8,8 @@ import (
 //go:generate go tool ffgen
 
 // Accounts is a ledger of bank accounts, replicated on every node: writes
-// are scattered to every node, reads go to one node and fail over.
+// go through the raft group that every node applies them from, reads go to
+// one node and fail over.
 //
 //ff:service
 //ff:default fail

@@ -95,7 +95,8 @@ func TestScatteredWritesReachEveryReplica(t *testing.T) {
 }
 
 // A frozen node delays writes by at most one heartbeat timeout (when it is
-// the sequencer, the first write fails over and the next node takes over;
+// the raft leader, the first write fails over and the node it reaches is
+// elected;
 // later writes skip it), reads fail over within the heartbeat timeout, and
 // once it thaws the node catches up, so every replica is equal again.
 func TestFrozenNodeCatchesUpAndReadsFailOver(t *testing.T) {

@@ -3,6 +3,7 @@ package generator
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"go/ast"
 	"go/token"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/mod/modfile"
 )
 
 const svcA = `package p
@@ -48,8 +51,22 @@ func module(t *testing.T, files map[string]string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The runtime's own requirements, at this module's versions: the
+	// generated code's imports need them in the module graph.
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := modfile.ParseLax("go.mod", gomod, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reqs strings.Builder
+	for _, r := range mf.Require {
+		fmt.Fprintf(&reqs, "\t%s %s // indirect\n", r.Mod.Path, r.Mod.Version)
+	}
 	files["go.mod"] = "module example.com/p\n\ngo 1.26.0\n\nrequire github.com/ffgen/ffgen v0.0.0\n\n" +
-		"require (\n\tgithub.com/cespare/xxhash/v2 v2.3.0 // indirect\n\tgo.etcd.io/raft/v3 v3.7.0 // indirect\n\tgoogle.golang.org/protobuf v1.36.12 // indirect\n)\n\n" +
+		"require (\n" + reqs.String() + ")\n\n" +
 		"replace github.com/ffgen/ffgen => " + root + "\n"
 	files["go.sum"] = string(sum)
 	for name, src := range files {

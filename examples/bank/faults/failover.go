@@ -100,7 +100,7 @@ func leaderStop(ctx context.Context, e *env) error {
 	}()
 	var took []time.Duration
 	for i := range leaderStops {
-		name, _, err := sequencer(ctx, e)
+		name, _, err := leader(ctx, e)
 		if err != nil {
 			return err
 		}

@@ -108,7 +108,7 @@ func freezeLeader(frac float64) func(context.Context, *env) error {
 			return err
 		}
 		for i := range freezes {
-			name, how, err := sequencer(ctx, e)
+			name, how, err := leader(ctx, e)
 			if err != nil {
 				return err
 			}
@@ -139,7 +139,7 @@ func groupLoss(ctx context.Context, e *env) error {
 		return err
 	}
 	group := testbed.Groups[0]
-	if name, how, err := sequencer(ctx, e); err != nil {
+	if name, how, err := leader(ctx, e); err != nil {
 		e.note("%v: losing group %s", err, group)
 	} else {
 		group = e.Node(name).Group
@@ -271,18 +271,18 @@ func hostileConns(name string) func(context.Context, *env) error {
 // killSequencer kills the node that orders the service's writes while
 // writes are in flight, and starts it again.
 func killSequencer(ctx context.Context, e *env) error {
-	name, how, err := sequencer(ctx, e)
+	name, how, err := leader(ctx, e)
 	if err != nil {
 		return err
 	}
-	e.note("sequencer: %s (%s)", name, how)
+	e.note("leader: %s (%s)", name, how)
 	return killRestart(name)(ctx, e)
 }
 
-// sequencer finds the node that leads the service's writes: of the nodes
+// leader finds the node that leads the service's writes: of the nodes
 // that report leading, the one of the newest term (a leader that thawed
 // may report leading until it hears of the newer one).
-func sequencer(ctx context.Context, e *env) (name, how string, err error) {
+func leader(ctx context.Context, e *env) (name, how string, err error) {
 	var term uint64
 	for _, n := range e.Nodes {
 		resp, err := e.Client().Get("http://" + n.Mgmt + "/cluster/replicas")

@@ -4,7 +4,7 @@
 // fault it starts four banknode processes on loopback (a1, a2 in group a;
 // b1, b2 in group b), opens accounts, runs bankload against them, injects
 // the fault (SIGKILL and restart, a rolling restart, SIGSTOP, a partition
-// with iptables, hostile connections, several writers, the sequencer
+// with iptables, hostile connections, several writers, the raft leader
 // killed mid-write, a restart during catch-up, a split of the nodes with a
 // writer beside each side, the leader frozen around the heartbeat timeout,
 // the loss of a failure group with and without a tie-breaker node), waits
