@@ -545,15 +545,21 @@ func (h *replicaHost) Dropped(opID [16]byte, _ string) {
 // proposes it, and apply runs it once either way. With no leader to send
 // it to, it is answered Failover with code. Called with s.mu held.
 func (r *replicated) moveOn(e *execution, leader string, proposed bool) {
-	if m, ok := r.member(leader); ok && leader != r.s.cfg.Node && r.routable(m) {
+	m, ok := r.member(leader)
+	switch {
+	case ok && leader != r.s.cfg.Node && r.routable(m):
 		r.s.redirect(e, &transport.Redirect{Node: m.Name, Addr: m.Addr})
-		return
-	}
-	// An election is under way, or a tie-breaker leads for a moment:
-	// the write waits for a leader to send it to.
-	r.park(e, nil)
-	if proposed {
-		r.parked[len(r.parked)-1].proposed = true
+	case ok && leader != r.s.cfg.Node:
+		// A tie-breaker leads for a moment: the write waits for it to
+		// hand over.
+		r.park(e, nil)
+		r.parked[len(r.parked)-1].proposed = proposed
+	case proposed:
+		// No leader: the caller fails over at once, told that the write
+		// may still commit.
+		r.s.refuse(e, codeLeaderLost, "leadership moved while the write waited for its commit; it may still commit")
+	default:
+		r.s.refuse(e, codeNotLeader, "the write was not taken: this node no longer leads")
 	}
 }
 
