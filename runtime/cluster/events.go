@@ -31,6 +31,9 @@ func (d *delegate) NotifyMerge(peers []*memberlist.Node) error {
 		return nil
 	}
 	self := d.c.localAddr()
+	if self == "" {
+		return nil // not known yet: nothing to tell this node from another by
+	}
 	for _, p := range peers {
 		if p.Name != d.c.cfg.Name || p.Address() == self || p.State == memberlist.StateDead || p.State == memberlist.StateLeft {
 			continue
