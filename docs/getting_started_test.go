@@ -6,14 +6,13 @@ package docs
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
-	"go/parser"
-	"go/token"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -85,77 +84,68 @@ func script(t *testing.T, blocks []block) string {
 	return b.String()
 }
 
-// fillModuleCache fetches the module graphs of the guide's module: one
-// that requires this repository (replaced by the clone at repo) and
-// imports the packages of it that the guide's files import. Those graphs
-// are not this repository's own: the module's go mod tidy also reads the
-// modules that the tests of its dependencies import (etcd's raft's, for
-// one), at the versions the module selects, and that selection changes as
-// the guide adds files. So each go mod tidy of the guide gets a module of
-// its own, with the imports of the files written before it.
-func fillModuleCache(ctx context.Context, t *testing.T, blocks []block, repo string) error {
+// publish makes what the guide's git clone fetches: a repository holding
+// this tree as it is, uncommitted changes and new files included (so that
+// the test checks the tree it runs in, not its last commit). It returns
+// the environment that sends the guide's clone URL there, in git's own
+// configuration variables: the module is not published, and the clone is
+// the one step of the guide a test cannot take as a reader would. Nothing
+// of Go's environment is changed.
+func publish(t *testing.T, repo string) []string {
 	t.Helper()
-	var imports []string
-	var stages [][]string
-	for _, bl := range blocks {
-		switch bl.lang {
-		case "go":
-			if !strings.HasPrefix(bl.body, "// ") {
-				continue
-			}
-			f, err := parser.ParseFile(token.NewFileSet(), "", bl.body, parser.ImportsOnly)
-			if err != nil {
-				continue // a fragment, not a file of the module
-			}
-			var paths []string
-			for _, im := range f.Imports {
-				path, _ := strconv.Unquote(im.Path.Value)
-				paths = append(paths, path)
-			}
-			if strings.Contains(bl.body, "\n//go:generate go tool ffgen\n") {
-				// What the code ffgen generates for it imports.
-				paths = append(paths, "github.com/ffgen/ffgen/runtime", "github.com/ffgen/ffgen/runtime/codec")
-			}
-			for _, path := range paths {
-				if strings.HasPrefix(path, "github.com/ffgen/ffgen/") && !slices.Contains(imports, path) {
-					imports = append(imports, path)
-				}
-			}
-		case "sh":
-			if strings.Contains(bl.body, "go mod tidy") && len(imports) > 0 {
-				stages = append(stages, slices.Clone(imports))
-			}
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=ffgen", "-c", "user.email=ffgen@example.com"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.Output()
+		if err != nil {
+			t.Skipf("git %s: %v (the guide clones ffgen with git)", strings.Join(args, " "), err)
+		}
+		return string(out)
+	}
+	snap := filepath.Join(t.TempDir(), "ffgen")
+	if err := os.Mkdir(snap, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name := range strings.SplitSeq(git(repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard"), "\x00") {
+		if name == "" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(repo, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted, not yet committed
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(filepath.Join(repo, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(snap, name)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, fi.Mode().Perm()); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if len(imports) == 0 {
-		t.Fatal("the guide imports no package of ffgen; the document's layout changed")
+	git(snap, "init", "-q", "-b", "main")
+	git(snap, "add", "-A")
+	git(snap, "commit", "-q", "-m", "the tree under test")
+	n := 0
+	if v, err := strconv.Atoi(os.Getenv("GIT_CONFIG_COUNT")); err == nil {
+		n = v // the reader's own git configuration stays
 	}
-	stages = append(stages, imports) // what go test ./... builds at the end
-	for _, stage := range stages {
-		dir := t.TempDir()
-		mod := "module example.com/prefetch\n\ngo 1.26\n\n" +
-			"require github.com/ffgen/ffgen v0.0.0-00010101000000-000000000000\n\n" +
-			"replace github.com/ffgen/ffgen => " + repo + "\n\n" +
-			"tool github.com/ffgen/ffgen/cmd/ffgen\n"
-		src := "package prefetch\n\nimport (\n"
-		for _, path := range stage {
-			src += "\t_ " + strconv.Quote(path) + "\n"
-		}
-		src += ")\n"
-		if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, "prefetch.go"), []byte(src), 0o644); err != nil {
-			return err
-		}
-		tidy := exec.CommandContext(ctx, "go", "mod", "tidy")
-		tidy.Dir = dir
-		if out, err := tidy.CombinedOutput(); err != nil {
-			return fmt.Errorf("%v\n%s", err, out)
-		}
+	return []string{
+		"GIT_CONFIG_COUNT=" + strconv.Itoa(n+1),
+		fmt.Sprintf("GIT_CONFIG_KEY_%d=url.%s.insteadOf", n, snap),
+		fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", n, cloneURL),
 	}
-	return nil
 }
+
+// cloneURL is the repository the guide clones.
+const cloneURL = "https://github.com/ffgen/ffgen"
 
 // portsFree reports the first of the document's fixed ports that is taken.
 func portsFree(doc string) error {
@@ -194,28 +184,22 @@ func TestGettingStartedRunsAsWritten(t *testing.T) {
 	}
 	blocks := fencedBlocks(t, "getting-started.md")
 	sh := script(t, blocks)
+	if !strings.Contains(sh, "git clone "+cloneURL+"\n") {
+		t.Fatalf("the guide no longer clones %s: update the test", cloneURL)
+	}
 	repo, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := os.Symlink(repo, filepath.Join(dir, "ffgen")); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	// The guide's go mod tidy reads every module of its module's graph,
-	// the packages its dependencies' tests import included: more than
-	// building this repository fetches, so they are downloaded first.
-	if err := fillModuleCache(ctx, t, blocks, repo); err != nil {
-		t.Skipf("the module cache lacks the guide's module graph and it cannot be fetched: %v", err)
-	}
 	cmd := exec.CommandContext(ctx, "bash", "-c", sh)
 	cmd.Dir = dir
-	// Offline: every module comes from the local clone or the module
-	// cache this repository's build filled, and the cache's hashes are
-	// trusted, since no checksum database may be reachable.
-	cmd.Env = append(os.Environ(), "GOPROXY=off", "GOSUMDB=off")
+	// The reader's environment: the module proxy, the checksum database
+	// and the module cache as the go command finds them. A guide that
+	// needs more than that fails here.
+	cmd.Env = append(os.Environ(), publish(t, repo)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// The nodes run in the background: end the whole group, whatever
 	// happened.

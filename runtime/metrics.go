@@ -22,7 +22,10 @@ type Metrics interface {
 	// long it ran: status is the answer's ("ok", "fail", "failover") or
 	// "forwarded" (ForwardTo); code is the declared error's wire code, the
 	// engine's ("ffgen.panic", "ffgen.timeout", ...) or "undeclared" for
-	// an error no rule matched, and empty for ok and forwarded.
+	// an error no rule matched, and empty for ok and forwarded. It is also
+	// called, with status "refused", the engine's code and no duration,
+	// for an attempt the server refused without running anything (it does
+	// not serve the method, or not now: see Refused).
 	Handled(service, method, status, code string, d time.Duration)
 }
 

@@ -356,3 +356,44 @@ func TestSuspicionLogNamesThePeer(t *testing.T) {
 		}
 	})
 }
+
+// refusalCounter counts the refusals a server reports to its metrics.
+type refusalCounter struct {
+	runtime.NopMetrics
+	mu      sync.Mutex
+	refused map[string]int // "service.method code"
+}
+
+func (m *refusalCounter) Handled(service, method, status, code string, _ time.Duration) {
+	if status != "refused" {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refused[service+"."+method+" "+code]++
+}
+
+// An operation every node refused before running anything (here: none of
+// them serves the method) did not execute: MaybeExecuted is false, the
+// error says refused, and each server counts the refusal for its operator.
+func TestRefusedEverywhereWasNotExecuted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		metrics := &refusalCounter{refused: map[string]int{}}
+		c := fftest.New(t, fftest.Config{Server: func(_ string, cfg *runtime.ServerConfig) { cfg.Metrics = metrics }})
+		// The nodes serve test.Ledger, without its Close.
+		c.Serve(t, &runtime.ServiceDesc{Name: ledgerDesc.Name, Methods: []*runtime.MethodDesc{ledgerAdd}},
+			func(n *fftest.Node) any { return newMemLedger(n.Name) })
+		ledger := newLedgerClient(c.Client(t))
+		err := ledger.Close(t.Context(), "acct")
+		re := wantError(t, err)
+		if runtime.MaybeExecuted(err) || re.Delivery != runtime.Refused || re.Reason != runtime.ReasonRefused || len(re.History) != 2 {
+			t.Fatalf("Close on nodes that do not serve it: %v (delivery %s, MaybeExecuted %v); want refused by both, not executed",
+				err, re.Delivery, runtime.MaybeExecuted(err))
+		}
+		metrics.mu.Lock()
+		defer metrics.mu.Unlock()
+		if n := metrics.refused["test.Ledger.Close ffgen.unknown-method"]; n != 2 {
+			t.Errorf("the servers counted %v; want 2 refusals of test.Ledger.Close", metrics.refused)
+		}
+	})
+}

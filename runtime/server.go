@@ -391,7 +391,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		if s.closed {
 			msg = "node is shutting down"
 		}
-		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeUnknownMethod, Message: msg})
+		s.refusedAttempt(a.Service, a.Method, c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeUnknownMethod, Message: msg})
 		return
 	}
 	s.mu.Unlock()
@@ -453,7 +453,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	}
 	if s.closed {
 		s.mu.Unlock()
-		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeUnknownMethod, Message: "node is shutting down"})
+		s.refusedAttempt(a.Service, a.Method, c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeUnknownMethod, Message: "node is shutting down"})
 		return
 	}
 	if rep := s.replicas[a.Service]; rep != nil {
@@ -473,7 +473,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 				s.send(c, rd)
 			case res != nil:
 				res.Call = a.Call
-				s.send(c, res)
+				s.refusedAttempt(a.Service, a.Method, c, res)
 			}
 			return
 		}
@@ -483,7 +483,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 			// the others.
 			s.mu.Unlock()
 			refusal.Call = a.Call
-			s.send(c, refusal)
+			s.refusedAttempt(a.Service, a.Method, c, refusal)
 			return
 		}
 		if wait {
@@ -571,7 +571,26 @@ func (s *Server) endUnrun(e *execution, f func(call uint64) transport.Frame) {
 
 // refuse answers e Failover with a code and message.
 func (s *Server) refuse(e *execution, code, msg string) {
+	s.countRefusal(e.method.Service, e.method.Name, code)
 	s.answer(e, &transport.Result{Status: transport.StatusFailover, Code: code, Message: msg})
+}
+
+// refusedAttempt sends r, an answer given without running anything, and
+// counts it when it is a refusal.
+func (s *Server) refusedAttempt(service, method string, c transport.Conn, r *transport.Result) {
+	if r.Status == transport.StatusFailover {
+		s.countRefusal(service, method, r.Code)
+	}
+	s.send(c, r)
+}
+
+// countRefusal reports an attempt refused with code (refusedCode: nothing
+// ran) to the metrics, beside the handler runs, so that a node that
+// refuses its calls shows it.
+func (s *Server) countRefusal(service, method, code string) {
+	if refusedCode(code) {
+		s.cfg.Metrics.Handled(service, method, "refused", code, 0)
+	}
 }
 
 // MinHeartbeatInterval is the shortest heartbeat interval a client may ask for.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -37,6 +38,12 @@ func (p Preset) String() string {
 type Config struct {
 	Name  string // unique node name; required
 	Group string // failure group; required
+	// Groups are the cluster's failure groups (runtime.Settings.Groups).
+	// If set, Group must be one of them: a node in a group no client
+	// routes to would join and serve nothing. A tie-breaker
+	// (runtime.ReplicationConfig.TieBreaker) serves no calls and sits
+	// outside them: leave Groups empty on it.
+	Groups []string
 
 	BindAddr      string // gossip listen address
 	BindPort      int    // gossip port (UDP and TCP); 0 picks a free one
@@ -139,6 +146,9 @@ func (c *Config) validate() error {
 	}
 	if c.Group == "" {
 		errs = append(errs, errors.New("missing Group"))
+	} else if len(c.Groups) > 0 && !slices.Contains(c.Groups, c.Group) {
+		errs = append(errs, fmt.Errorf("Group %q is not one of the failure groups %v: no client would route to this node; "+
+			"give it one of them, or add %q to the groups of every node and client (FFGEN_GROUPS)", c.Group, c.Groups, c.Group))
 	}
 	if c.Preset != PresetLAN && c.Preset != PresetLocal {
 		errs = append(errs, fmt.Errorf("unknown %v", c.Preset))

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"fmt"
+	"net"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -15,7 +17,43 @@ var (
 	_ memberlist.Delegate      = (*delegate)(nil)
 	_ memberlist.EventDelegate = (*delegate)(nil)
 	_ memberlist.PingDelegate  = (*delegate)(nil)
+	_ memberlist.MergeDelegate = (*delegate)(nil)
 )
+
+// NotifyMerge refuses, while this node has not joined yet, a cluster in
+// which a node with this node's name lives at another address and still
+// answers there: joining would make memberlist take the name from it, and
+// the real node would be listed as dead when this one stops. A node that
+// does not answer is this node's own earlier life (a restart on another
+// port), which the cluster will declare dead: that merge goes ahead.
+func (d *delegate) NotifyMerge(peers []*memberlist.Node) error {
+	if d.c.joined.Load() {
+		return nil
+	}
+	self := d.c.localAddr()
+	if self == "" {
+		return nil // not known yet: nothing to tell this node from another by
+	}
+	for _, p := range peers {
+		if p.Name != d.c.cfg.Name || p.Address() == self || p.State == memberlist.StateDead || p.State == memberlist.StateLeft {
+			continue
+		}
+		conn, err := net.DialTimeout("tcp", p.Address(), nameProbeTimeout)
+		if err != nil {
+			continue
+		}
+		conn.Close()
+		err = fmt.Errorf("%w: a live node named %q already gossips at %s (this node is at %s): give every node a name of its own",
+			ErrNameTaken, p.Name, p.Address(), self)
+		d.c.nameTaken.Store(&err)
+		return err
+	}
+	return nil
+}
+
+// nameProbeTimeout bounds the dial that tells a live holder of this node's
+// name from a stale entry.
+const nameProbeTimeout = time.Second
 
 func (d *delegate) NotifyJoin(n *memberlist.Node)   { d.alive(n) }
 func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.alive(n) }

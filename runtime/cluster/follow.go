@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 // Defaults of FollowConfig.
@@ -90,6 +91,49 @@ type Follower struct {
 }
 
 var _ runtime.Membership = (*Follower)(nil)
+
+// ErrNotManagement is the error of a follower whose every node address
+// is a node's RPC port rather than its management address: a mistake
+// that waiting does not mend, so Wait returns it at once.
+var ErrNotManagement = errors.New("cluster: not a management address")
+
+// speaksRPC reports whether addr is an ffgen RPC listener: the transport
+// sends its hello as soon as it accepts a connection, before it reads
+// anything, so the first bytes tell. It is asked only after a read of
+// addr failed, to say why.
+func speaksRPC(ctx context.Context, addr string, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, min(timeout, time.Second))
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer nc.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetReadDeadline(dl)
+	}
+	var buf [256]byte
+	n := 0
+	for {
+		m, err := nc.Read(buf[n:])
+		n += m
+		if n >= 4 {
+			size, lerr := transport.FrameLen(buf[:n], len(buf)-4)
+			if lerr != nil {
+				return false
+			}
+			if n >= 4+size {
+				f, derr := transport.Decode(buf[4 : 4+size])
+				_, hello := f.(*transport.Hello)
+				return derr == nil && hello
+			}
+		}
+		if err != nil || n == len(buf) {
+			return false
+		}
+	}
+}
 
 // Follow starts following the membership of the nodes in cfg. It returns
 // at once; the first read runs in the background.
@@ -190,6 +234,9 @@ func (f *Follower) Wait(ctx context.Context, service string, groups []string) er
 		if len(missing) == 0 {
 			return nil
 		}
+		if len(members) == 0 && errors.Is(lastErr, ErrNotManagement) && onlyNotManagement(lastErr) {
+			return fmt.Errorf("cluster: no member serving %s: %w", service, lastErr)
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: no member serving %s in group(s) %v (last read: %v): %w", service, missing, lastErr, ctx.Err())
@@ -198,6 +245,20 @@ func (f *Follower) Wait(ctx context.Context, service string, groups []string) er
 		case <-round:
 		}
 	}
+}
+
+// onlyNotManagement reports whether every error a round joined is
+// ErrNotManagement: every node given is an RPC port.
+func onlyNotManagement(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !errors.Is(e, ErrNotManagement) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, ErrNotManagement)
 }
 
 // missingGroups returns the groups that have no member serving service.
@@ -343,6 +404,10 @@ func (f *Follower) fetch(ctx context.Context, addr string) ([]runtime.Member, er
 	}
 	resp, err := f.http.Do(req)
 	if err != nil {
+		if ctx.Err() == nil && f.cfg.TLS == nil && speaksRPC(ctx, addr, f.cfg.Timeout) {
+			return nil, fmt.Errorf("%w: %s speaks ffgen's RPC protocol, not HTTP: it is a node's RPC port; "+
+				"give the follower the nodes' management addresses (ManagementConfig, MGMT_ADDR in the guide)", ErrNotManagement, addr)
+		}
 		return nil, fmt.Errorf("%s: %w", addr, err)
 	}
 	defer resp.Body.Close()

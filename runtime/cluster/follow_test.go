@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 // source is a MemberSource that a test changes while followers read it.
@@ -189,5 +190,34 @@ func TestFollowerFindsNodesThroughDNS(t *testing.T) {
 	eventually(t, detectBound, "the view of the node DNS names now", func() bool { return sameAs(f.Members(), "a2", "b1") })
 	if f.Source() != hostPort(fresh) {
 		t.Errorf("Source() = %s, want %s", f.Source(), hostPort(fresh))
+	}
+}
+
+// A follower given a node's RPC port instead of its management address is
+// told so, from the first bytes the port sends, and Wait returns that at
+// once instead of waiting for members that cannot come.
+func TestFollowerGivenAnRPCPortSaysSo(t *testing.T) {
+	tcp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "n1", Group: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := runtime.NewServer(runtime.ServerConfig{})
+	ln, err := srv.Serve(tcp, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+
+	f := follow(t, FollowConfig{Nodes: []string{ln.Addr()}, Interval: time.Hour})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	err = f.Wait(ctx, "svc", nil)
+	if !errors.Is(err, ErrNotManagement) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait = %v; want ErrNotManagement at once", err)
+	}
+	for _, want := range []string{ln.Addr(), "RPC port", "management address"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error %q does not say %q", err, want)
+		}
 	}
 }

@@ -57,15 +57,48 @@ func (c *Cluster) joinSeeds() ([]string, error) {
 	return seeds, nil
 }
 
+// ErrNameTaken is returned by Start when a live node of the cluster already
+// has this node's name: joining would make the two fight over it, and
+// the real one would be listed as dead when the newcomer stops.
+var ErrNameTaken = errors.New("cluster: node name already taken")
+
+// join makes one join attempt and reports whether it joined.
+func (c *Cluster) join(attempt int) (bool, error) {
+	seeds, err := c.joinSeeds()
+	n := 0
+	if err == nil {
+		n, err = c.ml.Join(seeds)
+	}
+	if n > 0 {
+		c.setJoined()
+		c.log.Info("cluster: joined", "seeds", seeds, "reached", n, "attempts", attempt)
+		return true, nil
+	}
+	if taken := c.nameTaken.Load(); taken != nil {
+		return false, *taken
+	}
+	if err == nil {
+		err = errors.New("no seed answered")
+	}
+	err = c.explainJoinError(err)
+	c.mu.Lock()
+	if !c.joined.Load() {
+		c.joinErr = err
+	}
+	c.mu.Unlock()
+	return false, err
+}
+
 // joinLoop joins the seeds, retrying with exponential backoff until one
 // answers, another node joins us, or the node stops. Seeds that are not up
-// yet are normal at deployment time, so failures are logged, not fatal.
-func (c *Cluster) joinLoop() {
+// yet are normal at deployment time, so failures are logged, not fatal,
+// except a name another live node has: that one does not mend.
+func (c *Cluster) joinLoop(attempt int) {
 	defer c.wg.Done()
 	delay := c.cfg.JoinRetryMin
-	timer := time.NewTimer(0)
+	timer := time.NewTimer(delay)
 	defer timer.Stop()
-	for attempt := 1; ; attempt++ {
+	for ; ; attempt++ {
 		select {
 		case <-c.stop:
 			return
@@ -74,25 +107,17 @@ func (c *Cluster) joinLoop() {
 		if c.Joined() {
 			return
 		}
-		seeds, err := c.joinSeeds()
-		n := 0
-		if err == nil {
-			n, err = c.ml.Join(seeds)
-		}
-		if n > 0 {
-			c.setJoined()
-			c.log.Info("cluster: joined", "seeds", seeds, "reached", n, "attempts", attempt)
+		joined, err := c.join(attempt)
+		if joined {
 			return
 		}
-		if err == nil {
-			err = errors.New("no seed answered")
-		}
-		err = c.explainJoinError(err)
-		c.mu.Lock()
-		if !c.joined.Load() {
+		if errors.Is(err, ErrNameTaken) {
+			c.mu.Lock()
 			c.joinErr = err
+			c.mu.Unlock()
+			c.log.Error("cluster: not joining", "err", err)
+			return
 		}
-		c.mu.Unlock()
 		c.log.Warn("cluster: join failed, retrying", "seeds", c.cfg.Seeds, "attempt", attempt, "retry_in", delay, "err", err)
 		timer.Reset(delay)
 		delay = min(2*delay, c.cfg.JoinRetryMax)

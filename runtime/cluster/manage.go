@@ -123,6 +123,7 @@ func (c ManagementConfig) Validate() error {
 //	GET    /cluster/page/            the live cluster page (HTML, no token
 //	                                 needed: it holds no data and sends the
 //	                                 token on its own requests)
+//	GET    /                         a redirect to the page, no token needed
 //
 // plus cfg.Routes. Errors are JSON {"error": "..."}.
 //
@@ -154,6 +155,7 @@ var builtinRoutes = []builtinRoute{
 	{"GET /metrics", (*management).metrics},
 	{"GET /ops", (*management).ops},
 	{pagePattern, (*management).page},
+	{rootPattern, (*management).root},
 	{"GET /debug/pprof/", (*management).pprof},
 }
 

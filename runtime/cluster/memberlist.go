@@ -75,6 +75,9 @@ type Cluster struct {
 	live     atomic.Pointer[[]runtime.Member]
 	joined   atomic.Bool
 	joinedCh chan struct{}
+	// nameTaken is set when a join found this node's name on another
+	// live node (NotifyMerge): the join is refused, not retried.
+	nameTaken atomic.Pointer[error]
 
 	life                sync.Mutex // orders Leave and halt: memberlist panics on leave after shutdown
 	leaveOnce, haltOnce sync.Once
@@ -90,8 +93,10 @@ var _ runtime.Membership = (*Cluster)(nil)
 const DefaultLeaveTimeout = 2 * time.Second
 
 // Start creates the local node, starts gossip and, if Seeds are set, joins
-// them in the background. It fails on an invalid config, metadata over
-// memberlist's limit, or a port that cannot be bound.
+// them: the first attempt before it returns (bounded by memberlist's TCP
+// timeout per seed), the others in the background. It fails on an invalid
+// config, metadata over memberlist's limit, a port that cannot be bound,
+// or a name that a live node of the cluster already has (ErrNameTaken).
 func Start(cfg Config) (*Cluster, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -118,7 +123,7 @@ func Start(cfg Config) (*Cluster, error) {
 	c.live.Store(new([]runtime.Member))
 	mc := cfg.memberlistConfig()
 	d := &delegate{c: c}
-	mc.Delegate, mc.Events, mc.Ping = d, d, d
+	mc.Delegate, mc.Events, mc.Ping, mc.Merge = d, d, d, d
 	mc.Logger = log.New(&logWriter{log: c.log, suspect: func(name string) { c.transition(name, StateAlive, StateSuspect) }}, "", 0)
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -134,8 +139,19 @@ func Start(cfg Config) (*Cluster, error) {
 		go c.reconnectLoop()
 	}
 	if c.needsJoin() {
-		c.wg.Add(1)
-		go c.joinLoop()
+		// The first attempt is made before Start returns, so that a name
+		// already taken is an error of Start and the process ends before
+		// anyone has seen it; the others go on in the background.
+		joined, err := c.join(1)
+		if errors.Is(err, ErrNameTaken) {
+			c.halt() // without leaving: the name is the other node's
+			return nil, err
+		}
+		if !joined {
+			c.log.Warn("cluster: join failed, retrying", "seeds", cfg.Seeds, "attempt", 1, "retry_in", cfg.JoinRetryMin, "err", err)
+			c.wg.Add(1)
+			go c.joinLoop(2)
+		}
 	} else {
 		c.setJoined()
 		c.log.Info("cluster: started a new cluster", "gossip", c.localAddr())

@@ -309,6 +309,7 @@ func TestStartRejects(t *testing.T) {
 		{"metadata over the limit", func(c *Config) { c.Services = long }, "limit 512", ErrMetaTooLarge},
 		{"no name", func(c *Config) { c.Name = "" }, "missing Name", nil},
 		{"no group", func(c *Config) { c.Group = "" }, "missing Group", nil},
+		{"group not among the groups", func(c *Config) { c.Group, c.Groups = "zzz", []string{"a", "b"} }, `Group "zzz" is not one of the failure groups [a b]`, nil},
 		{"bad key", func(c *Config) { c.SecretKey = []byte("short") }, "SecretKey is 5 bytes", nil},
 		{"bad backoff", func(c *Config) { c.JoinRetryMax = time.Nanosecond }, "join backoff", nil},
 		{"bad preset", func(c *Config) { c.Preset = 7 }, "preset(7)", nil},
@@ -373,5 +374,37 @@ func TestCatchingUpIsPublished(t *testing.T) {
 	eventually(t, detectBound, "a lists b as caught up", func() bool { return !catchingUp(a) && !catchingUp(b) })
 	if m, _ := a.Member("b"); m.State != StateAlive {
 		t.Errorf("b is %s on a, want alive", m.State)
+	}
+}
+
+// A node started with the name of a live member is refused by Start, and
+// the member keeps its name: no node ever lists it as anything but alive
+// at its own address.
+func TestStartRefusesATakenName(t *testing.T) {
+	cs := startCluster(t, 2)
+	real, other := cs[0], cs[1]
+	name := real.cfg.Name
+	cfg := DefaultLocalConfig()
+	cfg.Name, cfg.Group = name, "g1"
+	cfg.RPCAddr = "rpc-impostor:9000"
+	cfg.Seeds = []string{other.localAddr()}
+	c, err := Start(cfg)
+	if err == nil {
+		c.halt()
+		t.Fatal("Start with a taken name succeeded")
+	}
+	if !errors.Is(err, ErrNameTaken) || !strings.Contains(err.Error(), real.localAddr()) {
+		t.Fatalf("err = %v; want ErrNameTaken naming %s", err, real.localAddr())
+	}
+	// The impostor is gone; the members go on probing each other. Over
+	// several of the local preset's suspicion timeouts (about a second),
+	// the real node stays alive at its address on the other member.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		m, ok := other.Member(name)
+		if !ok || m.State != StateAlive || m.GossipAddress != real.localAddr() {
+			t.Fatalf("%s as %s sees it: %+v", name, other.cfg.Name, m)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

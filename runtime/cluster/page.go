@@ -27,6 +27,17 @@ const pagePattern = "GET " + pagePrefix
 const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; " +
 	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
+// rootPattern is the management address itself: an operator who opens it
+// in a browser is sent to the page.
+const rootPattern = "GET /{$}"
+
+// root redirects to the page. The location is relative, so that it also
+// leads there when the management handler is mounted under a prefix.
+func (m *management) root(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Location", strings.TrimPrefix(pagePrefix, "/"))
+	w.WriteHeader(http.StatusFound)
+}
+
 // page serves the embedded files. A browser cannot put a bearer token on a
 // navigation, so these files are served without one (see isPage); they hold
 // no data, and the page sends the token on each of its requests.
@@ -58,5 +69,5 @@ func (m *management) page(w http.ResponseWriter, r *http.Request) {
 // redirect it there): exactly the requests that need no token.
 func isPage(mux *http.ServeMux, r *http.Request) bool {
 	_, pattern := mux.Handler(r)
-	return pattern == pagePattern
+	return pattern == pagePattern || pattern == rootPattern
 }

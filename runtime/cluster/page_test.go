@@ -31,7 +31,15 @@ func TestPageWithoutTokenDataWithToken(t *testing.T) {
 	if rec := get(h, "/cluster/page", ""); rec.Code/100 != 3 || rec.Header().Get("Location") != "/cluster/page/" {
 		t.Errorf("GET /cluster/page: %d to %q, want a redirect to /cluster/page/", rec.Code, rec.Header().Get("Location"))
 	}
+	// The management address itself leads to the page, with no token.
+	if rec := get(h, "/", ""); rec.Code != http.StatusFound || rec.Header().Get("Location") != "cluster/page/" {
+		t.Errorf("GET /: %d to %q, want a redirect to cluster/page/", rec.Code, rec.Header().Get("Location"))
+	}
+	if base, _ := url.Parse("http://node/"); base.ResolveReference(&url.URL{Path: get(h, "/", "").Header().Get("Location")}).Path != pagePrefix {
+		t.Errorf("GET / does not lead to %s", pagePrefix)
+	}
 	do(t, h, call{method: "GET", path: "/cluster/page/nothing.js", status: 404, contains: "no page file"})
+	do(t, h, call{method: "GET", path: "/nothing", status: 401, contains: "bearer token"})
 	do(t, h, call{method: "HEAD", path: "/cluster/page/", status: 200})
 
 	// Nothing else comes along without the token: not the data routes, not
@@ -82,7 +90,7 @@ func TestPageAssetsAndRoutes(t *testing.T) {
 
 	js := get(h, "/cluster/page/page.js", "").Body.String()
 	routes := regexp.MustCompile(`\n\s+\w+: "(\.\./[^"]+)"`).FindAllStringSubmatch(js, -1)
-	want := map[string]bool{"/cluster/members": false, "/metrics": false, "/ops": false, "/health/ready": false}
+	want := map[string]bool{"/cluster/members": false, "/cluster/replicas": false, "/metrics": false, "/ops": false, "/health/ready": false}
 	base, _ := url.Parse("http://node/cluster/page/")
 	for _, r := range routes {
 		ref, err := url.Parse(r[1])

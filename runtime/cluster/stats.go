@@ -157,11 +157,14 @@ func (s *Stats) ServerAttempt(service, method string, delta int) {
 	s.get(service, method).serverInFlight.Add(int64(delta))
 }
 
-// Handled implements Metrics.
+// Handled implements Metrics. A refusal ran no handler: it is counted,
+// and has no latency.
 func (s *Stats) Handled(service, method, status, code string, d time.Duration) {
 	ms := s.get(service, method)
 	ms.handled(status, code).Add(1)
-	ms.handlerLatency.observe(d)
+	if status != "refused" {
+		ms.handlerLatency.observe(d)
+	}
 }
 
 // handled returns the counter of one status and code: a lookup in a short
@@ -208,7 +211,7 @@ var (
 	descServerInFlight  = prometheus.NewDesc("ffgen_server_attempts_in_flight", "Handlers running on the server.", methodLabelNames, nil)
 	descAttemptLatency  = prometheus.NewDesc("ffgen_attempt_duration_seconds", "Attempt latency on the client.", methodLabelNames, nil)
 	descOpLatency       = prometheus.NewDesc("ffgen_operation_duration_seconds", "Operation latency on the client, failovers included.", methodLabelNames, nil)
-	descHandled         = prometheus.NewDesc("ffgen_server_handled_total", "Handler runs ended on the server, by the answer's status (ok, fail, failover, forwarded) and error code (declared, ffgen.* for the engine's, undeclared).", []string{"service", "method", "status", "code"}, nil)
+	descHandled         = prometheus.NewDesc("ffgen_server_handled_total", "Handler runs ended on the server, by the answer's status (ok, fail, failover, forwarded) and error code (declared, ffgen.* for the engine's, undeclared); status refused counts attempts refused without running anything.", []string{"service", "method", "status", "code"}, nil)
 	descHandlerLatency  = prometheus.NewDesc("ffgen_server_handler_duration_seconds", "How long handlers ran on the server.", methodLabelNames, nil)
 
 	methodLabelNames = []string{"service", "method"}

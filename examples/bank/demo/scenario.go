@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ffgen/ffgen/examples/bank"
 	"github.com/ffgen/ffgen/examples/bank/internal/cli"
 	"github.com/ffgen/ffgen/examples/bank/internal/testbed"
 )
@@ -51,7 +52,12 @@ type Result struct {
 // returns, also when ctx is cancelled (Ctrl-C) or a step fails.
 func (s *Scenario) Run(ctx context.Context) (*Result, error) {
 	s.Out, s.Err = testbed.LockedWriter(s.Out), testbed.LockedWriter(s.Err)
-	c, err := testbed.Start(ctx, testbed.Config{BinDir: s.BinDir, Dir: s.Dir, Env: s.Env, Out: s.Out, Prefix: "demo"})
+	// A journal that holds every write of the run (a fast machine makes
+	// some 15,000 a second), so that the audit is complete: a write
+	// missing from a node's journal is then lost, not forgotten.
+	journal := max(bank.DefaultJournal, int(s.Duration.Seconds()+30)*20000)
+	c, err := testbed.Start(ctx, testbed.Config{BinDir: s.BinDir, Dir: s.Dir, Env: s.Env, Out: s.Out, Prefix: "demo",
+		Args: []string{"-journal", strconv.Itoa(journal)}})
 	if err != nil {
 		return nil, err
 	}

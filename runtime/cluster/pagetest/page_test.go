@@ -137,13 +137,22 @@ func TestPageFollowsKillAndRejoin(t *testing.T) {
 	b1 := startNode(t, "b1", "b", token, seeds, false)
 	startNode(t, "b2", "b", token, seeds, false)
 
-	url := "http://" + a2.addrs.Mgmt + "/cluster/page/#token=" + token
+	// The management address itself, as an operator would type it: it
+	// leads to the page, the token in the fragment coming along.
+	url := "http://" + a2.addrs.Mgmt + "/#token=" + token
 	if err := chromedp.Run(ctx, chromedp.Navigate(url)); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, ctx, "the page at the management address", `location.pathname === "/cluster/page/"`, 30*time.Second)
 	allAlive := `["a1","a2","b1","b2"].every(n => (document.querySelector('[data-member="' + n + '"]') || {dataset: {}}).dataset.state === "alive")`
 	waitFor(t, ctx, "four alive members", allAlive, 60*time.Second)
 	waitFor(t, ctx, "the load's operations", `Number(document.querySelector('[data-tile="ops"] .tile-value').textContent) > 0`, 30*time.Second)
+	// What a2 served of the load, from its server's counters: a rate, a
+	// count per method and a latency.
+	waitFor(t, ctx, "calls served", `Number(document.querySelector('[data-tile="served"] .tile-value').textContent) > 0`, 30*time.Second)
+	waitFor(t, ctx, "Balance served, with its latency",
+		`(() => { const tr = document.querySelector('table.served tr[data-method="bank.Accounts.Balance"]');
+		  return !!tr && Number(tr.dataset.served) > 0 && /ms|µs/.test(tr.children[6].textContent); })()`, 30*time.Second)
 	var fragment string
 	if err := chromedp.Run(ctx, chromedp.Evaluate(`location.hash`, &fragment)); err != nil {
 		t.Fatal(err)
@@ -156,6 +165,7 @@ func TestPageFollowsKillAndRejoin(t *testing.T) {
 	t.Log("killed b1")
 	waitFor(t, ctx, "b1 dead", memberState("b1")+` === "dead"`, 60*time.Second)
 	waitFor(t, ctx, "the event of b1's death", `!!document.querySelector('#events [data-member="b1"][data-state="dead"]')`, 5*time.Second)
+	waitFor(t, ctx, "a failover after the kill", `!!document.querySelector('#events [data-kind="failover"]')`, 30*time.Second)
 	screenshot(t, ctx, "cluster-page-dead.png")
 
 	startNode(t, "b1", "b", token, seeds, false)

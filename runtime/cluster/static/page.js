@@ -23,6 +23,7 @@
     metrics: "../../metrics",
     ops: "../../ops",
     ready: "../../health/ready",
+    replicas: "../replicas",
   };
 
   const $ = (id) => document.getElementById(id);
@@ -71,14 +72,14 @@
   async function tick() {
     const started = Date.now();
     try {
-      const [ms, metrics, ops, ready] = await Promise.all([
-        get(ROUTES.members), get(ROUTES.metrics, true), get(ROUTES.ops), get(ROUTES.ready),
+      const [ms, metrics, ops, ready, replicas] = await Promise.all([
+        get(ROUTES.members), get(ROUTES.metrics, true), get(ROUTES.ops), get(ROUTES.ready), get(ROUTES.replicas),
       ]);
       if (unreachableSince !== null) {
         addEvent("recovered", "reachable", "this node answers again");
         unreachableSince = null;
       }
-      update(ms, parseMetrics(metrics), ops, ready);
+      update(ms, parseMetrics(metrics), ops, ready, replicas);
       $("status").textContent = "updated " + clock(new Date());
       $("status").className = "muted";
       $("auth").hidden = true;
@@ -119,19 +120,29 @@
 
   // --- metrics -------------------------------------------------------------
 
-  // parseMetrics reads the Prometheus text format into per-method counters.
+  // parseMetrics reads the Prometheus text format into per-method counters:
+  // what the node served (ffgen_server_*, the server's side of every call
+  // it answered) and what it sent as a client (ffgen_operations_total and
+  // the attempt families). hasStats is false when the node exports no
+  // per-method family at all: it was started without a cluster.Stats.
   function parseMetrics(text) {
-    const snap = { at: Date.now(), methods: new Map() };
+    const snap = { at: Date.now(), methods: new Map(), hasStats: false };
     const method = (l) => {
       const key = l.service + "." + l.method;
       let m = snap.methods.get(key);
       if (!m) {
-        m = { ok: 0, err: 0, attempts: 0, failovers: {}, clientInFlight: 0, serverInFlight: 0 };
+        m = {
+          ok: 0, err: 0, attempts: 0, failovers: {}, refusedAttempts: 0, clientInFlight: 0, serverInFlight: 0,
+          handled: {}, latency: { buckets: [], sum: 0, count: 0 },
+        };
         snap.methods.set(key, m);
       }
       return m;
     };
     for (const line of text.split("\n")) {
+      if (line.startsWith("# TYPE ffgen_operations_total") || line.startsWith("# TYPE ffgen_server_handled_total")) {
+        snap.hasStats = true;
+      }
       if (line === "" || line[0] === "#") continue;
       const s = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$/.exec(line);
       if (!s) continue;
@@ -150,6 +161,9 @@
         case "ffgen_attempts_started_total":
           method(labels).attempts = v;
           break;
+        case "ffgen_attempts_ended_total":
+          if (labels.reason === "refused") method(labels).refusedAttempts = v;
+          break;
         case "ffgen_failovers_total":
           method(labels).failovers[labels.reason] = v;
           break;
@@ -159,10 +173,46 @@
         case "ffgen_server_attempts_in_flight":
           method(labels).serverInFlight = v;
           break;
+        case "ffgen_server_handled_total":
+          method(labels).handled[answerKind(labels.status, labels.code)] =
+            (method(labels).handled[answerKind(labels.status, labels.code)] || 0) + v;
+          break;
+        case "ffgen_server_handler_duration_seconds_bucket":
+          method(labels).latency.buckets.push([Number(labels.le), v]);
+          break;
+        case "ffgen_server_handler_duration_seconds_sum":
+          method(labels).latency.sum = v;
+          break;
+        case "ffgen_server_handler_duration_seconds_count":
+          method(labels).latency.count = v;
+          break;
       }
+    }
+    for (const m of snap.methods.values()) {
+      m.served = sum(m.handled);
+      m.latency.buckets.sort((a, b) => a[0] - b[0]);
     }
     return snap;
   }
+
+  // answerKind names what a server answer was: "ok", a declared error the
+  // caller gets back ("declared CODE"), a failure ("failed CODE": an
+  // undeclared error, a panic, a timeout, a failover the handler asked
+  // for), a refusal (the node ran nothing: "refused CODE") or "forwarded".
+  function answerKind(status, code) {
+    switch (status) {
+      case "ok":
+      case "forwarded":
+        return status;
+      case "refused":
+        return "refused " + code;
+      case "fail":
+        if (code && code !== "undeclared" && !code.startsWith("ffgen.")) return "declared " + code;
+    }
+    return "failed " + (code || status);
+  }
+
+  const kindClass = (kind) => kind.split(" ")[0];
 
   const sum = (o) => Object.values(o).reduce((a, b) => a + b, 0);
 
@@ -173,41 +223,73 @@
     if (!prev) return out;
     const dt = (cur.at - prev.at) / 1000;
     if (dt <= 0) return out;
+    const none = { ok: 0, err: 0, attempts: 0, refusedAttempts: 0, failovers: {}, handled: {}, served: 0, latency: { buckets: [], sum: 0, count: 0 } };
     for (const [key, c] of cur.methods) {
-      const p = prev.methods.get(key) || { ok: 0, err: 0, attempts: 0, failovers: {} };
+      const p = prev.methods.get(key) || none;
       const d = (a, b) => a - (b || 0);
       const r = {
         ops: d(c.ok + c.err, p.ok + p.err),
         err: d(c.err, p.err),
         attempts: d(c.attempts, p.attempts),
+        refusedAttempts: d(c.refusedAttempts, p.refusedAttempts),
+        served: d(c.served, p.served),
         failovers: {},
+        handled: {},
+        latency: latencyDelta(p.latency, c.latency),
       };
       for (const [reason, n] of Object.entries(c.failovers)) r.failovers[reason] = d(n, p.failovers[reason]);
-      if (r.ops < 0 || r.err < 0 || r.attempts < 0 || Object.values(r.failovers).some((x) => x < 0)) {
-        return null;
-      }
+      for (const [kind, n] of Object.entries(c.handled)) r.handled[kind] = d(n, p.handled[kind]);
+      const counts = [r.ops, r.err, r.attempts, r.served, ...Object.values(r.failovers), ...Object.values(r.handled)];
+      if (counts.some((x) => x < 0)) return null;
+      r.failed = sumKind(r.handled, "failed");
+      r.refused = sumKind(r.handled, "refused");
+      r.declared = sumKind(r.handled, "declared");
       r.dt = dt;
       out.set(key, r);
     }
     return out;
   }
 
+  function sumKind(handled, kind) {
+    let n = 0;
+    for (const [k, v] of Object.entries(handled)) if (kindClass(k) === kind) n += v;
+    return n;
+  }
+
+  // latencyDelta is the handler latency of one interval: its mean and the
+  // bucket bound under which 99% of its calls ran.
+  function latencyDelta(p, c) {
+    const count = c.count - p.count;
+    if (!(count > 0)) return null;
+    const prevAt = new Map(p.buckets);
+    let p99 = Infinity;
+    for (const [le, n] of c.buckets) {
+      if (n - (prevAt.get(le) || 0) >= 0.99 * count) {
+        p99 = le;
+        break;
+      }
+    }
+    return { mean: (c.sum - p.sum) / count, p99 };
+  }
+
   // --- rendering -------------------------------------------------------------
 
   let polls = 0;
 
-  function update(ms, snap, ops, ready) {
+  function update(ms, snap, ops, ready, replicas) {
     document.body.classList.remove("stale");
     // For tests and the curious: how many answers the page has shown.
     document.body.dataset.polls = String(++polls);
     renderHeader(ms, ready);
     trackMembers(ms);
     renderGroups(ms);
+    trackReplicas(replicas);
+    renderReplicas(replicas);
     const r = rates(counters, snap);
     if (r === null) addEvent("node", "reset", "counters went down: the node restarted");
     trackCounters(r);
     renderCounters(snap, r, ops);
-    renderOps(ops);
+    renderOps(ops, r);
     counters = snap;
   }
 
@@ -294,16 +376,96 @@
     members = next;
   }
 
-  // erring holds the methods whose last interval had errors: an error
-  // event marks when errors begin and end, not every second of them.
+  // replicas holds the last answer of /cluster/replicas, by service.
+  let replicas = null;
+
+  function trackReplicas(list) {
+    const next = new Map(list.map((st) => [st.service, st]));
+    if (replicas !== null) {
+      for (const [svc, st] of next) {
+        const p = replicas.get(svc);
+        if (!p) {
+          addEvent("replica", "replica", svc + ": replicated here, " + (st.ready ? "serving" : "not serving: " + st.not_ready));
+          continue;
+        }
+        if ((p.leader || "") !== (st.leader || "")) {
+          addEvent("replica", "leader", svc + ": leader " + (p.leader || "none") + " → " + (st.leader || "none") + " (term " + st.term + ")");
+        } else if (p.term !== st.term) {
+          addEvent("replica", "term", svc + ": term " + p.term + " → " + st.term);
+        }
+        if (p.ready !== st.ready) {
+          if (st.ready) addEvent("recovered", "serving", svc + ": this node serves it again");
+          else addEvent("replica", "catching", svc + ": this node does not serve it: " + (st.not_ready || "unknown reason"));
+        }
+        if (!p.stopped && st.stopped) addEvent("error", "stopped", svc + ": this node stopped applying: " + (st.not_ready || ""));
+        if (st.snapshots_installed > p.snapshots_installed) addEvent("replica", "snapshot", svc + ": copied a snapshot from the leader (index " + st.snapshot_index + ")");
+      }
+    }
+    replicas = next;
+  }
+
+  function renderReplicas(list) {
+    const root = $("replicas");
+    root.closest("section").hidden = list.length === 0;
+    const t = el("table", "rates");
+    const head = el("tr");
+    for (const h of ["service", "this node", "leader", "term", "committed", "applied", "behind", "log kept", "voters", "learners", "serving"]) {
+      head.append(el("th", "", h));
+    }
+    t.append(head);
+    for (const st of list) {
+      const tr = el("tr");
+      tr.dataset.service = st.service;
+      tr.dataset.leader = st.leader || "";
+      const role = (st.role || "not in the group") + (st.tie_breaker ? " (tie-breaker)" : "") + (st.leading ? ", leader" : "");
+      const serving = el("td", "");
+      serving.append(badge(st.ready ? "serving" : st.stopped ? "stopped" : "not serving", st.ready ? "state-alive" : st.stopped ? "state-dead" : "state-catching"));
+      if (!st.ready && st.not_ready) serving.append(document.createTextNode(" " + st.not_ready));
+      tr.append(
+        el("td", "", st.service),
+        el("td", "", role),
+        el("td", "", st.leader || "none known"),
+        el("td", "num", String(st.term)),
+        el("td", "num", String(st.commit)),
+        el("td", "num", String(st.applied)),
+        el("td", "num", String(Math.max(0, st.commit - st.applied))),
+        el("td", "num", st.log_first + "–" + st.log_last),
+        el("td", "", (st.voters || []).join(", ")),
+        el("td", "", (st.learners || []).join(", ") || "—"),
+        serving,
+      );
+      t.append(tr);
+    }
+    root.replaceChildren(t);
+  }
+
+  // erring, failing and refusing hold the methods whose last interval had
+  // client errors, server failures or refusals: an event marks when they
+  // begin and end, not every second of them.
   const erring = new Set();
+  const failing = new Set();
+  const refusing = new Set();
+
+  // edge adds an event when n starts or stops being non-zero for key.
+  function edge(set, key, n, kind, state, start, stop) {
+    if (n > 0 && !set.has(key)) {
+      set.add(key);
+      addEvent(kind, state, start);
+    } else if (n === 0 && set.has(key)) {
+      set.delete(key);
+      addEvent("recovered", "ended", stop);
+    }
+  }
 
   function trackCounters(r) {
     if (!r) return;
-    let ops = 0, err = 0, fo = 0;
+    let ops = 0, err = 0, fo = 0, served = 0, failed = 0, refused = 0;
     for (const [key, x] of r) {
       ops += x.ops;
       err += x.err;
+      served += x.served;
+      failed += x.failed;
+      refused += x.refused;
       const reasons = Object.entries(x.failovers).filter(([, n]) => n > 0);
       const n = reasons.reduce((a, [, k]) => a + k, 0);
       fo += n;
@@ -311,16 +473,18 @@
         addEvent("failover", "failover", key + ": " + n + (n === 1 ? " failover (" : " failovers (") +
           reasons.map(([reason, k]) => reason + " " + k).join(", ") + ")");
       }
-      if (x.err > 0 && !erring.has(key)) {
-        erring.add(key);
-        addEvent("error", "errors", key + ": operations fail (" + x.err + " in " + x.dt.toFixed(1) + " s)");
-      } else if (x.err === 0 && erring.has(key)) {
-        erring.delete(key);
-        addEvent("recovered", "no errors", key + ": operations succeed again");
-      }
+      const kinds = (kind) => Object.entries(x.handled).filter(([k, v]) => v > 0 && kindClass(k) === kind)
+        .map(([k, v]) => k.slice(kind.length + 1) + " " + v).join(", ");
+      edge(erring, key, x.err, "error", "errors", key + ": calls this node made fail (" + x.err + " in " + x.dt.toFixed(1) + " s)",
+        key + ": calls this node makes succeed again");
+      edge(failing, key, x.failed, "error", "failures", key + ": this node's answers fail (" + kinds("failed") + " in " + x.dt.toFixed(1) + " s)",
+        key + ": this node's answers no longer fail");
+      edge(refusing, key, x.refused + x.refusedAttempts, "refusal", "refused",
+        key + ": attempts refused, nothing run (" + (kinds("refused") || "by the nodes this one called: " + x.refusedAttempts) + ")",
+        key + ": no more refusals");
     }
     const dt = r.size ? r.values().next().value.dt : 1;
-    history_.push({ ops: ops / dt, failovers: fo / dt, errors: err / dt });
+    history_.push({ served: served / dt, ops: ops / dt, failovers: fo / dt, errors: (err + failed) / dt });
     if (history_.length > HISTORY) history_ = history_.slice(-HISTORY);
   }
 
@@ -336,24 +500,61 @@
     for (const o of ops) byState[o.state] = (byState[o.state] || 0) + 1;
     const last = history_[history_.length - 1];
 
-    const tiles = $("tiles");
-    tiles.replaceChildren(
-      tile("operations/s", last ? fmtRate(last.ops) : "—", "ops", sparkline(history_.map((h) => h.ops), "line-ops")),
+    $("tiles").replaceChildren(
+      tile("calls served/s", last ? fmtRate(last.served) : "—", "served", sparkline(history_.map((h) => h.served), "line-ops")),
+      tile("calls made/s", last ? fmtRate(last.ops) : "—", "ops", sparkline(history_.map((h) => h.ops), "line-ops")),
       tile("failovers/s", last ? fmtRate(last.failovers) : "—", "failovers", sparkline(history_.map((h) => h.failovers), "line-failovers")),
-      tile("errors/s", last ? fmtRate(last.errors) : "—", "errors", sparkline(history_.map((h) => h.errors), "line-errors")),
-      tile("attempts in flight", String(clientInFlight), "client-in-flight"),
+      tile("failures/s", last ? fmtRate(last.errors) : "—", "errors", sparkline(history_.map((h) => h.errors), "line-errors")),
       tile("handlers running", String(serverInFlight), "server-in-flight"),
+      tile("attempts in flight", String(clientInFlight), "client-in-flight"),
       tile("queued", String(byState.queued || 0), "queued"),
       tile("held", String(byState.held || 0), "held"),
     );
 
-    const t = el("table", "rates");
+    const keys = [...snap.methods.keys()].sort();
+    const servedKeys = keys.filter((k) => snap.methods.get(k).served > 0);
+    const madeKeys = keys.filter((k) => snap.methods.get(k).attempts > 0);
+
+    // What this node answered, from the server's own counters.
+    const st = el("table", "rates served");
+    const sh = el("tr");
+    for (const h of ["method", "served/s", "ok/s", "declared errors/s", "failures/s", "refused/s", "latency mean / p99", "since start: ok", "declared errors", "failures", "refused"]) {
+      sh.append(el("th", "", h));
+    }
+    st.append(sh);
+    for (const key of servedKeys) {
+      const m = snap.methods.get(key);
+      const x = r && r.get(key);
+      const tr = el("tr");
+      tr.dataset.method = key;
+      tr.dataset.served = String(m.served);
+      const per = (n) => (x ? fmtRate(n / x.dt) : "—");
+      const total = (kind) => Object.entries(m.handled).filter(([k, v]) => v > 0 && kindClass(k) === kind)
+        .map(([k, v]) => k.slice(kind.length + 1) + " " + v).join(", ") || "0";
+      tr.append(
+        el("td", "", key),
+        el("td", "num", per(x && x.served)),
+        el("td", "num", per(x && (x.handled.ok || 0))),
+        el("td", "num", per(x && x.declared)),
+        el("td", "num", per(x && x.failed)),
+        el("td", "num", per(x && x.refused)),
+        el("td", "num", x && x.latency ? fmtDur(x.latency.mean) + " / " + (x.latency.p99 === Infinity ? "> 10 s" : "≤ " + fmtDur(x.latency.p99)) : "—"),
+        el("td", "num", String(m.handled.ok || 0)),
+        el("td", "", total("declared")),
+        el("td", "", total("failed")),
+        el("td", "", total("refused")),
+      );
+      st.append(tr);
+    }
+
+    // What this node sent as a client.
+    const t = el("table", "rates made");
     const head = el("tr");
-    for (const h of ["method", "ops/s", "errors/s", "failovers/s by reason", "ok", "errors", "failovers by reason", "in flight (client/server)"]) {
+    for (const h of ["method", "calls/s", "failed/s", "failovers/s by reason", "ok", "failed", "failovers by reason", "in flight (client/server)"]) {
       head.append(el("th", "", h));
     }
     t.append(head);
-    for (const key of [...snap.methods.keys()].sort()) {
+    for (const key of madeKeys) {
       const m = snap.methods.get(key);
       const x = r && r.get(key);
       const tr = el("tr");
@@ -373,8 +574,20 @@
       t.append(tr);
     }
     const totals = Object.entries(totalFailovers).map(([k, n]) => k + " " + n).join(", ");
-    const note = el("p", "muted", "Failovers since this node started: " + (totals || "none") + ".");
-    $("rates").replaceChildren(snap.methods.size ? t : el("p", "muted", "No operations counted yet."), note);
+    const parts = [];
+    if (!snap.hasStats) {
+      parts.push(el("p", "error", "This node exports no call counters: give its runtime.ServerConfig (and ClientConfig) " +
+        "and its ManagementConfig the same cluster.NewStats() as Metrics."));
+    }
+    parts.push(el("h3", "", "Served by this node"));
+    parts.push(servedKeys.length ? st : el("p", "muted", "No calls served yet."));
+    parts.push(el("p", "muted", "Declared errors are answers the service declares (//ff:fail), returned to the caller as themselves; " +
+      "failures are undeclared errors, panics, timeouts and failovers; refused attempts ran nothing and went elsewhere."));
+    if (madeKeys.length) {
+      parts.push(el("h3", "", "Made by this node as a client"), t);
+      parts.push(el("p", "muted", "Failovers since this node started: " + (totals || "none") + "."));
+    }
+    $("rates").replaceChildren(...parts);
   }
 
   function tile(label, value, name, extra) {
@@ -401,8 +614,27 @@
     return svg;
   }
 
-  function renderOps(ops) {
-    $("ops-count").textContent = ops.length + (ops.length > MAX_OPS ? ", the oldest " + MAX_OPS + " shown" : "");
+  function renderOps(ops, r) {
+    let note = ops.length + (ops.length > MAX_OPS ? ", the oldest " + MAX_OPS + " shown" : "");
+    if (ops.length === 0 && r && r.size) {
+      // Calls that end between two polls are not caught in flight: say how
+      // many there were, so that an empty list reads as what it is.
+      let served = 0, made = 0, dt = 1, mean = 0, count = 0;
+      for (const x of r.values()) {
+        served += x.served;
+        made += x.ops;
+        dt = x.dt;
+        if (x.latency) {
+          mean += x.latency.mean * x.served;
+          count += x.served;
+        }
+      }
+      if (served + made > 0) {
+        note = "none right now: " + fmtRate((served + made) / dt) + " calls/s end between polls" +
+          (count ? ", a handler runs " + fmtDur(mean / count) + " on average" : "");
+      }
+    }
+    $("ops-count").textContent = note;
     const t = $("ops");
     t.replaceChildren();
     const head = el("tr");
@@ -475,6 +707,13 @@
     if (s < 7200) return Math.round(s / 60) + " min";
     if (s < 172800) return Math.round(s / 3600) + " h";
     return Math.round(s / 86400) + " days";
+  }
+
+  function fmtDur(sec) {
+    if (!(sec >= 0)) return "—";
+    if (sec < 0.001) return Math.round(sec * 1e6) + " µs";
+    if (sec < 1) return (sec * 1000).toFixed(sec < 0.01 ? 2 : 1) + " ms";
+    return sec.toFixed(2) + " s";
   }
 
   function fmtRate(v) {

@@ -57,8 +57,10 @@ func errorKind(err error) (kind string, timeout bool) {
 
 // live are the counters the progress line reads while callers run.
 type live struct {
-	ops, errs, timeouts, failovers atomic.Uint64
-	maxNs                          atomic.Int64 // the slowest operation since the last progress line
+	// declared counts the service's own answers (ErrInsufficientFunds,
+	// say), failed every other error: a timeout, a refusal, a failure.
+	ops, declared, failed, timeouts, failovers atomic.Uint64
+	maxNs                                      atomic.Int64 // the slowest operation since the last progress line
 }
 
 func (l *live) observe(d time.Duration) {
@@ -203,7 +205,11 @@ func (c *caller) one() {
 	} else {
 		k, timeout := errorKind(err)
 		t.errors[kindNames[kind]+": "+k]++
-		c.live.errs.Add(1)
+		if re := (*runtime.Error)(nil); errors.As(err, &re) {
+			c.live.failed.Add(1)
+		} else {
+			c.live.declared.Add(1)
+		}
 		if timeout {
 			t.timeouts++
 			c.live.timeouts.Add(1)

@@ -443,8 +443,8 @@ func startProgress(every time.Duration, lv *live, start time.Time) (stop func())
 				ops := lv.ops.Load()
 				rate := float64(ops-lastOps) / now.Sub(last).Seconds()
 				lastOps, last = ops, now
-				fmt.Fprintf(os.Stderr, "%5.0fs  ops %8d  %7.0f/s  errors %5d  timeouts %3d  failovers %4d  slowest %6.1fms\n",
-					now.Sub(start).Seconds(), ops, rate, lv.errs.Load(), lv.timeouts.Load(), lv.failovers.Load(),
+				fmt.Fprintf(os.Stderr, "%5.0fs  ops %8d  %7.0f/s  declared errors %5d  failed %4d  timeouts %3d  failovers %4d  slowest %6.1fms\n",
+					now.Sub(start).Seconds(), ops, rate, lv.declared.Load(), lv.failed.Load(), lv.timeouts.Load(), lv.failovers.Load(),
 					ms(time.Duration(lv.maxNs.Swap(0))))
 			}
 		}

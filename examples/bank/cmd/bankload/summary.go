@@ -83,9 +83,10 @@ func printSummary(w io.Writer, s *cli.Summary) {
 	p("operations      %d in %.1fs (%.0f ops/s), %d ok", s.Operations, s.Duration, s.OpsPerSecond, s.Successes)
 	p("by method       %s", counts(s.ByMethod))
 	p("errors          %s", counts(s.Errors))
+	p("                (declared errors, such as ErrInsufficientFunds, are the service's answers, not failures)")
 	p("timeouts        %d", s.Timeouts)
 	p("uncertain       %d writes of unknown outcome (the audit accepts either outcome for them)", s.Uncertain)
-	p("failed          %d operations ended in an error other than that or ErrInsufficientFunds", s.Failed)
+	p("failed          %d operations failed: an error other than ErrInsufficientFunds, not of unknown outcome", s.Failed)
 	if s.History != "" {
 		p("history         %s; %d operations of unknown outcome, reads included", s.History, s.Indeterminate)
 	}
@@ -147,11 +148,38 @@ func printAudit(w io.Writer, s *cli.Summary) {
 		}
 	}
 	p("acknowledged writes lost %d, applied twice %d, contradicting the replicas %d", s.Lost, s.AppliedTwice, s.Contradicting)
-	if s.AuditPassed {
-		p("AUDIT PASSED: no acknowledged write lost, applied twice or contradicted on any audited node")
-	} else {
-		p("AUDIT FAILED")
+	p("%s", auditVerdict(s))
+}
+
+// auditVerdict is the one line that says what the audit proved: on how
+// many nodes, and whether every journal still held every write, without
+// which a lost write there could go unseen.
+func auditVerdict(s *cli.Summary) string {
+	if !s.AuditPassed {
+		return "AUDIT FAILED"
 	}
+	audited, complete := 0, 0
+	var forgot []string
+	for _, n := range s.Nodes {
+		if !n.Reachable {
+			continue
+		}
+		audited++
+		switch {
+		case n.JournalChecked && n.JournalEvicted == 0:
+			complete++
+		case n.JournalChecked:
+			forgot = append(forgot, fmt.Sprintf("%s forgot %d", n.Node, n.JournalEvicted))
+		default:
+			forgot = append(forgot, n.Node+" has no journal")
+		}
+	}
+	if complete == audited {
+		return fmt.Sprintf("AUDIT PASSED, COMPLETE: on all %d audited nodes the balances match and every one of the %d writes "+
+			"is in the journal as its caller was told (none lost, none applied twice, none contradicted)", audited, s.Writes)
+	}
+	return fmt.Sprintf("AUDIT PASSED, INCOMPLETE: the balances match on %d nodes and no write was applied twice or contradicted, "+
+		"but lost writes were checked on %d of them only (%s): raise banknode -journal", audited, complete, strings.Join(forgot, ", "))
 }
 
 func writers(n int) string {
