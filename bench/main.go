@@ -1,9 +1,11 @@
 // Command bench-compare measures ffgen next to grpc-go (with a codec that
 // passes bytes through), net/rpc and a raw TCP ping-pong, in one run:
-// each server in a process of its own on loopback, a 7-byte entity key
-// and a 32-byte payload each way, the systems interleaved round by round
-// so that a machine that gets busier mid-run weighs on all of them alike.
-// It prints a table of latencies, throughput, allocations and memory per
+// every client and every server in a process of its own on loopback, a
+// 7-byte entity key and a 32-byte payload each way, the systems
+// interleaved round by round so that a machine that gets busier mid-run
+// weighs on all of them alike, and raw TCP checked against a minimal
+// ping-pong of two processes, so that its row is the wire's floor. It
+// prints a table of latencies, throughput, allocations and memory per
 // idle connection, and the ratios (medians of in-round ratios) against the
 // project's targets.
 //
