@@ -80,9 +80,9 @@ bench:
 detect:
 	FFGEN_DETECT=1 $(DETECT_ENV) $(GO) test -run '^TestDetection$$' -count=1 -v ./runtime/
 
-# ffgen next to grpc-go, net/rpc and raw TCP, interleaved in one run, each
-# server in its own process: the table, the ratios and the targets. About
-# two minutes. BENCH_FLAGS passes options, e.g. BENCH_FLAGS='-rounds 3'.
+# ffgen next to grpc-go, net/rpc and raw TCP, and raw TCP next to a minimal
+# ping-pong, interleaved in one run, every client and server in a process
+# of its own: the table, the ratios and the targets. About two minutes. BENCH_FLAGS passes options, e.g. BENCH_FLAGS='-rounds 3'.
 bench-compare:
 	cd $(BENCHMOD) && $(GO) run . $(BENCH_FLAGS)
 

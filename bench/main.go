@@ -1,9 +1,11 @@
 // Command bench-compare measures ffgen next to grpc-go (with a codec that
 // passes bytes through), net/rpc and a raw TCP ping-pong, in one run:
-// each server in a process of its own on loopback, a 7-byte entity key
-// and a 32-byte payload each way, the systems interleaved round by round
-// so that a machine that gets busier mid-run weighs on all of them alike.
-// It prints a table of latencies, throughput, allocations and memory per
+// every client and every server in a process of its own on loopback, a
+// 7-byte entity key and a 32-byte payload each way, the systems
+// interleaved round by round so that a machine that gets busier mid-run
+// weighs on all of them alike, and raw TCP checked against a minimal
+// ping-pong of two processes, so that its row is the wire's floor. It
+// prints a table of latencies, throughput, allocations and memory per
 // idle connection, and the ratios (medians of in-round ratios) against the
 // project's targets.
 //
@@ -26,19 +28,7 @@ import (
 )
 
 func main() {
-	if name := os.Getenv(serveEnv); name != "" {
-		if dir := os.Getenv(profileEnv); dir != "" {
-			stop, err := profile(filepath.Join(dir, "server-"+filepath.Base(strings.ReplaceAll(name, " ", "-"))+".pprof"))
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "bench-compare server:", err)
-				os.Exit(1)
-			}
-			defer stop()
-		}
-		if err := serveMain(name, os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "bench-compare server:", err)
-			os.Exit(1)
-		}
+	if childMain() {
 		return
 	}
 	cfg := defaultConfig()
@@ -48,7 +38,7 @@ func main() {
 	flag.IntVar(&cfg.idleConns, "idle", cfg.idleConns, "idle connections opened to measure the server's memory per connection")
 	flag.IntVar(&cfg.inFlight, "inflight", cfg.inFlight, "long ffgen operations held open during the in-flight phase (0: skip it)")
 	strict := flag.Bool("strict", false, "exit 1 if a target is missed")
-	flag.StringVar(&cfg.profileDir, "cpuprofile", "", "write CPU profiles of the driver and of each server process into this directory")
+	flag.StringVar(&cfg.profileDir, "cpuprofile", "", "write CPU profiles of the driver and of every client and server process into this directory")
 	flag.Parse()
 	cfg.progress = os.Stderr
 	if cfg.profileDir != "" {
@@ -74,8 +64,43 @@ func main() {
 	}
 }
 
-// profileEnv passes -cpuprofile's directory to the server processes.
+// profileEnv passes a child process the file for its CPU profile
+// (-cpuprofile).
 const profileEnv = "BENCH_COMPARE_CPUPROFILE"
+
+// childMain runs this process as the server, client or ping-pong part its
+// environment names (proc.go) and reports whether it did; it exits the
+// process if the part fails.
+func childMain() bool {
+	serve, call, pp := os.Getenv(serveEnv), os.Getenv(clientEnv), os.Getenv(pingPongEnv)
+	if serve == "" && call == "" && pp == "" {
+		return false
+	}
+	if path := os.Getenv(profileEnv); path != "" {
+		stop, err := profile(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-compare:", err)
+			os.Exit(1)
+		}
+		defer stop()
+	}
+	var err error
+	switch addrs := strings.Split(os.Getenv(addrsEnv), ","); {
+	case serve != "":
+		err = serveMain(serve, os.Stdin, os.Stdout)
+	case call != "":
+		err = clientMain(call, addrs, os.Stdin, os.Stdout)
+	case pp == "server":
+		err = pingPongServerMain(os.Stdin, os.Stdout)
+	default:
+		err = pingPongClientMain(addrs[0], os.Stdin, os.Stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench-compare %s%s%s: %v\n", serve, call, pp, err)
+		os.Exit(1)
+	}
+	return true
+}
 
 // profile starts a CPU profile written to path; stop ends it.
 func profile(path string) (stop func(), err error) {

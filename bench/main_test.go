@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -10,13 +9,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// The harness re-executes its own binary as each server: here, the
-	// test binary.
-	if name := os.Getenv(serveEnv); name != "" {
-		if err := serveMain(name, os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "bench-compare server:", err)
-			os.Exit(1)
-		}
+	// The harness re-executes its own binary as each server and client:
+	// here, the test binary.
+	if childMain() {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -41,25 +36,53 @@ func TestOneRound(t *testing.T) {
 	}
 	for i, s := range systems {
 		rr := rep.rounds[0][i]
-		if rr.p50 <= 0 || rr.p99 < rr.p50 || rr.tput64 <= 0 || rr.tput256 <= 0 {
+		if rr.p50 <= 0 || rr.p90 < rr.p50 || rr.p99 < rr.p90 || rr.tput64 <= 0 || rr.tput256 <= 0 {
 			t.Errorf("%s: implausible figures %+v", s.name, rr)
 		}
 		if rep.idle[i] == 0 {
 			t.Errorf("%s: no memory measured for idle connections", s.name)
 		}
 	}
+	if len(rep.floor) != 1 || rep.floor[0].p50 <= 0 {
+		t.Errorf("minimal ping-pong: implausible figures %+v", rep.floor)
+	}
 	if ff := rep.rounds[0][ffgenIdx]; !ff.hasInFlightResult || ff.tput64InFlight <= 0 || ff.tput64Arrived <= 0 {
 		t.Errorf("ffgen: no throughput measured beside long operations: %+v", ff)
 	}
 	var out bytes.Buffer
 	rep.print(&out)
-	for _, want := range []string{"| sequential p50 |", "| 64 callers, calls/s |", "allocations per call", "per idle connection", "with 20 in flight", "right after they started"} {
+	for _, want := range []string{"| sequential p50 |", "| sequential p90 |", "minimal ping-pong", "fastest–slowest round", "| 64 callers, calls/s |", "allocations per call", "per idle connection", "with 20 in flight", "right after they started"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
 	}
 	if n := strings.Count(out.String(), "PASS") + strings.Count(out.String(), "FAIL"); n != len(rep.targets()) {
 		t.Errorf("%d verdicts for %d targets:\n%s", n, len(rep.targets()), out.String())
+	}
+}
+
+// TestRawIsTheFloor checks that the raw TCP row is the floor the wire
+// sets: its sequential p50 within 1.5 times a minimal ping-pong's in the
+// same run (the median of three interleaved rounds). It is the harness's
+// one timed check, and makes no sense under the race detector, which
+// slows the harness's code and the ping-pong's alike but not the kernel's:
+// it runs with `go test` here, not in `make test`.
+func TestRawIsTheFloor(t *testing.T) {
+	if raceEnabled {
+		t.Skip("timings under the race detector say nothing of the floor")
+	}
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	rep, err := run(config{rounds: 3, seqCalls: 2000, dur: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, rr := range rep.rounds {
+		t.Logf("round %d: p50 raw TCP %v, minimal ping-pong %v", i+1, rr[rawIdx].p50, rep.floor[i].p50)
+	}
+	if ratio := rep.floorRatio(); ratio > 1.5 {
+		t.Errorf("raw TCP's sequential p50 is %.2f times the minimal ping-pong's, want at most 1.5: the harness is measured, not the wire", ratio)
 	}
 }
 

@@ -62,6 +62,7 @@ func (r *report) within(sys int, num, den func(roundResult) float64) float64 {
 }
 
 func p50(rr roundResult) float64     { return float64(rr.p50) }
+func p90(rr roundResult) float64     { return float64(rr.p90) }
 func p99(rr roundResult) float64     { return float64(rr.p99) }
 func tput64(rr roundResult) float64  { return rr.tput64 }
 func tput256(rr roundResult) float64 { return rr.tput256 }
@@ -85,12 +86,28 @@ func (t target) pass() bool {
 	return t.measured >= t.limit
 }
 
+// floorRatio is the median of the in-round ratios of raw TCP's p50 to
+// the minimal ping-pong's: how far the harness's floor is from the wire's.
+func (r *report) floorRatio() float64 {
+	xs := make([]float64, 0, len(r.rounds))
+	for i, rr := range r.rounds {
+		if i < len(r.floor) && r.floor[i].p50 > 0 {
+			xs = append(xs, float64(rr[rawIdx].p50)/float64(r.floor[i].p50))
+		}
+	}
+	return median(xs)
+}
+
 func (r *report) targets() []target {
 	ts := []target{
-		{"sequential p50, ffgen/grpc-go", r.ratio(ffgenIdx, grpcIdx, p50), true, 0.5, "%.2f"},
+		{"sequential p50, raw TCP/minimal ping-pong (the floor is the wire's)", r.floorRatio(), true, 1.5, "%.2f"},
 		{"sequential p50, ffgen/raw TCP", r.ratio(ffgenIdx, rawIdx, p50), true, 2, "%.2f"},
-		{"64 callers calls/s, ffgen/grpc-go", r.ratio(ffgenIdx, grpcIdx, tput64), false, 2, "%.2f"},
+		{"sequential p50, ffgen/grpc-go", r.ratio(ffgenIdx, grpcIdx, p50), true, 0.35, "%.2f"},
+		{"sequential p99, ffgen/raw TCP", r.ratio(ffgenIdx, rawIdx, p99), true, 3, "%.2f"},
+		{"64 callers calls/s, ffgen/grpc-go", r.ratio(ffgenIdx, grpcIdx, tput64), false, 3, "%.2f"},
 		{"64 callers calls/s, ffgen/net-rpc", r.ratio(ffgenIdx, netRPCIdx, tput64), false, 1.2, "%.2f"},
+		{"64 callers calls/s, ffgen/raw TCP", r.ratio(ffgenIdx, rawIdx, tput64), false, 1, "%.2f"},
+		{"256 callers calls/s, ffgen/raw TCP", r.ratio(ffgenIdx, rawIdx, tput256), false, 1.3, "%.2f"},
 		{"allocations per call, client + server", median(r.column(ffgenIdx, allocs)), true, 10, "%.1f"},
 		{"failed calls", float64(r.failed(ffgenIdx)), true, 0, "%.0f"},
 		{"calls/s at 256 callers / at 64", r.within(ffgenIdx, tput256, tput64), false, 0.9, "%.2f"},
@@ -123,29 +140,60 @@ func (r *report) allPass() bool {
 }
 
 func (r *report) print(w io.Writer) {
-	names := make([]string, len(systems))
+	// The columns: the systems, then the minimal ping-pong, which has
+	// sequential latencies only.
+	floor := len(systems)
+	names := make([]string, len(systems)+1)
 	for i, s := range systems {
 		names[i] = s.name
 	}
-	fmt.Fprintf(w, "%d interleaved rounds; loopback TCP; %d-byte key, %d-byte payload each way; servers in their own processes\n\n",
+	names[floor] = "minimal ping-pong"
+	fmt.Fprintf(w, "%d interleaved rounds; loopback TCP; %d-byte key, %d-byte payload each way; every client and server in a process of its own\n\n",
 		len(r.rounds), keyLen, payloadLen)
 	fmt.Fprintf(w, "| | %s |\n", strings.Join(names, " | "))
-	fmt.Fprintf(w, "|---%s|\n", strings.Repeat("|---", len(systems)))
+	fmt.Fprintf(w, "|---%s|\n", strings.Repeat("|---", len(names)))
 	row := func(label string, cell func(sys int) string) {
-		cells := make([]string, len(systems))
-		for i := range systems {
-			cells[i] = cell(i)
+		cells := make([]string, len(names))
+		for i := range names {
+			cells[i] = "-"
+			if i < floor {
+				cells[i] = cell(i)
+			}
 		}
 		fmt.Fprintf(w, "| %s | %s |\n", label, strings.Join(cells, " | "))
 	}
-	dur := func(f func(roundResult) float64) func(int) string {
-		return func(i int) string { return fmtDur(time.Duration(median(r.column(i, f)))) }
+	// column returns figure f of system i by round, the floor's for i ==
+	// floor.
+	column := func(i int, f func(roundResult) float64) []float64 {
+		if i < floor {
+			return r.column(i, f)
+		}
+		out := make([]float64, 0, len(r.floor))
+		for _, l := range r.floor {
+			out = append(out, f(roundResult{latency: l}))
+		}
+		return out
+	}
+	latRow := func(label string, f func(roundResult) float64) {
+		cells := make([]string, len(names))
+		for i := range names {
+			cells[i] = fmtDur(time.Duration(median(column(i, f))))
+		}
+		fmt.Fprintf(w, "| %s | %s |\n", label, strings.Join(cells, " | "))
 	}
 	rate := func(f func(roundResult) float64) func(int) string {
 		return func(i int) string { return fmtRate(median(r.column(i, f))) }
 	}
-	row("sequential p50", dur(p50))
-	row("sequential p99", dur(p99))
+	latRow("sequential p50", p50)
+	latRow("sequential p90", p90)
+	latRow("sequential p99", p99)
+	cells := make([]string, len(names))
+	for i := range names {
+		xs := column(i, p50)
+		slices.Sort(xs)
+		cells[i] = fmt.Sprintf("%.1f–%.1f µs", xs[0]/1e3, xs[len(xs)-1]/1e3)
+	}
+	fmt.Fprintf(w, "| sequential p50, fastest–slowest round | %s |\n", strings.Join(cells, " | "))
 	row(fmt.Sprintf("%d callers, calls/s", callers), rate(tput64))
 	row(fmt.Sprintf("%d callers, calls/s", manyCallers), rate(tput256))
 	if r.cfg.inFlight > 0 {
@@ -179,10 +227,12 @@ func (r *report) print(w io.Writer) {
 			return fmt.Sprintf("%.1f KiB", r.idle[i]/1024)
 		})
 	}
-	fmt.Fprintf(w, "\nffgen/grpc-go: p50 %.2f, p99 %.2f, 64-caller throughput %.2f; ffgen/net-rpc: p50 %.2f, throughput %.2f; ffgen/raw: p50 %.2f, throughput %.2f (medians of in-round ratios)\n\n",
+	fmt.Fprintf(w, "\nBefore each sequential phase the run's processes were left to go idle: %v at most.\n", r.settle.Round(time.Millisecond))
+	fmt.Fprintf(w, "\nffgen/grpc-go: p50 %.2f, p99 %.2f, 64-caller throughput %.2f; ffgen/net-rpc: p50 %.2f, throughput %.2f; ffgen/raw: p50 %.2f, p90 %.2f, p99 %.2f, throughput %.2f (64) %.2f (256); raw/ping-pong: p50 %.2f (medians of in-round ratios)\n\n",
 		r.ratio(ffgenIdx, grpcIdx, p50), r.ratio(ffgenIdx, grpcIdx, p99), r.ratio(ffgenIdx, grpcIdx, tput64),
 		r.ratio(ffgenIdx, netRPCIdx, p50), r.ratio(ffgenIdx, netRPCIdx, tput64),
-		r.ratio(ffgenIdx, rawIdx, p50), r.ratio(ffgenIdx, rawIdx, tput64))
+		r.ratio(ffgenIdx, rawIdx, p50), r.ratio(ffgenIdx, rawIdx, p90), r.ratio(ffgenIdx, rawIdx, p99),
+		r.ratio(ffgenIdx, rawIdx, tput64), r.ratio(ffgenIdx, rawIdx, tput256), r.floorRatio())
 	fmt.Fprintln(w, "| target | measured | |")
 	fmt.Fprintln(w, "|---|---|---|")
 	for _, t := range r.targets() {

@@ -1,13 +1,14 @@
 package main
 
 import (
-	"context"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	goruntime "runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +26,7 @@ type config struct {
 
 // roundResult is one system's figures in one round.
 type roundResult struct {
-	p50, p99          time.Duration
+	latency                   // of the sequential calls
 	allocsC, allocsS  float64 // per sequential call, client and server process
 	tput64, tput256   float64 // calls/s
 	tput64InFlight    float64 // calls/s with cfg.inFlight long operations held open
@@ -34,9 +35,21 @@ type roundResult struct {
 	calls, failed     int64 // calls measured, and those that returned an error
 }
 
+// latency sums up the latencies of sequential calls.
+type latency struct{ p50, p90, p99 time.Duration }
+
+// latencyOf sorts lat and returns its percentiles.
+func latencyOf(lat []time.Duration) latency {
+	slices.Sort(lat)
+	n := len(lat)
+	return latency{lat[n/2], lat[n*90/100], lat[n*99/100]}
+}
+
 type report struct {
 	cfg    config
 	rounds [][]roundResult // [round][system]
+	floor  []latency       // the minimal ping-pong's, by round
+	settle time.Duration   // the longest wait for the processes to go idle before a sequential phase
 	idle   []float64       // server RSS bytes per idle connection, by system
 }
 
@@ -55,51 +68,80 @@ func run(cfg config) (*report, error) {
 			fmt.Fprintf(cfg.progress, format+"\n", args...)
 		}
 	}
-	procs := make([]*serverProc, len(systems))
-	clients := make([]client, len(systems))
+	servers := make([]*serverProc, len(systems))
+	clients := make([]*clientProc, len(systems))
+	var floor *floorProcs
 	defer func() {
 		for i := range systems {
 			if clients[i] != nil {
-				clients[i].close()
+				clients[i].stop()
 			}
-			if procs[i] != nil {
-				procs[i].stop()
+			if servers[i] != nil {
+				servers[i].stop()
 			}
 		}
+		if floor != nil {
+			floor.stop()
+		}
 	}()
+	var pids []int
 	for i, s := range systems {
 		p, err := startServer(s, cfg.profileDir)
 		if err != nil {
 			return nil, err
 		}
-		procs[i] = p
-		c, err := s.dial(p.addrs)
+		servers[i] = p
+		c, err := startClient(s, p.addrs, cfg.profileDir)
 		if err != nil {
-			return nil, fmt.Errorf("%s: dial: %w", s.name, err)
+			return nil, err
 		}
 		clients[i] = c
-		// Warm up: connections, pools, the caches of every layer.
-		if _, failed := sequential(clients[i], 500); failed == 500 {
-			return nil, fmt.Errorf("%s: every warm-up call failed", s.name)
-		}
+		pids = append(pids, p.pid(), c.pid())
 	}
+	floor, err := startFloor(cfg.profileDir)
+	if err != nil {
+		return nil, err
+	}
+	pids = append(pids, floor.server.pid(), floor.client.pid())
+
 	rep := &report{cfg: cfg}
 	for r := range cfg.rounds {
 		res := make([]roundResult, len(systems))
-		// Each round starts with the next system, so none is always
-		// measured right after the same neighbour.
+		// The sequential phases come first, every system's and the
+		// floor's, each once the run's processes are idle: measured
+		// right after a concurrent phase, one system's calls ran beside
+		// the collector, the timers and the threads that phase left
+		// busy, in its own processes or in another system's. Each round
+		// starts with the next one, so none is always measured right
+		// after the same neighbour.
+		for k := range len(systems) + 1 {
+			i := (r + k) % (len(systems) + 1)
+			rep.settle = max(rep.settle, settle(pids))
+			if i == len(systems) {
+				lat, err := floorSequential(cfg, floor.client)
+				if err != nil {
+					return nil, fmt.Errorf("round %d: minimal ping-pong: %w", r+1, err)
+				}
+				rep.floor = append(rep.floor, lat)
+				continue
+			}
+			if err := measureSequential(cfg, servers[i], clients[i], &res[i]); err != nil {
+				return nil, fmt.Errorf("round %d: %s: %w", r+1, systems[i].name, err)
+			}
+		}
 		for k := range systems {
 			i := (r + k) % len(systems)
-			if err := measure(cfg, systems[i], procs[i], clients[i], &res[i]); err != nil {
+			if err := measureConcurrent(cfg, systems[i], servers[i], clients[i], &res[i]); err != nil {
 				return nil, fmt.Errorf("round %d: %s: %w", r+1, systems[i].name, err)
 			}
 		}
 		rep.rounds = append(rep.rounds, res)
-		say("round %d/%d: ffgen p50 %v, 64 callers %.0f calls/s", r+1, cfg.rounds, res[0].p50, res[0].tput64)
+		say("round %d/%d: p50 ffgen %v, raw TCP %v, minimal ping-pong %v; 64 callers ffgen %.0f calls/s",
+			r+1, cfg.rounds, res[ffgenIdx].p50, res[rawIdx].p50, rep.floor[r].p50, res[ffgenIdx].tput64)
 	}
 	rep.idle = make([]float64, len(systems))
 	for i, s := range systems {
-		per, err := idleMemory(cfg.idleConns, s, procs[i])
+		per, err := idleMemory(cfg.idleConns, s, servers[i])
 		if err != nil {
 			return nil, fmt.Errorf("%s: idle connections: %w", s.name, err)
 		}
@@ -109,33 +151,57 @@ func run(cfg config) (*report, error) {
 	return rep, nil
 }
 
-func measure(cfg config, s *system, p *serverProc, c client, out *roundResult) error {
-	var before, after goruntime.MemStats
-	call, done := c.worker()
-	lat := make([]time.Duration, cfg.seqCalls)
+// measureSequential times cfg.seqCalls calls one after the other, on a
+// worker warmed up first, and counts the allocations of both processes.
+func measureSequential(cfg config, p *serverProc, c *clientProc, out *roundResult) error {
+	if err := c.warm(seqWarmUp); err != nil {
+		return err
+	}
 	sb, err := p.stats(false)
 	if err != nil {
 		return err
 	}
-	goruntime.ReadMemStats(&before)
-	failed := timeCalls(call, lat)
-	goruntime.ReadMemStats(&after)
-	done()
-	out.calls, out.failed = int64(len(lat)), failed
+	lat, failed, mallocs, err := c.seq(cfg.seqCalls)
+	if err != nil {
+		return err
+	}
 	sa, err := p.stats(false)
 	if err != nil {
 		return err
 	}
+	out.calls, out.failed = int64(len(lat)), failed
 	n := float64(len(lat))
-	out.allocsC = float64(after.Mallocs-before.Mallocs) / n
+	out.allocsC = float64(mallocs) / n
 	out.allocsS = float64(sa.mallocs-sb.mallocs) / n
-	slices.Sort(lat)
-	out.p50, out.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	out.latency = latencyOf(lat)
+	return nil
+}
 
+// floorSequential times the minimal ping-pong as measureSequential times
+// a system.
+func floorSequential(cfg config, c *clientProc) (latency, error) {
+	if err := c.warm(seqWarmUp); err != nil {
+		return latency{}, err
+	}
+	lat, _, _, err := c.seq(cfg.seqCalls)
+	if err != nil {
+		return latency{}, err
+	}
+	return latencyOf(lat), nil
+}
+
+// measureConcurrent measures the throughput of many callers, and for
+// ffgen the throughput beside cfg.inFlight long operations.
+func measureConcurrent(cfg config, s *system, p *serverProc, c *clientProc, out *roundResult) error {
 	var ph phase
-	out.tput64, ph = concurrent(c, callers, cfg.dur)
+	var err error
+	if out.tput64, ph, err = c.concurrent(callers, cfg.dur); err != nil {
+		return err
+	}
 	out.add(ph)
-	out.tput256, ph = concurrent(c, manyCallers, cfg.dur)
+	if out.tput256, ph, err = c.concurrent(manyCallers, cfg.dur); err != nil {
+		return err
+	}
 	out.add(ph)
 	if cfg.inFlight > 0 && s.name == "ffgen" {
 		out.tput64InFlight, out.tput64Arrived, ph, err = withInFlight(cfg, p, c)
@@ -143,6 +209,48 @@ func measure(cfg config, s *system, p *serverProc, c client, out *roundResult) e
 		out.hasInFlightResult = err == nil
 	}
 	return err
+}
+
+// settle waits until the processes pids have been all but idle for a
+// moment (under 5% of a CPU over 20 ms), for at most two seconds, and
+// returns how long it waited.
+func settle(pids []int) time.Duration {
+	const (
+		window = 20 * time.Millisecond
+		busy   = window / 20
+		most   = 2 * time.Second
+	)
+	start := time.Now()
+	last := cpuTime(pids)
+	for time.Since(start) < most {
+		time.Sleep(window)
+		now := cpuTime(pids)
+		if now-last < busy {
+			break
+		}
+		last = now
+	}
+	return time.Since(start)
+}
+
+// cpuTime is the CPU time the threads of pids have run, from
+// /proc/<pid>/task/<tid>/schedstat; 0 where that cannot be read.
+func cpuTime(pids []int) time.Duration {
+	var sum time.Duration
+	for _, pid := range pids {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		for _, t := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+			if err != nil {
+				continue
+			}
+			if f := strings.Fields(string(b)); len(f) > 0 {
+				ns, _ := strconv.ParseInt(f[0], 10, 64)
+				sum += time.Duration(ns)
+			}
+		}
+	}
+	return sum
 }
 
 // phase counts the calls of one measurement.
@@ -241,40 +349,19 @@ func concurrent(c client, callers int, d time.Duration) (float64, phase) {
 // withInFlight holds cfg.inFlight long operations open on the server and
 // measures the 64-caller throughput beside them, after a first phase whose
 // throughput it also returns.
-func withInFlight(cfg config, p *serverProc, c client) (tput, first float64, ph phase, err error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var holdsFailed atomic.Int64
-	stopHolds := func() {
-		cancel()
-		wg.Wait()
-	}
+func withInFlight(cfg config, p *serverProc, c *clientProc) (tput, first float64, ph phase, err error) {
 	// They start in steps, as load builds up in production: what is
 	// measured is throughput beside them, not a burst of 10,000 arrivals
 	// on two cores.
 	const step = 500
 	for started := 0; started < cfg.inFlight; {
 		n := min(step, cfg.inFlight-started)
-		for i := started; i < started+n; i++ {
-			wg.Go(func() {
-				// Keys of their own, so the measured calls do not
-				// queue behind them. One that fails is counted and
-				// made again, so that the count stays.
-				key := fmt.Sprintf("h%06d", i)
-				for ctx.Err() == nil {
-					if err := c.hold(ctx, key); err != nil && ctx.Err() == nil {
-						holdsFailed.Add(1)
-						reportFailure(err)
-						// A failure can be immediate (no failover
-						// budget left): do not spin on it.
-						time.Sleep(50 * time.Millisecond)
-					}
-				}
-			})
+		if err := c.hold(n); err != nil {
+			return 0, 0, phase{}, err
 		}
 		started += n
 		if err := waitFor(p, func(st serverStats) bool { return st.held >= started }); err != nil {
-			stopHolds()
+			c.unhold()
 			return 0, 0, phase{}, fmt.Errorf("%d long operations did not all start: %w", cfg.inFlight, err)
 		}
 	}
@@ -285,11 +372,18 @@ func withInFlight(cfg config, p *serverProc, c client) (tput, first float64, ph 
 	// steps above already spread out, not of holding them.
 	// Its calls count among the calls made, and any that failed among
 	// the failed ones.
-	first, ph = concurrent(c, callers, cfg.dur)
-	tput, measured := concurrent(c, callers, cfg.dur)
-	stopHolds()
-	ph.calls += measured.calls + holdsFailed.Load()
-	ph.failed += measured.failed + holdsFailed.Load()
+	first, ph, err = c.concurrent(callers, cfg.dur)
+	if err != nil {
+		c.unhold()
+		return 0, 0, phase{}, err
+	}
+	tput, measured, err := c.concurrent(callers, cfg.dur)
+	failedHolds, uerr := c.unhold()
+	if err = cmp.Or(err, uerr); err != nil {
+		return 0, 0, phase{}, err
+	}
+	ph.calls += measured.calls + failedHolds
+	ph.failed += measured.failed + failedHolds
 	// The next system must not be measured while this server still
 	// winds the long operations down.
 	return tput, first, ph, waitFor(p, func(st serverStats) bool { return st.held == 0 })

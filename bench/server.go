@@ -1,27 +1,20 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	goruntime "runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
 )
 
-// serveEnv names the system a re-executed copy of this program serves.
-// The server runs in its own process, as it would in production, so that
-// allocations, memory and CPU are each side's own.
-const serveEnv = "BENCH_COMPARE_SERVE"
-
-// serveMain is the server process: it starts the system's server, prints
-// "READY <addresses>", then answers one line per command read from stdin
-// ("stats", or "gc" to give freed memory back to the OS first) with
-// "STATS <mallocs> <rss bytes> <connections> <long operations running>". It returns when stdin closes.
+// serveMain is a server process: it starts the system's server, prints
+// "READY <addresses>", then answers each command ("stats", or "gc" to give
+// freed memory back to the OS first) with "STATS <mallocs> <rss bytes>
+// <connections> <long operations running>".
 func serveMain(name string, in io.Reader, out io.Writer) error {
 	s := systemNamed(name)
 	if s == nil {
@@ -32,28 +25,26 @@ func serveMain(name string, in io.Reader, out io.Writer) error {
 		return fmt.Errorf("%s: serve: %w", name, err)
 	}
 	fmt.Fprintf(out, "READY %s\n", addrList(addrs))
-	sc := bufio.NewScanner(in)
-	for sc.Scan() {
-		switch sc.Text() {
+	return commands(in, out, func(cmd []string) (string, error) {
+		switch strings.Join(cmd, " ") {
 		case "gc":
 			debug.FreeOSMemory()
 		case "stats":
 		default:
-			return fmt.Errorf("unknown command %q", sc.Text())
+			return "", fmt.Errorf("unknown command %q", cmd)
 		}
 		var ms goruntime.MemStats
 		goruntime.ReadMemStats(&ms)
 		rss, err := residentBytes()
 		if err != nil {
-			return err
+			return "", err
 		}
 		held := 0
 		if cs.held != nil {
 			held = cs.held()
 		}
-		fmt.Fprintf(out, "STATS %d %d %d %d\n", ms.Mallocs, rss, cs.conns(), held)
-	}
-	return sc.Err()
+		return fmt.Sprintf("STATS %d %d %d %d", ms.Mallocs, rss, cs.conns(), held), nil
+	})
 }
 
 // residentBytes is the process's resident set size.
@@ -75,9 +66,7 @@ func residentBytes() (int64, error) {
 
 // serverProc is a running server process, seen from the driver.
 type serverProc struct {
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	out   *bufio.Reader
+	*child
 	addrs []string
 }
 
@@ -90,60 +79,25 @@ type serverStats struct {
 
 // startServer re-executes this program as the server of s.
 func startServer(s *system, profileDir string) (*serverProc, error) {
-	exe, err := os.Executable()
+	c, err := startChild(s.name+" server", profileDir, serveEnv+"="+s.name)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), serveEnv+"="+s.name)
-	if profileDir != "" {
-		cmd.Env = append(cmd.Env, profileEnv+"="+profileDir)
-	}
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &serverProc{cmd: cmd, in: in, out: bufio.NewReader(stdout)}
-	line, err := p.out.ReadString('\n')
-	addrs, ok := strings.CutPrefix(strings.TrimSpace(line), "READY ")
-	if err != nil || !ok {
-		p.stop()
-		return nil, fmt.Errorf("%s server did not start: %q %v", s.name, line, err)
-	}
-	p.addrs = strings.Split(addrs, ",")
-	return p, nil
+	return &serverProc{child: c, addrs: strings.Split(c.ready, ",")}, nil
 }
 
 func (p *serverProc) stats(gc bool) (serverStats, error) {
-	cmd := "stats\n"
+	cmd := "stats"
 	if gc {
-		cmd = "gc\n"
+		cmd = "gc"
 	}
-	if _, err := io.WriteString(p.in, cmd); err != nil {
-		return serverStats{}, err
-	}
-	line, err := p.out.ReadString('\n')
+	f, err := p.request(cmd, "STATS")
 	if err != nil {
 		return serverStats{}, fmt.Errorf("server stats: %w", err)
 	}
 	var st serverStats
-	if _, err := fmt.Sscanf(line, "STATS %d %d %d %d\n", &st.mallocs, &st.rss, &st.conns, &st.held); err != nil {
-		return serverStats{}, fmt.Errorf("server stats %q: %w", line, err)
+	if _, err := fmt.Sscan(strings.Join(f, " "), &st.mallocs, &st.rss, &st.conns, &st.held); err != nil {
+		return serverStats{}, fmt.Errorf("server stats %q: %w", f, err)
 	}
 	return st, nil
-}
-
-func (p *serverProc) stop() {
-	p.in.Close()
-	if err := p.cmd.Wait(); err != nil {
-		fmt.Fprintf(os.Stderr, "bench-compare: server process: %v\n", err)
-	}
 }
