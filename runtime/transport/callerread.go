@@ -258,21 +258,12 @@ func (cr *callerReads) freed() {
 func (s *stream) lazyRead(cr *callerReads) {
 	cr.mu.Lock()
 	cr.lazyDue = time.Time{}
-	left := cr.after - time.Since(cr.freedAt)
 	if !cr.free.Load() {
-		// Taken since. While callers keep taking it in turn (it was
-		// left free within after), the timer looks again after another
-		// after, so that the caller that frees it next finds it armed:
-		// arming it on the caller's way out wakes a thread on the
-		// call's path. Otherwise whoever frees it next arms it again.
-		if left > 0 {
-			cr.lazyDue = time.Now().Add(cr.after)
-			cr.lazy.Reset(cr.after)
-		}
+		// Taken since: whoever frees it next arms the timer again.
 		cr.mu.Unlock()
 		return
 	}
-	if left > 0 {
+	if left := cr.after - time.Since(cr.freedAt); left > 0 {
 		cr.lazyDue = cr.freedAt.Add(cr.after)
 		cr.lazy.Reset(left)
 		cr.mu.Unlock()

@@ -139,14 +139,6 @@ func (s *stream) overran() {
 	s.lendMu.Lock()
 	s.lendDue = time.Time{}
 	if !s.lending {
-		// While work keeps running inline (the last began within its
-		// grace), the timer looks again after another grace, so that
-		// the next work finds it armed: arming it as the work starts
-		// wakes a thread on the call's path. Otherwise it rests.
-		if time.Since(s.lendAt) < s.lendGrace {
-			s.lendDue = time.Now().Add(s.lendGrace)
-			s.lendTimer.Reset(s.lendGrace)
-		}
 		s.lendMu.Unlock()
 		return
 	}
