@@ -39,9 +39,14 @@ func (g *Group) run() {
 			return
 		case <-t.C:
 			g.raftMu.Lock()
-			g.rn.Tick()
-			g.tick()
-			g.process()
+			if g.diskErr != nil {
+				g.dropInbox()
+				g.retryDisk()
+			} else {
+				g.rn.Tick()
+				g.tick()
+				g.process()
+			}
 			g.raftMu.Unlock()
 			g.kick()
 		}
@@ -74,6 +79,10 @@ func (g *Group) inboxed() bool {
 
 // process steps the inbox and handles the Readys. Called with raftMu held.
 func (g *Group) process() {
+	if g.diskErr != nil {
+		g.dropInbox()
+		return
+	}
 	g.drainInbox()
 	g.handleReady()
 }
@@ -138,27 +147,58 @@ func (g *Group) drainInbox() {
 }
 
 func (g *Group) handleReady() {
-	for g.rn.HasReady() {
+	for g.diskErr == nil && g.rn.HasReady() {
+		select {
+		case <-g.stopc:
+			return // the store may be closing
+		default:
+		}
 		rd := g.rn.Ready()
 		if rd.SoftState != nil {
 			g.softState(rd.SoftState)
 		}
-		var item applyItem
+		// The leader sends before it stores, as etcd's server does: its
+		// appends reach the followers while its own fsync runs (Raft
+		// thesis, 10.2.1), and raft counts the leader's copy only once
+		// Advance says it is stored. Its term and vote were stored
+		// before it became leader. Everyone else stores first: a vote or
+		// an acknowledgement must not promise what a crash could undo.
+		leading := g.leading
+		if leading {
+			g.send(rd.Messages)
+		}
+		var snap *pb.Snapshot
 		if !raft.IsEmptySnap(rd.Snapshot) {
-			if err := g.storage.ApplySnapshot(rd.Snapshot); err == nil {
-				item.snap = rd.Snapshot
-				g.conf = rd.Snapshot.GetMetadata().GetConfState()
+			snap = rd.Snapshot
+		}
+		var hs *pb.HardState
+		if !raft.IsEmptyHardState(rd.HardState) {
+			hs = rd.HardState
+		}
+		if g.disk != nil && (snap != nil || hs != nil || len(rd.Entries) > 0) {
+			if err := g.disk.save(hs, rd.Entries, snap); err != nil {
+				g.diskFailed(err)
+				return
+			}
+		}
+		var item applyItem
+		if snap != nil {
+			if err := g.storage.ApplySnapshot(snap); err == nil {
+				item.snap = snap
+				g.conf = snap.GetMetadata().GetConfState()
 				g.updateMembers()
+				g.handed = snap.GetMetadata().GetIndex()
 			}
 		}
 		if len(rd.Entries) > 0 {
 			g.storage.Append(rd.Entries)
 		}
-		if !raft.IsEmptyHardState(rd.HardState) {
-			g.storage.SetHardState(rd.HardState)
+		if hs != nil {
+			g.storage.SetHardState(hs)
 		}
-		// Only now, with what they vouch for stored, do the messages go.
-		g.send(rd.Messages)
+		if !leading {
+			g.send(rd.Messages)
+		}
 		for _, rs := range rd.ReadStates {
 			g.readDone(rs)
 		}
@@ -168,6 +208,9 @@ func (g *Group) handleReady() {
 			}
 		}
 		item.entries = rd.CommittedEntries
+		if n := len(item.entries); n > 0 {
+			g.handed = item.entries[n-1].GetIndex()
+		}
 		if item.snap != nil || len(item.entries) > 0 {
 			g.enqueue(item)
 		}
@@ -336,5 +379,5 @@ func (g *Group) isLearner(id uint64) bool {
 // member reports whether the group has formed here: this node knows a
 // configuration.
 func (g *Group) member() bool {
-	return len(g.conf.GetVoters()) > 0 || len(g.conf.GetLearners()) > 0
+	return g.restored || len(g.conf.GetVoters()) > 0 || len(g.conf.GetLearners()) > 0
 }
