@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -114,7 +115,11 @@ func openDisk(dir string, identity Identity, noSync bool) (*boltStore, uint64, e
 }
 
 func openBolt(path string, noSync bool) (db *bolt.DB, err error) {
-	// bbolt panics on some damaged pages rather than returning an error.
+	// bbolt panics on some damaged pages rather than returning an error,
+	// and a file cut short faults when a page past its end is read:
+	// both become ErrCorrupt. Opening walks every page in use (the free
+	// list is rebuilt, not stored), so a damaged file is found here.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%s: %w: %v", path, ErrCorrupt, p)
@@ -177,6 +182,7 @@ func (s *boltStore) identify(want Identity) (uint64, error) {
 }
 
 func (s *boltStore) load() (out *saved, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
 			out, err = nil, fmt.Errorf("%s: %w: %v", s.path, ErrCorrupt, p)

@@ -87,6 +87,8 @@ type Config struct {
 	NoSync bool
 	Logger *slog.Logger
 	Host   Host
+
+	wrapStore func(store) store // tests inject write errors through it
 }
 
 // ErrNotLeader is returned for what only the leader can do.
@@ -234,6 +236,9 @@ func New(cfg Config) (*Group, error) {
 		var err error
 		if g.disk, sv, err = openStore(cfg, g.log); err != nil {
 			return nil, err
+		}
+		if cfg.wrapStore != nil {
+			g.disk = cfg.wrapStore(g.disk)
 		}
 		g.id = sv.id
 	} else {
