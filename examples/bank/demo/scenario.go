@@ -51,7 +51,7 @@ type Result struct {
 // returns, also when ctx is cancelled (Ctrl-C) or a step fails.
 func (s *Scenario) Run(ctx context.Context) (*Result, error) {
 	s.Out, s.Err = testbed.LockedWriter(s.Out), testbed.LockedWriter(s.Err)
-	c, err := testbed.Start(ctx, testbed.Config{BinDir: s.BinDir, Dir: s.Dir, Env: s.Env, Out: s.Out, Prefix: "demo"})
+	c, err := testbed.Start(ctx, testbed.Config{BinDir: s.BinDir, Dir: s.Dir, Env: s.Env, Out: s.Out, Prefix: "demo", DataDirs: true})
 	if err != nil {
 		return nil, err
 	}
