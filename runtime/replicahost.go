@@ -92,7 +92,11 @@ func (s *Server) newReplicated(reg *registered) (*replicated, error) {
 	snapEvery := uint64(cfg.SnapshotEvery)
 	if r.transfer == nil {
 		snapEvery = 0
-		s.cfg.Logger.Info("ffgen: replicated service without StateTransfer: every node keeps its whole log, so that a joining node can replay it",
+		where := "in memory"
+		if s.cfg.DataDir != "" {
+			where = "on disk"
+		}
+		s.cfg.Logger.Info("ffgen: replicated service without StateTransfer: every node keeps its whole log "+where+", so that a joining node can replay it",
 			"service", r.name)
 	}
 	var dir string

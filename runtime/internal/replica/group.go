@@ -10,7 +10,9 @@
 // them, and the events for the server), apply.go (the apply
 // goroutine and snapshots), members.go (forming the group, joining,
 // promotion, leaving), written.go (the operation-ID table), command.go,
-// snapshot.go and wire.go (encodings), status.go (what the node reports).
+// snapshot.go and wire.go (encodings), status.go (what the node reports),
+// disk.go (the raft state on disk) and restart.go (starting from it, and
+// living with a disk that fails).
 package replica
 
 import (
