@@ -140,6 +140,7 @@ type Group struct {
 	inMsgs  []*pb.Message
 	inProps []proposal
 	inCtl   []func()
+	wake    chan struct{} // with a disk: the inbox has work for run
 
 	// evMu guards the events for the server, which the event goroutine
 	// delivers in order.
@@ -222,6 +223,7 @@ func New(cfg Config) (*Group, error) {
 		conf:      &pb.ConfState{},
 		heard:     make(map[string]heardHello),
 		evWake:    make(chan struct{}, 1),
+		wake:      make(chan struct{}, 1),
 		asm:       make(map[string]*assembly),
 		names:     make(map[uint64]string),
 		reads:     make(map[uint64]chan uint64),

@@ -25,7 +25,7 @@ func unmarshalMessage(b []byte, m *pb.Message) error { return proto.Unmarshal(b,
 // leader, a proposal raft dropped) goes through the event goroutine, so
 // that raft never waits on the server's lock.
 
-// run ticks raft.
+// run ticks raft, and with a disk drives it (see kick).
 func (g *Group) run() {
 	defer g.wg.Done()
 	t := time.NewTicker(g.cfg.Tick)
@@ -37,6 +37,11 @@ func (g *Group) run() {
 		select {
 		case <-g.stopc:
 			return
+		case <-g.wake:
+			g.raftMu.Lock()
+			g.process()
+			g.raftMu.Unlock()
+			g.kick()
 		case <-t.C:
 			g.raftMu.Lock()
 			if g.diskErr != nil {
@@ -55,8 +60,19 @@ func (g *Group) run() {
 
 // kick processes the inbox on this goroutine, unless another goroutine
 // holds raftMu: that one finds what was added before it lets go (it looks
-// again after unlocking).
+// again after unlocking). With a disk, the run goroutine does it instead:
+// a Ready then waits for an fsync, which must hold up neither a
+// connection's reader nor a handler.
 func (g *Group) kick() {
+	if g.disk != nil {
+		if g.inboxed() {
+			select {
+			case g.wake <- struct{}{}:
+			default:
+			}
+		}
+		return
+	}
 	for g.inboxed() {
 		select {
 		case <-g.stopc:
