@@ -226,20 +226,43 @@ func (g *Group) maybeSnapshot() {
 	if applied > g.cfg.KeepEntries {
 		compact = applied - g.cfg.KeepEntries
 	}
+	conf := g.applyConf
+	if g.disk == nil {
+		g.keepSnapshot(applied, conf, data, compact)
+		return
+	}
+	// Storing a large snapshot takes a while; apply goes on meanwhile
+	// (the state was taken at applied, between two writes), so that a
+	// snapshot never holds a replica behind the commit index. One at a
+	// time: one due while another is stored waits for the next.
+	if !g.snapStoring.CompareAndSwap(false, true) {
+		g.nextSnap = applied + 1
+		return
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer g.snapStoring.Store(false)
+		g.keepSnapshot(applied, conf, data, compact)
+	}()
+}
+
+// keepSnapshot stores a snapshot taken at applied, on disk first (should
+// that fail, raft's storage keeps the log the store still has), then in
+// raft's storage, and drops the log up to compact.
+func (g *Group) keepSnapshot(applied uint64, conf *pb.ConfState, data []byte, compact uint64) {
 	if g.disk != nil {
-		// On disk first: should that fail, raft's storage keeps the log
-		// the store still has.
 		term, err := g.storage.Term(applied)
 		if err != nil {
 			return // a newer snapshot came from the leader meanwhile
 		}
-		snap := &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{Index: &applied, Term: &term, ConfState: g.applyConf}}
+		snap := &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{Index: &applied, Term: &term, ConfState: conf}}
 		if err := g.disk.saveSnapshot(snap, compact); err != nil {
 			g.log.Error("ffgen: could not store a snapshot; the log on disk grows until a snapshot can be stored", "index", applied, "err", err)
 			return
 		}
 	}
-	if _, err := g.storage.CreateSnapshot(applied, g.applyConf, data); err != nil {
+	if _, err := g.storage.CreateSnapshot(applied, conf, data); err != nil {
 		return // a newer snapshot came from the leader meanwhile
 	}
 	if compact > 0 {

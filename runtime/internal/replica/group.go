@@ -189,6 +189,8 @@ type Group struct {
 	lastSnap  uint64
 	nextSnap  uint64 // when the next snapshot is due
 	confSnap  bool   // a configuration change was applied since the last snapshot
+	// snapStoring is set while a snapshot is being stored on disk.
+	snapStoring atomic.Bool
 
 	stopc chan struct{}
 	wg    sync.WaitGroup

@@ -56,9 +56,9 @@ func (h *testHost) writes() []string {
 }
 
 func (h *testHost) SnapshotState() ([]byte, bool, error) { return nil, false, nil }
-func (h *testHost) RestoreState([]byte) error             { return nil }
-func (h *testHost) LeaderChanged(string, bool)            {}
-func (h *testHost) Dropped([16]byte, string)              {}
+func (h *testHost) RestoreState([]byte) error            { return nil }
+func (h *testHost) LeaderChanged(string, bool)           {}
+func (h *testHost) Dropped([16]byte, string)             {}
 
 func (h *testHost) Peers() []string {
 	var out []string
