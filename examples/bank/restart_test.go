@@ -1,6 +1,8 @@
 package bank_test
 
 import (
+	"context"
+	"crypto/rand"
 	"fmt"
 	"maps"
 	"os"
@@ -67,13 +69,20 @@ func TestLedgerRestartsFromDisk(t *testing.T) {
 	accts := bank.NewAccountsClient(c.Client(t))
 	ctx := t.Context()
 	start := time.Now()
+	// A write that fails (a busy machine can cost the leader its
+	// quorum for a moment) is retried with its operation ID, as a caller
+	// must: it applies once either way.
 	parallel(t, callers, accounts, func(i int) error {
-		_, err := accts.Open(ctx, bank.OpenRequest{AccountID: fmt.Sprintf("acct-%d", i), Initial: 1000})
-		return err
+		return retried(ctx, func(ctx context.Context) error {
+			_, err := accts.Open(ctx, bank.OpenRequest{AccountID: fmt.Sprintf("acct-%d", i), Initial: 1000})
+			return err
+		})
 	})
 	parallel(t, callers, writes, func(i int) error {
-		_, err := accts.Deposit(ctx, bank.DepositRequest{AccountID: fmt.Sprintf("acct-%d", i%accounts), Amount: 1})
-		return err
+		return retried(ctx, func(ctx context.Context) error {
+			_, err := accts.Deposit(ctx, bank.DepositRequest{AccountID: fmt.Sprintf("acct-%d", i%accounts), Amount: 1})
+			return err
+		})
 	})
 	id := [16]byte{0xba, 0x4c}
 	first, err := accts.Deposit(runtime.WithOperationID(ctx, id), bank.DepositRequest{AccountID: "acct-0", Amount: 7})
@@ -107,6 +116,22 @@ func TestLedgerRestartsFromDisk(t *testing.T) {
 	if err != nil || again != first {
 		t.Errorf("retried deposit after the restart = %+v, %v; want the recorded %+v", again, err, first)
 	}
+}
+
+// retried runs call with one operation ID until it succeeds, a few times
+// at most.
+func retried(ctx context.Context, call func(context.Context) error) error {
+	var id [16]byte
+	rand.Read(id[:])
+	ctx = runtime.WithOperationID(ctx, id)
+	var err error
+	for range 5 {
+		if err = call(ctx); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
 }
 
 // parallel runs n calls of f over callers goroutines, failing t on the

@@ -244,7 +244,11 @@ func (s *boltStore) save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) 
 				return err
 			}
 			// raft replaces the whole log with a snapshot from the leader.
-			if err := deleteFrom(log, 0); err != nil {
+			if err := tx.DeleteBucket(bucketLog); err != nil {
+				return err
+			}
+			var err error
+			if log, err = tx.CreateBucket(bucketLog); err != nil {
 				return err
 			}
 		}
@@ -276,26 +280,50 @@ func (s *boltStore) save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) 
 }
 
 func (s *boltStore) saveSnapshot(snap *pb.Snapshot, compact uint64) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if b := meta.Get(keySnap); b != nil {
 			var old pb.Snapshot
 			if err := unsealInto(b, &old); err == nil && old.GetMetadata().GetIndex() >= snap.GetMetadata().GetIndex() {
+				compact = 0
 				return nil // the leader's newer snapshot came first
 			}
 		}
-		if err := putSnapshot(meta, snap); err != nil {
+		return putSnapshot(meta, snap)
+	})
+	if err != nil {
+		return err
+	}
+	// The entries the snapshot covers go in small transactions: bbolt has
+	// one writer at a time, and the Ready loop's next fsync must not wait
+	// for a hundred thousand deletions. Entries left behind by a crash
+	// meanwhile are below the snapshot, where load does not look.
+	for more := compact > 0; more; {
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			c := tx.Bucket(bucketLog).Cursor()
+			more = false
+			n := 0
+			for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= compact; k, _ = c.First() {
+				if n == compactBatch {
+					more = true
+					return nil
+				}
+				if err := c.Delete(); err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+		if err != nil {
 			return err
 		}
-		c := tx.Bucket(bucketLog).Cursor()
-		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= compact; k, _ = c.First() {
-			if err := c.Delete(); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	}
+	return nil
 }
+
+// compactBatch is how many entries one transaction of compaction deletes.
+const compactBatch = 2000
 
 func (s *boltStore) close() error { return s.db.Close() }
 

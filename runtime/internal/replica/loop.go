@@ -192,9 +192,15 @@ func (g *Group) handleReady() {
 			hs = rd.HardState
 		}
 		if g.disk != nil && (snap != nil || hs != nil || len(rd.Entries) > 0) {
+			began := time.Now()
 			if err := g.disk.save(hs, rd.Entries, snap); err != nil {
 				g.diskFailed(err)
 				return
+			}
+			// As etcd warns of a slow fdatasync: a store slower than a
+			// heartbeat costs leaders and elections.
+			if took := time.Since(began); took > time.Duration(g.cfg.HeartbeatTicks)*g.cfg.Tick {
+				g.log.Warn("ffgen: storing the replicated state was slow", "took", took, "entries", len(rd.Entries))
 			}
 		}
 		var item applyItem
