@@ -14,7 +14,7 @@ BENCHMOD  := bench
 # The browser for the cluster page's test; empty when none is installed.
 CHROMIUM  ?= $(shell command -v chromium || command -v chromium-browser || command -v google-chrome || command -v google-chrome-stable)
 
-.PHONY: test vet gencheck lint bench bench-compare bench-replication fuzz generate demo browsertest screenshot detect
+.PHONY: test vet gencheck lint bench bench-compare bench-replication restart-time fuzz generate demo browsertest screenshot detect
 
 # Every check the project has: vet, the race-enabled test suite, the
 # allocation counts (without the race detector, whose sync.Pool drops
@@ -94,6 +94,16 @@ bench-compare:
 # REPLICATION_FLAGS passes options, e.g. REPLICATION_FLAGS='-rounds 2'.
 bench-replication:
 	cd $(BENCHMOD) && $(GO) run ./replication $(REPLICATION_FLAGS)
+
+# A bank cluster (two nodes, each with a data directory) given 100,000
+# accounts and 1,000,000 writes, killed at once and started again: how long
+# until it is ready, and that every balance came back. A few minutes, most
+# of them making the data. RESTART_ACCOUNTS / RESTART_WRITES change the size.
+RESTART_ACCOUNTS ?= 100000
+RESTART_WRITES   ?= 1000000
+restart-time:
+	FFGEN_RESTART_ACCOUNTS=$(RESTART_ACCOUNTS) FFGEN_RESTART_WRITES=$(RESTART_WRITES) \
+		$(GO) test -count=1 -timeout 60m -run '^TestLedgerRestartsFromDisk$$' -v ./examples/bank/
 
 # Short runs of every fuzz target.
 fuzz:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -91,11 +92,23 @@ func (s *Server) newReplicated(reg *registered) (*replicated, error) {
 	snapEvery := uint64(cfg.SnapshotEvery)
 	if r.transfer == nil {
 		snapEvery = 0
-		s.cfg.Logger.Info("ffgen: replicated service without StateTransfer: every node keeps its whole log in memory, so that a joining node can replay it",
+		where := "in memory"
+		if s.cfg.DataDir != "" {
+			where = "on disk"
+		}
+		s.cfg.Logger.Info("ffgen: replicated service without StateTransfer: every node keeps its whole log "+where+", so that a joining node can replay it",
 			"service", r.name)
 	}
+	var dir string
+	if s.cfg.DataDir != "" {
+		dir = filepath.Join(s.cfg.DataDir, r.name)
+		s.cfg.Logger.Info("ffgen: replicated service stored on disk", "service", r.name, "dir", dir, "fsync", !cfg.UnsafeNoFsync)
+	} else {
+		s.cfg.Logger.Info("ffgen: replicated service kept in memory only (no DataDir): a node restarts empty, and a whole cluster restarted at once starts empty", "service", r.name)
+	}
 	tick := max(cfg.ElectionTimeout/raftTicks, time.Millisecond)
-	r.g = replica.New(replica.Config{
+	var err error
+	r.g, err = replica.New(replica.Config{
 		Service:         r.name,
 		Node:            s.cfg.Node,
 		Voters:          cfg.Voters,
@@ -107,9 +120,15 @@ func (s *Server) newReplicated(reg *registered) (*replicated, error) {
 		KeepEntries:     snapEvery / 2,
 		RememberWrites:  cfg.RememberWrites,
 		MaxMessageBytes: cfg.MaxSnapshotBytes,
+		Dir:             dir,
+		Cluster:         cfg.Cluster,
+		NoSync:          cfg.UnsafeNoFsync,
 		Logger:          s.cfg.Logger,
 		Host:            (*replicaHost)(r),
 	})
+	if err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 

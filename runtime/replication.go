@@ -53,6 +53,17 @@ type ReplicationConfig struct {
 	ElectionTimeout time.Duration
 	// MaxSnapshotBytes bounds a snapshot a peer may send. Default 1 GiB.
 	MaxSnapshotBytes int
+	// Cluster names the cluster, as etcd's initial cluster token does: it
+	// is stored in each data directory (ServerConfig.DataDir), and a node
+	// refuses a directory of another cluster. Default "ffgen".
+	Cluster string
+	// UnsafeNoFsync acknowledges writes once the operating system has
+	// them, without waiting for the disk: faster, but a power cut or an
+	// operating-system crash of a majority of the voters at once can
+	// lose acknowledged writes, and a node's file may be left corrupt
+	// (found at start: the node then rejoins from its peers). A process
+	// that crashes loses nothing either way. Only with DataDir.
+	UnsafeNoFsync bool
 }
 
 func (c ReplicationConfig) withDefaults(s Settings) ReplicationConfig {
@@ -71,6 +82,9 @@ func (c ReplicationConfig) withDefaults(s Settings) ReplicationConfig {
 	}
 	if c.MaxSnapshotBytes <= 0 {
 		c.MaxSnapshotBytes = 1 << 30
+	}
+	if c.Cluster == "" {
+		c.Cluster = "ffgen"
 	}
 	return c
 }

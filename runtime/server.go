@@ -41,6 +41,13 @@ type ServerConfig struct {
 	Node string
 	// Replication tunes the replicated log of scatter services.
 	Replication ReplicationConfig
+	// DataDir keeps the replicated services' raft state on disk, a
+	// subdirectory per service, so that the node (or the whole cluster)
+	// restarts with every acknowledged write: see docs/runtime.md,
+	// "Durability". Empty keeps it in memory: a node restarts empty and
+	// catches up from its peers, and a whole cluster restarted at once
+	// starts empty.
+	DataDir string
 	// Interceptors wrap every handler run, the first outermost.
 	Interceptors []ServerInterceptor
 }
@@ -270,8 +277,9 @@ func (s *Server) Close() error {
 
 // leaveReplicas takes this node out of every replicated service's group
 // before it stops, as a graceful stop does: reads it can no longer vouch
-// for are refused at once, leadership is handed over, and the node is
-// removed from the voters (it restarts as a new member). It waits for
+// for are refused at once, leadership is handed over, and, unless its
+// state is on disk (DataDir), the node is removed from the voters (it
+// restarts empty, as a new member). It waits for
 // that at most until ctx ends, or leaveTimeout.
 func (s *Server) leaveReplicas(ctx context.Context) {
 	s.mu.Lock()
@@ -289,6 +297,13 @@ func (s *Server) leaveReplicas(ctx context.Context) {
 	for _, r := range reps {
 		r.g.Drain()
 		wg.Go(func() {
+			if s.cfg.DataDir != "" {
+				// It comes back with its state: it stays a member.
+				if err := r.g.StepDown(ctx); err != nil {
+					s.cfg.Logger.Warn("ffgen: could not hand leadership over before stopping", "service", r.name, "err", err)
+				}
+				return
+			}
 			if err := r.g.Leave(ctx); err != nil {
 				s.cfg.Logger.Warn("ffgen: could not leave the replicated group before stopping; an operator may remove this node",
 					"service", r.name, "err", err)

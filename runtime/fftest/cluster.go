@@ -198,10 +198,19 @@ type served struct {
 }
 
 // Restart replaces a node as a crash and restart would: its server and
-// transport are closed, and a new server, empty, serves the same services
-// (impl is called again) at the same address. The membership keeps listing
-// it, as memberlist would for a node that came back within its timeouts.
+// transport are closed, and a new server serves the same services (impl is
+// called again) at the same address: empty, unless its ServerConfig has a
+// DataDir. The membership keeps listing it, as memberlist would for a node
+// that came back within its timeouts.
 func (c *Cluster) Restart(tb testing.TB, name string) *Node {
+	tb.Helper()
+	c.Kill(tb, name)
+	return c.Start(tb, name)
+}
+
+// Kill stops a node as kill -9 would: its server and transport close at
+// once. Start brings it back.
+func (c *Cluster) Kill(tb testing.TB, name string) {
 	tb.Helper()
 	n := c.Node(name)
 	if n == nil {
@@ -209,10 +218,20 @@ func (c *Cluster) Restart(tb testing.TB, name string) *Node {
 	}
 	n.Server.Close()
 	n.tr.Close()
+}
+
+// Start starts a node that Kill stopped: a new server and transport at the
+// same address, serving the same services.
+func (c *Cluster) Start(tb testing.TB, name string) *Node {
+	tb.Helper()
+	n := c.Node(name)
+	if n == nil {
+		tb.Fatalf("fftest: no node %s", name)
+	}
 	n.tr = c.Net.n.Transport(transport.Config{Node: name, Group: n.Group, Logger: c.logger})
 	n.Server = c.newServer(name)
 	if _, err := n.Server.Serve(n.tr, name); err != nil {
-		tb.Fatalf("fftest: restart %s: %v", name, err)
+		tb.Fatalf("fftest: start %s: %v", name, err)
 	}
 	for _, s := range c.served {
 		if err := n.Server.Register(s.svc, s.impl(n)); err != nil {

@@ -57,7 +57,7 @@ func (s *Scenario) Run(ctx context.Context) (*Result, error) {
 	// missing from a node's journal is then lost, not forgotten.
 	journal := max(bank.DefaultJournal, int(s.Duration.Seconds()+30)*20000)
 	c, err := testbed.Start(ctx, testbed.Config{BinDir: s.BinDir, Dir: s.Dir, Env: s.Env, Out: s.Out, Prefix: "demo",
-		Args: []string{"-journal", strconv.Itoa(journal)}})
+		Args: []string{"-journal", strconv.Itoa(journal)}, DataDirs: true})
 	if err != nil {
 		return nil, err
 	}

@@ -59,6 +59,8 @@ var faults = []fault{
 	{name: "rolling-restart-all", about: "SIGTERM, start, wait ready: every node in turn, the leader among them", run: rollingRestart("a1", "a2", "b1", "b2")},
 }
 
+func init() { faults = append(faults, durableFaults...) }
+
 // Faults of a new kind: their timings.
 const (
 	groupDownFor = 5 * time.Second // group-loss

@@ -171,7 +171,11 @@ type fault struct {
 	sides [][]string
 	// tieBreaker adds the tie-breaker node t1 (banknode -tiebreaker).
 	tieBreaker bool
-	run        func(ctx context.Context, e *env) error
+	// prepare, if set, runs before the cluster starts, with the fault's
+	// directory; it returns what undoes it after the row. An error
+	// wrapping errSkip skips the row.
+	prepare func(ctx context.Context, dir string) (func(), error)
+	run     func(ctx context.Context, e *env) error
 }
 
 // runFault runs one fault against a fresh cluster and audits it.
@@ -187,7 +191,20 @@ func (s *Suite) runFault(ctx context.Context, f fault, fw *firewall) Row {
 		return row
 	}
 	fmt.Fprintf(s.Out, "\n== %s: %s\n", f.name, f.about)
-	cfg := testbed.Config{BinDir: s.BinDir, Dir: dir, Env: s.Env, Out: s.Out, Prefix: "faults", TieBreaker: f.tieBreaker}
+	// Every node keeps the ledger on disk, as a deployment should.
+	cfg := testbed.Config{BinDir: s.BinDir, Dir: dir, Env: s.Env, Out: s.Out, Prefix: "faults", TieBreaker: f.tieBreaker, DataDirs: true}
+	if f.prepare != nil {
+		undo, err := f.prepare(ctx, dir)
+		if errors.Is(err, errSkip) {
+			row.Skipped = err.Error()
+			return row
+		}
+		if err != nil {
+			row.Notes = append(row.Notes, err.Error())
+			return row
+		}
+		defer undo()
+	}
 	var gids []uint32
 	if f.sides != nil {
 		gids = sideGIDs(len(f.sides))

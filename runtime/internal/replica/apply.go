@@ -12,9 +12,10 @@ import (
 // install first, then committed entries, with the configuration each
 // configuration change made.
 type applyItem struct {
-	snap    *pb.Snapshot
-	entries []*pb.Entry
-	confs   []confAt
+	snap     *pb.Snapshot
+	restored bool // the snapshot is this node's own, from disk
+	entries  []*pb.Entry
+	confs    []confAt
 }
 
 type confAt struct {
@@ -69,7 +70,7 @@ func (g *Group) applyItem(item *applyItem) {
 		return
 	}
 	if item.snap != nil {
-		if err := g.install(item.snap); err != nil {
+		if err := g.install(item.snap, item.restored); err != nil {
 			g.stop(item.snap.GetMetadata().GetIndex(), err)
 			return
 		}
@@ -146,7 +147,7 @@ func (g *Group) stop(index uint64, err error) {
 }
 
 // install replaces the state with a snapshot's.
-func (g *Group) install(snap *pb.Snapshot) error {
+func (g *Group) install(snap *pb.Snapshot, restored bool) error {
 	md := snap.GetMetadata()
 	d, err := unmarshalSnapshot(snap.GetData(), g.cfg.RememberWrites)
 	if err != nil {
@@ -170,7 +171,10 @@ func (g *Group) install(snap *pb.Snapshot) error {
 			g.names[id] = name
 		}
 	}
-	g.st.SnapshotsInstalled++
+	if !restored {
+		g.st.SnapshotsInstalled++
+	}
+	g.st.SnapshotIndex = md.GetIndex()
 	g.mu.Unlock()
 	g.applyConf = md.GetConfState()
 	g.lastSnap = md.GetIndex()
@@ -218,11 +222,51 @@ func (g *Group) maybeSnapshot() {
 	g.wmu.Lock()
 	data := (&snapshotData{service: g.cfg.Service, written: g.written, names: names, state: state}).marshal()
 	g.wmu.Unlock()
-	if _, err := g.storage.CreateSnapshot(applied, g.applyConf, data); err != nil {
+	var compact uint64
+	if applied > g.cfg.KeepEntries {
+		compact = applied - g.cfg.KeepEntries
+	}
+	conf := g.applyConf
+	if g.disk == nil {
+		g.keepSnapshot(applied, conf, data, compact)
+		return
+	}
+	// Storing a large snapshot takes a while; apply goes on meanwhile
+	// (the state was taken at applied, between two writes), so that a
+	// snapshot never holds a replica behind the commit index. One at a
+	// time: one due while another is stored waits for the next.
+	if !g.snapStoring.CompareAndSwap(false, true) {
+		g.nextSnap = applied + 1
+		return
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer g.snapStoring.Store(false)
+		g.keepSnapshot(applied, conf, data, compact)
+	}()
+}
+
+// keepSnapshot stores a snapshot taken at applied, on disk first (should
+// that fail, raft's storage keeps the log the store still has), then in
+// raft's storage, and drops the log up to compact.
+func (g *Group) keepSnapshot(applied uint64, conf *pb.ConfState, data []byte, compact uint64) {
+	if g.disk != nil {
+		term, err := g.storage.Term(applied)
+		if err != nil {
+			return // a newer snapshot came from the leader meanwhile
+		}
+		snap := &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{Index: &applied, Term: &term, ConfState: conf}}
+		if err := g.disk.saveSnapshot(snap, compact); err != nil {
+			g.log.Error("ffgen: could not store a snapshot; the log on disk grows until a snapshot can be stored", "index", applied, "err", err)
+			return
+		}
+	}
+	if _, err := g.storage.CreateSnapshot(applied, conf, data); err != nil {
 		return // a newer snapshot came from the leader meanwhile
 	}
-	if applied > g.cfg.KeepEntries {
-		g.storage.Compact(applied - g.cfg.KeepEntries)
+	if compact > 0 {
+		g.storage.Compact(compact)
 	}
 	g.mu.Lock()
 	g.st.SnapshotIndex = applied

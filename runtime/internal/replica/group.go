@@ -10,7 +10,9 @@
 // them, and the events for the server), apply.go (the apply
 // goroutine and snapshots), members.go (forming the group, joining,
 // promotion, leaving), written.go (the operation-ID table), command.go,
-// snapshot.go and wire.go (encodings), status.go (what the node reports).
+// snapshot.go and wire.go (encodings), status.go (what the node reports),
+// disk.go (the raft state on disk) and restart.go (starting from it, and
+// living with a disk that fails).
 package replica
 
 import (
@@ -77,8 +79,18 @@ type Config struct {
 	KeepEntries     uint64
 	RememberWrites  int // the operation-ID table's size
 	MaxMessageBytes int // the largest split message a peer may send
-	Logger          *slog.Logger
-	Host            Host
+	// Dir holds the group's raft state on disk (disk.go); empty keeps it
+	// in memory, lost when the process ends.
+	Dir string
+	// Cluster names the cluster, so that a data directory of another
+	// cluster is refused.
+	Cluster string
+	// NoSync skips the fsync before raft's state counts as stored.
+	NoSync bool
+	Logger *slog.Logger
+	Host   Host
+
+	wrapStore func(store) store // tests inject write errors through it
 }
 
 // ErrNotLeader is returned for what only the leader can do.
@@ -93,7 +105,8 @@ var ErrStopped = errors.New("replication stopped")
 type Group struct {
 	cfg     Config
 	id      uint64
-	storage *raft.MemoryStorage
+	storage *raft.MemoryStorage // raft's view of the log, as in etcd's server
+	disk    store               // nil in memory
 	log     *slog.Logger
 
 	// raftMu guards rn and the fields below it (loop.go).
@@ -111,12 +124,23 @@ type Group struct {
 	campaignedAt  int  // the tick of its last campaign
 	left          bool // Leave took the node out: it asks to join no more
 	chunkSeq      uint64
+	// restored: the node restarted from disk with a log, so it belongs to
+	// a formed group even before it has applied the configuration.
+	restored bool
+	// handed is the index of the last entry handed to the apply
+	// goroutine.
+	handed uint64
+	// diskErr is set while the node cannot store raft's state: raft is
+	// not driven until a retry after diskFailedAt.
+	diskErr      error
+	diskFailedAt time.Time
 
 	// inMu guards the inbox: what goroutines hand raft.
 	inMu    sync.Mutex
 	inMsgs  []*pb.Message
 	inProps []proposal
 	inCtl   []func()
+	wake    chan struct{} // with a disk: the inbox has work for run
 
 	// evMu guards the events for the server, which the event goroutine
 	// delivers in order.
@@ -165,6 +189,8 @@ type Group struct {
 	lastSnap  uint64
 	nextSnap  uint64 // when the next snapshot is due
 	confSnap  bool   // a configuration change was applied since the last snapshot
+	// snapStoring is set while a snapshot is being stored on disk.
+	snapStoring atomic.Bool
 
 	stopc chan struct{}
 	wg    sync.WaitGroup
@@ -183,8 +209,10 @@ type heardHello struct {
 // soloName names a server outside any cluster in its group.
 const soloName = "local"
 
-// New creates the group and starts its goroutines.
-func New(cfg Config) *Group {
+// New creates the group and starts its goroutines. With Config.Dir it
+// restarts from what is stored there: the snapshot is restored into the
+// service and the log after it applied again, with the node's raft ID.
+func New(cfg Config) (*Group, error) {
 	solo := cfg.Node == ""
 	if solo {
 		cfg.Node = soloName
@@ -192,12 +220,12 @@ func New(cfg Config) *Group {
 	}
 	g := &Group{
 		cfg:       cfg,
-		id:        newID(cfg.Node),
 		storage:   raft.NewMemoryStorage(),
 		log:       cfg.Logger.With("service", cfg.Service),
 		conf:      &pb.ConfState{},
 		heard:     make(map[string]heardHello),
 		evWake:    make(chan struct{}, 1),
+		wake:      make(chan struct{}, 1),
 		asm:       make(map[string]*assembly),
 		names:     make(map[uint64]string),
 		reads:     make(map[uint64]chan uint64),
@@ -209,33 +237,52 @@ func New(cfg Config) *Group {
 		stopc:     make(chan struct{}),
 	}
 	g.nextSnap = snapshotInterval(cfg.SnapshotEvery)
+	var sv *saved
+	if cfg.Dir != "" {
+		var err error
+		if g.disk, sv, err = openStore(cfg, g.log); err != nil {
+			return nil, err
+		}
+		if cfg.wrapStore != nil {
+			g.disk = cfg.wrapStore(g.disk)
+		}
+		g.id = sv.id
+	} else {
+		g.id = newID(cfg.Node)
+	}
 	g.names[g.id] = cfg.Node
-	rn, err := raft.NewRawNode(&raft.Config{
+	g.st = Status{Service: cfg.Service, ID: g.id, DataDir: cfg.Dir}
+	applied := g.restore(sv)
+	rn, err := raft.NewRawNode(g.raftConfig(applied))
+	if err != nil {
+		// Only a broken configuration fails here, which New's caller
+		// builds, or a store that contradicts itself, which load refuses.
+		panic(fmt.Sprintf("ffgen: raft: %v", err))
+	}
+	g.rn = rn
+	g.notReadySince = time.Now()
+	g.wg.Add(3)
+	go g.run()
+	go g.applyLoop()
+	go g.eventLoop()
+	return g, nil
+}
+
+func (g *Group) raftConfig(applied uint64) *raft.Config {
+	return &raft.Config{
 		ID:                        g.id,
-		ElectionTick:              cfg.ElectionTicks,
-		HeartbeatTick:             cfg.HeartbeatTicks,
+		ElectionTick:              g.cfg.ElectionTicks,
+		HeartbeatTick:             g.cfg.HeartbeatTicks,
 		Storage:                   g.storage,
+		Applied:                   applied,
 		MaxSizePerMsg:             1 << 20,
 		MaxInflightMsgs:           256,
 		MaxUncommittedEntriesSize: 1 << 30,
 		CheckQuorum:               true,
 		PreVote:                   true,
 		StepDownOnRemoval:         true,
-		Logger:                    raftLogger{l: cfg.Logger, attrs: []any{"service", cfg.Service}},
-	})
-	if err != nil {
-		// Only a broken configuration fails here, which New's caller
-		// builds: a bug, not an input.
-		panic(fmt.Sprintf("ffgen: raft: %v", err))
+		Logger:                    raftLogger{l: g.cfg.Logger, attrs: []any{"service", g.cfg.Service}},
 	}
-	g.rn = rn
-	g.notReadySince = time.Now()
-	g.st = Status{Service: cfg.Service, ID: g.id}
-	g.wg.Add(3)
-	go g.run()
-	go g.applyLoop()
-	go g.eventLoop()
-	return g
 }
 
 // newID makes a raft ID for this process: the name's hash mixed with
@@ -262,6 +309,11 @@ func (g *Group) Stop() {
 		close(g.stopc)
 	}
 	g.wg.Wait()
+	g.raftMu.Lock()
+	if g.disk != nil {
+		g.disk.close()
+	}
+	g.raftMu.Unlock()
 	g.mu.Lock()
 	for k, ch := range g.reads {
 		close(ch)

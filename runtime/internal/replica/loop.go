@@ -25,7 +25,7 @@ func unmarshalMessage(b []byte, m *pb.Message) error { return proto.Unmarshal(b,
 // leader, a proposal raft dropped) goes through the event goroutine, so
 // that raft never waits on the server's lock.
 
-// run ticks raft.
+// run ticks raft, and with a disk drives it (see kick).
 func (g *Group) run() {
 	defer g.wg.Done()
 	t := time.NewTicker(g.cfg.Tick)
@@ -37,11 +37,21 @@ func (g *Group) run() {
 		select {
 		case <-g.stopc:
 			return
+		case <-g.wake:
+			g.raftMu.Lock()
+			g.process()
+			g.raftMu.Unlock()
+			g.kick()
 		case <-t.C:
 			g.raftMu.Lock()
-			g.rn.Tick()
-			g.tick()
-			g.process()
+			if g.diskErr != nil {
+				g.dropInbox()
+				g.retryDisk()
+			} else {
+				g.rn.Tick()
+				g.tick()
+				g.process()
+			}
 			g.raftMu.Unlock()
 			g.kick()
 		}
@@ -50,8 +60,19 @@ func (g *Group) run() {
 
 // kick processes the inbox on this goroutine, unless another goroutine
 // holds raftMu: that one finds what was added before it lets go (it looks
-// again after unlocking).
+// again after unlocking). With a disk, the run goroutine does it instead:
+// a Ready then waits for an fsync, which must hold up neither a
+// connection's reader nor a handler.
 func (g *Group) kick() {
+	if g.disk != nil {
+		if g.inboxed() {
+			select {
+			case g.wake <- struct{}{}:
+			default:
+			}
+		}
+		return
+	}
 	for g.inboxed() {
 		select {
 		case <-g.stopc:
@@ -74,6 +95,10 @@ func (g *Group) inboxed() bool {
 
 // process steps the inbox and handles the Readys. Called with raftMu held.
 func (g *Group) process() {
+	if g.diskErr != nil {
+		g.dropInbox()
+		return
+	}
 	g.drainInbox()
 	g.handleReady()
 }
@@ -138,27 +163,64 @@ func (g *Group) drainInbox() {
 }
 
 func (g *Group) handleReady() {
-	for g.rn.HasReady() {
+	for g.diskErr == nil && g.rn.HasReady() {
+		select {
+		case <-g.stopc:
+			return // the store may be closing
+		default:
+		}
 		rd := g.rn.Ready()
 		if rd.SoftState != nil {
 			g.softState(rd.SoftState)
 		}
-		var item applyItem
+		// The leader sends before it stores, as etcd's server does: its
+		// appends reach the followers while its own fsync runs (Raft
+		// thesis, 10.2.1), and raft counts the leader's copy only once
+		// Advance says it is stored. Its term and vote were stored
+		// before it became leader. Everyone else stores first: a vote or
+		// an acknowledgement must not promise what a crash could undo.
+		leading := g.leading
+		if leading {
+			g.send(rd.Messages)
+		}
+		var snap *pb.Snapshot
 		if !raft.IsEmptySnap(rd.Snapshot) {
-			if err := g.storage.ApplySnapshot(rd.Snapshot); err == nil {
-				item.snap = rd.Snapshot
-				g.conf = rd.Snapshot.GetMetadata().GetConfState()
+			snap = rd.Snapshot
+		}
+		var hs *pb.HardState
+		if !raft.IsEmptyHardState(rd.HardState) {
+			hs = rd.HardState
+		}
+		if g.disk != nil && (snap != nil || hs != nil || len(rd.Entries) > 0) {
+			began := time.Now()
+			if err := g.disk.save(hs, rd.Entries, snap); err != nil {
+				g.diskFailed(err)
+				return
+			}
+			// As etcd warns of a slow fdatasync: a store slower than a
+			// heartbeat costs leaders and elections.
+			if took := time.Since(began); took > time.Duration(g.cfg.HeartbeatTicks)*g.cfg.Tick {
+				g.log.Warn("ffgen: storing the replicated state was slow", "took", took, "entries", len(rd.Entries))
+			}
+		}
+		var item applyItem
+		if snap != nil {
+			if err := g.storage.ApplySnapshot(snap); err == nil {
+				item.snap = snap
+				g.conf = snap.GetMetadata().GetConfState()
 				g.updateMembers()
+				g.handed = snap.GetMetadata().GetIndex()
 			}
 		}
 		if len(rd.Entries) > 0 {
 			g.storage.Append(rd.Entries)
 		}
-		if !raft.IsEmptyHardState(rd.HardState) {
-			g.storage.SetHardState(rd.HardState)
+		if hs != nil {
+			g.storage.SetHardState(hs)
 		}
-		// Only now, with what they vouch for stored, do the messages go.
-		g.send(rd.Messages)
+		if !leading {
+			g.send(rd.Messages)
+		}
 		for _, rs := range rd.ReadStates {
 			g.readDone(rs)
 		}
@@ -168,6 +230,9 @@ func (g *Group) handleReady() {
 			}
 		}
 		item.entries = rd.CommittedEntries
+		if n := len(item.entries); n > 0 {
+			g.handed = item.entries[n-1].GetIndex()
+		}
 		if item.snap != nil || len(item.entries) > 0 {
 			g.enqueue(item)
 		}
@@ -336,5 +401,5 @@ func (g *Group) isLearner(id uint64) bool {
 // member reports whether the group has formed here: this node knows a
 // configuration.
 func (g *Group) member() bool {
-	return len(g.conf.GetVoters()) > 0 || len(g.conf.GetLearners()) > 0
+	return g.restored || len(g.conf.GetVoters()) > 0 || len(g.conf.GetLearners()) > 0
 }

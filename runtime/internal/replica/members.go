@@ -42,10 +42,15 @@ const confTimeout = 5 * time.Second
 // alone bootstraps a node that needs nobody: outside any cluster, or the
 // only voter listed.
 func (g *Group) alone() {
-	if len(g.cfg.Voters) == 1 && g.cfg.Voters[0] == g.cfg.Node {
+	if len(g.cfg.Voters) != 1 || g.cfg.Voters[0] != g.cfg.Node {
+		return
+	}
+	if !g.restored {
 		g.bootstrap([]raft.Peer{{ID: g.id, Context: []byte(g.cfg.Node)}})
-		// raft campaigns only once the configuration is applied.
-		g.handleReady()
+	}
+	// raft campaigns only once the configuration is applied.
+	g.handleReady()
+	if g.isVoter(g.id) && len(g.conf.GetVoters()) == 1 {
 		g.rn.Campaign()
 		g.handleReady()
 	}
@@ -250,18 +255,11 @@ func (g *Group) updateMembers() {
 // leadership over, then asks for its removal, and waits until ctx ends
 // for the removal to apply. A node that rejoins later is a new member.
 func (g *Group) Leave(ctx context.Context) error {
-	for {
-		_, leading := g.Leader()
-		if !leading {
-			break
-		}
-		if st := g.Status(); len(st.Voters) <= 1 {
-			return nil // the last voter stays: nobody to hand over to
-		}
-		g.do(g.handOver)
-		if err := g.sleep(ctx, 4*g.cfg.Tick); err != nil {
-			return fmt.Errorf("hand leadership over: %w", err)
-		}
+	if err := g.StepDown(ctx); err != nil {
+		return err
+	}
+	if st := g.Status(); st.Leading {
+		return nil // the last voter stays: nobody to hand over to
 	}
 	for {
 		done := make(chan bool, 1)
@@ -292,6 +290,26 @@ func (g *Group) Leave(ctx context.Context) error {
 		}
 		if err := g.sleep(ctx, 10*g.cfg.Tick); err != nil {
 			return fmt.Errorf("leave the group: %w", err)
+		}
+	}
+}
+
+// StepDown hands leadership over to another voter, if this node leads
+// and there is one, and waits until ctx ends for it to take over. A node
+// that stops with its state on disk steps down rather than leaving: it
+// comes back as the same member.
+func (g *Group) StepDown(ctx context.Context) error {
+	for {
+		_, leading := g.Leader()
+		if !leading {
+			return nil
+		}
+		if st := g.Status(); len(st.Voters) <= 1 {
+			return nil // nobody to hand over to
+		}
+		g.do(g.handOver)
+		if err := g.sleep(ctx, 4*g.cfg.Tick); err != nil {
+			return fmt.Errorf("hand leadership over: %w", err)
 		}
 	}
 }

@@ -30,6 +30,11 @@ type Status struct {
 	NotReadySince time.Time
 	// Stopped is set when apply stopped at an entry it could not apply.
 	Stopped bool
+	// DataDir is where the state is stored, empty in memory.
+	DataDir string
+	// StoreFailed says why the node cannot store its state, empty while
+	// it can.
+	StoreFailed string
 }
 
 // maxApplyLag is how far apply may trail the commit index before the node
@@ -113,6 +118,8 @@ func (g *Group) notReadyLocked(st *Status) error {
 	switch {
 	case g.stopErr != nil:
 		return g.stopErr
+	case st.StoreFailed != "":
+		return errors.New(st.StoreFailed)
 	case g.draining:
 		return errors.New("draining: the node is shutting down")
 	case st.Role == "" && len(st.Voters) == 0:

@@ -71,12 +71,22 @@ type (
 		} `yaml:"httpGet"`
 	}
 	container struct {
-		Name           string   `yaml:"name"`
-		Command        []string `yaml:"command"`
-		Ports          []port   `yaml:"ports"`
-		Env            []envVar `yaml:"env"`
-		ReadinessProbe *probe   `yaml:"readinessProbe"`
-		LivenessProbe  *probe   `yaml:"livenessProbe"`
+		Name           string        `yaml:"name"`
+		Command        []string      `yaml:"command"`
+		Ports          []port        `yaml:"ports"`
+		Env            []envVar      `yaml:"env"`
+		ReadinessProbe *probe        `yaml:"readinessProbe"`
+		LivenessProbe  *probe        `yaml:"livenessProbe"`
+		VolumeMounts   []volumeMount `yaml:"volumeMounts"`
+	}
+	volumeMount struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+	}
+	claim struct {
+		Metadata struct {
+			Name string `yaml:"name"`
+		} `yaml:"metadata"`
 	}
 	podTemplate struct {
 		Metadata struct {
@@ -104,6 +114,7 @@ type (
 		PodManagementPolicy string      `yaml:"podManagementPolicy"`
 		Selector            selector    `yaml:"selector"`
 		Template            podTemplate `yaml:"template"`
+		Claims              []claim     `yaml:"volumeClaimTemplates"`
 	}
 	jobSpec struct {
 		Template podTemplate `yaml:"template"`
@@ -343,6 +354,19 @@ func TestDeployManifestsMatchBanknode(t *testing.T) {
 		p, err := prepare(cfg)
 		if err != nil {
 			t.Fatalf("%s: banknode would refuse to start: %v", name, err)
+		}
+
+		// The replicated state is on the pod's own volume claim, which
+		// outlives the pod: a restarted pod, or a whole cluster, keeps
+		// every acknowledged write.
+		if cfg.dataDir == "" {
+			t.Errorf("%s: no -data-dir: a cluster restarted at once would start empty", name)
+		}
+		mounted := slices.ContainsFunc(c.VolumeMounts, func(m volumeMount) bool {
+			return m.MountPath == cfg.dataDir && slices.ContainsFunc(ss.Claims, func(cl claim) bool { return cl.Metadata.Name == m.Name })
+		})
+		if !mounted {
+			t.Errorf("%s: -data-dir %q is not a volume from the StatefulSet's volumeClaimTemplates", name, cfg.dataDir)
 		}
 
 		// Every variable is banknode's or the runtime's, or only feeds

@@ -49,6 +49,8 @@ type config struct {
 	remember, journal             int
 	voters                        string
 	tieBreaker                    bool
+	dataDir, clusterName          string
+	noFsync                       bool
 }
 
 func main() {
@@ -91,6 +93,9 @@ func defineFlags(f *cli.Flags) func() config {
 		journal   = f.Int("journal", "FFGEN_JOURNAL_OPS", bank.DefaultJournal, "executed writes the ledger journals for audits (0: none)")
 		voters    = f.String("voters", "FFGEN_VOTERS", "", "the nodes whose votes replicate the ledger, comma-separated, the same list on every node (required): the cluster forms once each has started; other nodes join as learners")
 		tieBreak  = f.Bool("tiebreaker", "FFGEN_TIEBREAKER", false, "this node only votes: it never leads and serves no calls; its -group is a third location, not one of -groups")
+		dataDir   = f.String("data-dir", "FFGEN_DATA_DIR", "", "directory of the ledger's replicated state, so that the node and the whole cluster restart with every acknowledged write (empty: memory only, lost when every node stops)")
+		noFsync   = f.Bool("unsafe-no-fsync", "FFGEN_UNSAFE_NO_FSYNC", false, "acknowledge writes before the disk has them: a power cut of a majority of the voters at once can lose acknowledged writes")
+		clusterNm = f.String("cluster-name", "FFGEN_CLUSTER_NAME", "bank", "the cluster's name, kept in -data-dir: a directory of another cluster is refused")
 	)
 	return func() config {
 		return config{
@@ -99,6 +104,7 @@ func defineFlags(f *cli.Flags) func() config {
 			mgmt: *mgmt, token: *token, healthPublic: *health, preset: *preset, key: *key, logLevel: *logLevel,
 			tlsCert: *tlsCert, tlsKey: *tlsKey, tlsCA: *tlsCA, plaintext: *plaintext,
 			drain: *drain, remember: *remember, journal: *journal, voters: *voters, tieBreaker: *tieBreak,
+			dataDir: *dataDir, noFsync: *noFsync, clusterName: *clusterNm,
 		}
 	}
 }
@@ -186,7 +192,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	// before it answers, so a restarted node never answers from an empty
 	// ledger.
 	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Metrics: stats, Logger: log, Node: c.name,
-		Replication: replication(c)})
+		Replication: replication(c), DataDir: c.dataDir})
 	if err := bank.RegisterAccountsServer(srv, ledger); err != nil {
 		return err
 	}

@@ -13,9 +13,11 @@ import (
 // voters that form the group when the cluster first starts (-voters, the
 // same on every node), and whether this node is a tie-breaker (-tiebreaker)
 // that votes but never leads and serves no clients. A write is
-// acknowledged once a majority of the voters holds it.
+// acknowledged once a majority of the voters holds it (on disk, with
+// -data-dir).
 func replication(c config) runtime.ReplicationConfig {
-	return runtime.ReplicationConfig{Voters: cli.List(c.voters), TieBreaker: c.tieBreaker}
+	return runtime.ReplicationConfig{Voters: cli.List(c.voters), TieBreaker: c.tieBreaker,
+		Cluster: c.clusterName, UnsafeNoFsync: c.noFsync}
 }
 
 // checkPlacement checks where the node stands: a serving node in one of

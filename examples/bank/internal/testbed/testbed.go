@@ -66,6 +66,10 @@ type Config struct {
 	// -tiebreaker: it votes but never leads and serves no application
 	// traffic; its group is not among the -groups.
 	TieBreaker bool
+	// DataDirs gives every node a data directory under Dir (data/<name>),
+	// the same across its restarts: the ledger's replicated state
+	// survives kill -9 of any node, or of all of them.
+	DataDirs bool
 	// GID, if set, runs each node's process with the group ID it returns
 	// (0: unchanged), for firewall rules that match the owner of packets.
 	GID func(n *Node) uint32
@@ -171,8 +175,14 @@ func (c *Cluster) nodeArgs(n *Node) []string {
 	if n.TieBreaker {
 		args = append(args, "-tiebreaker")
 	}
+	if c.cfg.DataDirs {
+		args = append(args, "-data-dir", c.DataDir(n))
+	}
 	return append(args, c.cfg.Args...)
 }
+
+// DataDir is n's data directory with Config.DataDirs.
+func (c *Cluster) DataDir(n *Node) string { return filepath.Join(c.cfg.Dir, "data", n.Name) }
 
 // Node returns the node named name, or nil.
 func (c *Cluster) Node(name string) *Node {

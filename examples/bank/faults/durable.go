@@ -1,0 +1,177 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/ffgen/ffgen/examples/bank"
+	"github.com/ffgen/ffgen/examples/bank/internal/testbed"
+)
+
+// Faults of the nodes' data directories (banknode -data-dir, which every
+// node of the suite has): what must survive kill -9 of everything, and what
+// a node does with a file it must not trust or a disk that fills.
+
+// durableFaults are the rows of the data directories.
+var durableFaults = []fault{
+	{name: "power-cut", about: "SIGKILL every node at once under load, start them all: every acknowledged write comes back from disk", run: powerCut},
+	{name: "torn-tail", about: "SIGKILL b2, cut the last 64 KiB off its data file, start it", run: tornTail("b2")},
+	{name: "emptied-dir", about: "SIGKILL b2, delete its data directory, start it: a new member that catches up", run: emptiedDir("b2")},
+	{name: "full-disk", about: "b2's data directory on a 48 MiB tmpfs, filled during the load, then freed", prepare: smallDisk("b2", 48<<20), run: fullDisk("b2")},
+}
+
+// dataFile is n's file of the ledger's replicated state.
+func dataFile(e *env, n *testbed.Node) string {
+	return filepath.Join(e.DataDir(n), bank.AccountsDesc.Name, "raft.db")
+}
+
+func powerCut(ctx context.Context, e *env) error {
+	if err := e.at(ctx, e.start()); err != nil {
+		return err
+	}
+	for _, n := range e.Nodes {
+		if err := e.Kill(n); err != nil {
+			return err
+		}
+	}
+	e.note("every node killed")
+	sleep(ctx, e.bounded(downFor, 0.15))
+	for _, n := range e.Nodes {
+		if err := e.restart(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func tornTail(name string) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		n := e.Node(name)
+		if err := e.at(ctx, e.start()); err != nil {
+			return err
+		}
+		if err := e.Kill(n); err != nil {
+			return err
+		}
+		path := dataFile(e, n)
+		fi, err := os.Stat(path)
+		if err != nil {
+			return err
+		}
+		cut := max(fi.Size()-64<<10, 0)
+		if err := os.Truncate(path, cut); err != nil {
+			return err
+		}
+		e.note("%s: %s cut from %d to %d bytes", n.Name, filepath.Base(path), fi.Size(), cut)
+		if err := e.restart(n); err != nil {
+			return err
+		}
+		// Either the cut reached pages in use, and the node set the file
+		// aside and copies the state from its peers, or it took only
+		// free pages, and the node kept its state: nothing acknowledged
+		// may be lost either way, which the audit checks.
+		go func() {
+			sleep(ctx, 2*time.Second)
+			if m, _ := filepath.Glob(path + ".corrupt-*"); len(m) > 0 {
+				e.note("%s set the damaged file aside and rejoined as a new member", n.Name)
+			} else {
+				e.note("%s found its file whole (the cut took free pages only)", n.Name)
+			}
+		}()
+		return nil
+	}
+}
+
+func emptiedDir(name string) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		n := e.Node(name)
+		if err := e.at(ctx, e.start()); err != nil {
+			return err
+		}
+		if err := e.Kill(n); err != nil {
+			return err
+		}
+		if err := os.RemoveAll(e.DataDir(n)); err != nil {
+			return err
+		}
+		e.note("%s: data directory deleted", n.Name)
+		return e.restart(n)
+	}
+}
+
+// smallDisk mounts a tmpfs of size bytes as name's data directory before
+// the cluster starts, and returns its unmounting. Without the right to
+// mount, the row is skipped.
+func smallDisk(name string, size int64) func(ctx context.Context, dir string) (func(), error) {
+	return func(ctx context.Context, dir string) (func(), error) {
+		mnt := filepath.Join(dir, "data", name)
+		if err := os.MkdirAll(mnt, 0o755); err != nil {
+			return nil, err
+		}
+		out, err := exec.CommandContext(ctx, "mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", mnt).CombinedOutput()
+		if err != nil {
+			return nil, fmt.Errorf("%w: mount a tmpfs: %v: %s", errSkip, err, out)
+		}
+		return func() { exec.Command("umount", "-l", mnt).Run() }, nil
+	}
+}
+
+// errSkip marks a fault's preparation that the machine cannot do.
+var errSkip = errors.New("skipped")
+
+func fullDisk(name string) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		n := e.Node(name)
+		if err := e.at(ctx, e.start()); err != nil {
+			return err
+		}
+		filler := filepath.Join(e.DataDir(n), "filler")
+		f, err := os.Create(filler)
+		if err != nil {
+			return err
+		}
+		chunk := make([]byte, 1<<20)
+		var filled int64
+		for {
+			k, err := f.Write(chunk)
+			filled += int64(k)
+			if errors.Is(err, syscall.ENOSPC) {
+				break
+			}
+			if err != nil {
+				f.Close()
+				return err
+			}
+		}
+		f.Close()
+		e.note("%s: disk filled (%d MiB more)", n.Name, filled>>20)
+		full := time.Now()
+		notReady := false
+		for time.Since(full) < 10*time.Second && ctx.Err() == nil {
+			if !e.Ready(n) {
+				notReady = true
+				e.note("%s: not ready %v after the disk filled", n.Name, time.Since(full).Round(10*time.Millisecond))
+				break
+			}
+			sleep(ctx, 50*time.Millisecond)
+		}
+		if !notReady {
+			e.note("%s: still ready 10 s after the disk filled (its file had room)", n.Name)
+		}
+		sleep(ctx, e.bounded(downFor, 0.15))
+		if err := os.Remove(filler); err != nil {
+			return err
+		}
+		e.note("%s: space freed", n.Name)
+		e.recover(n)
+		return nil
+	}
+}

@@ -1,0 +1,174 @@
+package bank_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ffgen/ffgen/examples/bank"
+	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/fftest"
+)
+
+// envInt reads a size from the environment, for the large runs of
+// `make restart-time`.
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
+}
+
+// A bank cluster killed at once (both nodes, kill -9) and started again on
+// its data directories holds every account and balance it acknowledged,
+// and answers a retried write with its recorded result.
+// With FFGEN_RESTART_ACCOUNTS and FFGEN_RESTART_WRITES (make restart-time)
+// it is the measurement of a restart from disk: the log it reports how
+// long the node took to be ready, with what on disk. No timing is
+// asserted.
+func TestLedgerRestartsFromDisk(t *testing.T) {
+	accounts := envInt(t, "FFGEN_RESTART_ACCOUNTS", 500)
+	writes := envInt(t, "FFGEN_RESTART_WRITES", 3000)
+	callers := 64
+	dir := t.TempDir()
+	cfg := fftest.Config{Server: func(node string, sc *runtime.ServerConfig) {
+		sc.DataDir = filepath.Join(dir, node)
+		// The data is made without waiting for the disk, to make a big
+		// log quickly; the restart reads it the same way either way.
+		sc.Replication.UnsafeNoFsync = os.Getenv("FFGEN_RESTART_ACCOUNTS") != ""
+	}}
+	c := fftest.New(t, cfg)
+	var mu sync.Mutex
+	ledgers := map[string]*bank.Ledger{}
+	c.Serve(t, bank.AccountsDesc, func(n *fftest.Node) any {
+		mu.Lock()
+		defer mu.Unlock()
+		ledgers[n.Name] = bank.NewLedger(0)
+		return ledgers[n.Name]
+	})
+	balances := func(node string) map[string]int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return ledgers[node].Snapshot("").Balances
+	}
+	c.WaitReady(t)
+	accts := bank.NewAccountsClient(c.Client(t))
+	ctx := t.Context()
+	start := time.Now()
+	// A write that fails (a busy machine can cost the leader its
+	// quorum for a moment) is retried with its operation ID, as a caller
+	// must: it applies once either way.
+	parallel(t, callers, accounts, func(i int) error {
+		return retried(ctx, func(ctx context.Context) error {
+			_, err := accts.Open(ctx, bank.OpenRequest{AccountID: fmt.Sprintf("acct-%d", i), Initial: 1000})
+			return err
+		})
+	})
+	parallel(t, callers, writes, func(i int) error {
+		return retried(ctx, func(ctx context.Context) error {
+			_, err := accts.Deposit(ctx, bank.DepositRequest{AccountID: fmt.Sprintf("acct-%d", i%accounts), Amount: 1})
+			return err
+		})
+	})
+	id := [16]byte{0xba, 0x4c}
+	first, err := accts.Deposit(runtime.WithOperationID(ctx, id), bank.DepositRequest{AccountID: "acct-0", Amount: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("made %d accounts and %d writes in %v", accounts, writes+1, time.Since(start).Round(time.Millisecond))
+	c.WaitConverged(t)
+	want := maps.Clone(balances("a1"))
+
+	c.Kill(t, "a1")
+	c.Kill(t, "b1")
+	size := dirSize(t, dir)
+	begin := time.Now()
+	c.Start(t, "a1")
+	c.Start(t, "b1")
+	c.WaitReady(t)
+	took := time.Since(begin)
+	c.WaitConverged(t)
+	st := c.Node("a1").Server.Replication()[0]
+	t.Logf("both nodes restarted from disk (%d MiB; a1: snapshot at %d, log %d..%d) and ready in %v",
+		size>>20, st.SnapshotIndex, st.LogFirst, st.LogLast, took.Round(time.Millisecond))
+
+	for _, node := range []string{"a1", "b1"} {
+		if got := balances(node); !maps.Equal(got, want) {
+			t.Fatalf("%s: balances after the restart differ from before it (%d accounts, %d before)", node, len(got), len(want))
+		}
+	}
+	accts = bank.NewAccountsClient(c.Client(t))
+	again, err := accts.Deposit(runtime.WithOperationID(ctx, id), bank.DepositRequest{AccountID: "acct-0", Amount: 7})
+	if err != nil || again != first {
+		t.Errorf("retried deposit after the restart = %+v, %v; want the recorded %+v", again, err, first)
+	}
+}
+
+// retried runs call with one operation ID until it succeeds, a few times
+// at most.
+func retried(ctx context.Context, call func(context.Context) error) error {
+	var id [16]byte
+	rand.Read(id[:])
+	ctx = runtime.WithOperationID(ctx, id)
+	var err error
+	for range 5 {
+		if err = call(ctx); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
+// parallel runs n calls of f over callers goroutines, failing t on the
+// first error.
+func parallel(t *testing.T, callers, n int, f func(i int) error) {
+	t.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for range callers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					errs <- fmt.Errorf("call %d: %w", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func dirSize(t *testing.T, dir string) int64 {
+	var n int64
+	filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
+}

@@ -1,0 +1,163 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.etcd.io/raft/v3"
+)
+
+// How a group starts from, and lives with, its state on disk.
+//
+//   - Restart: the snapshot goes into the service first (RestoreState),
+//     raft restarts with the stored hard state and log under the node's
+//     stored raft ID, and the committed entries after the snapshot are
+//     applied again. The node needs no peer for any of it.
+//   - A corrupt store (a checksum that does not match, a record that does
+//     not decode, a log with a gap, a file bbolt refuses) is never
+//     trusted: it is moved aside, and the node starts empty under a new
+//     raft ID. It rejoins as a new member (the leader removes its earlier
+//     self) and catches up from its peers. Keeping the same ID with a
+//     shorter log could cost a committed write: the node would vote as if
+//     it had never acknowledged the entries it lost.
+//   - A failed write (a full disk): the node steps down and drives raft no
+//     more; every diskRetry it starts raft again from what is stored, and
+//     serves again once it can store.
+
+// diskRetry is how long a node that could not store waits before it tries
+// again.
+const diskRetry = time.Second
+
+// openStore opens the group's store, setting a corrupt one aside.
+func openStore(cfg Config, log *slog.Logger) (store, *saved, error) {
+	ident := Identity{Cluster: cfg.Cluster, Node: cfg.Node, Service: cfg.Service}
+	s, sv, err := openAndLoad(cfg.Dir, ident, cfg.NoSync, cfg.RememberWrites)
+	if err == nil || !errors.Is(err, ErrCorrupt) {
+		return s, sv, err
+	}
+	path := filepath.Join(cfg.Dir, fileName)
+	aside := fmt.Sprintf("%s.corrupt-%s", path, time.Now().UTC().Format("20060102T150405.000"))
+	if rerr := os.Rename(path, aside); rerr != nil {
+		return nil, nil, fmt.Errorf("%w; and it cannot be set aside: %v", err, rerr)
+	}
+	log.Error("ffgen: the replicated state on disk is corrupt and is not used: it is kept aside, and the node rejoins the group as a new member, catching up from its peers",
+		"err", err, "kept", aside)
+	return openAndLoad(cfg.Dir, ident, cfg.NoSync, cfg.RememberWrites)
+}
+
+func openAndLoad(dir string, ident Identity, noSync bool, remember int) (store, *saved, error) {
+	s, _, err := openDisk(dir, ident, noSync)
+	if err != nil {
+		return nil, nil, err
+	}
+	sv, err := s.load()
+	if err == nil && sv.snap != nil {
+		// A snapshot whose checksum holds but whose data does not decode
+		// is as corrupt as one whose checksum does not.
+		if _, derr := unmarshalSnapshot(sv.snap.GetData(), remember); derr != nil {
+			err = fmt.Errorf("%s: snapshot at %d: %w: %v", s.path, sv.snap.GetMetadata().GetIndex(), ErrCorrupt, derr)
+		}
+	}
+	if err != nil {
+		s.close()
+		return nil, nil, err
+	}
+	return s, sv, nil
+}
+
+// restore puts what was stored into raft's storage, and the snapshot into
+// the apply goroutine's queue, returning the index the service will have
+// applied once it is restored.
+func (g *Group) restore(sv *saved) uint64 {
+	if sv == nil || (sv.snap == nil && len(sv.ents) == 0) {
+		return 0
+	}
+	var applied uint64
+	if sv.snap != nil {
+		md := sv.snap.GetMetadata()
+		g.storage.ApplySnapshot(sv.snap)
+		g.conf = md.GetConfState()
+		d, _ := unmarshalSnapshot(sv.snap.GetData(), g.cfg.RememberWrites) // checked by openAndLoad
+		for id, name := range d.names {
+			if _, ok := g.names[id]; !ok {
+				g.names[id] = name
+			}
+		}
+		applied = md.GetIndex()
+		g.enqueue(applyItem{snap: sv.snap, restored: true})
+		g.updateMembers()
+	}
+	if sv.hs != nil {
+		g.storage.SetHardState(sv.hs)
+	}
+	g.storage.Append(sv.ents)
+	g.restored = true
+	g.handed = applied
+	last, _ := g.storage.LastIndex()
+	g.log.Info("ffgen: restarting the replicated service from disk", "dir", g.cfg.Dir,
+		"snapshot", applied, "commit", sv.hs.GetCommit(), "last", last)
+	return applied
+}
+
+// diskFailed stops driving raft after a failed write: what raft handed
+// over is not stored, so raft must not be told it is. Called with raftMu
+// held.
+func (g *Group) diskFailed(err error) {
+	g.diskErr, g.diskFailedAt = fmt.Errorf("cannot store the replicated state: %w", err), time.Now()
+	g.log.Error("ffgen: could not store the replicated state; the node steps down and serves nothing of the service until it can", "dir", g.cfg.Dir, "err", err)
+	knew := g.lead != 0
+	g.lead, g.leading = 0, false
+	g.leadID.Store(0)
+	g.mu.Lock()
+	g.st.Leader, g.st.Leading = "", false
+	g.st.StoreFailed = g.diskErr.Error()
+	g.setServingLocked(false)
+	g.mu.Unlock()
+	if knew {
+		g.emit(func() { g.cfg.Host.LeaderChanged("", false) })
+	}
+}
+
+// retryDisk starts raft again from what is stored, once diskRetry has
+// passed since the failure. raft's storage holds exactly what the store
+// holds (handleReady adds to it only what was stored), and the apply
+// goroutine has everything up to handed, so raft hands over nothing twice.
+// Called with raftMu held.
+func (g *Group) retryDisk() {
+	if g.diskErr == nil || time.Since(g.diskFailedAt) < diskRetry {
+		return
+	}
+	rn, err := raft.NewRawNode(g.raftConfig(g.handed))
+	if err != nil {
+		g.diskFailedAt = time.Now()
+		g.log.Error("ffgen: could not restart raft from the stored state", "err", err)
+		return
+	}
+	g.rn = rn
+	g.diskErr = nil
+	g.mu.Lock()
+	g.st.StoreFailed = ""
+	g.mu.Unlock()
+	g.log.Info("ffgen: trying to store the replicated state again")
+	g.handleReady()
+}
+
+// dropInbox empties the inbox while raft is not driven: peers send again,
+// and proposals fail.
+func (g *Group) dropInbox() {
+	g.inMu.Lock()
+	props, ctl := g.inProps, g.inCtl
+	g.inMsgs, g.inProps, g.inCtl = nil, nil, nil
+	g.inMu.Unlock()
+	for _, f := range ctl {
+		f()
+	}
+	why := g.diskErr.Error()
+	for _, p := range props {
+		g.emit(func() { g.cfg.Host.Dropped(p.opID, why) })
+	}
+}

@@ -1,0 +1,201 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// testNet joins groups in one process: Send is the peer's Receive.
+type testNet struct {
+	mu     sync.Mutex
+	groups map[string]*Group
+}
+
+func (n *testNet) group(name string) *Group {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.groups[name]
+}
+
+// testHost applies writes by recording their methods in order.
+type testHost struct {
+	net  *testNet
+	name string
+
+	mu      sync.Mutex
+	applied []string
+}
+
+func (h *testHost) Apply(_ uint64, cmd *Command, recorded *transport.Result) (transport.Result, error) {
+	if recorded != nil {
+		return *recorded, nil
+	}
+	h.mu.Lock()
+	h.applied = append(h.applied, cmd.Method)
+	h.mu.Unlock()
+	return transport.Result{Payload: []byte(cmd.Method)}, nil
+}
+
+func (h *testHost) writes() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.applied)
+}
+
+func (h *testHost) SnapshotState() ([]byte, bool, error) { return nil, false, nil }
+func (h *testHost) RestoreState([]byte) error            { return nil }
+func (h *testHost) LeaderChanged(string, bool)           {}
+func (h *testHost) Dropped([16]byte, string)             {}
+
+func (h *testHost) Peers() []string {
+	var out []string
+	for _, p := range []string{"a", "b", "c"} {
+		if p != h.name {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (h *testHost) Send(to string, kind uint8, body []byte) error {
+	g := h.net.group(to)
+	if g == nil {
+		return errors.New("no such peer")
+	}
+	return g.Receive(h.name, kind, slices.Clone(body))
+}
+
+// failingStore fails every save while fail is set, as a full disk does.
+type failingStore struct {
+	store
+	fail *atomic.Bool
+}
+
+var errDiskFull = errors.New("no space left on device")
+
+func (f failingStore) save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) error {
+	if f.fail.Load() {
+		return errDiskFull
+	}
+	return f.store.save(hs, ents, snap)
+}
+
+func otherHosts(hosts map[string]*testHost, not string) []*testHost {
+	var out []*testHost
+	for _, name := range []string{"a", "b", "c"} {
+		if name != not {
+			out = append(out, hosts[name])
+		}
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// A node that cannot store (a full disk) steps down, reports why, serves
+// nothing of the service, and takes none of the writes made meanwhile as
+// stored; once it can store again it catches up by itself, and every
+// node has applied the same writes, once each, in the same order.
+func TestStoreFailureStepsDownAndRecovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := &testNet{groups: map[string]*Group{}}
+		hosts := map[string]*testHost{}
+		fail := map[string]*atomic.Bool{}
+		logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+		for _, name := range []string{"a", "b", "c"} {
+			h := &testHost{net: net, name: name}
+			hosts[name] = h
+			cfg := Config{Service: "s.S", Node: name, Voters: []string{"a", "b", "c"}, Cluster: "test",
+				Tick: 10 * time.Millisecond, ElectionTicks: 10, HeartbeatTicks: 3,
+				RememberWrites: 1000, MaxMessageBytes: 1 << 20, Dir: t.TempDir(), Logger: logger, Host: h}
+			fail[name] = new(atomic.Bool)
+			cfg.wrapStore = func(s store) store { return failingStore{store: s, fail: fail[name]} }
+			g, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(g.Stop)
+			net.mu.Lock()
+			net.groups[name] = g
+			net.mu.Unlock()
+		}
+		leader := func() *Group {
+			for _, name := range []string{"a", "b", "c"} {
+				if _, leading := net.group(name).Leader(); leading && net.group(name).Serving() {
+					return net.group(name)
+				}
+			}
+			return nil
+		}
+		write := func(method string) {
+			t.Helper()
+			waitFor(t, "a leader", func() bool { return leader() != nil })
+			leader().Propose(&Command{OpID: [16]byte{byte(len(method)), method[len(method)-1]}, Method: method})
+		}
+		waitFor(t, "a leader", func() bool { return leader() != nil })
+		// The leader is the one whose disk fills.
+		a := leader()
+		others := otherHosts(hosts, a.cfg.Node)
+		write("w1")
+		waitFor(t, "w1 everywhere", func() bool {
+			return len(hosts["a"].writes()) == 1 && len(hosts["b"].writes()) == 1 && len(hosts["c"].writes()) == 1
+		})
+
+		fail[a.cfg.Node].Store(true)
+		a.Propose(&Command{OpID: [16]byte{9}, Method: "w2"})
+		waitFor(t, "the leader to report the failure", func() bool { return a.Status().StoreFailed != "" })
+		st := a.Status()
+		if !strings.Contains(st.NotReady, errDiskFull.Error()) || a.Serving() || st.Leading {
+			t.Errorf("%s while it cannot store: %+v, serving %v", a.cfg.Node, st, a.Serving())
+		}
+		// The others go on without it.
+		waitFor(t, "a new leader", func() bool { l := leader(); return l != nil && l != a })
+		for i := 3; i <= 5; i++ {
+			write(fmt.Sprintf("w%d", i))
+		}
+		waitFor(t, "the writes on the others", func() bool {
+			return len(others[0].writes()) >= 4 && len(others[1].writes()) >= 4
+		})
+		if got := hosts[a.cfg.Node].writes(); len(got) != 1 {
+			t.Errorf("%s applied %v while it could not store", a.cfg.Node, got)
+		}
+		// Space returns.
+		fail[a.cfg.Node].Store(false)
+		waitFor(t, "the node to catch up", func() bool {
+			return a.Status().NotReady == "" && len(hosts[a.cfg.Node].writes()) == len(others[0].writes())
+		})
+		want := others[0].writes()
+		for name, h := range hosts {
+			if got := h.writes(); !slices.Equal(got, want) {
+				t.Errorf("%s applied %v, %s %v", name, got, others[0].name, want)
+			}
+		}
+		seen := map[string]bool{}
+		for _, w := range want {
+			if seen[w] {
+				t.Errorf("%s applied twice: %v", w, want)
+			}
+			seen[w] = true
+		}
+	})
+}
