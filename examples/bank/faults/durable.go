@@ -24,6 +24,7 @@ import (
 var durableFaults = []fault{
 	{name: "power-cut", about: "SIGKILL every node at once under load, start them all: every acknowledged write comes back from disk", run: powerCut},
 	{name: "torn-tail", about: "SIGKILL b2, cut the last 64 KiB off its data file, start it", run: tornTail("b2")},
+	{name: "corrupt-file", about: "SIGKILL b2, flip bytes in the records of its data file, start it: it sets the file aside and catches up", run: corruptFile("b2")},
 	{name: "emptied-dir", about: "SIGKILL b2, delete its data directory, start it: a new member that catches up", run: emptiedDir("b2")},
 	{name: "full-disk", about: "b2's data directory on a 48 MiB tmpfs, filled during the load, then freed", prepare: smallDisk("b2", 48<<20), run: fullDisk("b2")},
 }
@@ -84,6 +85,47 @@ func tornTail(name string) func(context.Context, *env) error {
 				e.note("%s set the damaged file aside and rejoined as a new member", n.Name)
 			} else {
 				e.note("%s found its file whole (the cut took free pages only)", n.Name)
+			}
+		}()
+		return nil
+	}
+}
+
+func corruptFile(name string) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		n := e.Node(name)
+		if err := e.at(ctx, e.start()); err != nil {
+			return err
+		}
+		if err := e.Kill(n); err != nil {
+			return err
+		}
+		path := dataFile(e, n)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		// Account IDs end in -NNNNN: every write's record holds one.
+		flipped := 0
+		for i := 0; i+6 < len(b); i++ {
+			if b[i] == '-' && b[i+1] == '0' && b[i+2] == '0' {
+				b[i+2] ^= 0x20
+				flipped++
+			}
+		}
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			return err
+		}
+		e.note("%s: %d bytes flipped in %s", n.Name, flipped, filepath.Base(path))
+		if err := e.restart(n); err != nil {
+			return err
+		}
+		go func() {
+			sleep(ctx, 2*time.Second)
+			if m, _ := filepath.Glob(path + ".corrupt-*"); len(m) > 0 {
+				e.note("%s set the corrupt file aside and rejoined as a new member", n.Name)
+			} else {
+				e.note("%s did not set the corrupt file aside", n.Name)
 			}
 		}()
 		return nil

@@ -224,14 +224,23 @@ func (g *Group) handleReady() {
 		for _, rs := range rd.ReadStates {
 			g.readDone(rs)
 		}
-		for _, e := range rd.CommittedEntries {
+		// After raft was started again from storage (retryDisk), it hands
+		// over once more the entries since the snapshot: their
+		// configuration changes rebuild raft's configuration, but apply
+		// has them already.
+		fresh := rd.CommittedEntries
+		for len(fresh) > 0 && fresh[0].GetIndex() <= g.handed {
+			g.confChange(fresh[0])
+			fresh = fresh[1:]
+		}
+		for _, e := range fresh {
 			if cs := g.confChange(e); cs != nil {
 				item.confs = append(item.confs, confAt{index: e.GetIndex(), cs: cs})
 			}
 		}
-		item.entries = rd.CommittedEntries
-		if n := len(item.entries); n > 0 {
-			g.handed = item.entries[n-1].GetIndex()
+		item.entries = fresh
+		if n := len(fresh); n > 0 {
+			g.handed = fresh[n-1].GetIndex()
 		}
 		if item.snap != nil || len(item.entries) > 0 {
 			g.enqueue(item)

@@ -124,14 +124,22 @@ func (g *Group) diskFailed(err error) {
 
 // retryDisk starts raft again from what is stored, once diskRetry has
 // passed since the failure. raft's storage holds exactly what the store
-// holds (handleReady adds to it only what was stored), and the apply
-// goroutine has everything up to handed, so raft hands over nothing twice.
+// holds (handleReady adds to it only what was stored). raft starts from
+// the snapshot's configuration and hands over the committed entries after
+// it again, whose configuration changes bring its configuration up to
+// date; apply has those up to handed, and does not get them twice.
 // Called with raftMu held.
 func (g *Group) retryDisk() {
 	if g.diskErr == nil || time.Since(g.diskFailedAt) < diskRetry {
 		return
 	}
-	rn, err := raft.NewRawNode(g.raftConfig(g.handed))
+	snap, err := g.storage.Snapshot()
+	if err != nil {
+		g.diskFailedAt = time.Now()
+		return
+	}
+	g.conf = snap.GetMetadata().GetConfState()
+	rn, err := raft.NewRawNode(g.raftConfig(snap.GetMetadata().GetIndex()))
 	if err != nil {
 		g.diskFailedAt = time.Now()
 		g.log.Error("ffgen: could not restart raft from the stored state", "err", err)

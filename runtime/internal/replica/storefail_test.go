@@ -93,6 +93,14 @@ func (f failingStore) save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot
 	return f.store.save(hs, ents, snap)
 }
 
+// isVoterLocked asks raft itself whether the node votes.
+func (g *Group) isVoterLocked() bool {
+	g.raftMu.Lock()
+	defer g.raftMu.Unlock()
+	_, ok := g.rn.Status().Config.Voters.IDs()[g.id]
+	return ok
+}
+
 func otherHosts(hosts map[string]*testHost, not string) []*testHost {
 	var out []*testHost
 	for _, name := range []string{"a", "b", "c"} {
@@ -184,6 +192,11 @@ func TestStoreFailureStepsDownAndRecovers(t *testing.T) {
 		waitFor(t, "the node to catch up", func() bool {
 			return a.Status().NotReady == "" && len(hosts[a.cfg.Node].writes()) == len(others[0].writes())
 		})
+		// raft started again knows the whole configuration, not only
+		// what a snapshot held.
+		if v := a.Status().Voters; len(v) != 3 || !a.isVoterLocked() {
+			t.Errorf("%s after recovering: voters %v", a.cfg.Node, v)
+		}
 		want := others[0].writes()
 		for name, h := range hosts {
 			if got := h.writes(); !slices.Equal(got, want) {
