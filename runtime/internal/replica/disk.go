@@ -88,8 +88,9 @@ type store interface {
 type saved struct {
 	id   uint64 // the node's raft ID
 	hs   *pb.HardState
-	snap *pb.Snapshot // nil if none was taken
-	ents []*pb.Entry  // after the snapshot, contiguous
+	snap *pb.Snapshot  // nil if none was taken
+	data *snapshotData // snap's data, decoded (openAndLoad)
+	ents []*pb.Entry   // after the snapshot, contiguous
 }
 
 // boltStore is the store on bbolt.
