@@ -33,9 +33,10 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-// A bank cluster killed at once (both nodes, kill -9) and started again on
-// its data directories holds every account and balance it acknowledged,
-// and answers a retried write with its recorded result.
+// A bank node killed and started again on its data directory, and then
+// the whole cluster killed at once and started again, hold every account
+// and balance acknowledged before, and answer a retried write with its
+// recorded result.
 // With FFGEN_RESTART_ACCOUNTS and FFGEN_RESTART_WRITES (make restart-time)
 // it is the measurement of a restart from disk: the log it reports how
 // long the node took to be ready, with what on disk. No timing is
@@ -93,24 +94,41 @@ func TestLedgerRestartsFromDisk(t *testing.T) {
 	c.WaitConverged(t)
 	want := maps.Clone(balances("a1"))
 
-	c.Kill(t, "a1")
-	c.Kill(t, "b1")
-	size := dirSize(t, dir)
-	begin := time.Now()
-	c.Start(t, "a1")
-	c.Start(t, "b1")
-	c.WaitReady(t)
-	took := time.Since(begin)
-	c.WaitConverged(t)
-	st := c.Node("a1").Server.Replication()[0]
-	t.Logf("both nodes restarted from disk (%d MiB; a1: snapshot at %d, log %d..%d) and ready in %v",
-		size>>20, st.SnapshotIndex, st.LogFirst, st.LogLast, took.Round(time.Millisecond))
-
-	for _, node := range []string{"a1", "b1"} {
-		if got := balances(node); !maps.Equal(got, want) {
-			t.Fatalf("%s: balances after the restart differ from before it (%d accounts, %d before)", node, len(got), len(want))
+	check := func(when string) {
+		t.Helper()
+		for _, node := range []string{"a1", "b1"} {
+			if got := balances(node); !maps.Equal(got, want) {
+				t.Fatalf("%s: balances %s differ from before it (%d accounts, %d before)", node, when, len(got), len(want))
+			}
 		}
 	}
+
+	// One node: the other leads meanwhile.
+	c.Kill(t, "a1")
+	size := dirSize(t, filepath.Join(dir, "a1"))
+	begin := time.Now()
+	c.Start(t, "a1")
+	c.WaitReady(t)
+	took := time.Since(begin)
+	st := c.Node("a1").Server.Replication()[0]
+	t.Logf("a1 restarted from disk (%d MiB; snapshot at %d, log %d..%d) and ready in %v",
+		size>>20, st.SnapshotIndex, st.LogFirst, st.LogLast, took.Round(time.Millisecond))
+	c.WaitConverged(t)
+	check("after a1's restart")
+
+	// Both at once, as after a power cut.
+	c.Kill(t, "a1")
+	c.Kill(t, "b1")
+	begin = time.Now()
+	var wg sync.WaitGroup
+	for _, node := range []string{"a1", "b1"} {
+		wg.Go(func() { c.Start(t, node) })
+	}
+	wg.Wait()
+	c.WaitReady(t)
+	t.Logf("both nodes restarted from disk at once and ready in %v", time.Since(begin).Round(time.Millisecond))
+	c.WaitConverged(t)
+	check("after both restarted")
 	accts = bank.NewAccountsClient(c.Client(t))
 	again, err := accts.Deposit(runtime.WithOperationID(ctx, id), bank.DepositRequest{AccountID: "acct-0", Amount: 7})
 	if err != nil || again != first {

@@ -53,7 +53,9 @@ func powerCut(ctx context.Context, e *env) error {
 	return nil
 }
 
-func tornTail(name string) func(context.Context, *env) error {
+// whileDown SIGKILLs name at the fault's start, does down to it while it
+// is stopped, and starts it again.
+func whileDown(name string, down func(e *env, n *testbed.Node) error) func(context.Context, *env) error {
 	return func(ctx context.Context, e *env) error {
 		n := e.Node(name)
 		if err := e.at(ctx, e.start()); err != nil {
@@ -62,6 +64,29 @@ func tornTail(name string) func(context.Context, *env) error {
 		if err := e.Kill(n); err != nil {
 			return err
 		}
+		if err := down(e, n); err != nil {
+			return err
+		}
+		return e.restart(n)
+	}
+}
+
+// noteSetAside notes, once n has had time to start, whether it set its
+// data file aside as corrupt.
+func noteSetAside(e *env, n *testbed.Node, aside, kept string) {
+	path := dataFile(e, n)
+	go func() {
+		sleep(e.ctx, 2*time.Second)
+		if m, _ := filepath.Glob(path + ".corrupt-*"); len(m) > 0 {
+			e.note("%s %s", n.Name, aside)
+		} else {
+			e.note("%s %s", n.Name, kept)
+		}
+	}()
+}
+
+func tornTail(name string) func(context.Context, *env) error {
+	return whileDown(name, func(e *env, n *testbed.Node) error {
 		path := dataFile(e, n)
 		fi, err := os.Stat(path)
 		if err != nil {
@@ -72,34 +97,18 @@ func tornTail(name string) func(context.Context, *env) error {
 			return err
 		}
 		e.note("%s: %s cut from %d to %d bytes", n.Name, filepath.Base(path), fi.Size(), cut)
-		if err := e.restart(n); err != nil {
-			return err
-		}
-		// Either the cut reached pages in use, and the node set the file
+		// Either the cut reached pages in use, and the node sets the file
 		// aside and copies the state from its peers, or it took only
-		// free pages, and the node kept its state: nothing acknowledged
+		// free pages, and the node keeps its state: nothing acknowledged
 		// may be lost either way, which the audit checks.
-		go func() {
-			sleep(ctx, 2*time.Second)
-			if m, _ := filepath.Glob(path + ".corrupt-*"); len(m) > 0 {
-				e.note("%s set the damaged file aside and rejoined as a new member", n.Name)
-			} else {
-				e.note("%s found its file whole (the cut took free pages only)", n.Name)
-			}
-		}()
+		noteSetAside(e, n, "set the damaged file aside and rejoined as a new member",
+			"found its file whole (the cut took free pages only)")
 		return nil
-	}
+	})
 }
 
 func corruptFile(name string) func(context.Context, *env) error {
-	return func(ctx context.Context, e *env) error {
-		n := e.Node(name)
-		if err := e.at(ctx, e.start()); err != nil {
-			return err
-		}
-		if err := e.Kill(n); err != nil {
-			return err
-		}
+	return whileDown(name, func(e *env, n *testbed.Node) error {
 		path := dataFile(e, n)
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -117,36 +126,19 @@ func corruptFile(name string) func(context.Context, *env) error {
 			return err
 		}
 		e.note("%s: %d bytes flipped in %s", n.Name, flipped, filepath.Base(path))
-		if err := e.restart(n); err != nil {
-			return err
-		}
-		go func() {
-			sleep(ctx, 2*time.Second)
-			if m, _ := filepath.Glob(path + ".corrupt-*"); len(m) > 0 {
-				e.note("%s set the corrupt file aside and rejoined as a new member", n.Name)
-			} else {
-				e.note("%s did not set the corrupt file aside", n.Name)
-			}
-		}()
+		noteSetAside(e, n, "set the corrupt file aside and rejoined as a new member", "did not set the corrupt file aside")
 		return nil
-	}
+	})
 }
 
 func emptiedDir(name string) func(context.Context, *env) error {
-	return func(ctx context.Context, e *env) error {
-		n := e.Node(name)
-		if err := e.at(ctx, e.start()); err != nil {
-			return err
-		}
-		if err := e.Kill(n); err != nil {
-			return err
-		}
+	return whileDown(name, func(e *env, n *testbed.Node) error {
 		if err := os.RemoveAll(e.DataDir(n)); err != nil {
 			return err
 		}
 		e.note("%s: data directory deleted", n.Name)
-		return e.restart(n)
-	}
+		return nil
+	})
 }
 
 // smallDisk mounts a tmpfs of size bytes as name's data directory before

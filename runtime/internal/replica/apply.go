@@ -13,7 +13,8 @@ import (
 // configuration change made.
 type applyItem struct {
 	snap     *pb.Snapshot
-	restored bool // the snapshot is this node's own, from disk
+	restored bool          // the snapshot is this node's own, from disk
+	decoded  *snapshotData // snap's data, if it was decoded already
 	entries  []*pb.Entry
 	confs    []confAt
 }
@@ -70,7 +71,7 @@ func (g *Group) applyItem(item *applyItem) {
 		return
 	}
 	if item.snap != nil {
-		if err := g.install(item.snap, item.restored); err != nil {
+		if err := g.install(item); err != nil {
 			g.stop(item.snap.GetMetadata().GetIndex(), err)
 			return
 		}
@@ -147,11 +148,14 @@ func (g *Group) stop(index uint64, err error) {
 }
 
 // install replaces the state with a snapshot's.
-func (g *Group) install(snap *pb.Snapshot, restored bool) error {
+func (g *Group) install(item *applyItem) error {
+	snap, d := item.snap, item.decoded
 	md := snap.GetMetadata()
-	d, err := unmarshalSnapshot(snap.GetData(), g.cfg.RememberWrites)
-	if err != nil {
-		return err
+	if d == nil {
+		var err error
+		if d, err = unmarshalSnapshot(snap.GetData(), g.cfg.RememberWrites); err != nil {
+			return err
+		}
 	}
 	if d.service != g.cfg.Service {
 		return fmt.Errorf("the snapshot at %d is of service %q", md.GetIndex(), d.service)
@@ -171,7 +175,7 @@ func (g *Group) install(snap *pb.Snapshot, restored bool) error {
 			g.names[id] = name
 		}
 	}
-	if !restored {
+	if !item.restored {
 		g.st.SnapshotsInstalled++
 	}
 	g.st.SnapshotIndex = md.GetIndex()

@@ -33,14 +33,19 @@ import (
 //
 //	meta/identity   the cluster, node and service the directory belongs to, and the node's raft ID
 //	meta/hardstate  raft's term, vote and commit
-//	meta/snapshot   the newest snapshot, its metadata and data
+//	snap/snapshot   the newest snapshot, its metadata and data
 //	log/<index>     the entries after the snapshot (8-byte big-endian keys)
+//
+// The snapshot has a bucket of its own: bbolt rewrites a changed bucket's
+// page whole, and the hard state, which changes with every Ready, must not
+// share a page with megabytes of snapshot.
 
 // fileName is the file in a service's directory.
 const fileName = "raft.db"
 
 var (
 	bucketMeta = []byte("meta")
+	bucketSnap = []byte("snap")
 	bucketLog  = []byte("log")
 	keyIdent   = []byte("identity")
 	keyHard    = []byte("hardstate")
@@ -83,8 +88,9 @@ type store interface {
 type saved struct {
 	id   uint64 // the node's raft ID
 	hs   *pb.HardState
-	snap *pb.Snapshot // nil if none was taken
-	ents []*pb.Entry  // after the snapshot, contiguous
+	snap *pb.Snapshot  // nil if none was taken
+	data *snapshotData // snap's data, decoded (openAndLoad)
+	ents []*pb.Entry   // after the snapshot, contiguous
 }
 
 // boltStore is the store on bbolt.
@@ -157,8 +163,10 @@ func (s *boltStore) identify(want Identity) (uint64, error) {
 		if err != nil {
 			return err
 		}
-		if _, err := tx.CreateBucketIfNotExists(bucketLog); err != nil {
-			return err
+		for _, b := range [][]byte{bucketLog, bucketSnap} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
 		}
 		if b := meta.Get(keyIdent); b != nil {
 			data, err := unseal(b)
@@ -202,7 +210,7 @@ func (s *boltStore) load() (out *saved, err error) {
 			}
 		}
 		next := uint64(1)
-		if b := meta.Get(keySnap); b != nil {
+		if b := tx.Bucket(bucketSnap).Get(keySnap); b != nil {
 			out.snap = &pb.Snapshot{}
 			if err := unsealInto(b, out.snap); err != nil {
 				return fmt.Errorf("snapshot: %w", err)
@@ -240,7 +248,7 @@ func (s *boltStore) save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) 
 	return s.db.Update(func(tx *bolt.Tx) error {
 		meta, log := tx.Bucket(bucketMeta), tx.Bucket(bucketLog)
 		if snap != nil {
-			if err := putSnapshot(meta, snap); err != nil {
+			if err := putSnapshot(tx.Bucket(bucketSnap), snap); err != nil {
 				return err
 			}
 			// raft replaces the whole log with a snapshot from the leader.
@@ -281,15 +289,15 @@ func (s *boltStore) save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) 
 
 func (s *boltStore) saveSnapshot(snap *pb.Snapshot, compact uint64) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		if b := meta.Get(keySnap); b != nil {
+		bucket := tx.Bucket(bucketSnap)
+		if b := bucket.Get(keySnap); b != nil {
 			var old pb.Snapshot
 			if err := unsealInto(b, &old); err == nil && old.GetMetadata().GetIndex() >= snap.GetMetadata().GetIndex() {
 				compact = 0
 				return nil // the leader's newer snapshot came first
 			}
 		}
-		return putSnapshot(meta, snap)
+		return putSnapshot(bucket, snap)
 	})
 	if err != nil {
 		return err
@@ -327,12 +335,12 @@ const compactBatch = 2000
 
 func (s *boltStore) close() error { return s.db.Close() }
 
-func putSnapshot(meta *bolt.Bucket, snap *pb.Snapshot) error {
+func putSnapshot(bucket *bolt.Bucket, snap *pb.Snapshot) error {
 	b, err := proto.Marshal(snap)
 	if err != nil {
 		return err
 	}
-	return meta.Put(keySnap, seal(b))
+	return bucket.Put(keySnap, seal(b))
 }
 
 // deleteFrom deletes the entries from index on.

@@ -58,7 +58,8 @@ func openAndLoad(dir string, ident Identity, noSync bool, remember int) (store, 
 	if err == nil && sv.snap != nil {
 		// A snapshot whose checksum holds but whose data does not decode
 		// is as corrupt as one whose checksum does not.
-		if _, derr := unmarshalSnapshot(sv.snap.GetData(), remember); derr != nil {
+		var derr error
+		if sv.data, derr = unmarshalSnapshot(sv.snap.GetData(), remember); derr != nil {
 			err = fmt.Errorf("%s: snapshot at %d: %w: %v", s.path, sv.snap.GetMetadata().GetIndex(), ErrCorrupt, derr)
 		}
 	}
@@ -81,14 +82,13 @@ func (g *Group) restore(sv *saved) uint64 {
 		md := sv.snap.GetMetadata()
 		g.storage.ApplySnapshot(sv.snap)
 		g.conf = md.GetConfState()
-		d, _ := unmarshalSnapshot(sv.snap.GetData(), g.cfg.RememberWrites) // checked by openAndLoad
-		for id, name := range d.names {
+		for id, name := range sv.data.names {
 			if _, ok := g.names[id]; !ok {
 				g.names[id] = name
 			}
 		}
 		applied = md.GetIndex()
-		g.enqueue(applyItem{snap: sv.snap, restored: true})
+		g.enqueue(applyItem{snap: sv.snap, decoded: sv.data, restored: true})
 		g.updateMembers()
 	}
 	if sv.hs != nil {
