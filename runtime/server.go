@@ -387,11 +387,12 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	}
 	if sm == nil || s.closed {
 		s.mu.Unlock()
-		msg := fmt.Sprintf("node does not serve %s.%s", a.Service, a.Method)
+		r := &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeUnknownMethod,
+			Message: fmt.Sprintf("node does not serve %s.%s", a.Service, a.Method)}
 		if s.closed {
-			msg = "node is shutting down"
+			r.Code, r.Message = codeCatchingUp, "node is shutting down"
 		}
-		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeUnknownMethod, Message: msg})
+		s.send(c, r)
 		return
 	}
 	s.mu.Unlock()
@@ -453,7 +454,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	}
 	if s.closed {
 		s.mu.Unlock()
-		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeUnknownMethod, Message: "node is shutting down"})
+		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeCatchingUp, Message: "node is shutting down"})
 		return
 	}
 	if rep := s.replicas[a.Service]; rep != nil {
