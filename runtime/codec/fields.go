@@ -37,47 +37,49 @@ import (
 
 // AppendVarintField appends field num holding v, zig-zag encoded.
 func AppendVarintField(b []byte, num protowire.Number, v int64) []byte {
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, protowire.EncodeZigZag(v))
+	b = appendTag(b, num, protowire.VarintType)
+	return appendVarint(b, protowire.EncodeZigZag(v))
 }
 
 // AppendUvarintField appends field num holding v.
 func AppendUvarintField(b []byte, num protowire.Number, v uint64) []byte {
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, v)
+	b = appendTag(b, num, protowire.VarintType)
+	return appendVarint(b, v)
 }
 
 // AppendBoolField appends field num holding v.
 func AppendBoolField(b []byte, num protowire.Number, v bool) []byte {
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, protowire.EncodeBool(v))
+	b = appendTag(b, num, protowire.VarintType)
+	return appendVarint(b, protowire.EncodeBool(v))
 }
 
 // AppendFloatField appends field num holding the bits of v.
 func AppendFloatField(b []byte, num protowire.Number, v float64) []byte {
-	b = protowire.AppendTag(b, num, protowire.Fixed64Type)
+	b = appendTag(b, num, protowire.Fixed64Type)
 	return protowire.AppendFixed64(b, math.Float64bits(v))
 }
 
 // AppendComplexField appends field num holding the real and imaginary
 // parts of v.
 func AppendComplexField(b []byte, num protowire.Number, v complex128) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	b = protowire.AppendVarint(b, 16)
+	b = appendTag(b, num, protowire.BytesType)
+	b = appendVarint(b, 16)
 	b = protowire.AppendFixed64(b, math.Float64bits(real(v)))
 	return protowire.AppendFixed64(b, math.Float64bits(imag(v)))
 }
 
 // AppendStringField appends field num holding s.
 func AppendStringField(b []byte, num protowire.Number, s string) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, s)
+	b = appendTag(b, num, protowire.BytesType)
+	b = appendVarint(b, uint64(len(s)))
+	return append(b, s...)
 }
 
 // AppendBytesField appends field num holding p.
 func AppendBytesField(b []byte, num protowire.Number, p []byte) []byte {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendBytes(b, p)
+	b = appendTag(b, num, protowire.BytesType)
+	b = appendVarint(b, uint64(len(p)))
+	return append(b, p...)
 }
 
 // AppendErrorField appends field num holding err as AppendError writes it.
@@ -102,7 +104,7 @@ func IsZeroTime(t time.Time) bool { return t == time.Time{} }
 // the mark it returned.
 func BeginMessage(b []byte, num protowire.Number) ([]byte, int) {
 	mark := len(b)
-	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = appendTag(b, num, protowire.BytesType)
 	return append(b, 0), mark
 }
 
@@ -124,6 +126,22 @@ func EndMessage(b []byte, mark int, num protowire.Number, omitEmpty bool) []byte
 	copy(b[at+size:], b[at+1:at+1+n])
 	protowire.AppendVarint(b[at:at], uint64(n))
 	return b
+}
+
+// appendTag and appendVarint append in line the one byte that small field
+// numbers and values take, and call protowire for the rest.
+func appendTag(b []byte, num protowire.Number, typ protowire.Type) []byte {
+	if num < 16 {
+		return append(b, byte(num)<<3|byte(typ))
+	}
+	return protowire.AppendTag(b, num, typ)
+}
+
+func appendVarint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
+	}
+	return protowire.AppendVarint(b, v)
 }
 
 // errWireType reports a field whose wire type is not the one its type is

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ffgen/ffgen/runtime/codec"
 )
 
 const (
@@ -413,7 +415,7 @@ func handshake(nc net.Conn, cfg Config, timeout time.Duration, g *guard) (Hello,
 			return Hello{}, nil, err
 		}
 	}
-	out, err := AppendFrame(nil, &Hello{Version: Version, Node: cfg.Node, Group: cfg.Group, MaxFrame: uint32(cfg.MaxFrameSize)}, cfg.MaxFrameSize)
+	out, err := AppendFrame(nil, &Hello{Version: Version, Node: cfg.Node, Group: cfg.Group, MaxFrame: uint32(cfg.MaxFrameSize), Revision: Revision, Caps: Caps}, cfg.MaxFrameSize)
 	if err != nil {
 		return Hello{}, nil, err
 	}
@@ -455,16 +457,38 @@ func readHello(fr *frameReader) (Hello, error) {
 	}
 	f, err := Decode(p)
 	if err != nil {
-		return Hello{}, err
+		return Hello{}, helloError(p, err)
 	}
 	h, ok := f.(*Hello)
 	if !ok {
 		return Hello{}, fmt.Errorf("%w: first frame is %s, want hello", ErrMalformedFrame, f.Type())
 	}
 	if h.Version < Version {
-		return Hello{}, fmt.Errorf("%w: peer %q speaks up to version %d, this node needs %d", ErrBadVersion, h.Node, h.Version, Version)
+		return Hello{}, fmt.Errorf("%w: %s, this node %d revision %d", ErrBadVersion, h, Version, Revision)
 	}
 	return *h, nil
+}
+
+// helloError names what the peer speaks when its Hello cannot be decoded:
+// a Hello of another protocol version still starts with the version and
+// the sender's name, whatever follows.
+func helloError(p []byte, err error) error {
+	if len(p) < 2 || FrameType(p[1]) != TypeHello {
+		return err
+	}
+	r := codec.NewReader(p[2:])
+	h := Hello{Version: r.Byte(), Node: r.String()}
+	if r.Err() != nil {
+		return err
+	}
+	r.String() // the group
+	if r.Len() > 0 {
+		r.Uvarint() // the frame limit
+	}
+	if r.Len() > 0 {
+		h.Revision = uint32(r.Uvarint())
+	}
+	return fmt.Errorf("%s, this node %d revision %d, and it cannot read the peer's hello: %w", &h, Version, Revision, err)
 }
 
 // looksLikeTLS reports whether the bytes received so far start a TLS
