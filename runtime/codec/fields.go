@@ -199,15 +199,6 @@ func DecodeMessage(b []byte, field func(num Number, typ WireType, b []byte) (int
 	return nil
 }
 
-// ConsumeTag reads a field's tag. n is the number of bytes it took.
-func ConsumeTag(b []byte) (num protowire.Number, typ protowire.Type, n int, err error) {
-	num, typ, n = protowire.ConsumeTag(b)
-	if n < 0 {
-		return 0, 0, 0, consumeErr(n)
-	}
-	return num, typ, n, nil
-}
-
 // SkipField consumes the value of a field the decoder does not know: one a
 // newer version added, or an older one removed.
 func SkipField(b []byte, num protowire.Number, typ protowire.Type) (int, error) {
