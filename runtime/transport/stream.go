@@ -481,7 +481,7 @@ func helloError(p []byte, err error) error {
 	if r.Err() != nil {
 		return err
 	}
-	r.String() // the group
+	_ = r.String() // the group
 	if r.Len() > 0 {
 		r.Uvarint() // the frame limit
 	}
