@@ -97,3 +97,37 @@ func TestHelloMismatchNamesBothVersions(t *testing.T) {
 		t.Errorf("Dial to a protocol-2 node: %v, want ErrProtocol naming both versions", err)
 	}
 }
+
+// A node of the release before revisions reads this node's Hello as
+// malformed (its revision and capabilities are trailing bytes to it) and
+// closes the connection right after its own Hello: the dialer, which reads
+// that Hello, names both revisions when the connection ends.
+func TestOlderRevisionClosingIsNamed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		old, _ := hex.DecodeString(previousRelease[0].hex)
+		c.Write(old)
+		// It reads the Hello, finds trailing bytes, and closes.
+		buf := make([]byte, 64)
+		c.Read(buf)
+		c.Close()
+	}()
+	rec := newRecorder()
+	conn, err := newTCP(t, "client", nil).Dial(context.Background(), ln.Addr().String(), rec)
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	defer conn.Close()
+	cl := rec.nextClose(t)
+	if !strings.Contains(cl.err.Error(), `peer "a1" speaks protocol 1 revision 0, this node 1 revision 1`) {
+		t.Errorf("close: %v, want both revisions named", cl.err)
+	}
+}

@@ -970,10 +970,10 @@ func (s *stream) readFailed(err error) error {
 		}
 		log.Debug("transport: closing idle connection", "err", err)
 	case errors.Is(err, io.EOF):
-		err = fmt.Errorf("%w: %s closed the connection", ErrClosed, s.desc)
+		err = fmt.Errorf("%w: %s closed the connection%s", ErrClosed, s.desc, s.revisionHint())
 		log.Debug("transport: peer closed the connection")
 	case errors.Is(err, syscall.ECONNRESET):
-		err = fmt.Errorf("%w: reading from %s: %w", ErrReset, s.desc, err)
+		err = fmt.Errorf("%w: reading from %s%s: %w", ErrReset, s.desc, s.revisionHint(), err)
 		log.Info("transport: connection reset", "err", err)
 	default:
 		err = fmt.Errorf("%w: reading from %s: %w", ErrClosed, s.desc, err)
@@ -984,6 +984,16 @@ func (s *stream) readFailed(err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.reason
+}
+
+// revisionHint names the peer's protocol revision when it is not this
+// node's: a peer of an older revision closes the connection on a frame it
+// cannot read, and the cause is best named where it shows.
+func (s *stream) revisionHint() string {
+	if s.peer.Revision == Revision {
+		return ""
+	}
+	return fmt.Sprintf(" (%s, this node %d revision %d: a peer of an older revision closes the connection on a frame it cannot read)", &s.peer, Version, Revision)
 }
 
 // refuse counts and logs, at a bounded rate, a connection ended for cause;
