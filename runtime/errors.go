@@ -101,15 +101,47 @@ func MaybeExecuted(err error) bool {
 }
 
 // RemoteError is an error the handler returned that the service did not
-// declare: its text and where it happened.
+// declare: its text and where it happened. Code is the code the node sent:
+// "" for an error the service does not declare, the name of a declared
+// error this client's version of the service does not declare (a newer
+// version added it), or one of the engine's own ("ffgen." and a name).
 type RemoteError struct {
 	Node, Service, Method string
+	Code                  string
 	Message               string
 }
 
 func (e *RemoteError) Error() string {
+	if e.Code != "" && !strings.HasPrefix(e.Code, "ffgen.") {
+		return fmt.Sprintf("remote error from %s in %s.%s: %s (declared as %s by the node's version of the service, not by this client's)", e.Node, e.Service, e.Method, e.Message, e.Code)
+	}
 	return fmt.Sprintf("remote error from %s in %s.%s: %s", e.Node, e.Service, e.Method, e.Message)
 }
+
+// Unwrap makes errors.Is match ErrUnimplemented and ErrBadArguments.
+func (e *RemoteError) Unwrap() error {
+	switch e.Code {
+	case codeUnknownMethod:
+		return ErrUnimplemented
+	case codeBadArgs:
+		return ErrBadArguments
+	}
+	return nil
+}
+
+// ErrUnimplemented is matched (errors.Is) by the error of a call that no
+// node it reached serves: the method (or its service) is not in their
+// version of the service, as a method added by a newer version is not during
+// a rollout. No node ran it (MaybeExecuted is false), and refusals cost no
+// failover budget.
+var ErrUnimplemented = errors.New("ffgen: method not implemented by the nodes reached")
+
+// ErrBadArguments is matched (errors.Is) by the error of a call whose
+// arguments the node could not decode, such as a value too large for the
+// field in the node's version of the service (a field widened from int32 to
+// int64, and a node not yet upgraded). The handler did not run
+// (MaybeExecuted is false).
+var ErrBadArguments = errors.New("ffgen: the node could not decode the arguments")
 
 // Codes the engine itself puts in Result frames; user codes never start with "ffgen.".
 const (

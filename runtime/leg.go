@@ -482,7 +482,11 @@ func (op *operation) judge(end func(Reason, error) outcome, r *transport.Result,
 	case transport.StatusOK:
 		return end(ReasonNone, nil)
 	case transport.StatusFail:
-		return end(ReasonNone, op.remoteErr(r, node))
+		o := end(ReasonNone, op.remoteErr(r, node))
+		if r.Code == codeBadArgs {
+			o.delivery = Refused // the handler did not run
+		}
+		return o
 	}
 	if r.Code == codePanic {
 		return end(ReasonPanic, op.remoteErr(r, node))
@@ -506,5 +510,5 @@ func (op *operation) remoteErr(r *transport.Result, node string) error {
 			}
 		}
 	}
-	return &RemoteError{Node: node, Service: op.m.Service, Method: op.m.Name, Message: r.Message}
+	return &RemoteError{Node: node, Service: op.m.Service, Method: op.m.Name, Code: r.Code, Message: r.Message}
 }

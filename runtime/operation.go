@@ -248,7 +248,11 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 func (op *operation) finish(o outcome) error {
 	if o.err != nil {
 		if _, isRemote := o.err.(*RemoteError); isRemote {
-			return op.errorf(ReasonNone, o.err, Acknowledged)
+			floor := Acknowledged
+			if o.delivery == Refused {
+				floor = Refused
+			}
+			return op.errorf(ReasonNone, o.err, floor)
 		}
 		return o.err // a declared Fail error, as itself
 	}

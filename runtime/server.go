@@ -402,11 +402,12 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	}
 	if sm == nil || s.closed {
 		s.mu.Unlock()
-		msg := fmt.Sprintf("node does not serve %s.%s", a.Service, a.Method)
+		r := &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeUnknownMethod,
+			Message: fmt.Sprintf("node does not serve %s.%s", a.Service, a.Method)}
 		if s.closed {
-			msg = "node is shutting down"
+			r.Code, r.Message = codeCatchingUp, "node is shutting down"
 		}
-		s.refusedAttempt(a.Service, a.Method, c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeUnknownMethod, Message: msg})
+		s.refusedAttempt(a.Service, a.Method, c, r)
 		return
 	}
 	s.mu.Unlock()
@@ -468,7 +469,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	}
 	if s.closed {
 		s.mu.Unlock()
-		s.refusedAttempt(a.Service, a.Method, c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeUnknownMethod, Message: "node is shutting down"})
+		s.refusedAttempt(a.Service, a.Method, c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeCatchingUp, Message: "node is shutting down"})
 		return
 	}
 	if rep := s.replicas[a.Service]; rep != nil {

@@ -2,6 +2,7 @@ package templates
 
 import (
 	"go/types"
+	"strconv"
 
 	"github.com/dave/jennifer/jen"
 
@@ -22,22 +23,6 @@ func (p place) addr() jen.Code {
 	return jen.Op("&").Add(p.val)
 }
 
-// reader names the *codec.Reader in scope; byValue says it is a
-// codec.Reader variable, whose address helpers need.
-type reader struct {
-	name    string
-	byValue bool
-}
-
-func (r reader) call(method string) *jen.Statement { return jen.Id(r.name).Dot(method).Call() }
-
-func (r reader) ptr() jen.Code {
-	if r.byValue {
-		return jen.Op("&").Id(r.name)
-	}
-	return jen.Id(r.name)
-}
-
 // toBasic converts x, of type t, to the basic type, unless it is one.
 func toBasic(t types.Type, basic types.BasicKind, x jen.Code) *jen.Statement {
 	if types.Identical(t, types.Typ[basic]) {
@@ -54,85 +39,170 @@ func (g *gen) fromBasic(t types.Type, basic types.BasicKind, x jen.Code) *jen.St
 	return jen.Add(g.typ(t)).Call(x)
 }
 
-// appendValue returns the statements that append p, of type t, to b.
-func (g *gen) appendValue(b string, t types.Type, p place) []jen.Code {
-	app := func(fn string, x jen.Code) jen.Code {
-		return jen.Id(b).Op("=").Add(cd(fn)).Call(jen.Id(b), x)
+// size is the bit size a decoder checks a number against: 0 for int,
+// uint and uintptr, whose size is the platform's.
+func size(t types.Type) int {
+	switch types.Unalias(t).Underlying().(*types.Basic).Kind() {
+	case types.Int8, types.Uint8:
+		return 8
+	case types.Int16, types.Uint16:
+		return 16
+	case types.Int32, types.Uint32, types.Float32:
+		return 32
+	case types.Int64, types.Uint64, types.Float64, types.Complex64:
+		return 64
+	case types.Complex128:
+		return 128
 	}
+	return 0
+}
+
+// appendField returns the statements that append p, of type t, to b as
+// field num of a message. With omit a zero value is left out, as a field
+// of a struct is; without, it is always sent, as an element of a list is.
+func (g *gen) appendField(b string, num int, t types.Type, p place, omit bool) []jen.Code {
+	app := func(fn string, x jen.Code) *jen.Statement {
+		return jen.Id(b).Op("=").Add(cd(fn)).Call(jen.Id(b), jen.Lit(num), x)
+	}
+	var stmt, nonZero jen.Code
 	switch model.Classify(t) {
 	case model.Bool:
-		return []jen.Code{app("AppendBool", toBasic(t, types.Bool, p.val))}
+		x := toBasic(t, types.Bool, p.val)
+		stmt, nonZero = app("AppendBoolField", x), x
 	case model.String:
-		return []jen.Code{app("AppendString", toBasic(t, types.String, p.val))}
+		stmt, nonZero = app("AppendStringField", toBasic(t, types.String, p.val)), jen.Add(p.val).Op("!=").Lit("")
 	case model.Int:
-		return []jen.Code{app("AppendVarint", toBasic(t, types.Int64, p.val))}
+		stmt, nonZero = app("AppendVarintField", toBasic(t, types.Int64, p.val)), jen.Add(p.val).Op("!=").Lit(0)
 	case model.Uint:
-		return []jen.Code{app("AppendUvarint", toBasic(t, types.Uint64, p.val))}
+		stmt, nonZero = app("AppendUvarintField", toBasic(t, types.Uint64, p.val)), jen.Add(p.val).Op("!=").Lit(0)
 	case model.Float:
-		return []jen.Code{app("AppendFloat64", toBasic(t, types.Float64, p.val))}
+		// By its bits, so that -0 is sent.
+		x := toBasic(t, types.Float64, p.val)
+		stmt, nonZero = app("AppendFloatField", x), jen.Qual("math", "Float64bits").Call(x).Op("!=").Lit(0)
 	case model.Complex:
+		stmt, nonZero = app("AppendComplexField", toBasic(t, types.Complex128, p.val)), jen.Add(p.val).Op("!=").Lit(0)
+	case model.Bytes:
+		stmt, nonZero = app("AppendBytesField", p.val), jen.Len(p.val).Op("!=").Lit(0)
+	case model.Error:
+		stmt, nonZero = app("AppendErrorField", p.val), jen.Add(p.val).Op("!=").Nil()
+	case model.Time:
+		stmt, nonZero = app("AppendTimeField", p.val), jen.Op("!").Add(cd("IsZeroTime")).Call(p.val)
+	default:
+		// A nested message, which its helper leaves out when it is empty.
+		h := g.n.helper(t)
+		return []jen.Code{jen.Id(b).Op("=").Id(h.append).Call(jen.Id(b), jen.Lit(num), jen.Lit(omit), p.addr())}
+	}
+	if !omit {
+		return []jen.Code{stmt}
+	}
+	return []jen.Code{jen.If(nonZero).Block(stmt)}
+}
+
+// locals are the names a decoding function uses; fields are decoded in
+// closures passed to codec.DecodeMessage, whose parameters are num, typ and
+// in.
+type locals struct{ num, typ, in, x, n, err, p, e string }
+
+func newLocals(sc *scope) *locals {
+	return &locals{
+		num: sc.name("num"), typ: sc.name("typ"), in: sc.name("in"),
+		x: sc.name("x"), n: sc.name("n"), err: sc.name("err"), p: sc.name("p"), e: sc.name("e"),
+	}
+}
+
+// field is one case of a decoding closure: field num, of type t, named
+// name in errors ("" to pass them on as they are), stored by store, which
+// is given an expression of type t.
+type field struct {
+	num   int
+	name  string
+	t     types.Type
+	store func(x jen.Code) []jen.Code
+}
+
+// assign stores a decoded value in p.
+func assign(p place) func(jen.Code) []jen.Code {
+	return func(x jen.Code) []jen.Code { return []jen.Code{jen.Add(p.val).Op("=").Add(x)} }
+}
+
+// decodeMessage returns a call of codec.DecodeMessage over src that decodes
+// fields and skips every other.
+func (g *gen) decodeMessage(l *locals, src jen.Code, fields []field) *jen.Statement {
+	cases := make([]jen.Code, 0, len(fields))
+	for _, f := range fields {
+		cases = append(cases, jen.Case(jen.Lit(f.num)).Block(g.decodeField(l, f)...))
+	}
+	var body []jen.Code
+	if len(cases) > 0 {
+		body = append(body, jen.Switch(jen.Id(l.num)).Block(cases...))
+	}
+	body = append(body, jen.Return(cd("SkipField").Call(jen.Id(l.in), jen.Id(l.num), jen.Id(l.typ))))
+	fn := jen.Func().Params(jen.Id(l.num).Add(cd("Number")), jen.Id(l.typ).Add(cd("WireType")), jen.Id(l.in).Index().Byte()).Params(jen.Int(), jen.Error()).Block(body...)
+	return cd("DecodeMessage").Call(src, fn)
+}
+
+// decodeField returns the statements of one case of a decoding closure.
+func (g *gen) decodeField(l *locals, f field) []jen.Code {
+	fail := func() jen.Code {
+		err := jen.Id(l.err)
+		if f.name != "" {
+			err = cd("WrapField").Call(jen.Lit(f.name), jen.Id(l.err))
+		}
+		return jen.If(jen.Id(l.err).Op("!=").Nil()).Block(jen.Return(jen.Lit(0), err))
+	}
+	consume := func(fn string, args ...jen.Code) []jen.Code {
 		return []jen.Code{
-			app("AppendFloat64", jen.Id("float64").Call(jen.Real(p.val))),
-			app("AppendFloat64", jen.Id("float64").Call(jen.Imag(p.val))),
+			jen.List(jen.Id(l.x), jen.Id(l.n), jen.Id(l.err)).Op(":=").Add(cd(fn)).Call(append([]jen.Code{jen.Id(l.in), jen.Id(l.typ)}, args...)...),
+			fail(),
 		}
-	case model.Bytes:
-		return []jen.Code{app("AppendBytes", p.val)}
-	case model.Error:
-		return []jen.Code{app("AppendError", p.val)}
-	case model.Time:
-		return []jen.Code{app("AppendTime", p.val)}
 	}
-	h := g.n.helper(t)
-	return []jen.Code{jen.Id(b).Op("=").Id(h.append).Call(jen.Id(b), p.addr())}
-}
-
-// readValue returns the statements that decode into p, of type t.
-func (g *gen) readValue(r reader, t types.Type, p place) []jen.Code {
-	if x := g.readExpr(r, t); x != nil {
-		return []jen.Code{jen.Add(p.val).Op("=").Add(x)}
-	}
-	h := g.n.helper(t)
-	return []jen.Code{jen.Id(h.read).Call(r.ptr(), p.addr())}
-}
-
-// readExpr returns an expression of type t that decodes one value, or nil
-// when t needs statements (a type with its own helper).
-func (g *gen) readExpr(r reader, t types.Type) jen.Code {
+	x := jen.Id(l.x)
+	var body []jen.Code
+	var val jen.Code
+	t := f.t
 	switch model.Classify(t) {
-	case model.Error:
-		return cd("ReadError").Call(r.ptr())
-	case model.Time:
-		return cd("ReadTime").Call(r.ptr())
 	case model.Bool:
-		return g.fromBasic(t, types.Bool, r.call("Bool"))
+		body, val = consume("ConsumeBoolField"), g.fromBasic(t, types.Bool, x)
 	case model.String:
-		return g.fromBasic(t, types.String, r.call("String"))
+		body, val = consume("ConsumeStringField"), g.fromBasic(t, types.String, x)
 	case model.Int:
-		return g.fromBasic(t, types.Int64, r.call("Varint"))
+		body, val = consume("ConsumeVarintField", jen.Lit(size(t))), g.fromBasic(t, types.Int64, x)
 	case model.Uint:
-		return g.fromBasic(t, types.Uint64, r.call("Uvarint"))
+		body, val = consume("ConsumeUvarintField", jen.Lit(size(t))), g.fromBasic(t, types.Uint64, x)
 	case model.Float:
-		return g.fromBasic(t, types.Float64, r.call("Float64"))
+		body, val = consume("ConsumeFloatField", jen.Lit(size(t))), g.fromBasic(t, types.Float64, x)
 	case model.Complex:
-		return g.fromBasic(t, types.Complex128, jen.Complex(r.call("Float64"), r.call("Float64")))
+		body, val = consume("ConsumeComplexField", jen.Lit(size(t))), g.fromBasic(t, types.Complex128, x)
 	case model.Bytes:
-		// Copy: the reader aliases a buffer the transport reuses.
-		cp := jen.Append(jen.Index().Byte().Parens(jen.Nil()), r.call("Bytes").Op("..."))
-		if types.Identical(t, types.NewSlice(types.Typ[types.Byte])) {
-			return cp
+		// Copy: the input aliases a buffer the transport reuses.
+		body = consume("ConsumeBytesField")
+		val = jen.Append(jen.Index().Byte().Parens(jen.Nil()), x.Clone().Op("..."))
+		if !types.Identical(t, types.NewSlice(types.Typ[types.Byte])) {
+			val = jen.Add(g.typ(t)).Call(val)
 		}
-		return jen.Add(g.typ(t)).Call(cp)
+	case model.Error:
+		body, val = consume("ConsumeErrorField"), x
+	case model.Time:
+		body, val = consume("ConsumeTimeField"), x
+	default:
+		h := g.n.helper(t)
+		body = []jen.Code{
+			jen.List(jen.Id(l.p), jen.Id(l.n), jen.Id(l.err)).Op(":=").Add(cd("ConsumeBytesField")).Call(jen.Id(l.in), jen.Id(l.typ)),
+			fail(),
+			jen.Var().Id(l.e).Add(g.typ(t)),
+			jen.If(jen.Id(l.err).Op("=").Id(h.read).Call(jen.Id(l.p), jen.Op("&").Id(l.e)), jen.Id(l.err).Op("!=").Nil()).Block(
+				jen.Return(jen.Lit(0), func() jen.Code {
+					if f.name == "" {
+						return jen.Id(l.err)
+					}
+					return cd("WrapField").Call(jen.Lit(f.name), jen.Id(l.err))
+				}()),
+			),
+		}
+		val = jen.Id(l.e)
 	}
-	return nil
-}
-
-// readLocal returns the statements that declare the local name, of type t,
-// and decode into it: a short declaration where one expression does.
-func (g *gen) readLocal(r reader, t types.Type, name string) []jen.Code {
-	if x := g.readExpr(r, t); x != nil {
-		return []jen.Code{jen.Id(name).Op(":=").Add(x)}
-	}
-	return append([]jen.Code{jen.Var().Id(name).Add(g.typ(t))}, g.readValue(r, t, place{val: jen.Id(name)})...)
+	body = append(body, f.store(val)...)
+	return append(body, jen.Return(jen.Id(l.n), jen.Nil()))
 }
 
 // codec emits the encode and decode functions of every type that has one.
@@ -144,149 +214,164 @@ func (g *gen) codec() {
 	g.errorCodecs()
 }
 
+// A type with a helper travels as a nested message: its helper appends
+// field num, whose value is the message, and its reader decodes the
+// message. A struct's message has a field per struct field, numbered as
+// the schema records; a pointer's has field 1 when it is not nil; a
+// slice's or array's field 1 once per element; a map's field 1 once per
+// entry, a message with the key as field 1 and the value as field 2; a
+// BinaryMarshaler's the bytes as field 1, or the error it returned as field
+// 2.
+
 func (g *gen) appendHelper(t types.Type) {
 	h := g.n.helper(t)
 	sc := newScope(g.n.file)
-	b, v := sc.name("b"), sc.name("v")
+	b, num, omit, v, mark := sc.name("b"), sc.name("num"), sc.name("omit"), sc.name("v"), sc.name("mark")
 	self := place{val: jen.Op("*").Id(v), ptr: jen.Id(v)}
-	var body []jen.Code
+	body := []jen.Code{
+		jen.List(jen.Id(b), jen.Id(mark)).Op(":=").Add(cd("BeginMessage")).Call(jen.Id(b), jen.Id(num)),
+	}
 	u := types.Unalias(t).Underlying()
 	switch enc := model.Classify(t); enc {
 	case model.Marshaler:
 		p, err := sc.name("p"), sc.name("err")
 		body = append(body,
-			jen.List(jen.Id(p), jen.Id(err)).Op(":=").Id(v).Dot("MarshalBinary").Call(),
-			jen.If(jen.Id(err).Op("!=").Nil()).Block(
+			jen.If(jen.List(jen.Id(p), jen.Id(err)).Op(":=").Id(v).Dot("MarshalBinary").Call(), jen.Id(err).Op("!=").Nil()).Block(
 				jen.Comment("The decoder reports the message as its error."),
-				jen.Id(b).Op("=").Append(jen.Id(b), jen.Lit(1)),
-				jen.Return(cd("AppendString").Call(jen.Id(b), jen.Id(err).Dot("Error").Call())),
+				jen.Id(b).Op("=").Add(cd("AppendStringField")).Call(jen.Id(b), jen.Lit(2), jen.Id(err).Dot("Error").Call()),
+			).Else().Block(
+				jen.Id(b).Op("=").Add(cd("AppendBytesField")).Call(jen.Id(b), jen.Lit(1), jen.Id(p)),
 			),
-			jen.Id(b).Op("=").Append(jen.Id(b), jen.Lit(0)),
-			jen.Return(cd("AppendBytes").Call(jen.Id(b), jen.Id(p))),
 		)
 	case model.Struct:
 		s := u.(*types.Struct)
+		nums := g.svc.FieldNumbers(t)
+		i := 0
 		for f := range model.EncodedFields(s) {
-			body = append(body, g.appendValue(b, f.Type(), place{val: jen.Id(v).Dot(f.Name())})...)
+			body = append(body, g.appendField(b, nums[i], f.Type(), place{val: jen.Id(v).Dot(f.Name())}, true)...)
+			i++
 		}
-		body = append(body, jen.Return(jen.Id(b)))
 	case model.Pointer:
 		elem := u.(*types.Pointer).Elem()
-		body = append(body,
-			jen.If(jen.Op("*").Id(v).Op("==").Nil()).Block(jen.Return(jen.Append(jen.Id(b), jen.Lit(0)))),
-			jen.Id(b).Op("=").Append(jen.Id(b), jen.Lit(1)),
-		)
-		body = append(body, g.appendValue(b, elem, place{val: jen.Op("**").Id(v), ptr: jen.Op("*").Id(v)})...)
-		body = append(body, jen.Return(jen.Id(b)))
+		body = append(body, jen.If(jen.Op("*").Id(v).Op("!=").Nil()).Block(
+			g.appendField(b, 1, elem, place{val: jen.Op("**").Id(v), ptr: jen.Op("*").Id(v)}, false)...,
+		))
 	case model.Slice, model.Array:
 		var elem types.Type
 		var at jen.Code
 		i := sc.name("i")
 		if enc == model.Slice {
 			elem = u.(*types.Slice).Elem()
-			body = append(body, jen.Id(b).Op("=").Add(cd("AppendUvarint")).Call(jen.Id(b), jen.Uint64().Call(jen.Len(self.val))))
 			at = jen.Parens(jen.Op("*").Id(v)).Index(jen.Id(i))
 		} else {
 			elem = u.(*types.Array).Elem()
 			at = jen.Id(v).Index(jen.Id(i))
 		}
-		body = append(body,
-			jen.For(jen.Id(i).Op(":=").Range().Add(self.val)).Block(g.appendValue(b, elem, place{val: at})...),
-			jen.Return(jen.Id(b)),
-		)
+		body = append(body, jen.For(jen.Id(i).Op(":=").Range().Add(self.val)).Block(g.appendField(b, 1, elem, place{val: at}, false)...))
 	case model.Map:
 		m := u.(*types.Map)
-		k, e := sc.name("k"), sc.name("e")
-		body = append(body,
-			jen.Id(b).Op("=").Add(cd("AppendUvarint")).Call(jen.Id(b), jen.Uint64().Call(jen.Len(self.val))),
-			jen.For(jen.List(jen.Id(k), jen.Id(e)).Op(":=").Range().Add(self.val)).Block(
-				append(g.appendValue(b, m.Key(), place{val: jen.Id(k)}), g.appendValue(b, m.Elem(), place{val: jen.Id(e)})...)...,
-			),
-			jen.Return(jen.Id(b)),
-		)
+		k, e, entry := sc.name("k"), sc.name("e"), sc.name("entry")
+		loop := []jen.Code{
+			jen.Var().Id(entry).Int(),
+			jen.List(jen.Id(b), jen.Id(entry)).Op("=").Add(cd("BeginMessage")).Call(jen.Id(b), jen.Lit(1)),
+		}
+		loop = append(loop, g.appendField(b, 1, m.Key(), place{val: jen.Id(k)}, true)...)
+		loop = append(loop, g.appendField(b, 2, m.Elem(), place{val: jen.Id(e)}, true)...)
+		loop = append(loop, jen.Id(b).Op("=").Add(cd("EndMessage")).Call(jen.Id(b), jen.Id(entry), jen.Lit(1), jen.False()))
+		body = append(body, jen.For(jen.List(jen.Id(k), jen.Id(e)).Op(":=").Range().Add(self.val)).Block(loop...))
 	}
-	g.f.Func().Id(h.append).Params(jen.Id(b).Index().Byte(), jen.Id(v).Op("*").Add(g.typ(t))).Index().Byte().Block(body...)
+	body = append(body, jen.Return(cd("EndMessage").Call(jen.Id(b), jen.Id(mark), jen.Id(num), jen.Id(omit))))
+	g.f.Func().Id(h.append).Params(jen.Id(b).Index().Byte(), jen.Id(num).Add(cd("Number")), jen.Id(omit).Bool(), jen.Id(v).Op("*").Add(g.typ(t))).Index().Byte().Block(body...)
 	g.f.Line()
 }
 
 func (g *gen) readHelper(t types.Type) {
 	h := g.n.helper(t)
 	sc := newScope(g.n.file)
-	rn, v := sc.name("r"), sc.name("v")
-	r := reader{name: rn}
-	self := place{val: jen.Op("*").Id(v), ptr: jen.Id(v)}
+	b, v := sc.name("b"), sc.name("v")
 	var body []jen.Code
+	var fields []field
 	u := types.Unalias(t).Underlying()
 	switch enc := model.Classify(t); enc {
 	case model.Marshaler:
-		err := sc.name("err")
-		body = append(body, jen.Switch(r.call("Byte")).Block(
-			jen.Case(jen.Lit(0)).Block(
-				jen.If(jen.Id(err).Op(":=").Id(v).Dot("UnmarshalBinary").Call(r.call("Bytes")), jen.Id(err).Op("!=").Nil()).Block(
-					jen.Id(rn).Dot("Fail").Call(jen.Id(err)),
-				),
-			),
-			jen.Case(jen.Lit(1)).Block(
-				jen.Id(rn).Dot("Fail").Call(jen.Qual("errors", "New").Call(
-					jen.Lit("codec: the sender could not marshal "+types.TypeString(t, types.RelativeTo(g.file.Pkg))+": ").Op("+").Add(r.call("String")))),
-			),
-			jen.Default().Block(
-				jen.Id(rn).Dot("Fail").Call(jen.Qual("errors", "New").Call(jen.Lit("codec: bad marshaler flag"))),
-			),
-		))
+		l := newLocals(sc)
+		fields = []field{
+			{num: 1, t: types.NewSlice(types.Typ[types.Byte]), store: func(x jen.Code) []jen.Code {
+				return []jen.Code{jen.If(jen.Id(l.err).Op("=").Id(v).Dot("UnmarshalBinary").Call(x), jen.Id(l.err).Op("!=").Nil()).Block(
+					jen.Return(jen.Lit(0), jen.Id(l.err)),
+				)}
+			}},
+			{num: 2, t: types.Typ[types.String], store: func(x jen.Code) []jen.Code {
+				return []jen.Code{jen.Return(jen.Lit(0), jen.Qual("errors", "New").Call(
+					jen.Lit("the sender could not marshal "+types.TypeString(t, types.RelativeTo(g.file.Pkg))+": ").Op("+").Add(x)))}
+			}},
+		}
+		body = append(body, jen.Return(g.decodeMessage(l, jen.Id(b), fields)))
 	case model.Struct:
 		s := u.(*types.Struct)
+		nums := g.svc.FieldNumbers(t)
+		i := 0
 		for f := range model.EncodedFields(s) {
-			body = append(body, g.readValue(r, f.Type(), place{val: jen.Id(v).Dot(f.Name())})...)
+			fields = append(fields, field{num: nums[i], name: f.Name(), t: f.Type(), store: assign(place{val: jen.Id(v).Dot(f.Name())})})
+			i++
 		}
+		body = append(body, jen.Return(g.decodeMessage(newLocals(sc), jen.Id(b), fields)))
 	case model.Pointer:
 		elem := u.(*types.Pointer).Elem()
-		body = append(body,
-			jen.If(jen.Op("!").Add(r.call("Bool"))).Block(
-				jen.Op("*").Id(v).Op("=").Nil(),
-				jen.Return(),
-			),
-			jen.Op("*").Id(v).Op("=").New(g.typ(elem)),
-		)
-		body = append(body, g.readValue(r, elem, place{val: jen.Op("**").Id(v), ptr: jen.Op("*").Id(v)})...)
+		l := newLocals(sc)
+		fields = []field{{num: 1, t: elem, store: func(x jen.Code) []jen.Code {
+			return []jen.Code{
+				jen.Op("*").Id(v).Op("=").New(g.typ(elem)),
+				jen.Op("**").Id(v).Op("=").Add(x),
+			}
+		}}}
+		body = append(body, jen.Return(g.decodeMessage(l, jen.Id(b), fields)))
 	case model.Slice:
 		elem := u.(*types.Slice).Elem()
-		n, i := sc.name("n"), sc.name("i")
-		body = append(body,
-			jen.Id(n).Op(":=").Add(r.call("Len32")),
-			jen.If(jen.Id(n).Op("==").Lit(0)).Block(
-				jen.Op("*").Id(v).Op("=").Nil(),
-				jen.Return(),
-			),
-			jen.Op("*").Id(v).Op("=").Make(g.typ(t), jen.Id(n)),
-			jen.For(jen.Id(i).Op(":=").Range().Add(self.val)).Block(
-				g.readValue(r, elem, place{val: jen.Parens(jen.Op("*").Id(v)).Index(jen.Id(i))})...,
-			),
-		)
+		fields = []field{{num: 1, t: elem, store: func(x jen.Code) []jen.Code {
+			return []jen.Code{jen.Op("*").Id(v).Op("=").Append(jen.Op("*").Id(v), x)}
+		}}}
+		body = append(body, jen.Return(g.decodeMessage(newLocals(sc), jen.Id(b), fields)))
 	case model.Array:
-		elem := u.(*types.Array).Elem()
+		a := u.(*types.Array)
 		i := sc.name("i")
-		body = append(body,
-			jen.For(jen.Id(i).Op(":=").Range().Id(v)).Block(
-				g.readValue(r, elem, place{val: jen.Id(v).Index(jen.Id(i))})...,
-			),
-		)
+		fields = []field{{num: 1, t: a.Elem(), store: func(x jen.Code) []jen.Code {
+			return []jen.Code{
+				jen.If(jen.Id(i).Op(">=").Len(jen.Id(v))).Block(
+					jen.Return(jen.Lit(0), jen.Qual("errors", "New").Call(jen.Lit("more than "+strconv.FormatInt(a.Len(), 10)+" elements for "+types.TypeString(t, types.RelativeTo(g.file.Pkg))))),
+				),
+				jen.Id(v).Index(jen.Id(i)).Op("=").Add(x),
+				jen.Id(i).Op("++"),
+			}
+		}}}
+		body = append(body, jen.Id(i).Op(":=").Lit(0), jen.Return(g.decodeMessage(newLocals(sc), jen.Id(b), fields)))
 	case model.Map:
 		m := u.(*types.Map)
-		n, k, e := sc.name("n"), sc.name("k"), sc.name("e")
-		loop := g.readLocal(r, m.Key(), k)
-		loop = append(loop, g.readLocal(r, m.Elem(), e)...)
-		loop = append(loop, jen.Parens(jen.Op("*").Id(v)).Index(jen.Id(k)).Op("=").Id(e))
-		body = append(body,
-			jen.Id(n).Op(":=").Add(r.call("Len32")),
-			jen.If(jen.Id(n).Op("==").Lit(0)).Block(
-				jen.Op("*").Id(v).Op("=").Nil(),
-				jen.Return(),
+		k, e := sc.name("k"), sc.name("e")
+		outer := newLocals(sc)
+		inner := newLocals(sc)
+		entry := []field{
+			{num: 1, t: m.Key(), store: assign(place{val: jen.Id(k)})},
+			{num: 2, t: m.Elem(), store: assign(place{val: jen.Id(e)})},
+		}
+		caseBody := []jen.Code{
+			jen.List(jen.Id(outer.p), jen.Id(outer.n), jen.Id(outer.err)).Op(":=").Add(cd("ConsumeBytesField")).Call(jen.Id(outer.in), jen.Id(outer.typ)),
+			jen.If(jen.Id(outer.err).Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Id(outer.err))),
+			jen.Var().Id(k).Add(g.typ(m.Key())),
+			jen.Var().Id(e).Add(g.typ(m.Elem())),
+			jen.If(jen.Id(outer.err).Op("=").Add(g.decodeMessage(inner, jen.Id(outer.p), entry)), jen.Id(outer.err).Op("!=").Nil()).Block(
+				jen.Return(jen.Lit(0), jen.Id(outer.err)),
 			),
-			jen.Op("*").Id(v).Op("=").Make(g.typ(t), jen.Id(n)),
-			jen.For(jen.Range().Id(n)).Block(loop...),
+			jen.If(jen.Op("*").Id(v).Op("==").Nil()).Block(jen.Op("*").Id(v).Op("=").Make(g.typ(t))),
+			jen.Parens(jen.Op("*").Id(v)).Index(jen.Id(k)).Op("=").Id(e),
+			jen.Return(jen.Id(outer.n), jen.Nil()),
+		}
+		fn := jen.Func().Params(jen.Id(outer.num).Add(cd("Number")), jen.Id(outer.typ).Add(cd("WireType")), jen.Id(outer.in).Index().Byte()).Params(jen.Int(), jen.Error()).Block(
+			jen.If(jen.Id(outer.num).Op("==").Lit(1)).Block(caseBody...),
+			jen.Return(cd("SkipField").Call(jen.Id(outer.in), jen.Id(outer.num), jen.Id(outer.typ))),
 		)
+		body = append(body, jen.Return(cd("DecodeMessage").Call(jen.Id(b), fn)))
 	}
-	g.f.Func().Id(h.read).Params(jen.Id(rn).Op("*").Add(cd("Reader")), jen.Id(v).Op("*").Add(g.typ(t))).Block(body...)
+	g.f.Func().Id(h.read).Params(jen.Id(b).Index().Byte(), jen.Id(v).Op("*").Add(g.typ(t))).Error().Block(body...)
 	g.f.Line()
 }

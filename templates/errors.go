@@ -151,8 +151,9 @@ func (g *gen) errorEncode(r *model.ErrorRule, name string) {
 		body = append(body, jen.If(jen.Id(e).Op("==").Nil()).Block(jen.Return(jen.Nil())))
 		val = place{val: jen.Op("*").Id(e), ptr: jen.Id(e)}
 	}
+	// The detail is a message whose field 1 is the value.
 	body = append(body, jen.Var().Id(b).Index().Byte())
-	body = append(body, g.appendValue(b, r.Type, val)...)
+	body = append(body, g.appendField(b, 1, r.Type, val, true)...)
 	body = append(body, jen.Return(jen.Id(b)))
 	g.f.Func().Id(name).Params(jen.Id(e).Add(g.typ(errorType(r)))).Index().Byte().Block(body...)
 	g.f.Line()
@@ -160,7 +161,7 @@ func (g *gen) errorEncode(r *model.ErrorRule, name string) {
 
 func (g *gen) errorDecode(r *model.ErrorRule, name string) {
 	sc := newScope(g.n.file)
-	detail, e, rd := sc.name("detail"), sc.name("e"), sc.name("r")
+	detail, e, err := sc.name("detail"), sc.name("e"), sc.name("err")
 	var body []jen.Code
 	val := place{val: jen.Id(e)}
 	if r.Pointer {
@@ -169,9 +170,9 @@ func (g *gen) errorDecode(r *model.ErrorRule, name string) {
 	} else {
 		body = append(body, jen.Var().Id(e).Add(g.typ(r.Type)))
 	}
-	body = append(body, jen.Id(rd).Op(":=").Add(cd("NewReader")).Call(jen.Id(detail)))
-	body = append(body, g.readValue(reader{name: rd, byValue: true}, r.Type, val)...)
-	body = append(body, jen.Return(jen.Id(e), jen.Id(rd).Dot("Done").Call()))
+	msg := []field{{num: 1, t: r.Type, store: assign(val)}}
+	body = append(body, jen.Id(err).Op(":=").Add(g.decodeMessage(newLocals(sc), jen.Id(detail), msg)))
+	body = append(body, jen.Return(jen.Id(e), jen.Id(err)))
 	g.f.Func().Id(name).Params(jen.Id("_").String(), jen.Id(detail).Index().Byte()).Params(g.typ(errorType(r)), jen.Error()).Block(body...)
 	g.f.Line()
 }

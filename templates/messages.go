@@ -25,11 +25,12 @@ func (g *gen) message(name, what string, vars []*model.Var, fields []string) {
 	g.f.Type().Id(name).Struct(decl...)
 	g.f.Line()
 
+	// Parameters and results are fields 1, 2, ... in order.
 	sc := newScope(g.n.file)
 	recv, b := sc.name("m"), sc.name("b")
 	var enc []jen.Code
 	for i, v := range vars {
-		enc = append(enc, g.appendValue(b, v.Type, place{val: jen.Id(recv).Dot(fields[i])})...)
+		enc = append(enc, g.appendField(b, i+1, v.Type, place{val: jen.Id(recv).Dot(fields[i])}, true)...)
 	}
 	enc = append(enc, jen.Return(jen.Id(b)))
 	g.f.Comment("AppendFF implements codec.Message.")
@@ -38,15 +39,12 @@ func (g *gen) message(name, what string, vars []*model.Var, fields []string) {
 
 	sc = newScope(g.n.file)
 	recv, b = sc.name("m"), sc.name("b")
-	r := reader{name: sc.name("r"), byValue: true}
-	dec := []jen.Code{
-		jen.Op("*").Id(recv).Op("=").Id(name).Values(),
-		jen.Id(r.name).Op(":=").Add(cd("NewReader")).Call(jen.Id(b)),
-	}
+	dec := []jen.Code{jen.Op("*").Id(recv).Op("=").Id(name).Values()}
+	msg := make([]field, len(vars))
 	for i, v := range vars {
-		dec = append(dec, g.readValue(r, v.Type, place{val: jen.Id(recv).Dot(fields[i])})...)
+		msg[i] = field{num: i + 1, name: fields[i], t: v.Type, store: assign(place{val: jen.Id(recv).Dot(fields[i])})}
 	}
-	dec = append(dec, jen.Return(jen.Id(r.name).Dot("Done").Call()))
+	dec = append(dec, jen.Return(g.decodeMessage(newLocals(sc), jen.Id(b), msg)))
 	g.f.Comment("UnmarshalFF implements codec.Message.")
 	g.f.Func().Params(jen.Id(recv).Op("*").Id(name)).Id("UnmarshalFF").Params(jen.Id(b).Index().Byte()).Error().Block(dec...)
 	g.f.Line()

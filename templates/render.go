@@ -50,6 +50,10 @@ func Render(f *model.File) ([]byte, error) {
 		return nil, err
 	}
 	out := groupImports(buf.Bytes())
+	if f.Schema != "" {
+		out = append(out, "\n// The schema ffgen checks the next generation of this file against:\n// field numbers, kinds, modes, entities and declared errors.\n"...)
+		out = append(out, f.Schema...)
+	}
 	if f.Constraint != "" {
 		// A constraint must stand apart from the package clause and the
 		// doc comment, which jennifer's header comments do not allow.

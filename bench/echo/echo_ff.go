@@ -111,18 +111,37 @@ type echoEchoArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *echoEchoArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.Key)
-	b = codec.AppendBytes(b, m.Payload)
+	if m.Key != "" {
+		b = codec.AppendStringField(b, 1, m.Key)
+	}
+	if len(m.Payload) != 0 {
+		b = codec.AppendBytesField(b, 2, m.Payload)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *echoEchoArgs) UnmarshalFF(b []byte) error {
 	*m = echoEchoArgs{}
-	r := codec.NewReader(b)
-	m.Key = r.String()
-	m.Payload = append([]byte(nil), r.Bytes()...)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			m.Key = x
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Payload", err)
+			}
+			m.Payload = append([]byte(nil), x...)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // echoEchoReply carries the results of Echo.Echo.
@@ -132,16 +151,27 @@ type echoEchoReply struct {
 
 // AppendFF implements codec.Message.
 func (m *echoEchoReply) AppendFF(b []byte) []byte {
-	b = codec.AppendBytes(b, m.R0)
+	if len(m.R0) != 0 {
+		b = codec.AppendBytesField(b, 1, m.R0)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *echoEchoReply) UnmarshalFF(b []byte) error {
 	*m = echoEchoReply{}
-	r := codec.NewReader(b)
-	m.R0 = append([]byte(nil), r.Bytes()...)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = append([]byte(nil), x...)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // echoHoldArgs carries the arguments of Echo.Hold.
@@ -152,18 +182,37 @@ type echoHoldArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *echoHoldArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.Key)
-	b = codec.AppendVarint(b, int64(m.D))
+	if m.Key != "" {
+		b = codec.AppendStringField(b, 1, m.Key)
+	}
+	if m.D != 0 {
+		b = codec.AppendVarintField(b, 2, int64(m.D))
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *echoHoldArgs) UnmarshalFF(b []byte) error {
 	*m = echoHoldArgs{}
-	r := codec.NewReader(b)
-	m.Key = r.String()
-	m.D = time.Duration(r.Varint())
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			m.Key = x
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("D", err)
+			}
+			m.D = time.Duration(x)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // echoHoldReply carries the results of Echo.Hold.
@@ -177,6 +226,12 @@ func (m *echoHoldReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *echoHoldReply) UnmarshalFF(b []byte) error {
 	*m = echoHoldReply{}
-	r := codec.NewReader(b)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		return codec.SkipField(in, num, typ)
+	})
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"method":"Echo","mode":"failover","entity":"key","params":[{"name":"key","num":1,"kind":"string"},{"name":"payload","num":2,"kind":"bytes"}],"results":[{"num":1,"kind":"bytes"}]}
+// ffgen:schema {"method":"Hold","mode":"failover","entity":"key","params":[{"name":"key","num":1,"kind":"string"},{"name":"d","num":2,"kind":"int64"}]}

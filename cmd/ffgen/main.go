@@ -40,6 +40,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	output := fs.String("output", "", "output file (default: <snake_case interface>_ff.go beside the interface, <source>_<snake_case>_ff.go for a source with a build constraint); only with one interface")
 	tags := fs.String("tags", "", "comma-separated build tags to load the packages with")
 	check := fs.Bool("check", false, "write nothing; exit 1 naming the files that would change or are orphaned, or when the packages do not build")
+	allowBreaking := fs.Bool("allow-breaking", false, "accept changes that break the schema recorded in the generated files (field kinds, modes, entities, declared errors) instead of reporting them")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: ffgen [flags] [packages]")
@@ -56,10 +57,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return generator.ExitOK
 	}
 	cfg := &generator.Config{
-		Patterns: fs.Args(),
-		Output:   *output,
-		Tags:     *tags,
-		Check:    *check,
+		Patterns:      fs.Args(),
+		Output:        *output,
+		Tags:          *tags,
+		Check:         *check,
+		AllowBreaking: *allowBreaking,
 	}
 	if *types != "" {
 		for t := range strings.SplitSeq(*types, ",") {

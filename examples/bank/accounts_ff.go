@@ -295,16 +295,29 @@ type accountsOpenArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsOpenArgs) AppendFF(b []byte) []byte {
-	b = accountsAppendOpenRequest(b, &m.Req)
+	b = accountsAppendOpenRequest(b, 1, true, &m.Req)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsOpenArgs) UnmarshalFF(b []byte) error {
 	*m = accountsOpenArgs{}
-	r := codec.NewReader(b)
-	accountsReadOpenRequest(&r, &m.Req)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Req", err)
+			}
+			var e OpenRequest
+			if err = accountsReadOpenRequest(p, &e); err != nil {
+				return 0, codec.WrapField("Req", err)
+			}
+			m.Req = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsOpenReply carries the results of Accounts.Open.
@@ -314,16 +327,29 @@ type accountsOpenReply struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsOpenReply) AppendFF(b []byte) []byte {
-	b = accountsAppendBalance(b, &m.R0)
+	b = accountsAppendBalance(b, 1, true, &m.R0)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsOpenReply) UnmarshalFF(b []byte) error {
 	*m = accountsOpenReply{}
-	r := codec.NewReader(b)
-	accountsReadBalance(&r, &m.R0)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			var e Balance
+			if err = accountsReadBalance(p, &e); err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsDepositArgs carries the arguments of Accounts.Deposit.
@@ -333,16 +359,29 @@ type accountsDepositArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsDepositArgs) AppendFF(b []byte) []byte {
-	b = accountsAppendDepositRequest(b, &m.Req)
+	b = accountsAppendDepositRequest(b, 1, true, &m.Req)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsDepositArgs) UnmarshalFF(b []byte) error {
 	*m = accountsDepositArgs{}
-	r := codec.NewReader(b)
-	accountsReadDepositRequest(&r, &m.Req)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Req", err)
+			}
+			var e DepositRequest
+			if err = accountsReadDepositRequest(p, &e); err != nil {
+				return 0, codec.WrapField("Req", err)
+			}
+			m.Req = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsDepositReply carries the results of Accounts.Deposit.
@@ -352,16 +391,29 @@ type accountsDepositReply struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsDepositReply) AppendFF(b []byte) []byte {
-	b = accountsAppendBalance(b, &m.R0)
+	b = accountsAppendBalance(b, 1, true, &m.R0)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsDepositReply) UnmarshalFF(b []byte) error {
 	*m = accountsDepositReply{}
-	r := codec.NewReader(b)
-	accountsReadBalance(&r, &m.R0)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			var e Balance
+			if err = accountsReadBalance(p, &e); err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsWithdrawArgs carries the arguments of Accounts.Withdraw.
@@ -371,16 +423,29 @@ type accountsWithdrawArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsWithdrawArgs) AppendFF(b []byte) []byte {
-	b = accountsAppendWithdrawRequest(b, &m.Req)
+	b = accountsAppendWithdrawRequest(b, 1, true, &m.Req)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsWithdrawArgs) UnmarshalFF(b []byte) error {
 	*m = accountsWithdrawArgs{}
-	r := codec.NewReader(b)
-	accountsReadWithdrawRequest(&r, &m.Req)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Req", err)
+			}
+			var e WithdrawRequest
+			if err = accountsReadWithdrawRequest(p, &e); err != nil {
+				return 0, codec.WrapField("Req", err)
+			}
+			m.Req = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsWithdrawReply carries the results of Accounts.Withdraw.
@@ -390,16 +455,29 @@ type accountsWithdrawReply struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsWithdrawReply) AppendFF(b []byte) []byte {
-	b = accountsAppendBalance(b, &m.R0)
+	b = accountsAppendBalance(b, 1, true, &m.R0)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsWithdrawReply) UnmarshalFF(b []byte) error {
 	*m = accountsWithdrawReply{}
-	r := codec.NewReader(b)
-	accountsReadBalance(&r, &m.R0)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			var e Balance
+			if err = accountsReadBalance(p, &e); err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsTransferArgs carries the arguments of Accounts.Transfer.
@@ -409,16 +487,29 @@ type accountsTransferArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsTransferArgs) AppendFF(b []byte) []byte {
-	b = accountsAppendTransferRequest(b, &m.Req)
+	b = accountsAppendTransferRequest(b, 1, true, &m.Req)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsTransferArgs) UnmarshalFF(b []byte) error {
 	*m = accountsTransferArgs{}
-	r := codec.NewReader(b)
-	accountsReadTransferRequest(&r, &m.Req)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Req", err)
+			}
+			var e TransferRequest
+			if err = accountsReadTransferRequest(p, &e); err != nil {
+				return 0, codec.WrapField("Req", err)
+			}
+			m.Req = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsTransferReply carries the results of Accounts.Transfer.
@@ -428,16 +519,29 @@ type accountsTransferReply struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsTransferReply) AppendFF(b []byte) []byte {
-	b = accountsAppendBalance(b, &m.R0)
+	b = accountsAppendBalance(b, 1, true, &m.R0)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsTransferReply) UnmarshalFF(b []byte) error {
 	*m = accountsTransferReply{}
-	r := codec.NewReader(b)
-	accountsReadBalance(&r, &m.R0)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			var e Balance
+			if err = accountsReadBalance(p, &e); err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsBalanceArgs carries the arguments of Accounts.Balance.
@@ -447,16 +551,27 @@ type accountsBalanceArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsBalanceArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.ID)
+	if m.ID != "" {
+		b = codec.AppendStringField(b, 1, m.ID)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsBalanceArgs) UnmarshalFF(b []byte) error {
 	*m = accountsBalanceArgs{}
-	r := codec.NewReader(b)
-	m.ID = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			m.ID = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsBalanceReply carries the results of Accounts.Balance.
@@ -466,16 +581,29 @@ type accountsBalanceReply struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsBalanceReply) AppendFF(b []byte) []byte {
-	b = accountsAppendBalance(b, &m.R0)
+	b = accountsAppendBalance(b, 1, true, &m.R0)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsBalanceReply) UnmarshalFF(b []byte) error {
 	*m = accountsBalanceReply{}
-	r := codec.NewReader(b)
-	accountsReadBalance(&r, &m.R0)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			var e Balance
+			if err = accountsReadBalance(p, &e); err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsCloseArgs carries the arguments of Accounts.Close.
@@ -485,16 +613,27 @@ type accountsCloseArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsCloseArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.ID)
+	if m.ID != "" {
+		b = codec.AppendStringField(b, 1, m.ID)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsCloseArgs) UnmarshalFF(b []byte) error {
 	*m = accountsCloseArgs{}
-	r := codec.NewReader(b)
-	m.ID = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			m.ID = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsCloseReply carries the results of Accounts.Close.
@@ -508,63 +647,196 @@ func (m *accountsCloseReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *accountsCloseReply) UnmarshalFF(b []byte) error {
 	*m = accountsCloseReply{}
-	r := codec.NewReader(b)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func accountsAppendOpenRequest(b []byte, v *OpenRequest) []byte {
-	b = codec.AppendString(b, v.AccountID)
-	b = codec.AppendVarint(b, v.Initial)
-	return b
+func accountsAppendOpenRequest(b []byte, num codec.Number, omit bool, v *OpenRequest) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.AccountID != "" {
+		b = codec.AppendStringField(b, 1, v.AccountID)
+	}
+	if v.Initial != 0 {
+		b = codec.AppendVarintField(b, 2, v.Initial)
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func accountsReadOpenRequest(r *codec.Reader, v *OpenRequest) {
-	v.AccountID = r.String()
-	v.Initial = r.Varint()
+func accountsReadOpenRequest(b []byte, v *OpenRequest) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("AccountID", err)
+			}
+			v.AccountID = x
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("Initial", err)
+			}
+			v.Initial = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func accountsAppendBalance(b []byte, v *Balance) []byte {
-	b = codec.AppendString(b, v.AccountID)
-	b = codec.AppendVarint(b, v.Amount)
-	return b
+func accountsAppendBalance(b []byte, num codec.Number, omit bool, v *Balance) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.AccountID != "" {
+		b = codec.AppendStringField(b, 1, v.AccountID)
+	}
+	if v.Amount != 0 {
+		b = codec.AppendVarintField(b, 2, v.Amount)
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func accountsReadBalance(r *codec.Reader, v *Balance) {
-	v.AccountID = r.String()
-	v.Amount = r.Varint()
+func accountsReadBalance(b []byte, v *Balance) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("AccountID", err)
+			}
+			v.AccountID = x
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("Amount", err)
+			}
+			v.Amount = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func accountsAppendDepositRequest(b []byte, v *DepositRequest) []byte {
-	b = codec.AppendString(b, v.AccountID)
-	b = codec.AppendVarint(b, v.Amount)
-	return b
+func accountsAppendDepositRequest(b []byte, num codec.Number, omit bool, v *DepositRequest) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.AccountID != "" {
+		b = codec.AppendStringField(b, 1, v.AccountID)
+	}
+	if v.Amount != 0 {
+		b = codec.AppendVarintField(b, 2, v.Amount)
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func accountsReadDepositRequest(r *codec.Reader, v *DepositRequest) {
-	v.AccountID = r.String()
-	v.Amount = r.Varint()
+func accountsReadDepositRequest(b []byte, v *DepositRequest) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("AccountID", err)
+			}
+			v.AccountID = x
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("Amount", err)
+			}
+			v.Amount = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func accountsAppendWithdrawRequest(b []byte, v *WithdrawRequest) []byte {
-	b = codec.AppendString(b, v.AccountID)
-	b = codec.AppendVarint(b, v.Amount)
-	return b
+func accountsAppendWithdrawRequest(b []byte, num codec.Number, omit bool, v *WithdrawRequest) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.AccountID != "" {
+		b = codec.AppendStringField(b, 1, v.AccountID)
+	}
+	if v.Amount != 0 {
+		b = codec.AppendVarintField(b, 2, v.Amount)
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func accountsReadWithdrawRequest(r *codec.Reader, v *WithdrawRequest) {
-	v.AccountID = r.String()
-	v.Amount = r.Varint()
+func accountsReadWithdrawRequest(b []byte, v *WithdrawRequest) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("AccountID", err)
+			}
+			v.AccountID = x
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("Amount", err)
+			}
+			v.Amount = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func accountsAppendTransferRequest(b []byte, v *TransferRequest) []byte {
-	b = codec.AppendString(b, v.From)
-	b = codec.AppendString(b, v.To)
-	b = codec.AppendVarint(b, v.Amount)
-	return b
+func accountsAppendTransferRequest(b []byte, num codec.Number, omit bool, v *TransferRequest) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.From != "" {
+		b = codec.AppendStringField(b, 1, v.From)
+	}
+	if v.To != "" {
+		b = codec.AppendStringField(b, 2, v.To)
+	}
+	if v.Amount != 0 {
+		b = codec.AppendVarintField(b, 3, v.Amount)
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func accountsReadTransferRequest(r *codec.Reader, v *TransferRequest) {
-	v.From = r.String()
-	v.To = r.String()
-	v.Amount = r.Varint()
+func accountsReadTransferRequest(b []byte, v *TransferRequest) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("From", err)
+			}
+			v.From = x
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("To", err)
+			}
+			v.To = x
+			return n, nil
+		case 3:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("Amount", err)
+			}
+			v.Amount = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"struct":"OpenRequest","fields":[{"name":"AccountID","num":1,"kind":"string"},{"name":"Initial","num":2,"kind":"int64"}]}
+// ffgen:schema {"struct":"Balance","fields":[{"name":"AccountID","num":1,"kind":"string"},{"name":"Amount","num":2,"kind":"int64"}]}
+// ffgen:schema {"struct":"DepositRequest","fields":[{"name":"AccountID","num":1,"kind":"string"},{"name":"Amount","num":2,"kind":"int64"}]}
+// ffgen:schema {"struct":"WithdrawRequest","fields":[{"name":"AccountID","num":1,"kind":"string"},{"name":"Amount","num":2,"kind":"int64"}]}
+// ffgen:schema {"struct":"TransferRequest","fields":[{"name":"From","num":1,"kind":"string"},{"name":"To","num":2,"kind":"string"},{"name":"Amount","num":3,"kind":"int64"}]}
+// ffgen:schema {"method":"Open","mode":"scatter","entity":"req.AccountID","params":[{"name":"req","num":1,"kind":"struct OpenRequest"}],"results":[{"num":1,"kind":"struct Balance"}],"errors":["ErrAccountExists","ErrAccountClosed","ErrInvalidRequest"]}
+// ffgen:schema {"method":"Deposit","mode":"scatter","entity":"req.AccountID","params":[{"name":"req","num":1,"kind":"struct DepositRequest"}],"results":[{"num":1,"kind":"struct Balance"}],"errors":["ErrUnknownAccount","ErrAccountClosed","ErrInvalidRequest"]}
+// ffgen:schema {"method":"Withdraw","mode":"scatter","entity":"req.AccountID","params":[{"name":"req","num":1,"kind":"struct WithdrawRequest"}],"results":[{"num":1,"kind":"struct Balance"}],"errors":["ErrInsufficientFunds","ErrUnknownAccount","ErrAccountClosed","ErrInvalidRequest"]}
+// ffgen:schema {"method":"Transfer","mode":"scatter","entity":"req.From req.To","params":[{"name":"req","num":1,"kind":"struct TransferRequest"}],"results":[{"num":1,"kind":"struct Balance"}],"errors":["ErrInsufficientFunds","ErrUnknownAccount","ErrAccountClosed","ErrInvalidRequest"]}
+// ffgen:schema {"method":"Balance","mode":"failover","entity":"id","params":[{"name":"id","num":1,"kind":"string"}],"results":[{"num":1,"kind":"struct Balance"}],"errors":["ErrUnknownAccount","ErrLedgerBusy"]}
+// ffgen:schema {"method":"Close","mode":"failover","entity":"id","params":[{"name":"id","num":1,"kind":"string"}],"errors":["ErrUnknownAccount","ErrAccountClosed","ErrBalanceNotZero","ErrLedgerBusy"]}

@@ -212,6 +212,7 @@ func (b *builder) typeSpec(p *packages.Package, f *ast.File, ts *ast.TypeSpec, d
 	if cons != nil {
 		file.Constraint = cons.String()
 	}
+	b.evolve(file)
 	return file
 }
 

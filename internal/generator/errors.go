@@ -58,6 +58,13 @@ func (b *builder) errorRule(where string, d *directive, a arg, scope *types.Pack
 			msg = te.Msg
 		}
 		if undef, ok := strings.CutPrefix(msg, "undefined: "); ok {
+			// Name what the user wrote: io.EOF, not io, when the file
+			// does not import io.
+			if sel, ok := inner.(*ast.SelectorExpr); ok {
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == undef {
+					return bad("%s is not declared (the file does not import %s)", name, undef)
+				}
+			}
 			return bad("%s is not declared", undef)
 		}
 		if strings.Contains(msg, "not declared by package") || strings.Contains(msg, "not exported by package") {

@@ -36,7 +36,10 @@ type Config struct {
 	Output   string   // output file; only with one service
 	Tags     string   // build tags, comma separated
 	Check    bool     // write nothing; report the files that would change
-	Env      []string // the environment of the go command; nil inherits
+	// AllowBreaking accepts changes that break the schema recorded in the
+	// generated files instead of reporting them.
+	AllowBreaking bool
+	Env           []string // the environment of the go command; nil inherits
 	// ExportBudget is how long loading waits for the export data of the
 	// dependencies before it type-checks them from source: 0 is 1.5 s, a
 	// negative value goes to source at once.

@@ -85,6 +85,7 @@ func (b *builder) method(svc *model.Service, decls []*types.Func, base *model.Me
 	m := &model.Method{}
 	*m = *base
 	m.Name = fn.Name()
+	m.Pos = fn.Pos()
 	if md != nil {
 		dirs, m.Doc = directivesOf(md.field.Doc)
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/ffgen/ffgen/internal/generator"
 	"github.com/ffgen/ffgen/internal/golden/testdata/e2e"
 	"github.com/ffgen/ffgen/runtime/codec"
@@ -34,11 +36,19 @@ func BenchmarkGenerateSmall(b *testing.B) { benchGenerate(b, "testdata/minimal",
 // withdrawArgs returns the generated argument message of Ledger.Withdraw,
 // decoded from its wire form.
 func withdrawArgs(tb testing.TB) (codec.Message, []byte) {
-	var wire []byte
-	wire = codec.AppendString(wire, "acct-0001")
-	wire = codec.AppendVarint(wire, 30)
-	wire = append(wire, 1) // Memo present
-	wire = codec.AppendString(wire, "rent")
+	// Field 1, the Withdrawal: Account (1), Amount (2, zig-zag) and Memo
+	// (3, a pointer: a message whose field 1 is the string).
+	var memo, w, wire []byte
+	memo = protowire.AppendTag(memo, 1, protowire.BytesType)
+	memo = protowire.AppendString(memo, "rent")
+	w = protowire.AppendTag(w, 1, protowire.BytesType)
+	w = protowire.AppendString(w, "acct-0001")
+	w = protowire.AppendTag(w, 2, protowire.VarintType)
+	w = protowire.AppendVarint(w, protowire.EncodeZigZag(30))
+	w = protowire.AppendTag(w, 3, protowire.BytesType)
+	w = protowire.AppendBytes(w, memo)
+	wire = protowire.AppendTag(wire, 1, protowire.BytesType)
+	wire = protowire.AppendBytes(wire, w)
 	var m codec.Message
 	for _, d := range e2e.LedgerDesc.Methods {
 		if d.Name == "Withdraw" {

@@ -13,6 +13,25 @@ import (
 // a frame of another version is rejected and its connection closed.
 const Version = 1
 
+// Revision is the revision of protocol Version that this package speaks. It
+// grows by one whenever a frame gains a field or a type that a peer must
+// know about before it is sent (see docs/ARCHITECTURE.md, "Growing the
+// format"); the Hello says it, so that each side knows what the other reads,
+// and a mismatch is named instead of guessed. A Hello of a release before
+// revisions has none: revision 0.
+const Revision = 1
+
+// Capabilities a node announces in its Hello (Hello.Caps).
+const (
+	// CapTaggedPayloads: the node encodes and decodes payloads in the
+	// tagged format (protobuf's wire format with recorded field numbers),
+	// in which fields added or removed by another version are skipped.
+	CapTaggedPayloads uint64 = 1 << 0
+)
+
+// Caps are the capabilities this package announces.
+const Caps = CapTaggedPayloads
+
 // HeaderSize is the size of a frame header: a 4-byte big-endian length of
 // what follows it (version, type and body), then the version and type bytes.
 const HeaderSize = 6
@@ -83,6 +102,15 @@ type Hello struct {
 	// limit, so an oversized payload fails at Send instead of costing the
 	// connection.
 	MaxFrame uint32
+	// Revision and Caps: the sender's Revision and capabilities, 0 from a
+	// peer that predates them.
+	Revision uint32
+	Caps     uint64
+}
+
+// String names the sender and what it speaks, for errors and logs.
+func (h *Hello) String() string {
+	return fmt.Sprintf("peer %q speaks protocol %d revision %d", h.Node, h.Version, h.Revision)
 }
 
 // Status is the outcome of an attempt as the server reports it.
@@ -229,16 +257,29 @@ func (f *Hello) appendBody(b []byte) []byte {
 	b = append(b, f.Version)
 	b = codec.AppendString(b, f.Node)
 	b = codec.AppendString(b, f.Group)
-	return codec.AppendUvarint(b, uint64(f.MaxFrame))
+	b = codec.AppendUvarint(b, uint64(f.MaxFrame))
+	b = codec.AppendUvarint(b, uint64(f.Revision))
+	return codec.AppendUvarint(b, f.Caps)
 }
 
 func (f *Hello) decodeBody(r *codec.Reader) {
 	f.Version = r.Byte()
 	f.Node = r.String()
 	f.Group = r.String()
-	if r.Len() > 0 { // absent in the Hello of a peer that predates it
+	// Each field after the group is absent in the Hello of a peer that
+	// predates it.
+	if r.Len() > 0 {
 		f.MaxFrame = uint32From(r)
 	}
+	if r.Len() > 0 {
+		f.Revision = uint32From(r)
+	}
+	if r.Len() > 0 {
+		f.Caps = r.Uvarint()
+	}
+	// The Hello alone is read leniently: fields a later revision adds are
+	// skipped, so that a node can always tell what its peer speaks.
+	r.Fixed(r.Len())
 }
 
 func (f *Attempt) appendBody(b []byte) []byte {

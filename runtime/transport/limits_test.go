@@ -427,7 +427,7 @@ func TestTCPVersionMismatchIsNamed(t *testing.T) {
 	}()
 	_, err = newTCP(t, "client", nil).Dial(context.Background(), ln.Addr().String(), newRecorder())
 	if !errors.Is(err, ErrProtocol) || !errors.Is(err, ErrBadVersion) || errors.Is(err, ErrRefused) ||
-		!strings.Contains(err.Error(), `peer "old" speaks up to version 0`) {
+		!strings.Contains(err.Error(), `peer "old" speaks protocol 0 revision 0, this node 1`) {
 		t.Errorf("Dial to a version-0 node: %v, want ErrProtocol and ErrBadVersion naming the versions", err)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ffgen/ffgen/runtime/codec"
 )
 
 const (
@@ -413,7 +415,7 @@ func handshake(nc net.Conn, cfg Config, timeout time.Duration, g *guard) (Hello,
 			return Hello{}, nil, err
 		}
 	}
-	out, err := AppendFrame(nil, &Hello{Version: Version, Node: cfg.Node, Group: cfg.Group, MaxFrame: uint32(cfg.MaxFrameSize)}, cfg.MaxFrameSize)
+	out, err := AppendFrame(nil, &Hello{Version: Version, Node: cfg.Node, Group: cfg.Group, MaxFrame: uint32(cfg.MaxFrameSize), Revision: Revision, Caps: Caps}, cfg.MaxFrameSize)
 	if err != nil {
 		return Hello{}, nil, err
 	}
@@ -455,16 +457,38 @@ func readHello(fr *frameReader) (Hello, error) {
 	}
 	f, err := Decode(p)
 	if err != nil {
-		return Hello{}, err
+		return Hello{}, helloError(p, err)
 	}
 	h, ok := f.(*Hello)
 	if !ok {
 		return Hello{}, fmt.Errorf("%w: first frame is %s, want hello", ErrMalformedFrame, f.Type())
 	}
 	if h.Version < Version {
-		return Hello{}, fmt.Errorf("%w: peer %q speaks up to version %d, this node needs %d", ErrBadVersion, h.Node, h.Version, Version)
+		return Hello{}, fmt.Errorf("%w: %s, this node %d revision %d", ErrBadVersion, h, Version, Revision)
 	}
 	return *h, nil
+}
+
+// helloError names what the peer speaks when its Hello cannot be decoded:
+// a Hello of another protocol version still starts with the version and
+// the sender's name, whatever follows.
+func helloError(p []byte, err error) error {
+	if len(p) < 2 || FrameType(p[1]) != TypeHello {
+		return err
+	}
+	r := codec.NewReader(p[2:])
+	h := Hello{Version: r.Byte(), Node: r.String()}
+	if r.Err() != nil {
+		return err
+	}
+	_ = r.String() // the group
+	if r.Len() > 0 {
+		r.Uvarint() // the frame limit
+	}
+	if r.Len() > 0 {
+		h.Revision = uint32(r.Uvarint())
+	}
+	return fmt.Errorf("%s, this node %d revision %d, and it cannot read the peer's hello: %w", &h, Version, Revision, err)
 }
 
 // looksLikeTLS reports whether the bytes received so far start a TLS
@@ -946,10 +970,10 @@ func (s *stream) readFailed(err error) error {
 		}
 		log.Debug("transport: closing idle connection", "err", err)
 	case errors.Is(err, io.EOF):
-		err = fmt.Errorf("%w: %s closed the connection", ErrClosed, s.desc)
+		err = fmt.Errorf("%w: %s closed the connection%s", ErrClosed, s.desc, s.revisionHint())
 		log.Debug("transport: peer closed the connection")
 	case errors.Is(err, syscall.ECONNRESET):
-		err = fmt.Errorf("%w: reading from %s: %w", ErrReset, s.desc, err)
+		err = fmt.Errorf("%w: reading from %s%s: %w", ErrReset, s.desc, s.revisionHint(), err)
 		log.Info("transport: connection reset", "err", err)
 	default:
 		err = fmt.Errorf("%w: reading from %s: %w", ErrClosed, s.desc, err)
@@ -960,6 +984,16 @@ func (s *stream) readFailed(err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.reason
+}
+
+// revisionHint names the peer's protocol revision when it is not this
+// node's: a peer of an older revision closes the connection on a frame it
+// cannot read, and the cause is best named where it shows.
+func (s *stream) revisionHint() string {
+	if s.peer.Revision == Revision {
+		return ""
+	}
+	return fmt.Sprintf(" (%s, this node %d revision %d: a peer of an older revision closes the connection on a frame it cannot read)", &s.peer, Version, Revision)
 }
 
 // refuse counts and logs, at a bounded rate, a connection ended for cause;

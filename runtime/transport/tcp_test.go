@@ -161,7 +161,7 @@ func TestTCPRoundTrip(t *testing.T) {
 	cli := newRecorder()
 	c := dial(t, newTCP(t, "client", nil), l.Addr(), cli)
 
-	if got, want := c.Peer(), (Hello{Version: Version, Node: "server", Group: "g-server", MaxFrame: DefaultMaxFrameSize}); got != want {
+	if got, want := c.Peer(), (Hello{Version: Version, Node: "server", Group: "g-server", MaxFrame: DefaultMaxFrameSize, Revision: Revision, Caps: Caps}); got != want {
 		t.Errorf("client sees peer %+v, want %+v", got, want)
 	}
 	for name, f := range sampleFrames() {

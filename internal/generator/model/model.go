@@ -7,6 +7,8 @@ import (
 	"go/token"
 	"go/types"
 	"time"
+
+	"golang.org/x/tools/go/types/typeutil"
 )
 
 // File is one generated file; it holds exactly one service.
@@ -25,6 +27,9 @@ type File struct {
 	// other files hold.
 	OtherServices []string
 	Service       *Service
+	// Schema is the schema the file records for the next generation to
+	// be checked against: comment lines that go at its end.
+	Schema string
 }
 
 // Service is one //ff:service interface.
@@ -36,6 +41,22 @@ type Service struct {
 	// Codec lists every type that needs its own encode and decode
 	// function, in the order first reached (see NeedsHelper).
 	Codec []types.Type
+	// Numbers holds, per struct type of Codec, the field number of each of
+	// its EncodedFields: what the schema recorded, or new ones.
+	Numbers typeutil.Map // types.Type → []int
+}
+
+// FieldNumbers returns the field numbers of the struct type t, one per
+// encoded field; 1, 2, ... when none are recorded.
+func (s *Service) FieldNumbers(t types.Type) []int {
+	if nums, ok := s.Numbers.At(t).([]int); ok {
+		return nums
+	}
+	var nums []int
+	for range EncodedFields(types.Unalias(t).Underlying().(*types.Struct)) {
+		nums = append(nums, len(nums)+1)
+	}
+	return nums
 }
 
 // Mode mirrors runtime.Mode without importing the runtime.
@@ -50,11 +71,12 @@ const (
 // Method is one method of the service, embedded ones included.
 type Method struct {
 	Name     string
-	Doc      []string // doc comment lines, directives removed
-	CtxName  string   // name of the context parameter ("" or "_" if none)
-	Params   []*Var   // parameters after the context
-	Results  []*Var   // results before the error
-	ErrName  string   // name of the error result, if results are named
+	Pos      token.Pos // of its declaration, for diagnostics
+	Doc      []string  // doc comment lines, directives removed
+	CtxName  string    // name of the context parameter ("" or "_" if none)
+	Params   []*Var    // parameters after the context
+	Results  []*Var    // results before the error
+	ErrName  string    // name of the error result, if results are named
 	Variadic bool
 
 	Mode             Mode

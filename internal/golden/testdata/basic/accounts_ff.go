@@ -229,16 +229,29 @@ type accountsWithdrawArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsWithdrawArgs) AppendFF(b []byte) []byte {
-	b = accountsAppendWithdrawRequest(b, &m.Req)
+	b = accountsAppendWithdrawRequest(b, 1, true, &m.Req)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsWithdrawArgs) UnmarshalFF(b []byte) error {
 	*m = accountsWithdrawArgs{}
-	r := codec.NewReader(b)
-	accountsReadWithdrawRequest(&r, &m.Req)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Req", err)
+			}
+			var e WithdrawRequest
+			if err = accountsReadWithdrawRequest(p, &e); err != nil {
+				return 0, codec.WrapField("Req", err)
+			}
+			m.Req = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsWithdrawReply carries the results of Accounts.Withdraw.
@@ -248,16 +261,29 @@ type accountsWithdrawReply struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsWithdrawReply) AppendFF(b []byte) []byte {
-	b = accountsAppendBalance(b, &m.R0)
+	b = accountsAppendBalance(b, 1, true, &m.R0)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsWithdrawReply) UnmarshalFF(b []byte) error {
 	*m = accountsWithdrawReply{}
-	r := codec.NewReader(b)
-	accountsReadBalance(&r, &m.R0)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			var e Balance
+			if err = accountsReadBalance(p, &e); err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsCloseArgs carries the arguments of Accounts.Close.
@@ -267,16 +293,27 @@ type accountsCloseArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsCloseArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, string(m.ID))
+	if m.ID != "" {
+		b = codec.AppendStringField(b, 1, string(m.ID))
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsCloseArgs) UnmarshalFF(b []byte) error {
 	*m = accountsCloseArgs{}
-	r := codec.NewReader(b)
-	m.ID = AccountID(r.String())
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			m.ID = AccountID(x)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsCloseReply carries the results of Accounts.Close.
@@ -290,8 +327,9 @@ func (m *accountsCloseReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *accountsCloseReply) UnmarshalFF(b []byte) error {
 	*m = accountsCloseReply{}
-	r := codec.NewReader(b)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsDepositArgs carries the arguments of Accounts.Deposit.
@@ -301,16 +339,29 @@ type accountsDepositArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsDepositArgs) AppendFF(b []byte) []byte {
-	b = accountsAppendDepositRequest(b, &m.Req)
+	b = accountsAppendDepositRequest(b, 1, true, &m.Req)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsDepositArgs) UnmarshalFF(b []byte) error {
 	*m = accountsDepositArgs{}
-	r := codec.NewReader(b)
-	accountsReadDepositRequest(&r, &m.Req)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Req", err)
+			}
+			var e DepositRequest
+			if err = accountsReadDepositRequest(p, &e); err != nil {
+				return 0, codec.WrapField("Req", err)
+			}
+			m.Req = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsDepositReply carries the results of Accounts.Deposit.
@@ -320,16 +371,29 @@ type accountsDepositReply struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsDepositReply) AppendFF(b []byte) []byte {
-	b = accountsAppendBalance(b, &m.R0)
+	b = accountsAppendBalance(b, 1, true, &m.R0)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsDepositReply) UnmarshalFF(b []byte) error {
 	*m = accountsDepositReply{}
-	r := codec.NewReader(b)
-	accountsReadBalance(&r, &m.R0)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			var e Balance
+			if err = accountsReadBalance(p, &e); err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsTransferArgs carries the arguments of Accounts.Transfer.
@@ -339,16 +403,29 @@ type accountsTransferArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsTransferArgs) AppendFF(b []byte) []byte {
-	b = accountsAppendTransferRequest(b, &m.Req)
+	b = accountsAppendTransferRequest(b, 1, true, &m.Req)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsTransferArgs) UnmarshalFF(b []byte) error {
 	*m = accountsTransferArgs{}
-	r := codec.NewReader(b)
-	accountsReadTransferRequest(&r, &m.Req)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Req", err)
+			}
+			var e TransferRequest
+			if err = accountsReadTransferRequest(p, &e); err != nil {
+				return 0, codec.WrapField("Req", err)
+			}
+			m.Req = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsTransferReply carries the results of Accounts.Transfer.
@@ -358,16 +435,29 @@ type accountsTransferReply struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsTransferReply) AppendFF(b []byte) []byte {
-	b = accountsAppendBalance(b, &m.R0)
+	b = accountsAppendBalance(b, 1, true, &m.R0)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsTransferReply) UnmarshalFF(b []byte) error {
 	*m = accountsTransferReply{}
-	r := codec.NewReader(b)
-	accountsReadBalance(&r, &m.R0)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			var e Balance
+			if err = accountsReadBalance(p, &e); err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsBalanceArgs carries the arguments of Accounts.Balance.
@@ -377,16 +467,27 @@ type accountsBalanceArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsBalanceArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, string(m.ID))
+	if m.ID != "" {
+		b = codec.AppendStringField(b, 1, string(m.ID))
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsBalanceArgs) UnmarshalFF(b []byte) error {
 	*m = accountsBalanceArgs{}
-	r := codec.NewReader(b)
-	m.ID = AccountID(r.String())
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			m.ID = AccountID(x)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // accountsBalanceReply carries the results of Accounts.Balance.
@@ -396,93 +497,229 @@ type accountsBalanceReply struct {
 
 // AppendFF implements codec.Message.
 func (m *accountsBalanceReply) AppendFF(b []byte) []byte {
-	b = accountsAppendBalance(b, &m.R0)
+	b = accountsAppendBalance(b, 1, true, &m.R0)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *accountsBalanceReply) UnmarshalFF(b []byte) error {
 	*m = accountsBalanceReply{}
-	r := codec.NewReader(b)
-	accountsReadBalance(&r, &m.R0)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			var e Balance
+			if err = accountsReadBalance(p, &e); err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func accountsAppendWithdrawRequest(b []byte, v *WithdrawRequest) []byte {
-	b = codec.AppendString(b, string(v.AccountID))
-	b = codec.AppendVarint(b, int64(v.Amount))
-	return b
+func accountsAppendWithdrawRequest(b []byte, num codec.Number, omit bool, v *WithdrawRequest) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.AccountID != "" {
+		b = codec.AppendStringField(b, 1, string(v.AccountID))
+	}
+	if v.Amount != 0 {
+		b = codec.AppendVarintField(b, 2, int64(v.Amount))
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func accountsReadWithdrawRequest(r *codec.Reader, v *WithdrawRequest) {
-	v.AccountID = AccountID(r.String())
-	v.Amount = Money(r.Varint())
+func accountsReadWithdrawRequest(b []byte, v *WithdrawRequest) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("AccountID", err)
+			}
+			v.AccountID = AccountID(x)
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("Amount", err)
+			}
+			v.Amount = Money(x)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func accountsAppendBalance(b []byte, v *Balance) []byte {
-	b = codec.AppendString(b, string(v.AccountID))
-	b = codec.AppendVarint(b, int64(v.Amount))
-	b = accountsAppendSliceMoney(b, &v.History)
-	return b
+func accountsAppendBalance(b []byte, num codec.Number, omit bool, v *Balance) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.AccountID != "" {
+		b = codec.AppendStringField(b, 1, string(v.AccountID))
+	}
+	if v.Amount != 0 {
+		b = codec.AppendVarintField(b, 2, int64(v.Amount))
+	}
+	b = accountsAppendSliceMoney(b, 3, true, &v.History)
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func accountsReadBalance(r *codec.Reader, v *Balance) {
-	v.AccountID = AccountID(r.String())
-	v.Amount = Money(r.Varint())
-	accountsReadSliceMoney(r, &v.History)
+func accountsReadBalance(b []byte, v *Balance) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("AccountID", err)
+			}
+			v.AccountID = AccountID(x)
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("Amount", err)
+			}
+			v.Amount = Money(x)
+			return n, nil
+		case 3:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("History", err)
+			}
+			var e []Money
+			if err = accountsReadSliceMoney(p, &e); err != nil {
+				return 0, codec.WrapField("History", err)
+			}
+			v.History = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func accountsAppendSliceMoney(b []byte, v *[]Money) []byte {
-	b = codec.AppendUvarint(b, uint64(len(*v)))
+func accountsAppendSliceMoney(b []byte, num codec.Number, omit bool, v *[]Money) []byte {
+	b, mark := codec.BeginMessage(b, num)
 	for i := range *v {
-		b = codec.AppendVarint(b, int64((*v)[i]))
+		b = codec.AppendVarintField(b, 1, int64((*v)[i]))
 	}
-	return b
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func accountsReadSliceMoney(r *codec.Reader, v *[]Money) {
-	n := r.Len32()
-	if n == 0 {
-		*v = nil
-		return
+func accountsReadSliceMoney(b []byte, v *[]Money) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, err
+			}
+			*v = append(*v, Money(x))
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func accountsAppendNotFoundError(b []byte, num codec.Number, omit bool, v *NotFoundError) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.ID != "" {
+		b = codec.AppendStringField(b, 1, string(v.ID))
 	}
-	*v = make([]Money, n)
-	for i := range *v {
-		(*v)[i] = Money(r.Varint())
+	return codec.EndMessage(b, mark, num, omit)
+}
+
+func accountsReadNotFoundError(b []byte, v *NotFoundError) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			v.ID = AccountID(x)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func accountsAppendDepositRequest(b []byte, num codec.Number, omit bool, v *DepositRequest) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.AccountID != "" {
+		b = codec.AppendStringField(b, 1, string(v.AccountID))
 	}
+	if v.Amount != 0 {
+		b = codec.AppendVarintField(b, 2, int64(v.Amount))
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func accountsAppendNotFoundError(b []byte, v *NotFoundError) []byte {
-	b = codec.AppendString(b, string(v.ID))
-	return b
+func accountsReadDepositRequest(b []byte, v *DepositRequest) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("AccountID", err)
+			}
+			v.AccountID = AccountID(x)
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("Amount", err)
+			}
+			v.Amount = Money(x)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func accountsReadNotFoundError(r *codec.Reader, v *NotFoundError) {
-	v.ID = AccountID(r.String())
+func accountsAppendTransferRequest(b []byte, num codec.Number, omit bool, v *TransferRequest) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.From != "" {
+		b = codec.AppendStringField(b, 1, string(v.From))
+	}
+	if v.To != "" {
+		b = codec.AppendStringField(b, 2, string(v.To))
+	}
+	if v.Amount != 0 {
+		b = codec.AppendVarintField(b, 3, int64(v.Amount))
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func accountsAppendDepositRequest(b []byte, v *DepositRequest) []byte {
-	b = codec.AppendString(b, string(v.AccountID))
-	b = codec.AppendVarint(b, int64(v.Amount))
-	return b
-}
-
-func accountsReadDepositRequest(r *codec.Reader, v *DepositRequest) {
-	v.AccountID = AccountID(r.String())
-	v.Amount = Money(r.Varint())
-}
-
-func accountsAppendTransferRequest(b []byte, v *TransferRequest) []byte {
-	b = codec.AppendString(b, string(v.From))
-	b = codec.AppendString(b, string(v.To))
-	b = codec.AppendVarint(b, int64(v.Amount))
-	return b
-}
-
-func accountsReadTransferRequest(r *codec.Reader, v *TransferRequest) {
-	v.From = AccountID(r.String())
-	v.To = AccountID(r.String())
-	v.Amount = Money(r.Varint())
+func accountsReadTransferRequest(b []byte, v *TransferRequest) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("From", err)
+			}
+			v.From = AccountID(x)
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("To", err)
+			}
+			v.To = AccountID(x)
+			return n, nil
+		case 3:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("Amount", err)
+			}
+			v.Amount = Money(x)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 func accountsEncodeNotFoundError(e *NotFoundError) []byte {
@@ -490,13 +727,40 @@ func accountsEncodeNotFoundError(e *NotFoundError) []byte {
 		return nil
 	}
 	var b []byte
-	b = accountsAppendNotFoundError(b, e)
+	b = accountsAppendNotFoundError(b, 1, true, e)
 	return b
 }
 
 func accountsDecodeNotFoundError(_ string, detail []byte) (*NotFoundError, error) {
 	e := new(NotFoundError)
-	r := codec.NewReader(detail)
-	accountsReadNotFoundError(&r, e)
-	return e, r.Done()
+	err := codec.DecodeMessage(detail, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err1 := codec.ConsumeBytesField(in, typ)
+			if err1 != nil {
+				return 0, err1
+			}
+			var e1 NotFoundError
+			if err1 = accountsReadNotFoundError(p, &e1); err1 != nil {
+				return 0, err1
+			}
+			*e = e1
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+	return e, err
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"struct":"WithdrawRequest","fields":[{"name":"AccountID","num":1,"kind":"string"},{"name":"Amount","num":2,"kind":"int64"}]}
+// ffgen:schema {"struct":"Balance","fields":[{"name":"AccountID","num":1,"kind":"string"},{"name":"Amount","num":2,"kind":"int64"},{"name":"History","num":3,"kind":"[]int64"}]}
+// ffgen:schema {"struct":"NotFoundError","fields":[{"name":"ID","num":1,"kind":"string"}]}
+// ffgen:schema {"struct":"DepositRequest","fields":[{"name":"AccountID","num":1,"kind":"string"},{"name":"Amount","num":2,"kind":"int64"}]}
+// ffgen:schema {"struct":"TransferRequest","fields":[{"name":"From","num":1,"kind":"string"},{"name":"To","num":2,"kind":"string"},{"name":"Amount","num":3,"kind":"int64"}]}
+// ffgen:schema {"method":"Withdraw","mode":"failover","entity":"req.AccountID","params":[{"name":"req","num":1,"kind":"struct WithdrawRequest"}],"results":[{"num":1,"kind":"struct Balance"}],"errors":["ErrInsufficientFunds","*NotFoundError","ErrLedgerBusy"]}
+// ffgen:schema {"method":"Close","mode":"failover","entity":"id","params":[{"name":"id","num":1,"kind":"string"}]}
+// ffgen:schema {"method":"Deposit","mode":"scatter","entity":"req.AccountID","params":[{"name":"req","num":1,"kind":"struct DepositRequest"}],"results":[{"num":1,"kind":"struct Balance"}]}
+// ffgen:schema {"method":"Transfer","mode":"scatter","entity":"req.From req.To","params":[{"name":"req","num":1,"kind":"struct TransferRequest"}],"results":[{"num":1,"kind":"struct Balance"}]}
+// ffgen:schema {"method":"Balance","mode":"hedge","entity":"id","params":[{"name":"id","num":1,"kind":"string"}],"results":[{"num":1,"kind":"struct Balance"}]}

@@ -6,6 +6,7 @@ package collisions
 
 import (
 	"context"
+	errors1 "errors"
 	strconv1 "strconv"
 
 	runtime1 "github.com/ffgen/ffgen/runtime"
@@ -176,22 +177,61 @@ type svcGetArgs1 struct {
 
 // AppendFF implements codec.Message.
 func (m *svcGetArgs1) AppendFF(b []byte) []byte {
-	b = codec1.AppendString(b, m.Runtime)
-	b = svcAppendClient1(b, &m.C)
-	b = svcAppendSliceString(b, &m.Args)
-	b = codec1.AppendString(b, m.Err)
+	if m.Runtime != "" {
+		b = codec1.AppendStringField(b, 1, m.Runtime)
+	}
+	b = svcAppendClient1(b, 2, true, &m.C)
+	b = svcAppendSliceString(b, 3, true, &m.Args)
+	if m.Err != "" {
+		b = codec1.AppendStringField(b, 4, m.Err)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *svcGetArgs1) UnmarshalFF(b []byte) error {
 	*m = svcGetArgs1{}
-	r := codec1.NewReader(b)
-	m.Runtime = r.String()
-	svcReadClient(&r, &m.C)
-	svcReadSliceString(&r, &m.Args)
-	m.Err = r.String()
-	return r.Done()
+	return codec1.DecodeMessage(b, func(num codec1.Number, typ codec1.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec1.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("Runtime", err)
+			}
+			m.Runtime = x
+			return n, nil
+		case 2:
+			p, n, err := codec1.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("C", err)
+			}
+			var e Client
+			if err = svcReadClient(p, &e); err != nil {
+				return 0, codec1.WrapField("C", err)
+			}
+			m.C = e
+			return n, nil
+		case 3:
+			p, n, err := codec1.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("Args", err)
+			}
+			var e []string
+			if err = svcReadSliceString(p, &e); err != nil {
+				return 0, codec1.WrapField("Args", err)
+			}
+			m.Args = e
+			return n, nil
+		case 4:
+			x, n, err := codec1.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("Err", err)
+			}
+			m.Err = x
+			return n, nil
+		}
+		return codec1.SkipField(in, num, typ)
+	})
 }
 
 // svcGetReply carries the results of Svc.Get.
@@ -201,16 +241,29 @@ type svcGetReply struct {
 
 // AppendFF implements codec.Message.
 func (m *svcGetReply) AppendFF(b []byte) []byte {
-	b = svcAppendClient1(b, &m.R0)
+	b = svcAppendClient1(b, 1, true, &m.R0)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *svcGetReply) UnmarshalFF(b []byte) error {
 	*m = svcGetReply{}
-	r := codec1.NewReader(b)
-	svcReadClient(&r, &m.R0)
-	return r.Done()
+	return codec1.DecodeMessage(b, func(num codec1.Number, typ codec1.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec1.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("R0", err)
+			}
+			var e Client
+			if err = svcReadClient(p, &e); err != nil {
+				return 0, codec1.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		}
+		return codec1.SkipField(in, num, typ)
+	})
 }
 
 // svcUnnamedArgs carries the arguments of Svc.Unnamed.
@@ -222,20 +275,47 @@ type svcUnnamedArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *svcUnnamedArgs) AppendFF(b []byte) []byte {
-	b = codec1.AppendVarint(b, m.ID)
-	b = codec1.AppendBool(b, m.A1)
-	b = codec1.AppendString(b, m.A2)
+	if m.ID != 0 {
+		b = codec1.AppendVarintField(b, 1, m.ID)
+	}
+	if m.A1 {
+		b = codec1.AppendBoolField(b, 2, m.A1)
+	}
+	if m.A2 != "" {
+		b = codec1.AppendStringField(b, 3, m.A2)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *svcUnnamedArgs) UnmarshalFF(b []byte) error {
 	*m = svcUnnamedArgs{}
-	r := codec1.NewReader(b)
-	m.ID = r.Varint()
-	m.A1 = r.Bool()
-	m.A2 = r.String()
-	return r.Done()
+	return codec1.DecodeMessage(b, func(num codec1.Number, typ codec1.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec1.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec1.WrapField("ID", err)
+			}
+			m.ID = x
+			return n, nil
+		case 2:
+			x, n, err := codec1.ConsumeBoolField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("A1", err)
+			}
+			m.A1 = x
+			return n, nil
+		case 3:
+			x, n, err := codec1.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("A2", err)
+			}
+			m.A2 = x
+			return n, nil
+		}
+		return codec1.SkipField(in, num, typ)
+	})
 }
 
 // svcUnnamedReply carries the results of Svc.Unnamed.
@@ -249,8 +329,9 @@ func (m *svcUnnamedReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *svcUnnamedReply) UnmarshalFF(b []byte) error {
 	*m = svcUnnamedReply{}
-	r := codec1.NewReader(b)
-	return r.Done()
+	return codec1.DecodeMessage(b, func(num codec1.Number, typ codec1.WireType, in []byte) (int, error) {
+		return codec1.SkipField(in, num, typ)
+	})
 }
 
 // svcLocalsArgs carries the arguments of Svc.Locals.
@@ -266,28 +347,93 @@ type svcLocalsArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *svcLocalsArgs) AppendFF(b []byte) []byte {
-	b = codec1.AppendUvarint(b, uint64(m.B))
-	b = svcAppendMapStringInt(b, &m.M)
-	b = codec1.AppendBytes(b, m.R)
-	b = svcAppendPtrClient(b, &m.V)
-	b = svcAppendArray2Client(b, &m.A)
-	b = codec1.AppendString(b, m.Impl)
-	b = codec1.AppendString(b, m.Dst)
+	if m.B != 0 {
+		b = codec1.AppendUvarintField(b, 1, uint64(m.B))
+	}
+	b = svcAppendMapStringInt(b, 2, true, &m.M)
+	if len(m.R) != 0 {
+		b = codec1.AppendBytesField(b, 3, m.R)
+	}
+	b = svcAppendPtrClient(b, 4, true, &m.V)
+	b = svcAppendArray2Client(b, 5, true, &m.A)
+	if m.Impl != "" {
+		b = codec1.AppendStringField(b, 6, m.Impl)
+	}
+	if m.Dst != "" {
+		b = codec1.AppendStringField(b, 7, m.Dst)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *svcLocalsArgs) UnmarshalFF(b []byte) error {
 	*m = svcLocalsArgs{}
-	r := codec1.NewReader(b)
-	m.B = uint16(r.Uvarint())
-	svcReadMapStringInt(&r, &m.M)
-	m.R = append([]byte(nil), r.Bytes()...)
-	svcReadPtrClient(&r, &m.V)
-	svcReadArray2Client(&r, &m.A)
-	m.Impl = r.String()
-	m.Dst = r.String()
-	return r.Done()
+	return codec1.DecodeMessage(b, func(num codec1.Number, typ codec1.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec1.ConsumeUvarintField(in, typ, 16)
+			if err != nil {
+				return 0, codec1.WrapField("B", err)
+			}
+			m.B = uint16(x)
+			return n, nil
+		case 2:
+			p, n, err := codec1.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("M", err)
+			}
+			var e map[string]int
+			if err = svcReadMapStringInt(p, &e); err != nil {
+				return 0, codec1.WrapField("M", err)
+			}
+			m.M = e
+			return n, nil
+		case 3:
+			x, n, err := codec1.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("R", err)
+			}
+			m.R = append([]byte(nil), x...)
+			return n, nil
+		case 4:
+			p, n, err := codec1.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("V", err)
+			}
+			var e *Client
+			if err = svcReadPtrClient(p, &e); err != nil {
+				return 0, codec1.WrapField("V", err)
+			}
+			m.V = e
+			return n, nil
+		case 5:
+			p, n, err := codec1.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("A", err)
+			}
+			var e [2]Client
+			if err = svcReadArray2Client(p, &e); err != nil {
+				return 0, codec1.WrapField("A", err)
+			}
+			m.A = e
+			return n, nil
+		case 6:
+			x, n, err := codec1.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("Impl", err)
+			}
+			m.Impl = x
+			return n, nil
+		case 7:
+			x, n, err := codec1.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("Dst", err)
+			}
+			m.Dst = x
+			return n, nil
+		}
+		return codec1.SkipField(in, num, typ)
+	})
 }
 
 // svcLocalsReply carries the results of Svc.Locals.
@@ -298,18 +444,37 @@ type svcLocalsReply struct {
 
 // AppendFF implements codec.Message.
 func (m *svcLocalsReply) AppendFF(b []byte) []byte {
-	b = codec1.AppendVarint(b, int64(m.Reply))
-	b = codec1.AppendString(b, m.Zero)
+	if m.Reply != 0 {
+		b = codec1.AppendVarintField(b, 1, int64(m.Reply))
+	}
+	if m.Zero != "" {
+		b = codec1.AppendStringField(b, 2, m.Zero)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *svcLocalsReply) UnmarshalFF(b []byte) error {
 	*m = svcLocalsReply{}
-	r := codec1.NewReader(b)
-	m.Reply = int(r.Varint())
-	m.Zero = r.String()
-	return r.Done()
+	return codec1.DecodeMessage(b, func(num codec1.Number, typ codec1.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec1.ConsumeVarintField(in, typ, 0)
+			if err != nil {
+				return 0, codec1.WrapField("Reply", err)
+			}
+			m.Reply = int(x)
+			return n, nil
+		case 2:
+			x, n, err := codec1.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("Zero", err)
+			}
+			m.Zero = x
+			return n, nil
+		}
+		return codec1.SkipField(in, num, typ)
+	})
 }
 
 // svcFailingArgs carries the arguments of Svc.Failing.
@@ -320,18 +485,37 @@ type svcFailingArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *svcFailingArgs) AppendFF(b []byte) []byte {
-	b = codec1.AppendString(b, m.Target)
-	b = codec1.AppendString(b, m.Detail)
+	if m.Target != "" {
+		b = codec1.AppendStringField(b, 1, m.Target)
+	}
+	if m.Detail != "" {
+		b = codec1.AppendStringField(b, 2, m.Detail)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *svcFailingArgs) UnmarshalFF(b []byte) error {
 	*m = svcFailingArgs{}
-	r := codec1.NewReader(b)
-	m.Target = r.String()
-	m.Detail = r.String()
-	return r.Done()
+	return codec1.DecodeMessage(b, func(num codec1.Number, typ codec1.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec1.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("Target", err)
+			}
+			m.Target = x
+			return n, nil
+		case 2:
+			x, n, err := codec1.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("Detail", err)
+			}
+			m.Detail = x
+			return n, nil
+		}
+		return codec1.SkipField(in, num, typ)
+	})
 }
 
 // svcFailingReply carries the results of Svc.Failing.
@@ -345,104 +529,214 @@ func (m *svcFailingReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *svcFailingReply) UnmarshalFF(b []byte) error {
 	*m = svcFailingReply{}
-	r := codec1.NewReader(b)
-	return r.Done()
+	return codec1.DecodeMessage(b, func(num codec1.Number, typ codec1.WireType, in []byte) (int, error) {
+		return codec1.SkipField(in, num, typ)
+	})
 }
 
-func svcAppendClient1(b []byte, v *Client) []byte {
-	b = codec1.AppendString(b, v.Name)
-	return b
+func svcAppendClient1(b []byte, num codec1.Number, omit bool, v *Client) []byte {
+	b, mark := codec1.BeginMessage(b, num)
+	if v.Name != "" {
+		b = codec1.AppendStringField(b, 1, v.Name)
+	}
+	return codec1.EndMessage(b, mark, num, omit)
 }
 
-func svcReadClient(r *codec1.Reader, v *Client) {
-	v.Name = r.String()
+func svcReadClient(b []byte, v *Client) error {
+	return codec1.DecodeMessage(b, func(num codec1.Number, typ codec1.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec1.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("Name", err)
+			}
+			v.Name = x
+			return n, nil
+		}
+		return codec1.SkipField(in, num, typ)
+	})
 }
 
-func svcAppendSliceString(b []byte, v *[]string) []byte {
-	b = codec1.AppendUvarint(b, uint64(len(*v)))
+func svcAppendSliceString(b []byte, num codec1.Number, omit bool, v *[]string) []byte {
+	b, mark := codec1.BeginMessage(b, num)
 	for i := range *v {
-		b = codec1.AppendString(b, (*v)[i])
+		b = codec1.AppendStringField(b, 1, (*v)[i])
 	}
-	return b
+	return codec1.EndMessage(b, mark, num, omit)
 }
 
-func svcReadSliceString(r *codec1.Reader, v *[]string) {
-	n := r.Len32()
-	if n == 0 {
-		*v = nil
-		return
-	}
-	*v = make([]string, n)
-	for i := range *v {
-		(*v)[i] = r.String()
-	}
+func svcReadSliceString(b []byte, v *[]string) error {
+	return codec1.DecodeMessage(b, func(num codec1.Number, typ codec1.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec1.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			*v = append(*v, x)
+			return n, nil
+		}
+		return codec1.SkipField(in, num, typ)
+	})
 }
 
-func svcAppendMapStringInt(b []byte, v *map[string]int) []byte {
-	b = codec1.AppendUvarint(b, uint64(len(*v)))
+func svcAppendMapStringInt(b []byte, num codec1.Number, omit bool, v *map[string]int) []byte {
+	b, mark := codec1.BeginMessage(b, num)
 	for k, e := range *v {
-		b = codec1.AppendString(b, k)
-		b = codec1.AppendVarint(b, int64(e))
+		var entry int
+		b, entry = codec1.BeginMessage(b, 1)
+		if k != "" {
+			b = codec1.AppendStringField(b, 1, k)
+		}
+		if e != 0 {
+			b = codec1.AppendVarintField(b, 2, int64(e))
+		}
+		b = codec1.EndMessage(b, entry, 1, false)
 	}
-	return b
+	return codec1.EndMessage(b, mark, num, omit)
 }
 
-func svcReadMapStringInt(r *codec1.Reader, v *map[string]int) {
-	n := r.Len32()
-	if n == 0 {
-		*v = nil
-		return
-	}
-	*v = make(map[string]int, n)
-	for range n {
-		k := r.String()
-		e := int(r.Varint())
-		(*v)[k] = e
-	}
+func svcReadMapStringInt(b []byte, v *map[string]int) error {
+	return codec1.DecodeMessage(b, func(num codec1.Number, typ codec1.WireType, in []byte) (int, error) {
+		if num == 1 {
+			p, n, err := codec1.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			var k string
+			var e int
+			if err = codec1.DecodeMessage(p, func(num1 codec1.Number, typ1 codec1.WireType, in1 []byte) (int, error) {
+				switch num1 {
+				case 1:
+					x1, n1, err1 := codec1.ConsumeStringField(in1, typ1)
+					if err1 != nil {
+						return 0, err1
+					}
+					k = x1
+					return n1, nil
+				case 2:
+					x1, n1, err1 := codec1.ConsumeVarintField(in1, typ1, 0)
+					if err1 != nil {
+						return 0, err1
+					}
+					e = int(x1)
+					return n1, nil
+				}
+				return codec1.SkipField(in1, num1, typ1)
+			}); err != nil {
+				return 0, err
+			}
+			if *v == nil {
+				*v = make(map[string]int)
+			}
+			(*v)[k] = e
+			return n, nil
+		}
+		return codec1.SkipField(in, num, typ)
+	})
 }
 
-func svcAppendPtrClient(b []byte, v **Client) []byte {
-	if *v == nil {
-		return append(b, 0)
+func svcAppendPtrClient(b []byte, num codec1.Number, omit bool, v **Client) []byte {
+	b, mark := codec1.BeginMessage(b, num)
+	if *v != nil {
+		b = svcAppendClient1(b, 1, false, *v)
 	}
-	b = append(b, 1)
-	b = svcAppendClient1(b, *v)
-	return b
+	return codec1.EndMessage(b, mark, num, omit)
 }
 
-func svcReadPtrClient(r *codec1.Reader, v **Client) {
-	if !r.Bool() {
-		*v = nil
-		return
-	}
-	*v = new(Client)
-	svcReadClient(r, *v)
+func svcReadPtrClient(b []byte, v **Client) error {
+	return codec1.DecodeMessage(b, func(num codec1.Number, typ codec1.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec1.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			var e Client
+			if err = svcReadClient(p, &e); err != nil {
+				return 0, err
+			}
+			*v = new(Client)
+			**v = e
+			return n, nil
+		}
+		return codec1.SkipField(in, num, typ)
+	})
 }
 
-func svcAppendArray2Client(b []byte, v *[2]Client) []byte {
+func svcAppendArray2Client(b []byte, num codec1.Number, omit bool, v *[2]Client) []byte {
+	b, mark := codec1.BeginMessage(b, num)
 	for i := range *v {
-		b = svcAppendClient1(b, &v[i])
+		b = svcAppendClient1(b, 1, false, &v[i])
 	}
-	return b
+	return codec1.EndMessage(b, mark, num, omit)
 }
 
-func svcReadArray2Client(r *codec1.Reader, v *[2]Client) {
-	for i := range v {
-		svcReadClient(r, &v[i])
+func svcReadArray2Client(b []byte, v *[2]Client) error {
+	i := 0
+	return codec1.DecodeMessage(b, func(num codec1.Number, typ codec1.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec1.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			var e Client
+			if err = svcReadClient(p, &e); err != nil {
+				return 0, err
+			}
+			if i >= len(v) {
+				return 0, errors1.New("more than 2 elements for [2]Client")
+			}
+			v[i] = e
+			i++
+			return n, nil
+		}
+		return codec1.SkipField(in, num, typ)
+	})
+}
+
+func svcAppendFailure(b []byte, num codec1.Number, omit bool, v *Failure) []byte {
+	b, mark := codec1.BeginMessage(b, num)
+	if v.target != "" {
+		b = codec1.AppendStringField(b, 1, v.target)
 	}
+	if v.r != "" {
+		b = codec1.AppendStringField(b, 2, v.r)
+	}
+	if v.detail != "" {
+		b = codec1.AppendStringField(b, 3, v.detail)
+	}
+	return codec1.EndMessage(b, mark, num, omit)
 }
 
-func svcAppendFailure(b []byte, v *Failure) []byte {
-	b = codec1.AppendString(b, v.target)
-	b = codec1.AppendString(b, v.r)
-	b = codec1.AppendString(b, v.detail)
-	return b
-}
-
-func svcReadFailure(r *codec1.Reader, v *Failure) {
-	v.target = r.String()
-	v.r = r.String()
-	v.detail = r.String()
+func svcReadFailure(b []byte, v *Failure) error {
+	return codec1.DecodeMessage(b, func(num codec1.Number, typ codec1.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec1.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("target", err)
+			}
+			v.target = x
+			return n, nil
+		case 2:
+			x, n, err := codec1.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("r", err)
+			}
+			v.r = x
+			return n, nil
+		case 3:
+			x, n, err := codec1.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec1.WrapField("detail", err)
+			}
+			v.detail = x
+			return n, nil
+		}
+		return codec1.SkipField(in, num, typ)
+	})
 }
 
 func svcEncodeFailure(e *Failure) []byte {
@@ -450,13 +744,36 @@ func svcEncodeFailure(e *Failure) []byte {
 		return nil
 	}
 	var b []byte
-	b = svcAppendFailure(b, e)
+	b = svcAppendFailure(b, 1, true, e)
 	return b
 }
 
 func svcDecodeFailure(_ string, detail []byte) (*Failure, error) {
 	e := new(Failure)
-	r := codec1.NewReader(detail)
-	svcReadFailure(&r, e)
-	return e, r.Done()
+	err := codec1.DecodeMessage(detail, func(num codec1.Number, typ codec1.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err1 := codec1.ConsumeBytesField(in, typ)
+			if err1 != nil {
+				return 0, err1
+			}
+			var e1 Failure
+			if err1 = svcReadFailure(p, &e1); err1 != nil {
+				return 0, err1
+			}
+			*e = e1
+			return n, nil
+		}
+		return codec1.SkipField(in, num, typ)
+	})
+	return e, err
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"struct":"Client","fields":[{"name":"Name","num":1,"kind":"string"}]}
+// ffgen:schema {"struct":"Failure","fields":[{"name":"target","num":1,"kind":"string"},{"name":"r","num":2,"kind":"string"},{"name":"detail","num":3,"kind":"string"}]}
+// ffgen:schema {"method":"Get","mode":"failover","entity":"runtime","params":[{"name":"runtime","num":1,"kind":"string"},{"name":"c","num":2,"kind":"struct Client"},{"name":"args","num":3,"kind":"[]string"},{"name":"err","num":4,"kind":"string"}],"results":[{"num":1,"kind":"struct Client"}]}
+// ffgen:schema {"method":"Unnamed","mode":"failover","entity":"id","params":[{"name":"id","num":1,"kind":"int64"},{"name":"_","num":2,"kind":"bool"},{"name":"_","num":3,"kind":"string"}]}
+// ffgen:schema {"method":"Locals","mode":"failover","entity":"b","params":[{"name":"b","num":1,"kind":"uint16"},{"name":"m","num":2,"kind":"map[string]int"},{"name":"r","num":3,"kind":"bytes"},{"name":"v","num":4,"kind":"*struct Client"},{"name":"a","num":5,"kind":"[2]struct Client"},{"name":"impl","num":6,"kind":"string"},{"name":"dst","num":7,"kind":"string"}],"results":[{"name":"reply","num":1,"kind":"int"},{"name":"zero","num":2,"kind":"string"}]}
+// ffgen:schema {"method":"Failing","mode":"failover","entity":"target","params":[{"name":"target","num":1,"kind":"string"},{"name":"detail","num":2,"kind":"string"}],"errors":["*Failure"]}

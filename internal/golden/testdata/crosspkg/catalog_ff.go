@@ -120,18 +120,39 @@ type catalogPutArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *catalogPutArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.ID)
-	b = catalogAppendValue(b, &m.V)
+	if m.ID != "" {
+		b = codec.AppendStringField(b, 1, m.ID)
+	}
+	b = catalogAppendValue(b, 2, true, &m.V)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *catalogPutArgs) UnmarshalFF(b []byte) error {
 	*m = catalogPutArgs{}
-	r := codec.NewReader(b)
-	m.ID = r.String()
-	catalogReadValue(&r, &m.V)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			m.ID = x
+			return n, nil
+		case 2:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("V", err)
+			}
+			var e base.Value
+			if err = catalogReadValue(p, &e); err != nil {
+				return 0, codec.WrapField("V", err)
+			}
+			m.V = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // catalogPutReply carries the results of Catalog.Put.
@@ -145,8 +166,9 @@ func (m *catalogPutReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *catalogPutReply) UnmarshalFF(b []byte) error {
 	*m = catalogPutReply{}
-	r := codec.NewReader(b)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // catalogGetArgs carries the arguments of Catalog.Get.
@@ -156,16 +178,27 @@ type catalogGetArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *catalogGetArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.Key)
+	if m.Key != "" {
+		b = codec.AppendStringField(b, 1, m.Key)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *catalogGetArgs) UnmarshalFF(b []byte) error {
 	*m = catalogGetArgs{}
-	r := codec.NewReader(b)
-	m.Key = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			m.Key = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // catalogGetReply carries the results of Catalog.Get.
@@ -175,23 +208,56 @@ type catalogGetReply struct {
 
 // AppendFF implements codec.Message.
 func (m *catalogGetReply) AppendFF(b []byte) []byte {
-	b = catalogAppendValue(b, &m.R0)
+	b = catalogAppendValue(b, 1, true, &m.R0)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *catalogGetReply) UnmarshalFF(b []byte) error {
 	*m = catalogGetReply{}
-	r := codec.NewReader(b)
-	catalogReadValue(&r, &m.R0)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			var e base.Value
+			if err = catalogReadValue(p, &e); err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func catalogAppendValue(b []byte, v *base.Value) []byte {
-	b = codec.AppendVarint(b, int64(v.N))
-	return b
+func catalogAppendValue(b []byte, num codec.Number, omit bool, v *base.Value) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.N != 0 {
+		b = codec.AppendVarintField(b, 1, int64(v.N))
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func catalogReadValue(r *codec.Reader, v *base.Value) {
-	v.N = int(r.Varint())
+func catalogReadValue(b []byte, v *base.Value) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeVarintField(in, typ, 0)
+			if err != nil {
+				return 0, codec.WrapField("N", err)
+			}
+			v.N = int(x)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"struct":"github.com/ffgen/ffgen/internal/golden/testdata/crosspkg/base.Value","fields":[{"name":"N","num":1,"kind":"int"}]}
+// ffgen:schema {"method":"Put","mode":"failover","entity":"id","params":[{"name":"id","num":1,"kind":"string"},{"name":"v","num":2,"kind":"struct github.com/ffgen/ffgen/internal/golden/testdata/crosspkg/base.Value"}]}
+// ffgen:schema {"method":"Get","mode":"failover","entity":"key","params":[{"name":"key","num":1,"kind":"string"}],"results":[{"num":1,"kind":"struct github.com/ffgen/ffgen/internal/golden/testdata/crosspkg/base.Value"}],"errors":["ErrGone","io.EOF"]}

@@ -291,16 +291,29 @@ type ledgerWithdrawArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *ledgerWithdrawArgs) AppendFF(b []byte) []byte {
-	b = ledgerAppendWithdrawal(b, &m.W)
+	b = ledgerAppendWithdrawal(b, 1, true, &m.W)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *ledgerWithdrawArgs) UnmarshalFF(b []byte) error {
 	*m = ledgerWithdrawArgs{}
-	r := codec.NewReader(b)
-	ledgerReadWithdrawal(&r, &m.W)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("W", err)
+			}
+			var e Withdrawal
+			if err = ledgerReadWithdrawal(p, &e); err != nil {
+				return 0, codec.WrapField("W", err)
+			}
+			m.W = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // ledgerWithdrawReply carries the results of Ledger.Withdraw.
@@ -310,16 +323,27 @@ type ledgerWithdrawReply struct {
 
 // AppendFF implements codec.Message.
 func (m *ledgerWithdrawReply) AppendFF(b []byte) []byte {
-	b = codec.AppendVarint(b, m.Balance)
+	if m.Balance != 0 {
+		b = codec.AppendVarintField(b, 1, m.Balance)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *ledgerWithdrawReply) UnmarshalFF(b []byte) error {
 	*m = ledgerWithdrawReply{}
-	r := codec.NewReader(b)
-	m.Balance = r.Varint()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("Balance", err)
+			}
+			m.Balance = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // ledgerDepositArgs carries the arguments of Ledger.Deposit.
@@ -330,18 +354,37 @@ type ledgerDepositArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *ledgerDepositArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.ID)
-	b = codec.AppendVarint(b, m.Amount)
+	if m.ID != "" {
+		b = codec.AppendStringField(b, 1, m.ID)
+	}
+	if m.Amount != 0 {
+		b = codec.AppendVarintField(b, 2, m.Amount)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *ledgerDepositArgs) UnmarshalFF(b []byte) error {
 	*m = ledgerDepositArgs{}
-	r := codec.NewReader(b)
-	m.ID = r.String()
-	m.Amount = r.Varint()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			m.ID = x
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("Amount", err)
+			}
+			m.Amount = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // ledgerDepositReply carries the results of Ledger.Deposit.
@@ -351,16 +394,27 @@ type ledgerDepositReply struct {
 
 // AppendFF implements codec.Message.
 func (m *ledgerDepositReply) AppendFF(b []byte) []byte {
-	b = codec.AppendVarint(b, m.R0)
+	if m.R0 != 0 {
+		b = codec.AppendVarintField(b, 1, m.R0)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *ledgerDepositReply) UnmarshalFF(b []byte) error {
 	*m = ledgerDepositReply{}
-	r := codec.NewReader(b)
-	m.R0 = r.Varint()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // ledgerCloseArgs carries the arguments of Ledger.Close.
@@ -370,16 +424,27 @@ type ledgerCloseArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *ledgerCloseArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.ID)
+	if m.ID != "" {
+		b = codec.AppendStringField(b, 1, m.ID)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *ledgerCloseArgs) UnmarshalFF(b []byte) error {
 	*m = ledgerCloseArgs{}
-	r := codec.NewReader(b)
-	m.ID = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			m.ID = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // ledgerCloseReply carries the results of Ledger.Close.
@@ -393,8 +458,9 @@ func (m *ledgerCloseReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *ledgerCloseReply) UnmarshalFF(b []byte) error {
 	*m = ledgerCloseReply{}
-	r := codec.NewReader(b)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // ledgerSlowArgs carries the arguments of Ledger.Slow.
@@ -405,18 +471,37 @@ type ledgerSlowArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *ledgerSlowArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.ID)
-	b = codec.AppendVarint(b, int64(m.D))
+	if m.ID != "" {
+		b = codec.AppendStringField(b, 1, m.ID)
+	}
+	if m.D != 0 {
+		b = codec.AppendVarintField(b, 2, int64(m.D))
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *ledgerSlowArgs) UnmarshalFF(b []byte) error {
 	*m = ledgerSlowArgs{}
-	r := codec.NewReader(b)
-	m.ID = r.String()
-	m.D = time.Duration(r.Varint())
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			m.ID = x
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("D", err)
+			}
+			m.D = time.Duration(x)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // ledgerSlowReply carries the results of Ledger.Slow.
@@ -430,8 +515,9 @@ func (m *ledgerSlowReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *ledgerSlowReply) UnmarshalFF(b []byte) error {
 	*m = ledgerSlowReply{}
-	r := codec.NewReader(b)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // ledgerFlakyArgs carries the arguments of Ledger.Flaky.
@@ -442,18 +528,39 @@ type ledgerFlakyArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *ledgerFlakyArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.ID)
-	b = ledgerAppendSliceString(b, &m.Notes)
+	if m.ID != "" {
+		b = codec.AppendStringField(b, 1, m.ID)
+	}
+	b = ledgerAppendSliceString(b, 2, true, &m.Notes)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *ledgerFlakyArgs) UnmarshalFF(b []byte) error {
 	*m = ledgerFlakyArgs{}
-	r := codec.NewReader(b)
-	m.ID = r.String()
-	ledgerReadSliceString(&r, &m.Notes)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			m.ID = x
+			return n, nil
+		case 2:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Notes", err)
+			}
+			var e []string
+			if err = ledgerReadSliceString(p, &e); err != nil {
+				return 0, codec.WrapField("Notes", err)
+			}
+			m.Notes = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // ledgerFlakyReply carries the results of Ledger.Flaky.
@@ -464,18 +571,39 @@ type ledgerFlakyReply struct {
 
 // AppendFF implements codec.Message.
 func (m *ledgerFlakyReply) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.R0)
-	b = ledgerAppendSliceString(b, &m.R1)
+	if m.R0 != "" {
+		b = codec.AppendStringField(b, 1, m.R0)
+	}
+	b = ledgerAppendSliceString(b, 2, true, &m.R1)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *ledgerFlakyReply) UnmarshalFF(b []byte) error {
 	*m = ledgerFlakyReply{}
-	r := codec.NewReader(b)
-	m.R0 = r.String()
-	ledgerReadSliceString(&r, &m.R1)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = x
+			return n, nil
+		case 2:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R1", err)
+			}
+			var e []string
+			if err = ledgerReadSliceString(p, &e); err != nil {
+				return 0, codec.WrapField("R1", err)
+			}
+			m.R1 = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // ledgerEchoArgs carries the arguments of Ledger.Echo.
@@ -486,18 +614,39 @@ type ledgerEchoArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *ledgerEchoArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.ID)
-	b = ledgerAppendValues(b, &m.V)
+	if m.ID != "" {
+		b = codec.AppendStringField(b, 1, m.ID)
+	}
+	b = ledgerAppendValues(b, 2, true, &m.V)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *ledgerEchoArgs) UnmarshalFF(b []byte) error {
 	*m = ledgerEchoArgs{}
-	r := codec.NewReader(b)
-	m.ID = r.String()
-	ledgerReadValues(&r, &m.V)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			m.ID = x
+			return n, nil
+		case 2:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("V", err)
+			}
+			var e Values
+			if err = ledgerReadValues(p, &e); err != nil {
+				return 0, codec.WrapField("V", err)
+			}
+			m.V = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // ledgerEchoReply carries the results of Ledger.Echo.
@@ -507,16 +656,29 @@ type ledgerEchoReply struct {
 
 // AppendFF implements codec.Message.
 func (m *ledgerEchoReply) AppendFF(b []byte) []byte {
-	b = ledgerAppendValues(b, &m.R0)
+	b = ledgerAppendValues(b, 1, true, &m.R0)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *ledgerEchoReply) UnmarshalFF(b []byte) error {
 	*m = ledgerEchoReply{}
-	r := codec.NewReader(b)
-	ledgerReadValues(&r, &m.R0)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			var e Values
+			if err = ledgerReadValues(p, &e); err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // ledgerBalanceArgs carries the arguments of Ledger.Balance.
@@ -526,16 +688,27 @@ type ledgerBalanceArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *ledgerBalanceArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.ID)
+	if m.ID != "" {
+		b = codec.AppendStringField(b, 1, m.ID)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *ledgerBalanceArgs) UnmarshalFF(b []byte) error {
 	*m = ledgerBalanceArgs{}
-	r := codec.NewReader(b)
-	m.ID = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			m.ID = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // ledgerBalanceReply carries the results of Ledger.Balance.
@@ -545,98 +718,210 @@ type ledgerBalanceReply struct {
 
 // AppendFF implements codec.Message.
 func (m *ledgerBalanceReply) AppendFF(b []byte) []byte {
-	b = codec.AppendVarint(b, m.R0)
+	if m.R0 != 0 {
+		b = codec.AppendVarintField(b, 1, m.R0)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *ledgerBalanceReply) UnmarshalFF(b []byte) error {
 	*m = ledgerBalanceReply{}
-	r := codec.NewReader(b)
-	m.R0 = r.Varint()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func ledgerAppendWithdrawal(b []byte, v *Withdrawal) []byte {
-	b = codec.AppendString(b, v.Account)
-	b = codec.AppendVarint(b, v.Amount)
-	b = ledgerAppendPtrString(b, &v.Memo)
-	return b
-}
-
-func ledgerReadWithdrawal(r *codec.Reader, v *Withdrawal) {
-	v.Account = r.String()
-	v.Amount = r.Varint()
-	ledgerReadPtrString(r, &v.Memo)
-}
-
-func ledgerAppendPtrString(b []byte, v **string) []byte {
-	if *v == nil {
-		return append(b, 0)
+func ledgerAppendWithdrawal(b []byte, num codec.Number, omit bool, v *Withdrawal) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.Account != "" {
+		b = codec.AppendStringField(b, 1, v.Account)
 	}
-	b = append(b, 1)
-	b = codec.AppendString(b, **v)
-	return b
-}
-
-func ledgerReadPtrString(r *codec.Reader, v **string) {
-	if !r.Bool() {
-		*v = nil
-		return
+	if v.Amount != 0 {
+		b = codec.AppendVarintField(b, 2, v.Amount)
 	}
-	*v = new(string)
-	**v = r.String()
+	b = ledgerAppendPtrString(b, 3, true, &v.Memo)
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func ledgerAppendNotFoundError(b []byte, v *NotFoundError) []byte {
-	b = codec.AppendString(b, v.Account)
-	return b
+func ledgerReadWithdrawal(b []byte, v *Withdrawal) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Account", err)
+			}
+			v.Account = x
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("Amount", err)
+			}
+			v.Amount = x
+			return n, nil
+		case 3:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Memo", err)
+			}
+			var e *string
+			if err = ledgerReadPtrString(p, &e); err != nil {
+				return 0, codec.WrapField("Memo", err)
+			}
+			v.Memo = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func ledgerReadNotFoundError(r *codec.Reader, v *NotFoundError) {
-	v.Account = r.String()
+func ledgerAppendPtrString(b []byte, num codec.Number, omit bool, v **string) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if *v != nil {
+		b = codec.AppendStringField(b, 1, **v)
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func ledgerAppendLimitError(b []byte, v *LimitError) []byte {
-	b = codec.AppendVarint(b, v.Limit)
-	b = ledgerAppendSliceString(b, &v.Tags)
-	return b
+func ledgerReadPtrString(b []byte, v **string) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			*v = new(string)
+			**v = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func ledgerReadLimitError(r *codec.Reader, v *LimitError) {
-	v.Limit = r.Varint()
-	ledgerReadSliceString(r, &v.Tags)
+func ledgerAppendNotFoundError(b []byte, num codec.Number, omit bool, v *NotFoundError) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.Account != "" {
+		b = codec.AppendStringField(b, 1, v.Account)
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func ledgerAppendSliceString(b []byte, v *[]string) []byte {
-	b = codec.AppendUvarint(b, uint64(len(*v)))
+func ledgerReadNotFoundError(b []byte, v *NotFoundError) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Account", err)
+			}
+			v.Account = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func ledgerAppendLimitError(b []byte, num codec.Number, omit bool, v *LimitError) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.Limit != 0 {
+		b = codec.AppendVarintField(b, 1, v.Limit)
+	}
+	b = ledgerAppendSliceString(b, 2, true, &v.Tags)
+	return codec.EndMessage(b, mark, num, omit)
+}
+
+func ledgerReadLimitError(b []byte, v *LimitError) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("Limit", err)
+			}
+			v.Limit = x
+			return n, nil
+		case 2:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Tags", err)
+			}
+			var e []string
+			if err = ledgerReadSliceString(p, &e); err != nil {
+				return 0, codec.WrapField("Tags", err)
+			}
+			v.Tags = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func ledgerAppendSliceString(b []byte, num codec.Number, omit bool, v *[]string) []byte {
+	b, mark := codec.BeginMessage(b, num)
 	for i := range *v {
-		b = codec.AppendString(b, (*v)[i])
+		b = codec.AppendStringField(b, 1, (*v)[i])
 	}
-	return b
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func ledgerReadSliceString(r *codec.Reader, v *[]string) {
-	n := r.Len32()
-	if n == 0 {
-		*v = nil
-		return
-	}
-	*v = make([]string, n)
-	for i := range *v {
-		(*v)[i] = r.String()
-	}
+func ledgerReadSliceString(b []byte, v *[]string) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			*v = append(*v, x)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func ledgerAppendValues(b []byte, v *Values) []byte {
-	b = codec.AppendTime(b, v.At)
-	b = codec.AppendError(b, v.Err)
-	return b
+func ledgerAppendValues(b []byte, num codec.Number, omit bool, v *Values) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if !codec.IsZeroTime(v.At) {
+		b = codec.AppendTimeField(b, 1, v.At)
+	}
+	if v.Err != nil {
+		b = codec.AppendErrorField(b, 2, v.Err)
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func ledgerReadValues(r *codec.Reader, v *Values) {
-	v.At = codec.ReadTime(r)
-	v.Err = codec.ReadError(r)
+func ledgerReadValues(b []byte, v *Values) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeTimeField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("At", err)
+			}
+			v.At = x
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeErrorField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Err", err)
+			}
+			v.Err = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 func ledgerEncodeNotFoundError(e *NotFoundError) []byte {
@@ -644,26 +929,68 @@ func ledgerEncodeNotFoundError(e *NotFoundError) []byte {
 		return nil
 	}
 	var b []byte
-	b = ledgerAppendNotFoundError(b, e)
+	b = ledgerAppendNotFoundError(b, 1, true, e)
 	return b
 }
 
 func ledgerDecodeNotFoundError(_ string, detail []byte) (*NotFoundError, error) {
 	e := new(NotFoundError)
-	r := codec.NewReader(detail)
-	ledgerReadNotFoundError(&r, e)
-	return e, r.Done()
+	err := codec.DecodeMessage(detail, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err1 := codec.ConsumeBytesField(in, typ)
+			if err1 != nil {
+				return 0, err1
+			}
+			var e1 NotFoundError
+			if err1 = ledgerReadNotFoundError(p, &e1); err1 != nil {
+				return 0, err1
+			}
+			*e = e1
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+	return e, err
 }
 
 func ledgerEncodeLimitError(e LimitError) []byte {
 	var b []byte
-	b = ledgerAppendLimitError(b, &e)
+	b = ledgerAppendLimitError(b, 1, true, &e)
 	return b
 }
 
 func ledgerDecodeLimitError(_ string, detail []byte) (LimitError, error) {
 	var e LimitError
-	r := codec.NewReader(detail)
-	ledgerReadLimitError(&r, &e)
-	return e, r.Done()
+	err := codec.DecodeMessage(detail, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err1 := codec.ConsumeBytesField(in, typ)
+			if err1 != nil {
+				return 0, err1
+			}
+			var e1 LimitError
+			if err1 = ledgerReadLimitError(p, &e1); err1 != nil {
+				return 0, err1
+			}
+			e = e1
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+	return e, err
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"struct":"Withdrawal","fields":[{"name":"Account","num":1,"kind":"string"},{"name":"Amount","num":2,"kind":"int64"},{"name":"Memo","num":3,"kind":"*string"}]}
+// ffgen:schema {"struct":"NotFoundError","fields":[{"name":"Account","num":1,"kind":"string"}]}
+// ffgen:schema {"struct":"LimitError","fields":[{"name":"Limit","num":1,"kind":"int64"},{"name":"Tags","num":2,"kind":"[]string"}]}
+// ffgen:schema {"struct":"Values","fields":[{"name":"At","num":1,"kind":"time"},{"name":"Err","num":2,"kind":"error"}]}
+// ffgen:schema {"method":"Withdraw","mode":"failover","entity":"w.Account","params":[{"name":"w","num":1,"kind":"struct Withdrawal"}],"results":[{"name":"balance","num":1,"kind":"int64"}],"errors":["ErrInsufficient","*NotFoundError","LimitError","ErrBusy"]}
+// ffgen:schema {"method":"Deposit","mode":"scatter","entity":"id","params":[{"name":"id","num":1,"kind":"string"},{"name":"amount","num":2,"kind":"int64"}],"results":[{"num":1,"kind":"int64"}]}
+// ffgen:schema {"method":"Close","mode":"failover","entity":"id","params":[{"name":"id","num":1,"kind":"string"}]}
+// ffgen:schema {"method":"Slow","mode":"failover","entity":"id","params":[{"name":"id","num":1,"kind":"string"},{"name":"d","num":2,"kind":"int64"}]}
+// ffgen:schema {"method":"Flaky","mode":"failover","entity":"id","params":[{"name":"id","num":1,"kind":"string"},{"name":"notes","num":2,"kind":"[]string"}],"results":[{"num":1,"kind":"string"},{"num":2,"kind":"[]string"}]}
+// ffgen:schema {"method":"Echo","mode":"failover","entity":"id","params":[{"name":"id","num":1,"kind":"string"},{"name":"v","num":2,"kind":"struct Values"}],"results":[{"num":1,"kind":"struct Values"}]}
+// ffgen:schema {"method":"Balance","mode":"hedge","entity":"id","params":[{"name":"id","num":1,"kind":"string"}],"results":[{"num":1,"kind":"int64"}]}

@@ -151,16 +151,27 @@ type storeDeleteArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *storeDeleteArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.Key)
+	if m.Key != "" {
+		b = codec.AppendStringField(b, 1, m.Key)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *storeDeleteArgs) UnmarshalFF(b []byte) error {
 	*m = storeDeleteArgs{}
-	r := codec.NewReader(b)
-	m.Key = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			m.Key = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // storeDeleteReply carries the results of Store.Delete.
@@ -174,8 +185,9 @@ func (m *storeDeleteReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *storeDeleteReply) UnmarshalFF(b []byte) error {
 	*m = storeDeleteReply{}
-	r := codec.NewReader(b)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // storeGetArgs carries the arguments of Store.Get.
@@ -185,16 +197,27 @@ type storeGetArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *storeGetArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.Key)
+	if m.Key != "" {
+		b = codec.AppendStringField(b, 1, m.Key)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *storeGetArgs) UnmarshalFF(b []byte) error {
 	*m = storeGetArgs{}
-	r := codec.NewReader(b)
-	m.Key = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			m.Key = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // storeGetReply carries the results of Store.Get.
@@ -204,16 +227,27 @@ type storeGetReply struct {
 
 // AppendFF implements codec.Message.
 func (m *storeGetReply) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.R0)
+	if m.R0 != "" {
+		b = codec.AppendStringField(b, 1, m.R0)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *storeGetReply) UnmarshalFF(b []byte) error {
 	*m = storeGetReply{}
-	r := codec.NewReader(b)
-	m.R0 = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // storePutArgs carries the arguments of Store.Put.
@@ -224,18 +258,37 @@ type storePutArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *storePutArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.Key)
-	b = codec.AppendString(b, m.Value)
+	if m.Key != "" {
+		b = codec.AppendStringField(b, 1, m.Key)
+	}
+	if m.Value != "" {
+		b = codec.AppendStringField(b, 2, m.Value)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *storePutArgs) UnmarshalFF(b []byte) error {
 	*m = storePutArgs{}
-	r := codec.NewReader(b)
-	m.Key = r.String()
-	m.Value = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			m.Key = x
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Value", err)
+			}
+			m.Value = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // storePutReply carries the results of Store.Put.
@@ -249,6 +302,13 @@ func (m *storePutReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *storePutReply) UnmarshalFF(b []byte) error {
 	*m = storePutReply{}
-	r := codec.NewReader(b)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		return codec.SkipField(in, num, typ)
+	})
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"method":"Delete","mode":"failover","entity":"key","params":[{"name":"key","num":1,"kind":"string"}]}
+// ffgen:schema {"method":"Get","mode":"failover","entity":"key","params":[{"name":"key","num":1,"kind":"string"}],"results":[{"num":1,"kind":"string"}],"errors":["ErrMissing"]}
+// ffgen:schema {"method":"Put","mode":"failover","entity":"key","params":[{"name":"key","num":1,"kind":"string"},{"name":"value","num":2,"kind":"string"}]}

@@ -87,16 +87,27 @@ type indexLookupArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *indexLookupArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.Name)
+	if m.Name != "" {
+		b = codec.AppendStringField(b, 1, m.Name)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *indexLookupArgs) UnmarshalFF(b []byte) error {
 	*m = indexLookupArgs{}
-	r := codec.NewReader(b)
-	m.Name = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Name", err)
+			}
+			m.Name = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // indexLookupReply carries the results of Index.Lookup.
@@ -106,65 +117,131 @@ type indexLookupReply struct {
 
 // AppendFF implements codec.Message.
 func (m *indexLookupReply) AppendFF(b []byte) []byte {
-	b = codec.AppendVarint(b, m.R0)
+	if m.R0 != 0 {
+		b = codec.AppendVarintField(b, 1, m.R0)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *indexLookupReply) UnmarshalFF(b []byte) error {
 	*m = indexLookupReply{}
-	r := codec.NewReader(b)
-	m.R0 = r.Varint()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func indexAppendNotFoundString(b []byte, v *NotFound[string]) []byte {
-	b = codec.AppendString(b, v.Key)
-	return b
+func indexAppendNotFoundString(b []byte, num codec.Number, omit bool, v *NotFound[string]) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.Key != "" {
+		b = codec.AppendStringField(b, 1, v.Key)
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func indexReadNotFoundString(r *codec.Reader, v *NotFound[string]) {
-	v.Key = r.String()
+func indexReadNotFoundString(b []byte, v *NotFound[string]) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			v.Key = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func indexAppendPairStringSliceInt(b []byte, v *Pair[string, []int]) []byte {
-	b = codec.AppendString(b, v.First)
-	b = indexAppendSliceInt(b, &v.Second)
-	return b
+func indexAppendPairStringSliceInt(b []byte, num codec.Number, omit bool, v *Pair[string, []int]) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.First != "" {
+		b = codec.AppendStringField(b, 1, v.First)
+	}
+	b = indexAppendSliceInt(b, 2, true, &v.Second)
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func indexReadPairStringSliceInt(r *codec.Reader, v *Pair[string, []int]) {
-	v.First = r.String()
-	indexReadSliceInt(r, &v.Second)
+func indexReadPairStringSliceInt(b []byte, v *Pair[string, []int]) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("First", err)
+			}
+			v.First = x
+			return n, nil
+		case 2:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Second", err)
+			}
+			var e []int
+			if err = indexReadSliceInt(p, &e); err != nil {
+				return 0, codec.WrapField("Second", err)
+			}
+			v.Second = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func indexAppendSliceInt(b []byte, v *[]int) []byte {
-	b = codec.AppendUvarint(b, uint64(len(*v)))
+func indexAppendSliceInt(b []byte, num codec.Number, omit bool, v *[]int) []byte {
+	b, mark := codec.BeginMessage(b, num)
 	for i := range *v {
-		b = codec.AppendVarint(b, int64((*v)[i]))
+		b = codec.AppendVarintField(b, 1, int64((*v)[i]))
 	}
-	return b
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func indexReadSliceInt(r *codec.Reader, v *[]int) {
-	n := r.Len32()
-	if n == 0 {
-		*v = nil
-		return
-	}
-	*v = make([]int, n)
-	for i := range *v {
-		(*v)[i] = int(r.Varint())
-	}
+func indexReadSliceInt(b []byte, v *[]int) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeVarintField(in, typ, 0)
+			if err != nil {
+				return 0, err
+			}
+			*v = append(*v, int(x))
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func indexAppendNotFoundInt64(b []byte, v *NotFound[int64]) []byte {
-	b = codec.AppendVarint(b, v.Key)
-	return b
+func indexAppendNotFoundInt64(b []byte, num codec.Number, omit bool, v *NotFound[int64]) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.Key != 0 {
+		b = codec.AppendVarintField(b, 1, v.Key)
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func indexReadNotFoundInt64(r *codec.Reader, v *NotFound[int64]) {
-	v.Key = r.Varint()
+func indexReadNotFoundInt64(b []byte, v *NotFound[int64]) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			v.Key = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 func indexEncodeNotFoundString(e *NotFound[string]) []byte {
@@ -172,28 +249,56 @@ func indexEncodeNotFoundString(e *NotFound[string]) []byte {
 		return nil
 	}
 	var b []byte
-	b = indexAppendNotFoundString(b, e)
+	b = indexAppendNotFoundString(b, 1, true, e)
 	return b
 }
 
 func indexDecodeNotFoundString(_ string, detail []byte) (*NotFound[string], error) {
 	e := new(NotFound[string])
-	r := codec.NewReader(detail)
-	indexReadNotFoundString(&r, e)
-	return e, r.Done()
+	err := codec.DecodeMessage(detail, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err1 := codec.ConsumeBytesField(in, typ)
+			if err1 != nil {
+				return 0, err1
+			}
+			var e1 NotFound[string]
+			if err1 = indexReadNotFoundString(p, &e1); err1 != nil {
+				return 0, err1
+			}
+			*e = e1
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+	return e, err
 }
 
 func indexEncodePairStringSliceInt(e Pair[string, []int]) []byte {
 	var b []byte
-	b = indexAppendPairStringSliceInt(b, &e)
+	b = indexAppendPairStringSliceInt(b, 1, true, &e)
 	return b
 }
 
 func indexDecodePairStringSliceInt(_ string, detail []byte) (Pair[string, []int], error) {
 	var e Pair[string, []int]
-	r := codec.NewReader(detail)
-	indexReadPairStringSliceInt(&r, &e)
-	return e, r.Done()
+	err := codec.DecodeMessage(detail, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err1 := codec.ConsumeBytesField(in, typ)
+			if err1 != nil {
+				return 0, err1
+			}
+			var e1 Pair[string, []int]
+			if err1 = indexReadPairStringSliceInt(p, &e1); err1 != nil {
+				return 0, err1
+			}
+			e = e1
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+	return e, err
 }
 
 func indexEncodeNotFoundInt64(e *NotFound[int64]) []byte {
@@ -201,13 +306,34 @@ func indexEncodeNotFoundInt64(e *NotFound[int64]) []byte {
 		return nil
 	}
 	var b []byte
-	b = indexAppendNotFoundInt64(b, e)
+	b = indexAppendNotFoundInt64(b, 1, true, e)
 	return b
 }
 
 func indexDecodeNotFoundInt64(_ string, detail []byte) (*NotFound[int64], error) {
 	e := new(NotFound[int64])
-	r := codec.NewReader(detail)
-	indexReadNotFoundInt64(&r, e)
-	return e, r.Done()
+	err := codec.DecodeMessage(detail, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err1 := codec.ConsumeBytesField(in, typ)
+			if err1 != nil {
+				return 0, err1
+			}
+			var e1 NotFound[int64]
+			if err1 = indexReadNotFoundInt64(p, &e1); err1 != nil {
+				return 0, err1
+			}
+			*e = e1
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+	return e, err
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"struct":"NotFound[string]","fields":[{"name":"Key","num":1,"kind":"string"}]}
+// ffgen:schema {"struct":"Pair[string, []int]","fields":[{"name":"First","num":1,"kind":"string"},{"name":"Second","num":2,"kind":"[]int"}]}
+// ffgen:schema {"struct":"NotFound[int64]","fields":[{"name":"Key","num":1,"kind":"int64"}]}
+// ffgen:schema {"method":"Lookup","mode":"failover","entity":"name","params":[{"name":"name","num":1,"kind":"string"}],"results":[{"num":1,"kind":"int64"}],"errors":["*NotFound[string]","Pair[string, []int]","*NotFound[int64]"]}

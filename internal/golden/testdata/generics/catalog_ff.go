@@ -108,16 +108,29 @@ type catalogListArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *catalogListArgs) AppendFF(b []byte) []byte {
-	b = catalogAppendPairStringInt(b, &m.Cursor)
+	b = catalogAppendPairStringInt(b, 1, true, &m.Cursor)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *catalogListArgs) UnmarshalFF(b []byte) error {
 	*m = catalogListArgs{}
-	r := codec.NewReader(b)
-	catalogReadPairStringInt(&r, &m.Cursor)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Cursor", err)
+			}
+			var e Pair[string, int]
+			if err = catalogReadPairStringInt(p, &e); err != nil {
+				return 0, codec.WrapField("Cursor", err)
+			}
+			m.Cursor = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // catalogListReply carries the results of Catalog.List.
@@ -127,16 +140,29 @@ type catalogListReply struct {
 
 // AppendFF implements codec.Message.
 func (m *catalogListReply) AppendFF(b []byte) []byte {
-	b = catalogAppendPageItem(b, &m.R0)
+	b = catalogAppendPageItem(b, 1, true, &m.R0)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *catalogListReply) UnmarshalFF(b []byte) error {
 	*m = catalogListReply{}
-	r := codec.NewReader(b)
-	catalogReadPageItem(&r, &m.R0)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			var e Page[Item]
+			if err = catalogReadPageItem(p, &e); err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // catalogAliasesArgs carries the arguments of Catalog.Aliases.
@@ -149,22 +175,63 @@ type catalogAliasesArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *catalogAliasesArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.ID)
-	b = catalogAppendSliceItem(b, &m.Items)
-	b = catalogAppendPageItem(b, &m.Page)
-	b = catalogAppendMapStringBool(b, &m.Tags)
+	if m.ID != "" {
+		b = codec.AppendStringField(b, 1, m.ID)
+	}
+	b = catalogAppendSliceItem(b, 2, true, &m.Items)
+	b = catalogAppendPageItem(b, 3, true, &m.Page)
+	b = catalogAppendMapStringBool(b, 4, true, &m.Tags)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *catalogAliasesArgs) UnmarshalFF(b []byte) error {
 	*m = catalogAliasesArgs{}
-	r := codec.NewReader(b)
-	m.ID = r.String()
-	catalogReadSliceItem(&r, &m.Items)
-	catalogReadPageItem(&r, &m.Page)
-	catalogReadMapStringBool(&r, &m.Tags)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			m.ID = x
+			return n, nil
+		case 2:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Items", err)
+			}
+			var e Items
+			if err = catalogReadSliceItem(p, &e); err != nil {
+				return 0, codec.WrapField("Items", err)
+			}
+			m.Items = e
+			return n, nil
+		case 3:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Page", err)
+			}
+			var e PageOfItem
+			if err = catalogReadPageItem(p, &e); err != nil {
+				return 0, codec.WrapField("Page", err)
+			}
+			m.Page = e
+			return n, nil
+		case 4:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Tags", err)
+			}
+			var e Set[string]
+			if err = catalogReadMapStringBool(p, &e); err != nil {
+				return 0, codec.WrapField("Tags", err)
+			}
+			m.Tags = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // catalogAliasesReply carries the results of Catalog.Aliases.
@@ -174,155 +241,328 @@ type catalogAliasesReply struct {
 
 // AppendFF implements codec.Message.
 func (m *catalogAliasesReply) AppendFF(b []byte) []byte {
-	b = catalogAppendPageString(b, &m.R0)
+	b = catalogAppendPageString(b, 1, true, &m.R0)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *catalogAliasesReply) UnmarshalFF(b []byte) error {
 	*m = catalogAliasesReply{}
-	r := codec.NewReader(b)
-	catalogReadPageString(&r, &m.R0)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			var e Page[string]
+			if err = catalogReadPageString(p, &e); err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func catalogAppendPairStringInt(b []byte, v *Pair[string, int]) []byte {
-	b = codec.AppendString(b, v.Key)
-	b = codec.AppendVarint(b, int64(v.Val))
-	return b
+func catalogAppendPairStringInt(b []byte, num codec.Number, omit bool, v *Pair[string, int]) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.Key != "" {
+		b = codec.AppendStringField(b, 1, v.Key)
+	}
+	if v.Val != 0 {
+		b = codec.AppendVarintField(b, 2, int64(v.Val))
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func catalogReadPairStringInt(r *codec.Reader, v *Pair[string, int]) {
-	v.Key = r.String()
-	v.Val = int(r.Varint())
+func catalogReadPairStringInt(b []byte, v *Pair[string, int]) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			v.Key = x
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeVarintField(in, typ, 0)
+			if err != nil {
+				return 0, codec.WrapField("Val", err)
+			}
+			v.Val = int(x)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func catalogAppendPageItem(b []byte, v *Page[Item]) []byte {
-	b = catalogAppendSliceItem(b, &v.Items)
-	b = catalogAppendPtrPageItem(b, &v.Next)
-	return b
+func catalogAppendPageItem(b []byte, num codec.Number, omit bool, v *Page[Item]) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	b = catalogAppendSliceItem(b, 1, true, &v.Items)
+	b = catalogAppendPtrPageItem(b, 2, true, &v.Next)
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func catalogReadPageItem(r *codec.Reader, v *Page[Item]) {
-	catalogReadSliceItem(r, &v.Items)
-	catalogReadPtrPageItem(r, &v.Next)
+func catalogReadPageItem(b []byte, v *Page[Item]) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Items", err)
+			}
+			var e []Item
+			if err = catalogReadSliceItem(p, &e); err != nil {
+				return 0, codec.WrapField("Items", err)
+			}
+			v.Items = e
+			return n, nil
+		case 2:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Next", err)
+			}
+			var e *Page[Item]
+			if err = catalogReadPtrPageItem(p, &e); err != nil {
+				return 0, codec.WrapField("Next", err)
+			}
+			v.Next = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func catalogAppendSliceItem(b []byte, v *[]Item) []byte {
-	b = codec.AppendUvarint(b, uint64(len(*v)))
+func catalogAppendSliceItem(b []byte, num codec.Number, omit bool, v *[]Item) []byte {
+	b, mark := codec.BeginMessage(b, num)
 	for i := range *v {
-		b = catalogAppendItem(b, &(*v)[i])
+		b = catalogAppendItem(b, 1, false, &(*v)[i])
 	}
-	return b
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func catalogReadSliceItem(r *codec.Reader, v *[]Item) {
-	n := r.Len32()
-	if n == 0 {
-		*v = nil
-		return
+func catalogReadSliceItem(b []byte, v *[]Item) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			var e Item
+			if err = catalogReadItem(p, &e); err != nil {
+				return 0, err
+			}
+			*v = append(*v, e)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func catalogAppendItem(b []byte, num codec.Number, omit bool, v *Item) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.Name != "" {
+		b = codec.AppendStringField(b, 1, v.Name)
 	}
-	*v = make([]Item, n)
-	for i := range *v {
-		catalogReadItem(r, &(*v)[i])
+	return codec.EndMessage(b, mark, num, omit)
+}
+
+func catalogReadItem(b []byte, v *Item) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Name", err)
+			}
+			v.Name = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func catalogAppendPtrPageItem(b []byte, num codec.Number, omit bool, v **Page[Item]) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if *v != nil {
+		b = catalogAppendPageItem(b, 1, false, *v)
 	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func catalogAppendItem(b []byte, v *Item) []byte {
-	b = codec.AppendString(b, v.Name)
-	return b
+func catalogReadPtrPageItem(b []byte, v **Page[Item]) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			var e Page[Item]
+			if err = catalogReadPageItem(p, &e); err != nil {
+				return 0, err
+			}
+			*v = new(Page[Item])
+			**v = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func catalogReadItem(r *codec.Reader, v *Item) {
-	v.Name = r.String()
-}
-
-func catalogAppendPtrPageItem(b []byte, v **Page[Item]) []byte {
-	if *v == nil {
-		return append(b, 0)
-	}
-	b = append(b, 1)
-	b = catalogAppendPageItem(b, *v)
-	return b
-}
-
-func catalogReadPtrPageItem(r *codec.Reader, v **Page[Item]) {
-	if !r.Bool() {
-		*v = nil
-		return
-	}
-	*v = new(Page[Item])
-	catalogReadPageItem(r, *v)
-}
-
-func catalogAppendMapStringBool(b []byte, v *Set[string]) []byte {
-	b = codec.AppendUvarint(b, uint64(len(*v)))
+func catalogAppendMapStringBool(b []byte, num codec.Number, omit bool, v *Set[string]) []byte {
+	b, mark := codec.BeginMessage(b, num)
 	for k, e := range *v {
-		b = codec.AppendString(b, k)
-		b = codec.AppendBool(b, e)
+		var entry int
+		b, entry = codec.BeginMessage(b, 1)
+		if k != "" {
+			b = codec.AppendStringField(b, 1, k)
+		}
+		if e {
+			b = codec.AppendBoolField(b, 2, e)
+		}
+		b = codec.EndMessage(b, entry, 1, false)
 	}
-	return b
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func catalogReadMapStringBool(r *codec.Reader, v *Set[string]) {
-	n := r.Len32()
-	if n == 0 {
-		*v = nil
-		return
-	}
-	*v = make(Set[string], n)
-	for range n {
-		k := r.String()
-		e := r.Bool()
-		(*v)[k] = e
-	}
+func catalogReadMapStringBool(b []byte, v *Set[string]) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		if num == 1 {
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			var k string
+			var e bool
+			if err = codec.DecodeMessage(p, func(num1 codec.Number, typ1 codec.WireType, in1 []byte) (int, error) {
+				switch num1 {
+				case 1:
+					x1, n1, err1 := codec.ConsumeStringField(in1, typ1)
+					if err1 != nil {
+						return 0, err1
+					}
+					k = x1
+					return n1, nil
+				case 2:
+					x1, n1, err1 := codec.ConsumeBoolField(in1, typ1)
+					if err1 != nil {
+						return 0, err1
+					}
+					e = x1
+					return n1, nil
+				}
+				return codec.SkipField(in1, num1, typ1)
+			}); err != nil {
+				return 0, err
+			}
+			if *v == nil {
+				*v = make(Set[string])
+			}
+			(*v)[k] = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func catalogAppendPageString(b []byte, v *Page[string]) []byte {
-	b = catalogAppendSliceString(b, &v.Items)
-	b = catalogAppendPtrPageString(b, &v.Next)
-	return b
+func catalogAppendPageString(b []byte, num codec.Number, omit bool, v *Page[string]) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	b = catalogAppendSliceString(b, 1, true, &v.Items)
+	b = catalogAppendPtrPageString(b, 2, true, &v.Next)
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func catalogReadPageString(r *codec.Reader, v *Page[string]) {
-	catalogReadSliceString(r, &v.Items)
-	catalogReadPtrPageString(r, &v.Next)
+func catalogReadPageString(b []byte, v *Page[string]) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Items", err)
+			}
+			var e []string
+			if err = catalogReadSliceString(p, &e); err != nil {
+				return 0, codec.WrapField("Items", err)
+			}
+			v.Items = e
+			return n, nil
+		case 2:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Next", err)
+			}
+			var e *Page[string]
+			if err = catalogReadPtrPageString(p, &e); err != nil {
+				return 0, codec.WrapField("Next", err)
+			}
+			v.Next = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func catalogAppendSliceString(b []byte, v *[]string) []byte {
-	b = codec.AppendUvarint(b, uint64(len(*v)))
+func catalogAppendSliceString(b []byte, num codec.Number, omit bool, v *[]string) []byte {
+	b, mark := codec.BeginMessage(b, num)
 	for i := range *v {
-		b = codec.AppendString(b, (*v)[i])
+		b = codec.AppendStringField(b, 1, (*v)[i])
 	}
-	return b
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func catalogReadSliceString(r *codec.Reader, v *[]string) {
-	n := r.Len32()
-	if n == 0 {
-		*v = nil
-		return
-	}
-	*v = make([]string, n)
-	for i := range *v {
-		(*v)[i] = r.String()
-	}
+func catalogReadSliceString(b []byte, v *[]string) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			*v = append(*v, x)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func catalogAppendPtrPageString(b []byte, v **Page[string]) []byte {
-	if *v == nil {
-		return append(b, 0)
+func catalogAppendPtrPageString(b []byte, num codec.Number, omit bool, v **Page[string]) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if *v != nil {
+		b = catalogAppendPageString(b, 1, false, *v)
 	}
-	b = append(b, 1)
-	b = catalogAppendPageString(b, *v)
-	return b
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func catalogReadPtrPageString(r *codec.Reader, v **Page[string]) {
-	if !r.Bool() {
-		*v = nil
-		return
-	}
-	*v = new(Page[string])
-	catalogReadPageString(r, *v)
+func catalogReadPtrPageString(b []byte, v **Page[string]) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			var e Page[string]
+			if err = catalogReadPageString(p, &e); err != nil {
+				return 0, err
+			}
+			*v = new(Page[string])
+			**v = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"struct":"Pair[string, int]","fields":[{"name":"Key","num":1,"kind":"string"},{"name":"Val","num":2,"kind":"int"}]}
+// ffgen:schema {"struct":"Page[Item]","fields":[{"name":"Items","num":1,"kind":"[]struct Item"},{"name":"Next","num":2,"kind":"*struct Page[Item]"}]}
+// ffgen:schema {"struct":"Item","fields":[{"name":"Name","num":1,"kind":"string"}]}
+// ffgen:schema {"struct":"Page[string]","fields":[{"name":"Items","num":1,"kind":"[]string"},{"name":"Next","num":2,"kind":"*struct Page[string]"}]}
+// ffgen:schema {"method":"List","mode":"failover","entity":"cursor.Key","params":[{"name":"cursor","num":1,"kind":"struct Pair[string, int]"}],"results":[{"num":1,"kind":"struct Page[Item]"}]}
+// ffgen:schema {"method":"Aliases","mode":"failover","entity":"id","params":[{"name":"id","num":1,"kind":"string"},{"name":"items","num":2,"kind":"[]struct Item"},{"name":"page","num":3,"kind":"struct PageOfItem"},{"name":"tags","num":4,"kind":"map[string]bool"}],"results":[{"num":1,"kind":"struct Page[string]"}]}

@@ -94,20 +94,49 @@ type indexLookupArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *indexLookupArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, string(m.ID))
-	b = indexAppendKey(b, &m.Key)
-	b = codec.AppendTime(b, m.At)
+	if m.ID != "" {
+		b = codec.AppendStringField(b, 1, string(m.ID))
+	}
+	b = indexAppendKey(b, 2, true, &m.Key)
+	if !codec.IsZeroTime(m.At) {
+		b = codec.AppendTimeField(b, 3, m.At)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *indexLookupArgs) UnmarshalFF(b []byte) error {
 	*m = indexLookupArgs{}
-	r := codec.NewReader(b)
-	m.ID = x1.ID(r.String())
-	indexReadKey(&r, &m.Key)
-	m.At = codec.ReadTime(&r)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x3, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			m.ID = x1.ID(x3)
+			return n, nil
+		case 2:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			var e x2.Key
+			if err = indexReadKey(p, &e); err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			m.Key = e
+			return n, nil
+		case 3:
+			x3, n, err := codec.ConsumeTimeField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("At", err)
+			}
+			m.At = x3
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // indexLookupReply carries the results of Index.Lookup.
@@ -118,84 +147,190 @@ type indexLookupReply struct {
 
 // AppendFF implements codec.Message.
 func (m *indexLookupReply) AppendFF(b []byte) []byte {
-	b = indexAppendMapIDSliceKey(b, &m.R0)
-	b = codec.AppendVarint(b, int64(m.R1))
+	b = indexAppendMapIDSliceKey(b, 1, true, &m.R0)
+	if m.R1 != 0 {
+		b = codec.AppendVarintField(b, 2, int64(m.R1))
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *indexLookupReply) UnmarshalFF(b []byte) error {
 	*m = indexLookupReply{}
-	r := codec.NewReader(b)
-	indexReadMapIDSliceKey(&r, &m.R0)
-	m.R1 = time.Duration(r.Varint())
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			var e map[x1.ID][]x2.Key
+			if err = indexReadMapIDSliceKey(p, &e); err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		case 2:
+			x3, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("R1", err)
+			}
+			m.R1 = time.Duration(x3)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func indexAppendKey(b []byte, v *x2.Key) []byte {
-	b = codec.AppendVarint(b, int64(v.Shard))
-	return b
+func indexAppendKey(b []byte, num codec.Number, omit bool, v *x2.Key) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.Shard != 0 {
+		b = codec.AppendVarintField(b, 1, int64(v.Shard))
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func indexReadKey(r *codec.Reader, v *x2.Key) {
-	v.Shard = int(r.Varint())
+func indexReadKey(b []byte, v *x2.Key) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x3, n, err := codec.ConsumeVarintField(in, typ, 0)
+			if err != nil {
+				return 0, codec.WrapField("Shard", err)
+			}
+			v.Shard = int(x3)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func indexAppendMapIDSliceKey(b []byte, v *map[x1.ID][]x2.Key) []byte {
-	b = codec.AppendUvarint(b, uint64(len(*v)))
+func indexAppendMapIDSliceKey(b []byte, num codec.Number, omit bool, v *map[x1.ID][]x2.Key) []byte {
+	b, mark := codec.BeginMessage(b, num)
 	for k, e := range *v {
-		b = codec.AppendString(b, string(k))
-		b = indexAppendSliceKey(b, &e)
+		var entry int
+		b, entry = codec.BeginMessage(b, 1)
+		if k != "" {
+			b = codec.AppendStringField(b, 1, string(k))
+		}
+		b = indexAppendSliceKey(b, 2, true, &e)
+		b = codec.EndMessage(b, entry, 1, false)
 	}
-	return b
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func indexReadMapIDSliceKey(r *codec.Reader, v *map[x1.ID][]x2.Key) {
-	n := r.Len32()
-	if n == 0 {
-		*v = nil
-		return
-	}
-	*v = make(map[x1.ID][]x2.Key, n)
-	for range n {
-		k := x1.ID(r.String())
-		var e []x2.Key
-		indexReadSliceKey(r, &e)
-		(*v)[k] = e
-	}
+func indexReadMapIDSliceKey(b []byte, v *map[x1.ID][]x2.Key) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		if num == 1 {
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			var k x1.ID
+			var e []x2.Key
+			if err = codec.DecodeMessage(p, func(num1 codec.Number, typ1 codec.WireType, in1 []byte) (int, error) {
+				switch num1 {
+				case 1:
+					x4, n1, err1 := codec.ConsumeStringField(in1, typ1)
+					if err1 != nil {
+						return 0, err1
+					}
+					k = x1.ID(x4)
+					return n1, nil
+				case 2:
+					p1, n1, err1 := codec.ConsumeBytesField(in1, typ1)
+					if err1 != nil {
+						return 0, err1
+					}
+					var e2 []x2.Key
+					if err1 = indexReadSliceKey(p1, &e2); err1 != nil {
+						return 0, err1
+					}
+					e = e2
+					return n1, nil
+				}
+				return codec.SkipField(in1, num1, typ1)
+			}); err != nil {
+				return 0, err
+			}
+			if *v == nil {
+				*v = make(map[x1.ID][]x2.Key)
+			}
+			(*v)[k] = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func indexAppendSliceKey(b []byte, v *[]x2.Key) []byte {
-	b = codec.AppendUvarint(b, uint64(len(*v)))
+func indexAppendSliceKey(b []byte, num codec.Number, omit bool, v *[]x2.Key) []byte {
+	b, mark := codec.BeginMessage(b, num)
 	for i := range *v {
-		b = indexAppendKey(b, &(*v)[i])
+		b = indexAppendKey(b, 1, false, &(*v)[i])
 	}
-	return b
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func indexReadSliceKey(r *codec.Reader, v *[]x2.Key) {
-	n := r.Len32()
-	if n == 0 {
-		*v = nil
-		return
-	}
-	*v = make([]x2.Key, n)
-	for i := range *v {
-		indexReadKey(r, &(*v)[i])
-	}
+func indexReadSliceKey(b []byte, v *[]x2.Key) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			var e x2.Key
+			if err = indexReadKey(p, &e); err != nil {
+				return 0, err
+			}
+			*v = append(*v, e)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func indexAppendPathError(b []byte, v *fs.PathError) []byte {
-	b = codec.AppendString(b, v.Op)
-	b = codec.AppendString(b, v.Path)
-	b = codec.AppendError(b, v.Err)
-	return b
+func indexAppendPathError(b []byte, num codec.Number, omit bool, v *fs.PathError) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.Op != "" {
+		b = codec.AppendStringField(b, 1, v.Op)
+	}
+	if v.Path != "" {
+		b = codec.AppendStringField(b, 2, v.Path)
+	}
+	if v.Err != nil {
+		b = codec.AppendErrorField(b, 3, v.Err)
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func indexReadPathError(r *codec.Reader, v *fs.PathError) {
-	v.Op = r.String()
-	v.Path = r.String()
-	v.Err = codec.ReadError(r)
+func indexReadPathError(b []byte, v *fs.PathError) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x3, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Op", err)
+			}
+			v.Op = x3
+			return n, nil
+		case 2:
+			x3, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Path", err)
+			}
+			v.Path = x3
+			return n, nil
+		case 3:
+			x3, n, err := codec.ConsumeErrorField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Err", err)
+			}
+			v.Err = x3
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 func indexEncodePathError(e *fs.PathError) []byte {
@@ -203,13 +338,33 @@ func indexEncodePathError(e *fs.PathError) []byte {
 		return nil
 	}
 	var b []byte
-	b = indexAppendPathError(b, e)
+	b = indexAppendPathError(b, 1, true, e)
 	return b
 }
 
 func indexDecodePathError(_ string, detail []byte) (*fs.PathError, error) {
 	e := new(fs.PathError)
-	r := codec.NewReader(detail)
-	indexReadPathError(&r, e)
-	return e, r.Done()
+	err := codec.DecodeMessage(detail, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err1 := codec.ConsumeBytesField(in, typ)
+			if err1 != nil {
+				return 0, err1
+			}
+			var e1 fs.PathError
+			if err1 = indexReadPathError(p, &e1); err1 != nil {
+				return 0, err1
+			}
+			*e = e1
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+	return e, err
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"struct":"github.com/ffgen/ffgen/internal/golden/testdata/imports/b/x.Key","fields":[{"name":"Shard","num":1,"kind":"int"}]}
+// ffgen:schema {"struct":"io/fs.PathError","fields":[{"name":"Op","num":1,"kind":"string"},{"name":"Path","num":2,"kind":"string"},{"name":"Err","num":3,"kind":"error"}]}
+// ffgen:schema {"method":"Lookup","mode":"failover","entity":"id","params":[{"name":"id","num":1,"kind":"string"},{"name":"key","num":2,"kind":"struct github.com/ffgen/ffgen/internal/golden/testdata/imports/b/x.Key"},{"name":"at","num":3,"kind":"time"}],"results":[{"num":1,"kind":"map[string][]struct github.com/ffgen/ffgen/internal/golden/testdata/imports/b/x.Key"},{"num":2,"kind":"int64"}],"errors":["io.EOF","*fs.PathError","io.ErrUnexpectedEOF"]}

@@ -75,16 +75,27 @@ type readsGetArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *readsGetArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.Key)
+	if m.Key != "" {
+		b = codec.AppendStringField(b, 1, m.Key)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *readsGetArgs) UnmarshalFF(b []byte) error {
 	*m = readsGetArgs{}
-	r := codec.NewReader(b)
-	m.Key = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			m.Key = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // readsGetReply carries the results of Reads.Get.
@@ -94,14 +105,29 @@ type readsGetReply struct {
 
 // AppendFF implements codec.Message.
 func (m *readsGetReply) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.R0)
+	if m.R0 != "" {
+		b = codec.AppendStringField(b, 1, m.R0)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *readsGetReply) UnmarshalFF(b []byte) error {
 	*m = readsGetReply{}
-	r := codec.NewReader(b)
-	m.R0 = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"method":"Get","mode":"failover","entity":"key","params":[{"name":"key","num":1,"kind":"string"}],"results":[{"num":1,"kind":"string"}]}

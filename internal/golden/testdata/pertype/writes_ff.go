@@ -72,18 +72,37 @@ type writesPutArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *writesPutArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.Key)
-	b = codec.AppendString(b, m.Value)
+	if m.Key != "" {
+		b = codec.AppendStringField(b, 1, m.Key)
+	}
+	if m.Value != "" {
+		b = codec.AppendStringField(b, 2, m.Value)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *writesPutArgs) UnmarshalFF(b []byte) error {
 	*m = writesPutArgs{}
-	r := codec.NewReader(b)
-	m.Key = r.String()
-	m.Value = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			m.Key = x
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Value", err)
+			}
+			m.Value = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // writesPutReply carries the results of Writes.Put.
@@ -97,6 +116,11 @@ func (m *writesPutReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *writesPutReply) UnmarshalFF(b []byte) error {
 	*m = writesPutReply{}
-	r := codec.NewReader(b)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		return codec.SkipField(in, num, typ)
+	})
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"method":"Put","mode":"failover","entity":"key","params":[{"name":"key","num":1,"kind":"string"},{"name":"value","num":2,"kind":"string"}]}

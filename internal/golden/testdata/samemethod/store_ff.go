@@ -107,16 +107,27 @@ type storeGetArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *storeGetArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.Key)
+	if m.Key != "" {
+		b = codec.AppendStringField(b, 1, m.Key)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *storeGetArgs) UnmarshalFF(b []byte) error {
 	*m = storeGetArgs{}
-	r := codec.NewReader(b)
-	m.Key = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			m.Key = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // storeGetReply carries the results of Store.Get.
@@ -126,16 +137,27 @@ type storeGetReply struct {
 
 // AppendFF implements codec.Message.
 func (m *storeGetReply) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.R0)
+	if m.R0 != "" {
+		b = codec.AppendStringField(b, 1, m.R0)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *storeGetReply) UnmarshalFF(b []byte) error {
 	*m = storeGetReply{}
-	r := codec.NewReader(b)
-	m.R0 = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // storeEvictArgs carries the arguments of Store.Evict.
@@ -145,16 +167,27 @@ type storeEvictArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *storeEvictArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.Key)
+	if m.Key != "" {
+		b = codec.AppendStringField(b, 1, m.Key)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *storeEvictArgs) UnmarshalFF(b []byte) error {
 	*m = storeEvictArgs{}
-	r := codec.NewReader(b)
-	m.Key = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			m.Key = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // storeEvictReply carries the results of Store.Evict.
@@ -168,6 +201,12 @@ func (m *storeEvictReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *storeEvictReply) UnmarshalFF(b []byte) error {
 	*m = storeEvictReply{}
-	r := codec.NewReader(b)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		return codec.SkipField(in, num, typ)
+	})
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"method":"Get","mode":"hedge","entity":"key","params":[{"name":"key","num":1,"kind":"string"}],"results":[{"num":1,"kind":"string"}]}
+// ffgen:schema {"method":"Evict","mode":"failover","entity":"key","params":[{"name":"key","num":1,"kind":"string"}]}

@@ -71,16 +71,27 @@ type a_BGetArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *a_BGetArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.ID)
+	if m.ID != "" {
+		b = codec.AppendStringField(b, 1, m.ID)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *a_BGetArgs) UnmarshalFF(b []byte) error {
 	*m = a_BGetArgs{}
-	r := codec.NewReader(b)
-	m.ID = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			m.ID = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // a_BGetReply carries the results of A.BGet.
@@ -94,6 +105,11 @@ func (m *a_BGetReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *a_BGetReply) UnmarshalFF(b []byte) error {
 	*m = a_BGetReply{}
-	r := codec.NewReader(b)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		return codec.SkipField(in, num, typ)
+	})
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"method":"BGet","mode":"failover","entity":"id","params":[{"name":"id","num":1,"kind":"string"}]}

@@ -71,16 +71,27 @@ type aBGetArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *aBGetArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.ID)
+	if m.ID != "" {
+		b = codec.AppendStringField(b, 1, m.ID)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *aBGetArgs) UnmarshalFF(b []byte) error {
 	*m = aBGetArgs{}
-	r := codec.NewReader(b)
-	m.ID = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			m.ID = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // aBGetReply carries the results of AB.Get.
@@ -94,6 +105,11 @@ func (m *aBGetReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *aBGetReply) UnmarshalFF(b []byte) error {
 	*m = aBGetReply{}
-	r := codec.NewReader(b)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		return codec.SkipField(in, num, typ)
+	})
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"method":"Get","mode":"failover","entity":"id","params":[{"name":"id","num":1,"kind":"string"}]}

@@ -104,16 +104,27 @@ type connclientArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *connclientArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.ID)
+	if m.ID != "" {
+		b = codec.AppendStringField(b, 1, m.ID)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *connclientArgs) UnmarshalFF(b []byte) error {
 	*m = connclientArgs{}
-	r := codec.NewReader(b)
-	m.ID = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			m.ID = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // connclientReply carries the results of Conn.client.
@@ -127,8 +138,9 @@ func (m *connclientReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *connclientReply) UnmarshalFF(b []byte) error {
 	*m = connclientReply{}
-	r := codec.NewReader(b)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // connSendArgs carries the arguments of Conn.Send.
@@ -139,18 +151,37 @@ type connSendArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *connSendArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.AppendFF1)
-	b = codec.AppendBytes(b, m.UnmarshalFF1)
+	if m.AppendFF1 != "" {
+		b = codec.AppendStringField(b, 1, m.AppendFF1)
+	}
+	if len(m.UnmarshalFF1) != 0 {
+		b = codec.AppendBytesField(b, 2, m.UnmarshalFF1)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *connSendArgs) UnmarshalFF(b []byte) error {
 	*m = connSendArgs{}
-	r := codec.NewReader(b)
-	m.AppendFF1 = r.String()
-	m.UnmarshalFF1 = append([]byte(nil), r.Bytes()...)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("AppendFF1", err)
+			}
+			m.AppendFF1 = x
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("UnmarshalFF1", err)
+			}
+			m.UnmarshalFF1 = append([]byte(nil), x...)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // connSendReply carries the results of Conn.Send.
@@ -161,16 +192,40 @@ type connSendReply struct {
 
 // AppendFF implements codec.Message.
 func (m *connSendReply) AppendFF(b []byte) []byte {
-	b = codec.AppendVarint(b, int64(m.AppendFF1))
-	b = codec.AppendString(b, m.UnmarshalFF1)
+	if m.AppendFF1 != 0 {
+		b = codec.AppendVarintField(b, 1, int64(m.AppendFF1))
+	}
+	if m.UnmarshalFF1 != "" {
+		b = codec.AppendStringField(b, 2, m.UnmarshalFF1)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *connSendReply) UnmarshalFF(b []byte) error {
 	*m = connSendReply{}
-	r := codec.NewReader(b)
-	m.AppendFF1 = int(r.Varint())
-	m.UnmarshalFF1 = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeVarintField(in, typ, 0)
+			if err != nil {
+				return 0, codec.WrapField("AppendFF1", err)
+			}
+			m.AppendFF1 = int(x)
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("UnmarshalFF1", err)
+			}
+			m.UnmarshalFF1 = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"method":"client","mode":"failover","entity":"id","params":[{"name":"id","num":1,"kind":"string"}]}
+// ffgen:schema {"method":"Send","mode":"failover","entity":"appendFF","params":[{"name":"appendFF","num":1,"kind":"string"},{"name":"unmarshalFF","num":2,"kind":"bytes"}],"results":[{"name":"AppendFF","num":1,"kind":"int"},{"name":"UnmarshalFF","num":2,"kind":"string"}]}

@@ -6,6 +6,8 @@ package shapes
 
 import (
 	"context"
+	"errors"
+	"math"
 	"strconv"
 
 	"github.com/ffgen/ffgen/runtime"
@@ -192,18 +194,39 @@ type shapesLogArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *shapesLogArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendUvarint(b, m.ID)
-	b = shapesAppendSliceString(b, &m.Lines)
+	if m.ID != 0 {
+		b = codec.AppendUvarintField(b, 1, m.ID)
+	}
+	b = shapesAppendSliceString(b, 2, true, &m.Lines)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *shapesLogArgs) UnmarshalFF(b []byte) error {
 	*m = shapesLogArgs{}
-	r := codec.NewReader(b)
-	m.ID = r.Uvarint()
-	shapesReadSliceString(&r, &m.Lines)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeUvarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("ID", err)
+			}
+			m.ID = x
+			return n, nil
+		case 2:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Lines", err)
+			}
+			var e []string
+			if err = shapesReadSliceString(p, &e); err != nil {
+				return 0, codec.WrapField("Lines", err)
+			}
+			m.Lines = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // shapesLogReply carries the results of Shapes.Log.
@@ -217,8 +240,9 @@ func (m *shapesLogReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *shapesLogReply) UnmarshalFF(b []byte) error {
 	*m = shapesLogReply{}
-	r := codec.NewReader(b)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // shapesDeepArgs carries the arguments of Shapes.Deep.
@@ -228,16 +252,29 @@ type shapesDeepArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *shapesDeepArgs) AppendFF(b []byte) []byte {
-	b = shapesAppendPtrOuter(b, &m.O)
+	b = shapesAppendPtrOuter(b, 1, true, &m.O)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *shapesDeepArgs) UnmarshalFF(b []byte) error {
 	*m = shapesDeepArgs{}
-	r := codec.NewReader(b)
-	shapesReadPtrOuter(&r, &m.O)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("O", err)
+			}
+			var e *Outer
+			if err = shapesReadPtrOuter(p, &e); err != nil {
+				return 0, codec.WrapField("O", err)
+			}
+			m.O = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // shapesDeepReply carries the results of Shapes.Deep.
@@ -247,16 +284,27 @@ type shapesDeepReply struct {
 
 // AppendFF implements codec.Message.
 func (m *shapesDeepReply) AppendFF(b []byte) []byte {
-	b = codec.AppendVarint(b, int64(m.N))
+	if m.N != 0 {
+		b = codec.AppendVarintField(b, 1, int64(m.N))
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *shapesDeepReply) UnmarshalFF(b []byte) error {
 	*m = shapesDeepReply{}
-	r := codec.NewReader(b)
-	m.N = int(r.Varint())
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeVarintField(in, typ, 0)
+			if err != nil {
+				return 0, codec.WrapField("N", err)
+			}
+			m.N = int(x)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // shapesBigArgs carries the arguments of Shapes.Big.
@@ -266,16 +314,29 @@ type shapesBigArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *shapesBigArgs) AppendFF(b []byte) []byte {
-	b = shapesAppendRequest(b, &m.Req)
+	b = shapesAppendRequest(b, 1, true, &m.Req)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *shapesBigArgs) UnmarshalFF(b []byte) error {
 	*m = shapesBigArgs{}
-	r := codec.NewReader(b)
-	shapesReadRequest(&r, &m.Req)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Req", err)
+			}
+			var e Request
+			if err = shapesReadRequest(p, &e); err != nil {
+				return 0, codec.WrapField("Req", err)
+			}
+			m.Req = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // shapesBigReply carries the results of Shapes.Big.
@@ -286,18 +347,39 @@ type shapesBigReply struct {
 
 // AppendFF implements codec.Message.
 func (m *shapesBigReply) AppendFF(b []byte) []byte {
-	b = shapesAppendPtrRequest(b, &m.R0)
-	b = codec.AppendVarint(b, int64(m.R1))
+	b = shapesAppendPtrRequest(b, 1, true, &m.R0)
+	if m.R1 != 0 {
+		b = codec.AppendVarintField(b, 2, int64(m.R1))
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *shapesBigReply) UnmarshalFF(b []byte) error {
 	*m = shapesBigReply{}
-	r := codec.NewReader(b)
-	shapesReadPtrRequest(&r, &m.R0)
-	m.R1 = Level(r.Varint())
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			var e *Request
+			if err = shapesReadPtrRequest(p, &e); err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeVarintField(in, typ, 8)
+			if err != nil {
+				return 0, codec.WrapField("R1", err)
+			}
+			m.R1 = Level(x)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // shapesOnlyArgs carries the arguments of Shapes.Only.
@@ -307,16 +389,27 @@ type shapesOnlyArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *shapesOnlyArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendVarint(b, int64(m.Level))
+	if m.Level != 0 {
+		b = codec.AppendVarintField(b, 1, int64(m.Level))
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *shapesOnlyArgs) UnmarshalFF(b []byte) error {
 	*m = shapesOnlyArgs{}
-	r := codec.NewReader(b)
-	m.Level = Level(r.Varint())
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeVarintField(in, typ, 8)
+			if err != nil {
+				return 0, codec.WrapField("Level", err)
+			}
+			m.Level = Level(x)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // shapesOnlyReply carries the results of Shapes.Only.
@@ -330,294 +423,637 @@ func (m *shapesOnlyReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *shapesOnlyReply) UnmarshalFF(b []byte) error {
 	*m = shapesOnlyReply{}
-	r := codec.NewReader(b)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func shapesAppendSliceString(b []byte, v *[]string) []byte {
-	b = codec.AppendUvarint(b, uint64(len(*v)))
+func shapesAppendSliceString(b []byte, num codec.Number, omit bool, v *[]string) []byte {
+	b, mark := codec.BeginMessage(b, num)
 	for i := range *v {
-		b = codec.AppendString(b, (*v)[i])
+		b = codec.AppendStringField(b, 1, (*v)[i])
 	}
-	return b
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func shapesReadSliceString(r *codec.Reader, v *[]string) {
-	n := r.Len32()
-	if n == 0 {
-		*v = nil
-		return
+func shapesReadSliceString(b []byte, v *[]string) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			*v = append(*v, x)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func shapesAppendPtrOuter(b []byte, num codec.Number, omit bool, v **Outer) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if *v != nil {
+		b = shapesAppendOuter(b, 1, false, *v)
 	}
-	*v = make([]string, n)
+	return codec.EndMessage(b, mark, num, omit)
+}
+
+func shapesReadPtrOuter(b []byte, v **Outer) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			var e Outer
+			if err = shapesReadOuter(p, &e); err != nil {
+				return 0, err
+			}
+			*v = new(Outer)
+			**v = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func shapesAppendOuter(b []byte, num codec.Number, omit bool, v *Outer) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	b = shapesAppendPtrPtrInner(b, 1, true, &v.In)
+	if v.Name != "" {
+		b = codec.AppendStringField(b, 2, v.Name)
+	}
+	return codec.EndMessage(b, mark, num, omit)
+}
+
+func shapesReadOuter(b []byte, v *Outer) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("In", err)
+			}
+			var e **Inner
+			if err = shapesReadPtrPtrInner(p, &e); err != nil {
+				return 0, codec.WrapField("In", err)
+			}
+			v.In = e
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Name", err)
+			}
+			v.Name = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func shapesAppendPtrPtrInner(b []byte, num codec.Number, omit bool, v ***Inner) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if *v != nil {
+		b = shapesAppendPtrInner(b, 1, false, *v)
+	}
+	return codec.EndMessage(b, mark, num, omit)
+}
+
+func shapesReadPtrPtrInner(b []byte, v ***Inner) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			var e *Inner
+			if err = shapesReadPtrInner(p, &e); err != nil {
+				return 0, err
+			}
+			*v = new(*Inner)
+			**v = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func shapesAppendPtrInner(b []byte, num codec.Number, omit bool, v **Inner) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if *v != nil {
+		b = shapesAppendInner(b, 1, false, *v)
+	}
+	return codec.EndMessage(b, mark, num, omit)
+}
+
+func shapesReadPtrInner(b []byte, v **Inner) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			var e Inner
+			if err = shapesReadInner(p, &e); err != nil {
+				return 0, err
+			}
+			*v = new(Inner)
+			**v = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func shapesAppendInner(b []byte, num codec.Number, omit bool, v *Inner) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	b = shapesAppendPtrUint32(b, 1, true, &v.Shard)
+	return codec.EndMessage(b, mark, num, omit)
+}
+
+func shapesReadInner(b []byte, v *Inner) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Shard", err)
+			}
+			var e *uint32
+			if err = shapesReadPtrUint32(p, &e); err != nil {
+				return 0, codec.WrapField("Shard", err)
+			}
+			v.Shard = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func shapesAppendPtrUint32(b []byte, num codec.Number, omit bool, v **uint32) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if *v != nil {
+		b = codec.AppendUvarintField(b, 1, uint64(**v))
+	}
+	return codec.EndMessage(b, mark, num, omit)
+}
+
+func shapesReadPtrUint32(b []byte, v **uint32) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeUvarintField(in, typ, 32)
+			if err != nil {
+				return 0, err
+			}
+			*v = new(uint32)
+			**v = uint32(x)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func shapesAppendRequest(b []byte, num codec.Number, omit bool, v *Request) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	b = shapesAppendEmbedded(b, 1, true, &v.Embedded)
+	if len(v.Raw) != 0 {
+		b = codec.AppendBytesField(b, 2, v.Raw)
+	}
+	if math.Float64bits(float64(v.Ratio)) != 0 {
+		b = codec.AppendFloatField(b, 3, float64(v.Ratio))
+	}
+	if v.Z != 0 {
+		b = codec.AppendComplexField(b, 4, v.Z)
+	}
+	if !codec.IsZeroTime(v.When) {
+		b = codec.AppendTimeField(b, 5, v.When)
+	}
+	if v.Cause != nil {
+		b = codec.AppendErrorField(b, 6, v.Cause)
+	}
+	b = shapesAppendArray3Array2Int(b, 7, true, &v.Grid)
+	b = shapesAppendMapLevelSliceUint(b, 8, true, &v.Counts)
+	b = shapesAppendPtrNode(b, 9, true, &v.List)
+	if v.Flag {
+		b = codec.AppendBoolField(b, 10, v.Flag)
+	}
+	return codec.EndMessage(b, mark, num, omit)
+}
+
+func shapesReadRequest(b []byte, v *Request) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Embedded", err)
+			}
+			var e Embedded
+			if err = shapesReadEmbedded(p, &e); err != nil {
+				return 0, codec.WrapField("Embedded", err)
+			}
+			v.Embedded = e
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Raw", err)
+			}
+			v.Raw = Blob(append([]byte(nil), x...))
+			return n, nil
+		case 3:
+			x, n, err := codec.ConsumeFloatField(in, typ, 32)
+			if err != nil {
+				return 0, codec.WrapField("Ratio", err)
+			}
+			v.Ratio = float32(x)
+			return n, nil
+		case 4:
+			x, n, err := codec.ConsumeComplexField(in, typ, 128)
+			if err != nil {
+				return 0, codec.WrapField("Z", err)
+			}
+			v.Z = x
+			return n, nil
+		case 5:
+			x, n, err := codec.ConsumeTimeField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("When", err)
+			}
+			v.When = x
+			return n, nil
+		case 6:
+			x, n, err := codec.ConsumeErrorField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Cause", err)
+			}
+			v.Cause = x
+			return n, nil
+		case 7:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Grid", err)
+			}
+			var e [3][2]int
+			if err = shapesReadArray3Array2Int(p, &e); err != nil {
+				return 0, codec.WrapField("Grid", err)
+			}
+			v.Grid = e
+			return n, nil
+		case 8:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Counts", err)
+			}
+			var e map[Level][]uint
+			if err = shapesReadMapLevelSliceUint(p, &e); err != nil {
+				return 0, codec.WrapField("Counts", err)
+			}
+			v.Counts = e
+			return n, nil
+		case 9:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("List", err)
+			}
+			var e *Node
+			if err = shapesReadPtrNode(p, &e); err != nil {
+				return 0, codec.WrapField("List", err)
+			}
+			v.List = e
+			return n, nil
+		case 10:
+			x, n, err := codec.ConsumeBoolField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Flag", err)
+			}
+			v.Flag = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func shapesAppendEmbedded(b []byte, num codec.Number, omit bool, v *Embedded) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.Tenant != "" {
+		b = codec.AppendStringField(b, 1, v.Tenant)
+	}
+	return codec.EndMessage(b, mark, num, omit)
+}
+
+func shapesReadEmbedded(b []byte, v *Embedded) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Tenant", err)
+			}
+			v.Tenant = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func shapesAppendArray3Array2Int(b []byte, num codec.Number, omit bool, v *[3][2]int) []byte {
+	b, mark := codec.BeginMessage(b, num)
 	for i := range *v {
-		(*v)[i] = r.String()
+		b = shapesAppendArray2Int(b, 1, false, &v[i])
 	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func shapesAppendPtrOuter(b []byte, v **Outer) []byte {
-	if *v == nil {
-		return append(b, 0)
-	}
-	b = append(b, 1)
-	b = shapesAppendOuter(b, *v)
-	return b
+func shapesReadArray3Array2Int(b []byte, v *[3][2]int) error {
+	i := 0
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			var e [2]int
+			if err = shapesReadArray2Int(p, &e); err != nil {
+				return 0, err
+			}
+			if i >= len(v) {
+				return 0, errors.New("more than 3 elements for [3][2]int")
+			}
+			v[i] = e
+			i++
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func shapesReadPtrOuter(r *codec.Reader, v **Outer) {
-	if !r.Bool() {
-		*v = nil
-		return
-	}
-	*v = new(Outer)
-	shapesReadOuter(r, *v)
-}
-
-func shapesAppendOuter(b []byte, v *Outer) []byte {
-	b = shapesAppendPtrPtrInner(b, &v.In)
-	b = codec.AppendString(b, v.Name)
-	return b
-}
-
-func shapesReadOuter(r *codec.Reader, v *Outer) {
-	shapesReadPtrPtrInner(r, &v.In)
-	v.Name = r.String()
-}
-
-func shapesAppendPtrPtrInner(b []byte, v ***Inner) []byte {
-	if *v == nil {
-		return append(b, 0)
-	}
-	b = append(b, 1)
-	b = shapesAppendPtrInner(b, *v)
-	return b
-}
-
-func shapesReadPtrPtrInner(r *codec.Reader, v ***Inner) {
-	if !r.Bool() {
-		*v = nil
-		return
-	}
-	*v = new(*Inner)
-	shapesReadPtrInner(r, *v)
-}
-
-func shapesAppendPtrInner(b []byte, v **Inner) []byte {
-	if *v == nil {
-		return append(b, 0)
-	}
-	b = append(b, 1)
-	b = shapesAppendInner(b, *v)
-	return b
-}
-
-func shapesReadPtrInner(r *codec.Reader, v **Inner) {
-	if !r.Bool() {
-		*v = nil
-		return
-	}
-	*v = new(Inner)
-	shapesReadInner(r, *v)
-}
-
-func shapesAppendInner(b []byte, v *Inner) []byte {
-	b = shapesAppendPtrUint32(b, &v.Shard)
-	return b
-}
-
-func shapesReadInner(r *codec.Reader, v *Inner) {
-	shapesReadPtrUint32(r, &v.Shard)
-}
-
-func shapesAppendPtrUint32(b []byte, v **uint32) []byte {
-	if *v == nil {
-		return append(b, 0)
-	}
-	b = append(b, 1)
-	b = codec.AppendUvarint(b, uint64(**v))
-	return b
-}
-
-func shapesReadPtrUint32(r *codec.Reader, v **uint32) {
-	if !r.Bool() {
-		*v = nil
-		return
-	}
-	*v = new(uint32)
-	**v = uint32(r.Uvarint())
-}
-
-func shapesAppendRequest(b []byte, v *Request) []byte {
-	b = shapesAppendEmbedded(b, &v.Embedded)
-	b = codec.AppendBytes(b, v.Raw)
-	b = codec.AppendFloat64(b, float64(v.Ratio))
-	b = codec.AppendFloat64(b, float64(real(v.Z)))
-	b = codec.AppendFloat64(b, float64(imag(v.Z)))
-	b = codec.AppendTime(b, v.When)
-	b = codec.AppendError(b, v.Cause)
-	b = shapesAppendArray3Array2Int(b, &v.Grid)
-	b = shapesAppendMapLevelSliceUint(b, &v.Counts)
-	b = shapesAppendPtrNode(b, &v.List)
-	b = codec.AppendBool(b, v.Flag)
-	return b
-}
-
-func shapesReadRequest(r *codec.Reader, v *Request) {
-	shapesReadEmbedded(r, &v.Embedded)
-	v.Raw = Blob(append([]byte(nil), r.Bytes()...))
-	v.Ratio = float32(r.Float64())
-	v.Z = complex(r.Float64(), r.Float64())
-	v.When = codec.ReadTime(r)
-	v.Cause = codec.ReadError(r)
-	shapesReadArray3Array2Int(r, &v.Grid)
-	shapesReadMapLevelSliceUint(r, &v.Counts)
-	shapesReadPtrNode(r, &v.List)
-	v.Flag = r.Bool()
-}
-
-func shapesAppendEmbedded(b []byte, v *Embedded) []byte {
-	b = codec.AppendString(b, v.Tenant)
-	return b
-}
-
-func shapesReadEmbedded(r *codec.Reader, v *Embedded) {
-	v.Tenant = r.String()
-}
-
-func shapesAppendArray3Array2Int(b []byte, v *[3][2]int) []byte {
+func shapesAppendArray2Int(b []byte, num codec.Number, omit bool, v *[2]int) []byte {
+	b, mark := codec.BeginMessage(b, num)
 	for i := range *v {
-		b = shapesAppendArray2Int(b, &v[i])
+		b = codec.AppendVarintField(b, 1, int64(v[i]))
 	}
-	return b
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func shapesReadArray3Array2Int(r *codec.Reader, v *[3][2]int) {
-	for i := range v {
-		shapesReadArray2Int(r, &v[i])
-	}
+func shapesReadArray2Int(b []byte, v *[2]int) error {
+	i := 0
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeVarintField(in, typ, 0)
+			if err != nil {
+				return 0, err
+			}
+			if i >= len(v) {
+				return 0, errors.New("more than 2 elements for [2]int")
+			}
+			v[i] = int(x)
+			i++
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func shapesAppendArray2Int(b []byte, v *[2]int) []byte {
-	for i := range *v {
-		b = codec.AppendVarint(b, int64(v[i]))
-	}
-	return b
-}
-
-func shapesReadArray2Int(r *codec.Reader, v *[2]int) {
-	for i := range v {
-		v[i] = int(r.Varint())
-	}
-}
-
-func shapesAppendMapLevelSliceUint(b []byte, v *map[Level][]uint) []byte {
-	b = codec.AppendUvarint(b, uint64(len(*v)))
+func shapesAppendMapLevelSliceUint(b []byte, num codec.Number, omit bool, v *map[Level][]uint) []byte {
+	b, mark := codec.BeginMessage(b, num)
 	for k, e := range *v {
-		b = codec.AppendVarint(b, int64(k))
-		b = shapesAppendSliceUint(b, &e)
+		var entry int
+		b, entry = codec.BeginMessage(b, 1)
+		if k != 0 {
+			b = codec.AppendVarintField(b, 1, int64(k))
+		}
+		b = shapesAppendSliceUint(b, 2, true, &e)
+		b = codec.EndMessage(b, entry, 1, false)
 	}
-	return b
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func shapesReadMapLevelSliceUint(r *codec.Reader, v *map[Level][]uint) {
-	n := r.Len32()
-	if n == 0 {
-		*v = nil
-		return
-	}
-	*v = make(map[Level][]uint, n)
-	for range n {
-		k := Level(r.Varint())
-		var e []uint
-		shapesReadSliceUint(r, &e)
-		(*v)[k] = e
-	}
+func shapesReadMapLevelSliceUint(b []byte, v *map[Level][]uint) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		if num == 1 {
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			var k Level
+			var e []uint
+			if err = codec.DecodeMessage(p, func(num1 codec.Number, typ1 codec.WireType, in1 []byte) (int, error) {
+				switch num1 {
+				case 1:
+					x1, n1, err1 := codec.ConsumeVarintField(in1, typ1, 8)
+					if err1 != nil {
+						return 0, err1
+					}
+					k = Level(x1)
+					return n1, nil
+				case 2:
+					p1, n1, err1 := codec.ConsumeBytesField(in1, typ1)
+					if err1 != nil {
+						return 0, err1
+					}
+					var e2 []uint
+					if err1 = shapesReadSliceUint(p1, &e2); err1 != nil {
+						return 0, err1
+					}
+					e = e2
+					return n1, nil
+				}
+				return codec.SkipField(in1, num1, typ1)
+			}); err != nil {
+				return 0, err
+			}
+			if *v == nil {
+				*v = make(map[Level][]uint)
+			}
+			(*v)[k] = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func shapesAppendSliceUint(b []byte, v *[]uint) []byte {
-	b = codec.AppendUvarint(b, uint64(len(*v)))
+func shapesAppendSliceUint(b []byte, num codec.Number, omit bool, v *[]uint) []byte {
+	b, mark := codec.BeginMessage(b, num)
 	for i := range *v {
-		b = codec.AppendUvarint(b, uint64((*v)[i]))
+		b = codec.AppendUvarintField(b, 1, uint64((*v)[i]))
 	}
-	return b
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func shapesReadSliceUint(r *codec.Reader, v *[]uint) {
-	n := r.Len32()
-	if n == 0 {
-		*v = nil
-		return
+func shapesReadSliceUint(b []byte, v *[]uint) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeUvarintField(in, typ, 0)
+			if err != nil {
+				return 0, err
+			}
+			*v = append(*v, uint(x))
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func shapesAppendPtrNode(b []byte, num codec.Number, omit bool, v **Node) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if *v != nil {
+		b = shapesAppendNode(b, 1, false, *v)
 	}
-	*v = make([]uint, n)
-	for i := range *v {
-		(*v)[i] = uint(r.Uvarint())
+	return codec.EndMessage(b, mark, num, omit)
+}
+
+func shapesReadPtrNode(b []byte, v **Node) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			var e Node
+			if err = shapesReadNode(p, &e); err != nil {
+				return 0, err
+			}
+			*v = new(Node)
+			**v = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func shapesAppendNode(b []byte, num codec.Number, omit bool, v *Node) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.Value != 0 {
+		b = codec.AppendVarintField(b, 1, int64(v.Value))
 	}
+	b = shapesAppendPtrNode(b, 2, true, &v.Next)
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func shapesAppendPtrNode(b []byte, v **Node) []byte {
-	if *v == nil {
-		return append(b, 0)
+func shapesReadNode(b []byte, v *Node) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeVarintField(in, typ, 0)
+			if err != nil {
+				return 0, codec.WrapField("Value", err)
+			}
+			v.Value = int(x)
+			return n, nil
+		case 2:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Next", err)
+			}
+			var e *Node
+			if err = shapesReadPtrNode(p, &e); err != nil {
+				return 0, codec.WrapField("Next", err)
+			}
+			v.Next = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func shapesAppendPtrRequest(b []byte, num codec.Number, omit bool, v **Request) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if *v != nil {
+		b = shapesAppendRequest(b, 1, false, *v)
 	}
-	b = append(b, 1)
-	b = shapesAppendNode(b, *v)
-	return b
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func shapesReadPtrNode(r *codec.Reader, v **Node) {
-	if !r.Bool() {
-		*v = nil
-		return
+func shapesReadPtrRequest(b []byte, v **Request) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, err
+			}
+			var e Request
+			if err = shapesReadRequest(p, &e); err != nil {
+				return 0, err
+			}
+			*v = new(Request)
+			**v = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+}
+
+func shapesAppendNotFound(b []byte, num codec.Number, omit bool, v *NotFound) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.Key != "" {
+		b = codec.AppendStringField(b, 1, v.Key)
 	}
-	*v = new(Node)
-	shapesReadNode(r, *v)
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func shapesAppendNode(b []byte, v *Node) []byte {
-	b = codec.AppendVarint(b, int64(v.Value))
-	b = shapesAppendPtrNode(b, &v.Next)
-	return b
-}
-
-func shapesReadNode(r *codec.Reader, v *Node) {
-	v.Value = int(r.Varint())
-	shapesReadPtrNode(r, &v.Next)
-}
-
-func shapesAppendPtrRequest(b []byte, v **Request) []byte {
-	if *v == nil {
-		return append(b, 0)
-	}
-	b = append(b, 1)
-	b = shapesAppendRequest(b, *v)
-	return b
-}
-
-func shapesReadPtrRequest(r *codec.Reader, v **Request) {
-	if !r.Bool() {
-		*v = nil
-		return
-	}
-	*v = new(Request)
-	shapesReadRequest(r, *v)
-}
-
-func shapesAppendNotFound(b []byte, v *NotFound) []byte {
-	b = codec.AppendString(b, v.Key)
-	return b
-}
-
-func shapesReadNotFound(r *codec.Reader, v *NotFound) {
-	v.Key = r.String()
+func shapesReadNotFound(b []byte, v *NotFound) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			v.Key = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 func shapesEncodeNotFound(e NotFound) []byte {
 	var b []byte
-	b = shapesAppendNotFound(b, &e)
+	b = shapesAppendNotFound(b, 1, true, &e)
 	return b
 }
 
 func shapesDecodeNotFound(_ string, detail []byte) (NotFound, error) {
 	var e NotFound
-	r := codec.NewReader(detail)
-	shapesReadNotFound(&r, &e)
-	return e, r.Done()
+	err := codec.DecodeMessage(detail, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err1 := codec.ConsumeBytesField(in, typ)
+			if err1 != nil {
+				return 0, err1
+			}
+			var e1 NotFound
+			if err1 = shapesReadNotFound(p, &e1); err1 != nil {
+				return 0, err1
+			}
+			e = e1
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
+	return e, err
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"struct":"Outer","fields":[{"name":"In","num":1,"kind":"**struct Inner"},{"name":"Name","num":2,"kind":"string"}]}
+// ffgen:schema {"struct":"Inner","fields":[{"name":"Shard","num":1,"kind":"*uint32"}]}
+// ffgen:schema {"struct":"Request","fields":[{"name":"Embedded","num":1,"kind":"struct Embedded"},{"name":"Raw","num":2,"kind":"bytes"},{"name":"Ratio","num":3,"kind":"float32"},{"name":"Z","num":4,"kind":"complex128"},{"name":"When","num":5,"kind":"time"},{"name":"Cause","num":6,"kind":"error"},{"name":"Grid","num":7,"kind":"[3][2]int"},{"name":"Counts","num":8,"kind":"map[int8][]uint"},{"name":"List","num":9,"kind":"*struct Node"},{"name":"Flag","num":10,"kind":"bool"}]}
+// ffgen:schema {"struct":"Embedded","fields":[{"name":"Tenant","num":1,"kind":"string"}]}
+// ffgen:schema {"struct":"Node","fields":[{"name":"Value","num":1,"kind":"int"},{"name":"Next","num":2,"kind":"*struct Node"}]}
+// ffgen:schema {"struct":"NotFound","fields":[{"name":"Key","num":1,"kind":"string"}]}
+// ffgen:schema {"method":"Log","mode":"failover","entity":"id","params":[{"name":"id","num":1,"kind":"uint64"},{"name":"lines","num":2,"kind":"[]string"}]}
+// ffgen:schema {"method":"Deep","mode":"failover","entity":"o.In.Shard o.Name","params":[{"name":"o","num":1,"kind":"*struct Outer"}],"results":[{"name":"n","num":1,"kind":"int"}]}
+// ffgen:schema {"method":"Big","mode":"failover","entity":"req.Tenant","params":[{"name":"req","num":1,"kind":"struct Request"}],"results":[{"num":1,"kind":"*struct Request"},{"num":2,"kind":"int8"}],"errors":["NotFound"]}
+// ffgen:schema {"method":"Only","mode":"failover","entity":"level","params":[{"name":"level","num":1,"kind":"int8"}]}

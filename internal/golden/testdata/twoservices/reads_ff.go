@@ -75,16 +75,27 @@ type readsGetArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *readsGetArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.Key)
+	if m.Key != "" {
+		b = codec.AppendStringField(b, 1, m.Key)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *readsGetArgs) UnmarshalFF(b []byte) error {
 	*m = readsGetArgs{}
-	r := codec.NewReader(b)
-	m.Key = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			m.Key = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // readsGetReply carries the results of Reads.Get.
@@ -94,25 +105,65 @@ type readsGetReply struct {
 
 // AppendFF implements codec.Message.
 func (m *readsGetReply) AppendFF(b []byte) []byte {
-	b = readsAppendDoc(b, &m.R0)
+	b = readsAppendDoc(b, 1, true, &m.R0)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *readsGetReply) UnmarshalFF(b []byte) error {
 	*m = readsGetReply{}
-	r := codec.NewReader(b)
-	readsReadDoc(&r, &m.R0)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			var e Doc
+			if err = readsReadDoc(p, &e); err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func readsAppendDoc(b []byte, v *Doc) []byte {
-	b = codec.AppendString(b, v.Key)
-	b = codec.AppendBytes(b, v.Body)
-	return b
+func readsAppendDoc(b []byte, num codec.Number, omit bool, v *Doc) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.Key != "" {
+		b = codec.AppendStringField(b, 1, v.Key)
+	}
+	if len(v.Body) != 0 {
+		b = codec.AppendBytesField(b, 2, v.Body)
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func readsReadDoc(r *codec.Reader, v *Doc) {
-	v.Key = r.String()
-	v.Body = append([]byte(nil), r.Bytes()...)
+func readsReadDoc(b []byte, v *Doc) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			v.Key = x
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Body", err)
+			}
+			v.Body = append([]byte(nil), x...)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"struct":"Doc","fields":[{"name":"Key","num":1,"kind":"string"},{"name":"Body","num":2,"kind":"bytes"}]}
+// ffgen:schema {"method":"Get","mode":"failover","entity":"key","params":[{"name":"key","num":1,"kind":"string"}],"results":[{"num":1,"kind":"struct Doc"}]}

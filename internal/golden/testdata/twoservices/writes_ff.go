@@ -71,16 +71,29 @@ type writesPutArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *writesPutArgs) AppendFF(b []byte) []byte {
-	b = writesAppendDoc(b, &m.D)
+	b = writesAppendDoc(b, 1, true, &m.D)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *writesPutArgs) UnmarshalFF(b []byte) error {
 	*m = writesPutArgs{}
-	r := codec.NewReader(b)
-	writesReadDoc(&r, &m.D)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("D", err)
+			}
+			var e Doc
+			if err = writesReadDoc(p, &e); err != nil {
+				return 0, codec.WrapField("D", err)
+			}
+			m.D = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // writesPutReply carries the results of Writes.Put.
@@ -94,17 +107,45 @@ func (m *writesPutReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *writesPutReply) UnmarshalFF(b []byte) error {
 	*m = writesPutReply{}
-	r := codec.NewReader(b)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func writesAppendDoc(b []byte, v *Doc) []byte {
-	b = codec.AppendString(b, v.Key)
-	b = codec.AppendBytes(b, v.Body)
-	return b
+func writesAppendDoc(b []byte, num codec.Number, omit bool, v *Doc) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.Key != "" {
+		b = codec.AppendStringField(b, 1, v.Key)
+	}
+	if len(v.Body) != 0 {
+		b = codec.AppendBytesField(b, 2, v.Body)
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func writesReadDoc(r *codec.Reader, v *Doc) {
-	v.Key = r.String()
-	v.Body = append([]byte(nil), r.Bytes()...)
+func writesReadDoc(b []byte, v *Doc) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			v.Key = x
+			return n, nil
+		case 2:
+			x, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Body", err)
+			}
+			v.Body = append([]byte(nil), x...)
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"struct":"Doc","fields":[{"name":"Key","num":1,"kind":"string"},{"name":"Body","num":2,"kind":"bytes"}]}
+// ffgen:schema {"method":"Put","mode":"failover","entity":"d.Key","params":[{"name":"d","num":1,"kind":"struct Doc"}]}

@@ -77,16 +77,27 @@ type clockNowArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *clockNowArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.Zone)
+	if m.Zone != "" {
+		b = codec.AppendStringField(b, 1, m.Zone)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *clockNowArgs) UnmarshalFF(b []byte) error {
 	*m = clockNowArgs{}
-	r := codec.NewReader(b)
-	m.Zone = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Zone", err)
+			}
+			m.Zone = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // clockNowReply carries the results of Clock.Now.
@@ -96,14 +107,29 @@ type clockNowReply struct {
 
 // AppendFF implements codec.Message.
 func (m *clockNowReply) AppendFF(b []byte) []byte {
-	b = codec.AppendVarint(b, m.R0)
+	if m.R0 != 0 {
+		b = codec.AppendVarintField(b, 1, m.R0)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *clockNowReply) UnmarshalFF(b []byte) error {
 	*m = clockNowReply{}
-	r := codec.NewReader(b)
-	m.R0 = r.Varint()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"method":"Now","mode":"failover","entity":"zone","params":[{"name":"zone","num":1,"kind":"string"}],"results":[{"num":1,"kind":"int64"}]}

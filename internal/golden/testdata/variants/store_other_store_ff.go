@@ -106,16 +106,27 @@ type storeGetArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *storeGetArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.Key)
+	if m.Key != "" {
+		b = codec.AppendStringField(b, 1, m.Key)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *storeGetArgs) UnmarshalFF(b []byte) error {
 	*m = storeGetArgs{}
-	r := codec.NewReader(b)
-	m.Key = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			m.Key = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // storeGetReply carries the results of Store.Get.
@@ -125,16 +136,29 @@ type storeGetReply struct {
 
 // AppendFF implements codec.Message.
 func (m *storeGetReply) AppendFF(b []byte) []byte {
-	b = storeAppendValue(b, &m.R0)
+	b = storeAppendValue(b, 1, true, &m.R0)
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *storeGetReply) UnmarshalFF(b []byte) error {
 	*m = storeGetReply{}
-	r := codec.NewReader(b)
-	storeReadValue(&r, &m.R0)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			p, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			var e Value
+			if err = storeReadValue(p, &e); err != nil {
+				return 0, codec.WrapField("R0", err)
+			}
+			m.R0 = e
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // storeFsyncArgs carries the arguments of Store.Fsync.
@@ -144,16 +168,27 @@ type storeFsyncArgs struct {
 
 // AppendFF implements codec.Message.
 func (m *storeFsyncArgs) AppendFF(b []byte) []byte {
-	b = codec.AppendString(b, m.Key)
+	if m.Key != "" {
+		b = codec.AppendStringField(b, 1, m.Key)
+	}
 	return b
 }
 
 // UnmarshalFF implements codec.Message.
 func (m *storeFsyncArgs) UnmarshalFF(b []byte) error {
 	*m = storeFsyncArgs{}
-	r := codec.NewReader(b)
-	m.Key = r.String()
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Key", err)
+			}
+			m.Key = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
 
 // storeFsyncReply carries the results of Store.Fsync.
@@ -167,15 +202,36 @@ func (m *storeFsyncReply) AppendFF(b []byte) []byte {
 // UnmarshalFF implements codec.Message.
 func (m *storeFsyncReply) UnmarshalFF(b []byte) error {
 	*m = storeFsyncReply{}
-	r := codec.NewReader(b)
-	return r.Done()
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		return codec.SkipField(in, num, typ)
+	})
 }
 
-func storeAppendValue(b []byte, v *Value) []byte {
-	b = codec.AppendVarint(b, v.N)
-	return b
+func storeAppendValue(b []byte, num codec.Number, omit bool, v *Value) []byte {
+	b, mark := codec.BeginMessage(b, num)
+	if v.N != 0 {
+		b = codec.AppendVarintField(b, 1, v.N)
+	}
+	return codec.EndMessage(b, mark, num, omit)
 }
 
-func storeReadValue(r *codec.Reader, v *Value) {
-	v.N = r.Varint()
+func storeReadValue(b []byte, v *Value) error {
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
+		switch num {
+		case 1:
+			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			if err != nil {
+				return 0, codec.WrapField("N", err)
+			}
+			v.N = x
+			return n, nil
+		}
+		return codec.SkipField(in, num, typ)
+	})
 }
+
+// The schema ffgen checks the next generation of this file against:
+// field numbers, kinds, modes, entities and declared errors.
+// ffgen:schema {"struct":"Value","fields":[{"name":"N","num":1,"kind":"int64"}]}
+// ffgen:schema {"method":"Get","mode":"failover","entity":"key","params":[{"name":"key","num":1,"kind":"string"}],"results":[{"num":1,"kind":"struct Value"}]}
+// ffgen:schema {"method":"Fsync","mode":"failover","entity":"key","params":[{"name":"key","num":1,"kind":"string"}]}
