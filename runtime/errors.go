@@ -17,7 +17,8 @@ const (
 	NotDelivered Delivery = iota
 	// Refused: attempts reached nodes, and each one answered that it
 	// ran nothing of it (it did not serve the method, or a replicated
-	// service was not served there at the moment); nothing executed.
+	// service was not served there at the moment, or it redirected the
+	// attempt to a node the client then did not reach); nothing executed.
 	Refused
 	// Delivered: an attempt was sent but no node acknowledged it; it may
 	// have executed.

@@ -204,7 +204,8 @@ func (e *execution) redirect(fwd *ForwardError) (*transport.Redirect, bool) {
 	}
 	for _, m := range e.s.cfg.Membership.Members() {
 		if m.Name == fwd.Node {
-			return &transport.Redirect{Node: m.Name, Addr: m.Addr}, true
+			// The handler ran before it passed the attempt on.
+			return &transport.Redirect{Node: m.Name, Addr: m.Addr, MayHaveRun: true}, true
 		}
 	}
 	return nil, false

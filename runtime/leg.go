@@ -291,12 +291,15 @@ type watch struct {
 	op         *operation
 	ctx        context.Context
 	p          *sent
-	member     Member        // the node watched: the redirect target once redirected
-	attemptEnd time.Time     // the attempt timeout, counted from the send
-	due        time.Time     // when the next check is due: the heartbeat deadline, the attempt's end or a grace's
-	timerAt    time.Time     // when the timer is set to fire: the attempt's end, or a grace's
-	hops       int           // redirects followed
-	graced     time.Duration // waited so far for frames a late timer may have missed
+	member     Member    // the node watched: the redirect target once redirected
+	attemptEnd time.Time // the attempt timeout, counted from the send
+	due        time.Time // when the next check is due: the heartbeat deadline, the attempt's end or a grace's
+	timerAt    time.Time // when the timer is set to fire: the attempt's end, or a grace's
+	hops       int       // redirects followed
+	// ranSomewhere: a node that redirected the attempt may have run it
+	// (Redirect.MayHaveRun).
+	ranSomewhere bool
+	graced       time.Duration // waited so far for frames a late timer may have missed
 }
 
 // end ends the attempt for r (ReasonNone: its answer is the outcome).
@@ -353,6 +356,7 @@ func (w *watch) event(ev legEvent) (outcome, bool) {
 func (w *watch) redirect(rd *transport.Redirect) (outcome, bool) {
 	c, l := w.op.c, &w.p.l
 	w.hops++
+	w.ranSomewhere = w.ranSomewhere || rd.MayHaveRun
 	if w.hops > maxRedirects {
 		return w.end(ReasonFailoverError, fmt.Errorf("more than %d redirects", maxRedirects)), true
 	}
@@ -364,14 +368,14 @@ func (w *watch) redirect(rd *transport.Redirect) (outcome, bool) {
 	if c.nsuspect.Load() > 0 && c.suspected(rd.Node) {
 		// A node this client just saw fail (a leader another node still
 		// believes in): the next attempt's node hears that it failed.
-		return w.end(ReasonSuspected, fmt.Errorf("redirected to %s, which is suspected", rd.Node)), true
+		return w.unsent(rd, w.end(ReasonSuspected, fmt.Errorf("redirected to %s, which is suspected", rd.Node))), true
 	}
 	dctx, cancel := context.WithDeadline(w.ctx, w.op.dialDeadline())
 	nc, err := c.pool.Get(dctx, rd.Addr)
 	cancel()
 	if err != nil {
 		c.suspect(rd.Node, dialReason(err))
-		return w.end(dialReason(err), fmt.Errorf("dial redirect target %s: %w", rd.Node, err)), true
+		return w.unsent(rd, w.end(dialReason(err), fmt.Errorf("dial redirect target %s: %w", rd.Node, err))), true
 	}
 	c.legs.moveTo(l, nc)
 	w.p.a.Flags &^= transport.FlagNoRepeat // the next group's owner may be this node
@@ -380,6 +384,16 @@ func (w *watch) redirect(rd *transport.Redirect) (outcome, bool) {
 	}
 	l.beat.Store(time.Now().UnixNano())
 	return outcome{}, false
+}
+
+// unsent marks o, an attempt that never reached its redirect target, as
+// refused when no node that redirected it may have run it: nothing ran
+// anywhere.
+func (w *watch) unsent(rd *transport.Redirect, o outcome) outcome {
+	if !w.ranSomewhere {
+		o.delivery = Refused
+	}
+	return o
 }
 
 // expired handles the timer or the alarm at now: the attempt's time is

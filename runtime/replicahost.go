@@ -285,7 +285,7 @@ func (r *replicated) unpark(leader string, leading bool) {
 			// make this node believe in it again) is elected.
 			r.parked = append(r.parked, p)
 		case known:
-			r.s.redirect(e, &transport.Redirect{Node: m.Name, Addr: m.Addr})
+			r.s.redirect(e, &transport.Redirect{Node: m.Name, Addr: m.Addr, MayHaveRun: p.proposed})
 		default:
 			r.s.refuse(e, codeNotLeader, "the leader "+leader+" is not a live member here")
 		}
@@ -567,7 +567,7 @@ func (r *replicated) moveOn(e *execution, leader string, proposed bool) {
 	m, ok := r.member(leader)
 	switch {
 	case ok && leader != r.s.cfg.Node && r.routable(m):
-		r.s.redirect(e, &transport.Redirect{Node: m.Name, Addr: m.Addr})
+		r.s.redirect(e, &transport.Redirect{Node: m.Name, Addr: m.Addr, MayHaveRun: proposed})
 	case ok && leader != r.s.cfg.Node:
 		// A tie-breaker leads for a moment: the write waits for it to
 		// hand over.

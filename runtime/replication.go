@@ -128,8 +128,11 @@ type ReplicaStatus struct {
 	Term       uint64 `json:"term"`
 	Commit     uint64 `json:"commit"`
 	Applied    uint64 `json:"applied"`
-	LogFirst   uint64 `json:"log_first"` // the oldest entry a follower can still get from here
-	LogLast    uint64 `json:"log_last"`
+	// LeaderCommit is, on a follower, the leader's commit index as the
+	// leader last told it: Commit is only what the follower holds of it.
+	LeaderCommit uint64 `json:"leader_commit,omitempty"`
+	LogFirst     uint64 `json:"log_first"` // the oldest entry a follower can still get from here
+	LogLast      uint64 `json:"log_last"`
 	// Stopped is true once the node met a write it cannot apply (it does
 	// not decode, its method is not served here, its handler panicked):
 	// it applies nothing after it, and NotReady names the write.
@@ -154,7 +157,7 @@ func (s *Server) Replication() []ReplicaStatus {
 		out = append(out, ReplicaStatus{
 			Service: st.Service, Ready: st.NotReady == "", NotReady: st.NotReady, NotReadySince: st.NotReadySince,
 			Role: st.Role, TieBreaker: r.cfg.TieBreaker, Leader: st.Leader, Leading: st.Leading,
-			Term: st.Term, Commit: st.Commit, Applied: st.Applied, LogFirst: st.LogFirst, LogLast: st.LogLast,
+			Term: st.Term, Commit: st.Commit, Applied: st.Applied, LeaderCommit: st.LeaderCommit, LogFirst: st.LogFirst, LogLast: st.LogLast,
 			Stopped: st.Stopped, SnapshotIndex: st.SnapshotIndex, SnapshotsInstalled: st.SnapshotsInstalled,
 			Voters: st.Voters, Learners: st.Learners,
 		})

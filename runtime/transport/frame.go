@@ -225,6 +225,12 @@ type Redirect struct {
 	Call uint64
 	Node string
 	Addr string
+	// MayHaveRun says that the redirecting node may have started the
+	// attempt's work (a replicated write it proposed before it stopped
+	// leading): an attempt that never reaches Node may still have run.
+	// Without it the redirecting node ran nothing. It is encoded only
+	// when set.
+	MayHaveRun bool
 }
 
 // Ack tells the client that an attempt arrived, before any heartbeat: the
@@ -420,13 +426,20 @@ func (f *Ack) decodeBody(r *codec.Reader) { f.Call = r.Uvarint() }
 func (f *Redirect) appendBody(b []byte) []byte {
 	b = codec.AppendUvarint(b, f.Call)
 	b = codec.AppendString(b, f.Node)
-	return codec.AppendString(b, f.Addr)
+	b = codec.AppendString(b, f.Addr)
+	if f.MayHaveRun {
+		b = codec.AppendUvarint(b, 1)
+	}
+	return b
 }
 
 func (f *Redirect) decodeBody(r *codec.Reader) {
 	f.Call = r.Uvarint()
 	f.Node = r.String()
 	f.Addr = r.String()
+	if r.Len() > 0 {
+		f.MayHaveRun = r.Uvarint() != 0
+	}
 }
 
 func (f *Replica) appendBody(b []byte) []byte {

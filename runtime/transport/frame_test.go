@@ -46,6 +46,7 @@ func sampleFrames() map[string]Frame {
 		"result-failover": &Result{Call: 9, Status: StatusFailover, Message: "busy"},
 		"cancel":          &Cancel{Call: 1<<64 - 1},
 		"redirect":        &Redirect{Call: 3, Node: "node-c", Addr: "10.0.0.3:7000"},
+		"redirect-ran":    &Redirect{Call: 4, Node: "node-d", Addr: "10.0.0.4:7000", MayHaveRun: true},
 		"ack":             &Ack{Call: 1 << 33},
 	}
 }

@@ -140,7 +140,9 @@ type Group struct {
 	inMsgs  []*pb.Message
 	inProps []proposal
 	inCtl   []func()
-	wake    chan struct{} // with a disk: the inbox has work for run
+	// runWake hands the run goroutine what the goroutines that brought it
+	// left, or, with a disk, all of it (loop.go).
+	runWake chan struct{}
 
 	// evMu guards the events for the server, which the event goroutine
 	// delivers in order.
@@ -158,6 +160,7 @@ type Group struct {
 	st            Status
 	stopErr       error     // set when apply stopped
 	notReadySince time.Time // since when Ready has failed
+	lag           lagWatch  // how far this follower trails the leader
 	draining      bool
 	reads         map[uint64]chan uint64 // ReadIndex requests by context
 	readSeq       uint64
@@ -225,7 +228,7 @@ func New(cfg Config) (*Group, error) {
 		conf:      &pb.ConfState{},
 		heard:     make(map[string]heardHello),
 		evWake:    make(chan struct{}, 1),
-		wake:      make(chan struct{}, 1),
+		runWake:   make(chan struct{}, 1),
 		asm:       make(map[string]*assembly),
 		names:     make(map[uint64]string),
 		reads:     make(map[uint64]chan uint64),
@@ -489,12 +492,15 @@ func (g *Group) setServingLocked(on bool) {
 }
 
 // MayServeSoon reports whether a node that does not serve lacks only a
-// leader, or a few entries: a voter that has not stopped and is not
-// draining. What arrives meanwhile may wait for it.
+// leader, or a few entries: a voter that has not stopped, is not draining,
+// and does not trail the leader too far. What arrives meanwhile may wait
+// for it.
 func (g *Group) MayServeSoon() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.stopErr == nil && !g.draining && g.st.Role == "voter"
+	st := g.st
+	st.Applied = g.applied.Load()
+	return g.stopErr == nil && !g.draining && st.Role == "voter" && g.stalledLocked(&st) == nil
 }
 
 // WaitServing waits until the node serves the service.
@@ -562,8 +568,14 @@ func (g *Group) receiveRaft(body []byte) error {
 		g.leaderHeard.Store(time.Now().UnixNano())
 	}
 	g.inMu.Lock()
-	g.inMsgs = append(g.inMsgs, m)
+	full := len(g.inMsgs) >= maxInbox
+	if !full {
+		g.inMsgs = append(g.inMsgs, m)
+	}
 	g.inMu.Unlock()
+	if full {
+		g.log.Debug("ffgen: dropped a raft message: raft is behind with the peers' messages", "from", m.GetFrom(), "type", m.GetType())
+	}
 	g.kick()
 	return nil
 }

@@ -1,6 +1,8 @@
 package replica
 
 import (
+	"bytes"
+	"errors"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -18,14 +20,26 @@ func unmarshalMessage(b []byte, m *pb.Message) error { return proto.Unmarshal(b,
 // proposes a write, the transport's reader that brings a peer's message,
 // the ticker. Whoever holds raftMu steps what the inbox holds and handles
 // every Ready as etcd's server does (persist, send, hand the committed
-// entries to the apply goroutine, advance), and takes what arrived
-// meanwhile before it lets go. A write thus reaches raft and its appends
-// reach the followers without a goroutine hand-off, and a busy group still
-// batches many writes into one Ready. What the server must hear of (a new
-// leader, a proposal raft dropped) goes through the event goroutine, so
-// that raft never waits on the server's lock.
+// entries to the apply goroutine, advance). A write thus reaches raft and
+// its appends reach the followers without a goroutine hand-off, and a busy
+// group still batches many writes into one Ready. A goroutine that brought
+// work takes a few rounds at most and leaves what arrives meanwhile to the
+// run goroutine: a transport reader kept busy by raft would stop reading
+// its connection (the peer's answers would wait behind it), and the ticker
+// would stop ticking (no heartbeats, no elections). What the server must
+// hear of (a new leader, a proposal raft dropped) goes through the event
+// goroutine, so that raft never waits on the server's lock.
 
-// run ticks raft, and with a disk drives it (see kick).
+// kickRounds is how many rounds a goroutine that brought work takes
+// before it leaves the rest to the run goroutine.
+const kickRounds = 2
+
+// maxInbox bounds the peers' messages waiting for raft, as etcd's
+// transport bounds its receive buffer: past it a message is dropped, and
+// raft sends again what it needs.
+const maxInbox = 4096
+
+// run ticks raft and takes the rounds other goroutines leave.
 func (g *Group) run() {
 	defer g.wg.Done()
 	t := time.NewTicker(g.cfg.Tick)
@@ -33,15 +47,11 @@ func (g *Group) run() {
 	g.raftMu.Lock()
 	g.alone()
 	g.raftMu.Unlock()
+	g.wakeRun() // for what arrived meanwhile
 	for {
 		select {
 		case <-g.stopc:
 			return
-		case <-g.wake:
-			g.raftMu.Lock()
-			g.process()
-			g.raftMu.Unlock()
-			g.kick()
 		case <-t.C:
 			g.raftMu.Lock()
 			if g.diskErr != nil {
@@ -53,27 +63,35 @@ func (g *Group) run() {
 				g.process()
 			}
 			g.raftMu.Unlock()
-			g.kick()
+		case <-g.runWake:
+			g.raftMu.Lock()
+			g.process()
+			g.raftMu.Unlock()
+		}
+		// One round per wake-up, so that a busy group still ticks.
+		if g.inboxed() {
+			g.wakeRun()
 		}
 	}
 }
 
-// kick processes the inbox on this goroutine, unless another goroutine
-// holds raftMu: that one finds what was added before it lets go (it looks
-// again after unlocking). With a disk, the run goroutine does it instead:
-// a Ready then waits for an fsync, which must hold up neither a
-// connection's reader nor a handler.
+// kick processes the inbox on this goroutine for a few rounds, unless
+// another goroutine holds raftMu: that one finds what was added before it
+// lets go (it looks again after unlocking). What is left goes to the run
+// goroutine. With a disk, the run goroutine does all of it: a Ready then
+// waits for an fsync, which must hold up neither a connection's reader
+// nor a handler.
 func (g *Group) kick() {
 	if g.disk != nil {
 		if g.inboxed() {
-			select {
-			case g.wake <- struct{}{}:
-			default:
-			}
+			g.wakeRun()
 		}
 		return
 	}
-	for g.inboxed() {
+	for range kickRounds {
+		if !g.inboxed() {
+			return
+		}
 		select {
 		case <-g.stopc:
 			return
@@ -84,6 +102,16 @@ func (g *Group) kick() {
 		}
 		g.process()
 		g.raftMu.Unlock()
+	}
+	if g.inboxed() {
+		g.wakeRun()
+	}
+}
+
+func (g *Group) wakeRun() {
+	select {
+	case g.runWake <- struct{}{}:
+	default:
 	}
 }
 
@@ -140,7 +168,10 @@ func (g *Group) drainInbox() {
 	msgs, props, ctl := g.inMsgs, g.inProps, g.inCtl
 	g.inMsgs, g.inProps, g.inCtl = nil, nil, nil
 	g.inMu.Unlock()
-	for _, m := range msgs {
+	for i, m := range msgs {
+		if staleHeartbeatResp(m, msgs[i+1:]) {
+			continue
+		}
 		// An error is a message raft does not take (from an unknown
 		// term's proposal forwarding, a local message type): nothing to
 		// do about it but drop it.
@@ -160,6 +191,24 @@ func (g *Group) drainInbox() {
 		}
 		g.emit(func() { g.cfg.Host.Dropped(p.opID, why) })
 	}
+}
+
+// staleHeartbeatResp reports whether a later message of the same batch
+// says all that m does: a heartbeat answer from the same peer in the same
+// term for the same read request. raft answers every heartbeat answer from
+// a follower it probes with an append of up to a megabyte: a burst of them,
+// delayed by a cut that healed, would otherwise cost one append each.
+func staleHeartbeatResp(m *pb.Message, later []*pb.Message) bool {
+	if m.GetType() != pb.MessageType_MsgHeartbeatResp {
+		return false
+	}
+	for _, n := range later {
+		if n.GetType() == pb.MessageType_MsgHeartbeatResp && n.GetFrom() == m.GetFrom() &&
+			n.GetTerm() == m.GetTerm() && bytes.Equal(n.GetContext(), m.GetContext()) {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *Group) handleReady() {
@@ -275,38 +324,57 @@ func (g *Group) softState(ss *raft.SoftState) {
 }
 
 // send sends raft's messages. One that cannot go is lost, as raft allows:
-// it sends again.
+// it sends again. Once a message to a peer could not go, the rest of the
+// batch to that peer is reported unreachable without being encoded: its
+// connection is gone or its queue is full, and a follower raft probes may
+// have a megabyte append in the batch for every heartbeat it answered.
 func (g *Group) send(msgs []*pb.Message) {
+	var failed map[uint64]bool
 	for _, m := range msgs {
 		to := m.GetTo()
-		name := g.nameOf(to)
 		snap := m.GetType() == pb.MessageType_MsgSnap
-		if name == "" {
-			g.rn.ReportUnreachable(to)
+		var err error
+		name := g.nameOf(to)
+		switch {
+		case failed[to]:
+			err = errUnsent
+		case name == "":
+			err = errNoName
+		default:
+			var b []byte
+			if b, err = proto.Marshal(m); err == nil {
+				err = g.sendBytes(name, b)
+			}
+			if snap && err == nil {
+				g.log.Info("ffgen: sent a snapshot", "peer", name, "index", m.GetSnapshot().GetMetadata().GetIndex(), "bytes", len(b))
+			}
+		}
+		if err == nil {
 			if snap {
-				g.rn.ReportSnapshot(to, raft.SnapshotFailure)
+				g.rn.ReportSnapshot(to, raft.SnapshotFinish)
 			}
 			continue
 		}
-		b, err := proto.Marshal(m)
-		if err == nil {
-			err = g.sendBytes(name, b)
-		}
-		if err != nil {
+		if !failed[to] {
+			if failed == nil {
+				failed = make(map[uint64]bool)
+			}
+			failed[to] = true
 			g.rn.ReportUnreachable(to)
 		}
 		if snap {
-			status := raft.SnapshotFinish
-			if err != nil {
-				status = raft.SnapshotFailure
+			if name != "" && err != errUnsent {
 				g.log.Warn("ffgen: could not send a snapshot", "peer", name, "err", err)
-			} else {
-				g.log.Info("ffgen: sent a snapshot", "peer", name, "index", m.GetSnapshot().GetMetadata().GetIndex(), "bytes", len(b))
 			}
-			g.rn.ReportSnapshot(to, status)
+			g.rn.ReportSnapshot(to, raft.SnapshotFailure)
 		}
 	}
 }
+
+var (
+	errUnsent = errors.New("an earlier message to the peer could not go")
+	errNoName = errors.New("the peer's name is not known")
+)
 
 // sendBytes sends an encoded raft message, in parts if it is large.
 func (g *Group) sendBytes(to string, b []byte) error {

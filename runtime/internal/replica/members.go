@@ -83,11 +83,18 @@ func (g *Group) tick() {
 	}
 	if g.leading {
 		g.manageMembers()
+		// The followers learn from it how far the leader has committed.
+		g.sayHello("")
 	}
 }
 
 func (g *Group) helloMsg() hello {
-	return hello{name: g.cfg.Node, id: g.id, member: g.member()}
+	h := hello{name: g.cfg.Node, id: g.id, member: g.member()}
+	if g.leading {
+		st := g.rn.BasicStatus()
+		h.term, h.commit = st.HardState.GetTerm(), st.HardState.GetCommit()
+	}
+	return h
 }
 
 // sayHello sends this node's hello to one peer, or to every peer.
@@ -110,6 +117,9 @@ func (g *Group) onHello(h hello) {
 		g.names[h.id] = h.name
 	}
 	g.mu.Unlock()
+	if h.term != 0 && h.id == g.lead && !g.leading && h.term == g.rn.BasicStatus().HardState.GetTerm() {
+		g.leaderCommitted(h.id, h.commit)
+	}
 	if g.member() && !h.member {
 		// Tell a node that has not joined that the group exists.
 		g.sayHello(h.name)

@@ -11,14 +11,17 @@ type Status struct {
 	Service string
 	ID      uint64
 	// Role is "voter", "learner" or "" (not in the group yet, or removed).
-	Role     string
-	Leader   string
-	Leading  bool
-	Term     uint64
-	Commit   uint64
-	Applied  uint64
-	LogFirst uint64 // the oldest entry still in the log here
-	LogLast  uint64
+	Role    string
+	Leader  string
+	Leading bool
+	Term    uint64
+	Commit  uint64
+	Applied uint64
+	// LeaderCommit is the leader's commit index as its last hello told
+	// this follower; Commit is only what this node holds of it.
+	LeaderCommit uint64
+	LogFirst     uint64 // the oldest entry still in the log here
+	LogLast      uint64
 	// SnapshotIndex is the index of the newest snapshot here, taken or
 	// installed.
 	SnapshotIndex      uint64
@@ -37,9 +40,56 @@ type Status struct {
 	StoreFailed string
 }
 
-// maxApplyLag is how far apply may trail the commit index before the node
-// stops serving reads: beyond it, it is catching up.
+// maxApplyLag is how far apply may trail the commit index (this node's,
+// or the leader's) before the node stops serving reads: beyond it, it is
+// catching up.
 const maxApplyLag = 1000
+
+// stallAfter is how long a follower may take to apply an index the leader
+// told it was committed before it reports catching up: one that hears the
+// leader's heartbeats but receives none of its appends, or cannot apply
+// them, must not keep serving reads that miss acknowledged writes.
+const stallAfter = 2 * time.Second
+
+// lagWatch follows how far a follower trails the leader it hears.
+type lagWatch struct {
+	leader       uint64 // the leader's raft ID
+	leaderCommit uint64
+	// target is an index the leader reported committed while this node
+	// had applied all the earlier target; since is when.
+	target uint64
+	since  time.Time
+}
+
+// leaderCommitted takes the commit index the leader reported. Called with
+// raftMu held.
+func (g *Group) leaderCommitted(leader, commit uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.lag.leader != leader {
+		g.lag = lagWatch{leader: leader}
+	}
+	g.lag.leaderCommit = commit
+	if g.applied.Load() >= g.lag.target {
+		g.lag.target, g.lag.since = commit, time.Now()
+	}
+}
+
+// stalledLocked returns why this follower trails the leader too far, or
+// nil. Called with mu held.
+func (g *Group) stalledLocked(st *Status) error {
+	if st.Leading || st.Leader == "" || g.lag.leader == 0 {
+		return nil
+	}
+	switch {
+	case g.lag.leaderCommit > st.Applied+maxApplyLag:
+		return fmt.Errorf("catching up: applied %d of the leader's %d", st.Applied, g.lag.leaderCommit)
+	case g.lag.target > st.Applied && time.Since(g.lag.since) > stallAfter:
+		return fmt.Errorf("catching up: applied %d; the leader had committed %d %s ago",
+			st.Applied, g.lag.target, time.Since(g.lag.since).Round(time.Millisecond))
+	}
+	return nil
+}
 
 // refreshStatus publishes raft's state. Called with raftMu held.
 func (g *Group) refreshStatus() {
@@ -70,6 +120,11 @@ func (g *Group) refreshStatus() {
 	g.st.Commit = st.HardState.GetCommit()
 	g.st.LogFirst, g.st.LogLast = first, last
 	g.st.Role = role
+	g.st.LeaderCommit = g.lag.leaderCommit
+	if g.leading {
+		g.lag = lagWatch{}
+		g.st.LeaderCommit = 0
+	}
 	cur := g.st
 	cur.Applied = g.applied.Load()
 	g.setServingLocked(g.notReadyLocked(&cur) == nil)
@@ -133,5 +188,5 @@ func (g *Group) notReadyLocked(st *Status) error {
 	case st.Commit > st.Applied+maxApplyLag:
 		return fmt.Errorf("catching up: applied %d of %d", st.Applied, st.Commit)
 	}
-	return nil
+	return g.stalledLocked(st)
 }

@@ -18,28 +18,28 @@ import (
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
-// testNet joins groups in one process: Send is the peer's Receive.
-type testNet struct {
+// storeNet joins groups in one process: Send is the peer's Receive.
+type storeNet struct {
 	mu     sync.Mutex
 	groups map[string]*Group
 }
 
-func (n *testNet) group(name string) *Group {
+func (n *storeNet) group(name string) *Group {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.groups[name]
 }
 
-// testHost applies writes by recording their methods in order.
-type testHost struct {
-	net  *testNet
+// storeHost applies writes by recording their methods in order.
+type storeHost struct {
+	net  *storeNet
 	name string
 
 	mu      sync.Mutex
 	applied []string
 }
 
-func (h *testHost) Apply(_ uint64, cmd *Command, recorded *transport.Result) (transport.Result, error) {
+func (h *storeHost) Apply(_ uint64, cmd *Command, recorded *transport.Result) (transport.Result, error) {
 	if recorded != nil {
 		return *recorded, nil
 	}
@@ -49,18 +49,18 @@ func (h *testHost) Apply(_ uint64, cmd *Command, recorded *transport.Result) (tr
 	return transport.Result{Payload: []byte(cmd.Method)}, nil
 }
 
-func (h *testHost) writes() []string {
+func (h *storeHost) writes() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(h.applied)
 }
 
-func (h *testHost) SnapshotState() ([]byte, bool, error) { return nil, false, nil }
-func (h *testHost) RestoreState([]byte) error            { return nil }
-func (h *testHost) LeaderChanged(string, bool)           {}
-func (h *testHost) Dropped([16]byte, string)             {}
+func (h *storeHost) SnapshotState() ([]byte, bool, error) { return nil, false, nil }
+func (h *storeHost) RestoreState([]byte) error            { return nil }
+func (h *storeHost) LeaderChanged(string, bool)           {}
+func (h *storeHost) Dropped([16]byte, string)             {}
 
-func (h *testHost) Peers() []string {
+func (h *storeHost) Peers() []string {
 	var out []string
 	for _, p := range []string{"a", "b", "c"} {
 		if p != h.name {
@@ -70,7 +70,7 @@ func (h *testHost) Peers() []string {
 	return out
 }
 
-func (h *testHost) Send(to string, kind uint8, body []byte) error {
+func (h *storeHost) Send(to string, kind uint8, body []byte) error {
 	g := h.net.group(to)
 	if g == nil {
 		return errors.New("no such peer")
@@ -101,8 +101,8 @@ func (g *Group) isVoterLocked() bool {
 	return ok
 }
 
-func otherHosts(hosts map[string]*testHost, not string) []*testHost {
-	var out []*testHost
+func otherHosts(hosts map[string]*storeHost, not string) []*storeHost {
+	var out []*storeHost
 	for _, name := range []string{"a", "b", "c"} {
 		if name != not {
 			out = append(out, hosts[name])
@@ -126,12 +126,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // node has applied the same writes, once each, in the same order.
 func TestStoreFailureStepsDownAndRecovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := &testNet{groups: map[string]*Group{}}
-		hosts := map[string]*testHost{}
+		net := &storeNet{groups: map[string]*Group{}}
+		hosts := map[string]*storeHost{}
 		fail := map[string]*atomic.Bool{}
 		logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 		for _, name := range []string{"a", "b", "c"} {
-			h := &testHost{net: net, name: name}
+			h := &storeHost{net: net, name: name}
 			hosts[name] = h
 			cfg := Config{Service: "s.S", Node: name, Voters: []string{"a", "b", "c"}, Cluster: "test",
 				Tick: 10 * time.Millisecond, ElectionTicks: 10, HeartbeatTicks: 3,

@@ -20,17 +20,25 @@ const (
 // hello tells the peers of a group who this node is: its raft ID (new for
 // every process: a node that restarts empty is a new member) and whether
 // it belongs to a formed group. Nodes exchange hellos to form the group
-// and to ask the leader to be added.
+// and to ask the leader to be added. The leader's hellos also carry its
+// term and commit index: a follower learns from them how far behind it
+// is, which raft's heartbeats do not tell (they carry at most what the
+// follower holds already).
 type hello struct {
 	name   string
 	id     uint64
 	member bool // its configuration is not empty: the group has formed
+	// term and commit: the sender leads in term, and has committed up to
+	// commit; both zero from a node that does not lead.
+	term, commit uint64
 }
 
 const (
 	helloName   = 1
 	helloID     = 2
 	helloMember = 3
+	helloTerm   = 4
+	helloCommit = 5
 )
 
 func (h *hello) marshal() []byte {
@@ -41,6 +49,12 @@ func (h *hello) marshal() []byte {
 	if h.member {
 		b = protowire.AppendTag(b, helloMember, protowire.VarintType)
 		b = protowire.AppendVarint(b, 1)
+	}
+	if h.term != 0 {
+		b = protowire.AppendTag(b, helloTerm, protowire.VarintType)
+		b = protowire.AppendVarint(b, h.term)
+		b = protowire.AppendTag(b, helloCommit, protowire.VarintType)
+		b = protowire.AppendVarint(b, h.commit)
 	}
 	return b
 }
@@ -55,6 +69,10 @@ func (h *hello) unmarshal(b []byte) error {
 			h.id = n
 		case num == helloMember && typ == protowire.VarintType:
 			h.member = n != 0
+		case num == helloTerm && typ == protowire.VarintType:
+			h.term = n
+		case num == helloCommit && typ == protowire.VarintType:
+			h.commit = n
 		}
 		return nil
 	})

@@ -1,0 +1,247 @@
+package replica
+
+import (
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// testNet connects groups in memory, each message delivered on a goroutine
+// of its own, as a transport's reader would; drop decides, by sender,
+// receiver and raft message, what is lost.
+type testNet struct {
+	mu     sync.Mutex
+	groups map[string]*Group
+	drop   func(from, to string, m *pb.Message) bool
+	sent   map[string]map[pb.MessageType]int // raft messages sent, by receiver and type
+}
+
+type testHost struct {
+	net  *testNet
+	name string
+}
+
+func (h *testHost) Apply(index uint64, cmd *Command, recorded *transport.Result) (transport.Result, error) {
+	if recorded != nil {
+		return *recorded, nil
+	}
+	return transport.Result{Status: transport.StatusOK}, nil
+}
+func (h *testHost) SnapshotState() ([]byte, bool, error) { return nil, false, nil }
+func (h *testHost) RestoreState([]byte) error            { return nil }
+func (h *testHost) LeaderChanged(string, bool)           {}
+func (h *testHost) Dropped([16]byte, string)             {}
+
+func (h *testHost) Peers() []string {
+	h.net.mu.Lock()
+	defer h.net.mu.Unlock()
+	var out []string
+	for name := range h.net.groups {
+		if name != h.name {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func (h *testHost) Send(to string, kind uint8, body []byte) error {
+	n := h.net
+	body = append([]byte(nil), body...)
+	n.mu.Lock()
+	g := n.groups[to]
+	if kind == KindRaft {
+		m := new(pb.Message)
+		if err := proto.Unmarshal(body, m); err != nil {
+			n.mu.Unlock()
+			return err
+		}
+		if n.sent[to] == nil {
+			n.sent[to] = make(map[pb.MessageType]int)
+		}
+		n.sent[to][m.GetType()]++
+		if n.drop != nil && n.drop(h.name, to, m) {
+			n.mu.Unlock()
+			return nil // lost on the way, as a cut connection loses it
+		}
+	}
+	n.mu.Unlock()
+	go g.Receive(h.name, kind, body)
+	return nil
+}
+
+func (n *testNet) setDrop(f func(from, to string, m *pb.Message) bool) {
+	n.mu.Lock()
+	n.drop = f
+	n.mu.Unlock()
+}
+
+// sentTo counts the raft messages of type t sent to node, and resets the
+// count.
+func (n *testNet) sentTo(node string, t pb.MessageType) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := n.sent[node][t]
+	delete(n.sent[node], t)
+	return c
+}
+
+// startGroups forms a group of the named voters and waits for a leader.
+func startGroups(t *testing.T, names ...string) (*testNet, map[string]*Group) {
+	t.Helper()
+	n := &testNet{groups: map[string]*Group{}, sent: map[string]map[pb.MessageType]int{}}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	n.mu.Lock()
+	for _, name := range names {
+		g, err := New(Config{
+			Service: "svc", Node: name, Voters: names,
+			Tick: 10 * time.Millisecond, ElectionTicks: 10, HeartbeatTicks: 3,
+			RememberWrites: 1000, MaxMessageBytes: 64 << 20,
+			Logger: logger, Host: &testHost{net: n, name: name},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.groups[name] = g
+	}
+	groups := n.groups
+	n.mu.Unlock()
+	t.Cleanup(func() {
+		for _, g := range groups {
+			g.Stop()
+		}
+	})
+	time.Sleep(3 * time.Second)
+	if leaderOf(groups) == "" {
+		t.Fatal("no leader after 3s")
+	}
+	return n, groups
+}
+
+func leaderOf(groups map[string]*Group) string {
+	for name, g := range groups {
+		if _, leading := g.Leader(); leading {
+			return name
+		}
+	}
+	return ""
+}
+
+func write(g *Group, i int) {
+	cmd := &Command{Method: "Add", Payload: []byte{byte(i)}}
+	cmd.OpID[0], cmd.OpID[1] = byte(i), byte(i>>8)
+	g.Propose(cmd)
+}
+
+// A follower that hears the leader's heartbeats but receives none of its
+// appends does not report ready for long: raft's heartbeats carry only
+// the commit index the follower holds already, so before the leader's
+// hellos told it the leader's own, it reported ready, applied = commit,
+// and served reads without every acknowledged write. Once the appends
+// flow again it catches up and is ready.
+func TestFollowerWithoutAppendsReportsCatchingUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n, groups := startGroups(t, "a", "b", "c")
+		lead := leaderOf(groups)
+		var f string
+		for name := range groups {
+			if name != lead {
+				f = name
+				break
+			}
+		}
+		n.setDrop(func(from, to string, m *pb.Message) bool {
+			return from == lead && to == f && (m.GetType() == pb.MessageType_MsgApp || m.GetType() == pb.MessageType_MsgSnap)
+		})
+		for i := range 50 {
+			write(groups[lead], i+1)
+		}
+		time.Sleep(stallAfter + time.Second)
+		l := groups[lead].Status()
+		st := groups[f].Status()
+		if st.Leader != lead {
+			t.Fatalf("%s: leader %q, want %s (it hears the heartbeats)", f, st.Leader, lead)
+		}
+		if st.Applied >= l.Applied {
+			t.Fatalf("%s applied %d, the leader %d: the appends were not cut", f, st.Applied, l.Applied)
+		}
+		if err := groups[f].Ready(); err == nil || !strings.Contains(err.Error(), "catching up") {
+			t.Fatalf("%s, applied %d of the leader's %d: Ready() = %v, want catching up", f, st.Applied, l.Commit, err)
+		}
+		if groups[f].Serving() {
+			t.Fatalf("%s serves while it trails the leader", f)
+		}
+		if st.LeaderCommit != l.Commit {
+			t.Fatalf("%s: LeaderCommit %d, the leader's commit %d", f, st.LeaderCommit, l.Commit)
+		}
+
+		n.setDrop(nil)
+		time.Sleep(time.Second)
+		for name, g := range groups {
+			if err := g.Ready(); err != nil {
+				t.Errorf("%s after the appends flow again: %v", name, err)
+			}
+			if got := g.Applied(); got != l.Applied {
+				t.Errorf("%s applied %d, want %d", name, got, l.Applied)
+			}
+		}
+	})
+}
+
+// A burst of heartbeat answers from a follower the leader probes (held up
+// by a cut, delivered at once when it heals) costs one append, not one of
+// up to a megabyte each: a burst of them kept a leader's raft loop busy
+// for tens of seconds, long enough for the cluster to move on without it.
+func TestHeartbeatAnswersInABurstCostOneAppend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n, groups := startGroups(t, "a", "b", "c")
+		lead := leaderOf(groups)
+		var f string
+		for name := range groups {
+			if name != lead {
+				f = name
+				break
+			}
+		}
+		// The follower falls behind and the leader probes it.
+		n.setDrop(func(from, to string, m *pb.Message) bool { return from == f || to == f })
+		for i := range 50 {
+			write(groups[lead], i+1)
+		}
+		time.Sleep(time.Second)
+		n.setDrop(func(from, to string, m *pb.Message) bool { return to == f })
+		synctest.Wait()
+		n.sentTo(f, pb.MessageType_MsgApp)
+
+		g := groups[lead]
+		term := g.Status().Term
+		resp, err := proto.Marshal(&pb.Message{
+			Type: pb.MessageType_MsgHeartbeatResp.Enum(), From: proto.Uint64(groups[f].id),
+			To: proto.Uint64(g.id), Term: proto.Uint64(term),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const burst = 500
+		g.raftMu.Lock() // they all arrive while raft is busy
+		for range burst {
+			if err := g.Receive(f, KindRaft, resp); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g.raftMu.Unlock()
+		g.kick()
+		synctest.Wait()
+		if got := n.sentTo(f, pb.MessageType_MsgApp); got != 1 {
+			t.Fatalf("%d heartbeat answers in one batch: the leader sent %d appends, want 1", burst, got)
+		}
+	})
+}
