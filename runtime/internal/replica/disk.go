@@ -297,7 +297,29 @@ func (s *boltStore) saveSnapshot(snap *pb.Snapshot, compact uint64) error {
 				return nil // the leader's newer snapshot came first
 			}
 		}
-		return putSnapshot(bucket, snap)
+		if err := putSnapshot(bucket, snap); err != nil {
+			return err
+		}
+		// The commit index is stored only with entries or a vote
+		// (handleReady), so it may lag what apply reached; raft restarted
+		// from this snapshot needs it at least as high as the snapshot,
+		// which only committed writes reach.
+		meta := tx.Bucket(bucketMeta)
+		hs := &pb.HardState{}
+		if b := meta.Get(keyHard); b != nil {
+			if err := unsealInto(b, hs); err != nil {
+				return err
+			}
+		}
+		if index := snap.GetMetadata().GetIndex(); hs.GetCommit() < index {
+			hs.Commit = &index
+			b, err := proto.Marshal(hs)
+			if err != nil {
+				return err
+			}
+			return meta.Put(keyHard, seal(b))
+		}
+		return nil
 	})
 	if err != nil {
 		return err

@@ -182,3 +182,26 @@ func TestStoreRefusesForeignIdentity(t *testing.T) {
 		}
 	}
 }
+
+// The commit index is stored only with entries or a vote, so it may lag
+// apply; a snapshot raises it to the snapshot's index, or raft restarted
+// from the snapshot would find a commit index behind it.
+func TestStoreSnapshotRaisesTheCommitIndex(t *testing.T) {
+	s, id := openTest(t, t.TempDir())
+	defer s.close()
+	if err := s.save(&pb.HardState{Term: proto.Uint64(1), Vote: proto.Uint64(id), Commit: proto.Uint64(2)}, entries(1, 9, 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	snap := &pb.Snapshot{Data: []byte("s"), Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(6), Term: proto.Uint64(1),
+		ConfState: &pb.ConfState{Voters: []uint64{id}}}}
+	if err := s.saveSnapshot(snap, 4); err != nil {
+		t.Fatal(err)
+	}
+	sv, err := s.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sv.hs.GetCommit() != 6 || sv.hs.GetTerm() != 1 || sv.hs.GetVote() != id {
+		t.Errorf("hard state after the snapshot: %v; want commit 6, term and vote kept", sv.hs)
+	}
+}
