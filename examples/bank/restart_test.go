@@ -45,12 +45,19 @@ func TestLedgerRestartsFromDisk(t *testing.T) {
 	accounts := envInt(t, "FFGEN_RESTART_ACCOUNTS", 500)
 	writes := envInt(t, "FFGEN_RESTART_WRITES", 3000)
 	callers := 64
+	snapshotEvery := 0 // the default
+	if os.Getenv("FFGEN_RESTART_SNAPSHOT_EVERY") != "" {
+		snapshotEvery = envInt(t, "FFGEN_RESTART_SNAPSHOT_EVERY", 0)
+	}
 	dir := t.TempDir()
 	cfg := fftest.Config{Server: func(node string, sc *runtime.ServerConfig) {
 		sc.DataDir = filepath.Join(dir, node)
 		// The data is made without waiting for the disk, to make a big
 		// log quickly; the restart reads it the same way either way.
 		sc.Replication.UnsafeNoFsync = os.Getenv("FFGEN_RESTART_ACCOUNTS") != ""
+		// FFGEN_RESTART_SNAPSHOT_EVERY above the writes keeps every write
+		// in the log, which the restart then replays whole.
+		sc.Replication.SnapshotEvery = snapshotEvery
 	}}
 	c := fftest.New(t, cfg)
 	var mu sync.Mutex
