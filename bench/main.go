@@ -21,14 +21,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
-	"strings"
 	"time"
 )
 
 func main() {
 	if name := os.Getenv(serveEnv); name != "" {
 		if dir := os.Getenv(profileEnv); dir != "" {
-			stop, err := profile(filepath.Join(dir, "server-"+filepath.Base(strings.ReplaceAll(name, " ", "-"))+".pprof"))
+			stop, err := profile(filepath.Join(dir, "server-"+fileName(name)+".pprof"))
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "bench-compare server:", err)
 				os.Exit(1)
@@ -47,9 +46,23 @@ func main() {
 	flag.DurationVar(&cfg.dur, "dur", cfg.dur, "how long each concurrent phase runs per system per round")
 	flag.IntVar(&cfg.idleConns, "idle", cfg.idleConns, "idle connections opened to measure the server's memory per connection")
 	flag.IntVar(&cfg.inFlight, "inflight", cfg.inFlight, "long ffgen operations held open during the in-flight phase (0: skip it)")
+	flag.IntVar(&cfg.replRounds, "repl-rounds", cfg.replRounds, "interleaved rounds of replicated writes")
+	flag.IntVar(&cfg.replSeq, "repl-seq", cfg.replSeq, "sequential replicated writes per system per round")
+	flag.StringVar(&cfg.replDataDir, "datadir", "", "where the replicated systems keep their data (default: the system's temporary directory)")
+	only := flag.String("only", "", `run one section: "rpc" or "replicated" (default: both)`)
 	strict := flag.Bool("strict", false, "exit 1 if a target is missed")
 	flag.StringVar(&cfg.profileDir, "cpuprofile", "", "write CPU profiles of the driver and of each server process into this directory")
 	flag.Parse()
+	switch *only {
+	case "":
+	case "rpc":
+		cfg.replicated = false
+	case "replicated":
+		cfg.rpc = false
+	default:
+		fmt.Fprintf(os.Stderr, "bench-compare: -only %q: want rpc or replicated\n", *only)
+		os.Exit(2)
+	}
 	cfg.progress = os.Stderr
 	if cfg.profileDir != "" {
 		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
@@ -91,5 +104,6 @@ func profile(path string) (stop func(), err error) {
 }
 
 func defaultConfig() config {
-	return config{rounds: 10, seqCalls: 2000, dur: time.Second, idleConns: 1000, inFlight: 10000}
+	return config{rpc: true, replicated: true, rounds: 10, seqCalls: 2000, dur: time.Second, idleConns: 1000, inFlight: 10000,
+		replRounds: 10, replSeq: 500}
 }

@@ -6,21 +6,29 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	goruntime "runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 )
 
 type config struct {
-	rounds     int
-	seqCalls   int
-	dur        time.Duration
-	idleConns  int
-	inFlight   int
-	progress   io.Writer // nil: quiet
-	profileDir string    // "": no CPU profiles
+	rpc, replicated bool // the sections to run
+	rounds          int
+	seqCalls        int
+	dur             time.Duration
+	idleConns       int
+	inFlight        int
+	progress        io.Writer // nil: quiet
+	profileDir      string    // "": no CPU profiles
+	// The replicated-write section.
+	replRounds  int
+	replSeq     int    // sequential writes per system per round
+	replDataDir string // where the clusters' data directories go ("": the system's temporary directory)
 }
 
 // roundResult is one system's figures in one round.
@@ -31,13 +39,15 @@ type roundResult struct {
 	tput64InFlight    float64 // calls/s with cfg.inFlight long operations held open
 	tput64Arrived     float64 // the same, in the second right after the last of them started (not a target)
 	hasInFlightResult bool
-	calls, failed     int64 // calls measured, and those that returned an error
+	calls, failed     int64  // calls measured, and those that returned an error
+	newTerms          uint64 // raft terms begun in the round (replicated systems)
 }
 
 type report struct {
 	cfg    config
-	rounds [][]roundResult // [round][system]
-	idle   []float64       // server RSS bytes per idle connection, by system
+	rounds rounds    // the RPC section; empty if it did not run
+	idle   []float64 // server RSS bytes per idle connection, by system
+	repl   *replReport
 }
 
 // Concurrent phases: how many callers share one client.
@@ -46,18 +56,75 @@ const (
 	manyCallers = 256
 )
 
+// run runs the sections cfg asks for.
 func run(cfg config) (*report, error) {
-	if cfg.rounds < 1 || cfg.seqCalls < 10 || cfg.dur <= 0 {
-		return nil, errors.New("need at least 1 round, 10 sequential calls and a positive duration")
-	}
-	say := func(format string, args ...any) {
-		if cfg.progress != nil {
-			fmt.Fprintf(cfg.progress, format+"\n", args...)
+	rep := &report{cfg: cfg}
+	if cfg.rpc {
+		if err := runRPC(cfg, rep); err != nil {
+			return nil, err
 		}
 	}
-	procs := make([]*serverProc, len(systems))
-	clients := make([]client, len(systems))
-	defer func() {
+	if cfg.replicated {
+		repl, err := runReplicated(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("replicated writes: %w", err)
+		}
+		rep.repl = repl
+	}
+	return rep, nil
+}
+
+// say prints progress, if cfg asks for it.
+func (cfg config) say(format string, args ...any) {
+	if cfg.progress != nil {
+		fmt.Fprintf(cfg.progress, format+"\n", args...)
+	}
+}
+
+// runRPC measures the RPC systems into rep.
+func runRPC(cfg config, rep *report) error {
+	if cfg.rounds < 1 || cfg.seqCalls < 10 || cfg.dur <= 0 {
+		return errors.New("need at least 1 round, 10 sequential calls and a positive duration")
+	}
+	procs, clients, stop, err := startAll(cfg, systems, 500, "")
+	defer stop()
+	if err != nil {
+		return err
+	}
+	for r := range cfg.rounds {
+		res := make([]roundResult, len(systems))
+		// Each round starts with the next system, so none is always
+		// measured right after the same neighbour.
+		for k := range systems {
+			i := (r + k) % len(systems)
+			if err := measure(cfg, systems[i], procs[i], clients[i], &res[i]); err != nil {
+				return fmt.Errorf("round %d: %s: %w", r+1, systems[i].name, err)
+			}
+		}
+		rep.rounds = append(rep.rounds, res)
+		cfg.say("round %d/%d: ffgen p50 %v, 64 callers %.0f calls/s", r+1, cfg.rounds, res[0].p50, res[0].tput64)
+	}
+	rep.idle = make([]float64, len(systems))
+	for i, s := range systems {
+		per, err := idleMemory(cfg.idleConns, s, procs[i])
+		if err != nil {
+			return fmt.Errorf("%s: idle connections: %w", s.name, err)
+		}
+		rep.idle[i] = per
+		cfg.say("%s: %.1f KiB per idle connection", s.name, per/1024)
+	}
+	return nil
+}
+
+// startAll starts a server process for each system (each keeping its
+// data in a directory of its own under dataDir, if that is set), dials
+// it, and warms it up with warm calls: connections, pools, the caches of
+// every layer. stop closes the clients and stops the processes, those
+// started before an error too.
+func startAll(cfg config, systems []*system, warm int, dataDir string) (procs []*serverProc, clients []client, stop func(), err error) {
+	procs = make([]*serverProc, len(systems))
+	clients = make([]client, len(systems))
+	stop = func() {
 		for i := range systems {
 			if clients[i] != nil {
 				clients[i].close()
@@ -66,47 +133,37 @@ func run(cfg config) (*report, error) {
 				procs[i].stop()
 			}
 		}
-	}()
+	}
 	for i, s := range systems {
-		p, err := startServer(s, cfg.profileDir)
+		dir := ""
+		if dataDir != "" {
+			dir = filepath.Join(dataDir, fileName(s.name))
+		}
+		p, err := startServer(s, cfg.profileDir, dir)
 		if err != nil {
-			return nil, err
+			return procs, clients, stop, err
 		}
 		procs[i] = p
 		c, err := s.dial(p.addrs)
 		if err != nil {
-			return nil, fmt.Errorf("%s: dial: %w", s.name, err)
+			return procs, clients, stop, fmt.Errorf("%s: dial: %w", s.name, err)
 		}
 		clients[i] = c
-		// Warm up: connections, pools, the caches of every layer.
-		if _, failed := sequential(clients[i], 500); failed == 500 {
-			return nil, fmt.Errorf("%s: every warm-up call failed", s.name)
+		if _, failed := sequential(c, warm); failed == int64(warm) {
+			return procs, clients, stop, fmt.Errorf("%s: every warm-up call failed", s.name)
 		}
 	}
-	rep := &report{cfg: cfg}
-	for r := range cfg.rounds {
-		res := make([]roundResult, len(systems))
-		// Each round starts with the next system, so none is always
-		// measured right after the same neighbour.
-		for k := range systems {
-			i := (r + k) % len(systems)
-			if err := measure(cfg, systems[i], procs[i], clients[i], &res[i]); err != nil {
-				return nil, fmt.Errorf("round %d: %s: %w", r+1, systems[i].name, err)
-			}
+	return procs, clients, stop, nil
+}
+
+// fileName turns a system's name into a file name.
+func fileName(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '.' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return r
 		}
-		rep.rounds = append(rep.rounds, res)
-		say("round %d/%d: ffgen p50 %v, 64 callers %.0f calls/s", r+1, cfg.rounds, res[0].p50, res[0].tput64)
-	}
-	rep.idle = make([]float64, len(systems))
-	for i, s := range systems {
-		per, err := idleMemory(cfg.idleConns, s, procs[i])
-		if err != nil {
-			return nil, fmt.Errorf("%s: idle connections: %w", s.name, err)
-		}
-		rep.idle[i] = per
-		say("%s: %.1f KiB per idle connection", s.name, per/1024)
-	}
-	return rep, nil
+		return '-'
+	}, name)
 }
 
 func measure(cfg config, s *system, p *serverProc, c client, out *roundResult) error {

@@ -21,7 +21,8 @@ const serveEnv = "BENCH_COMPARE_SERVE"
 // serveMain is the server process: it starts the system's server, prints
 // "READY <addresses>", then answers one line per command read from stdin
 // ("stats", or "gc" to give freed memory back to the OS first) with
-// "STATS <mallocs> <rss bytes> <connections> <long operations running>". It returns when stdin closes.
+// "STATS <mallocs> <rss bytes> <connections> <long operations running>
+// <raft term>". It returns when stdin closes.
 func serveMain(name string, in io.Reader, out io.Writer) error {
 	s := systemNamed(name)
 	if s == nil {
@@ -51,7 +52,11 @@ func serveMain(name string, in io.Reader, out io.Writer) error {
 		if cs.held != nil {
 			held = cs.held()
 		}
-		fmt.Fprintf(out, "STATS %d %d %d %d\n", ms.Mallocs, rss, cs.conns(), held)
+		var term uint64
+		if cs.term != nil {
+			term = cs.term()
+		}
+		fmt.Fprintf(out, "STATS %d %d %d %d %d\n", ms.Mallocs, rss, cs.conns(), held, term)
 	}
 	return sc.Err()
 }
@@ -86,10 +91,12 @@ type serverStats struct {
 	rss     int64
 	conns   int
 	held    int
+	term    uint64 // the newest raft term of a replicated system's members
 }
 
-// startServer re-executes this program as the server of s.
-func startServer(s *system, profileDir string) (*serverProc, error) {
+// startServer re-executes this program as the server of s, keeping its
+// data (a replicated system's) under dataDir.
+func startServer(s *system, profileDir, dataDir string) (*serverProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -98,6 +105,9 @@ func startServer(s *system, profileDir string) (*serverProc, error) {
 	cmd.Env = append(os.Environ(), serveEnv+"="+s.name)
 	if profileDir != "" {
 		cmd.Env = append(cmd.Env, profileEnv+"="+profileDir)
+	}
+	if dataDir != "" {
+		cmd.Env = append(cmd.Env, dataDirEnv+"="+dataDir)
 	}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -135,7 +145,7 @@ func (p *serverProc) stats(gc bool) (serverStats, error) {
 		return serverStats{}, fmt.Errorf("server stats: %w", err)
 	}
 	var st serverStats
-	if _, err := fmt.Sscanf(line, "STATS %d %d %d %d\n", &st.mallocs, &st.rss, &st.conns, &st.held); err != nil {
+	if _, err := fmt.Sscanf(line, "STATS %d %d %d %d %d\n", &st.mallocs, &st.rss, &st.conns, &st.held, &st.term); err != nil {
 		return serverStats{}, fmt.Errorf("server stats %q: %w", line, err)
 	}
 	return st, nil
