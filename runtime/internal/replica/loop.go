@@ -171,11 +171,24 @@ func (g *Group) handleReady() {
 		if !raft.IsEmptySnap(rd.Snapshot) {
 			snap = rd.Snapshot
 		}
-		var hs *pb.HardState
-		if !raft.IsEmptyHardState(rd.HardState) {
-			hs = rd.HardState
-		}
-		if g.disk != nil && (snap != nil || hs != nil || len(rd.Entries) > 0) {
+		// Only what raft must find again after a crash is stored, each
+		// time with an fsync, as etcd's server does: entries, a
+		// snapshot, a new term or vote (rd.MustSync). A hard state that
+		// moves only the commit index (every write's commit on the
+		// leader, and on each follower when it hears of it) rides with
+		// the next store: a node restarted with an older commit index
+		// learns the newer one from the leader. Storing it at once cost
+		// every write a second commit on its way to apply, and as many
+		// again on each follower.
+		if g.disk != nil && (snap != nil || rd.MustSync) {
+			hs := rd.HardState
+			if raft.IsEmptyHardState(hs) {
+				// Unchanged since the last Ready, which may not
+				// have stored it.
+				if hs = g.rn.BasicStatus().HardState; raft.IsEmptyHardState(hs) {
+					hs = nil
+				}
+			}
 			if err := g.disk.save(hs, rd.Entries, snap); err != nil {
 				g.diskFailed(err)
 				return
@@ -193,8 +206,8 @@ func (g *Group) handleReady() {
 		if len(rd.Entries) > 0 {
 			g.storage.Append(rd.Entries)
 		}
-		if hs != nil {
-			g.storage.SetHardState(hs)
+		if !raft.IsEmptyHardState(rd.HardState) {
+			g.storage.SetHardState(rd.HardState)
 		}
 		if !leading {
 			g.send(rd.Messages)
