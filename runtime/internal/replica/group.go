@@ -136,6 +136,9 @@ type Group struct {
 	inMsgs  []*pb.Message
 	inProps []proposal
 	inCtl   []func()
+	// inWake wakes the run goroutine to process the inbox, with the raft
+	// state on disk (kick).
+	inWake chan struct{}
 
 	// evMu guards the events for the server, which the event goroutine
 	// delivers in order.
@@ -218,6 +221,7 @@ func New(cfg Config) (*Group, error) {
 		conf:      &pb.ConfState{},
 		heard:     make(map[string]heardHello),
 		evWake:    make(chan struct{}, 1),
+		inWake:    make(chan struct{}, 1),
 		asm:       make(map[string]*assembly),
 		names:     make(map[uint64]string),
 		reads:     make(map[uint64]chan uint64),
