@@ -80,9 +80,11 @@ bench:
 detect:
 	FFGEN_DETECT=1 $(DETECT_ENV) $(GO) test -run '^TestDetection$$' -count=1 -v ./runtime/
 
-# ffgen next to grpc-go, net/rpc and raw TCP, interleaved in one run, each
-# server in its own process: the table, the ratios and the targets. About
-# two minutes. BENCH_FLAGS passes options, e.g. BENCH_FLAGS='-rounds 3'.
+# ffgen next to grpc-go, net/rpc and raw TCP, then ffgen's replicated
+# writes (on disk and in memory) next to a three-member etcd, each
+# interleaved in one run, each server in its own process: the tables, the
+# ratios and the targets. About four minutes. BENCH_FLAGS passes options,
+# e.g. BENCH_FLAGS='-rounds 3' or BENCH_FLAGS='-only replicated'.
 bench-compare:
 	cd $(BENCHMOD) && $(GO) run . $(BENCH_FLAGS)
 

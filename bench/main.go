@@ -5,14 +5,17 @@
 // so that a machine that gets busier mid-run weighs on all of them alike.
 // It prints a table of latencies, throughput, allocations and memory per
 // idle connection, and the ratios (medians of in-round ratios) against the
-// project's targets.
+// project's targets. A second section does the same for replicated writes:
+// three-member clusters of ffgen (on disk, and in memory) and of etcd
+// itself, embedded (replicated.go, README.md).
 //
 // Usage:
 //
 //	go run . [-rounds 10] [-seq 2000] [-dur 1s] [-idle 1000] [-inflight 10000]
+//	         [-repl-rounds 10] [-repl-seq 500] [-datadir DIR] [-only rpc|replicated]
 //
-// It lives in a module of its own so that the library does not depend on
-// grpc-go. `make bench-compare` runs it.
+// It lives in a module of its own so that the library depends on neither
+// grpc-go nor etcd. `make bench-compare` runs it.
 package main
 
 import (
