@@ -281,6 +281,9 @@ func (s *boltStore) saveSnapshot(snap *pb.Snapshot, compact uint64) error {
 		if err := putSnapshot(meta, snap); err != nil {
 			return err
 		}
+		if err := commitAtLeast(meta, snap.GetMetadata().GetIndex()); err != nil {
+			return err
+		}
 		c := tx.Bucket(bucketLog).Cursor()
 		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= compact; k, _ = c.First() {
 			if err := c.Delete(); err != nil {
@@ -292,6 +295,31 @@ func (s *boltStore) saveSnapshot(snap *pb.Snapshot, compact uint64) error {
 }
 
 func (s *boltStore) close() error { return s.db.Close() }
+
+// commitAtLeast raises the stored commit index to index, a snapshot's.
+// The commit index is stored only with entries or a new term or vote (a
+// Ready that moves only it is not stored), so it may lag behind what was
+// applied and snapshotted; raft refuses to restart from a hard state whose
+// commit is behind its snapshot.
+func commitAtLeast(meta *bolt.Bucket, index uint64) error {
+	b := meta.Get(keyHard)
+	if b == nil {
+		return nil // no vote, no term: raft takes the commit from the snapshot
+	}
+	hs := &pb.HardState{}
+	if err := unsealInto(b, hs); err != nil {
+		return err
+	}
+	if hs.GetCommit() >= index {
+		return nil
+	}
+	hs.Commit = &index
+	nb, err := proto.Marshal(hs)
+	if err != nil {
+		return err
+	}
+	return meta.Put(keyHard, seal(nb))
+}
 
 func putSnapshot(meta *bolt.Bucket, snap *pb.Snapshot) error {
 	b, err := proto.Marshal(snap)
