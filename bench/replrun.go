@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 )
 
@@ -16,7 +17,6 @@ import (
 
 // replReport is what the replicated-write section measured.
 type replReport struct {
-	cfg    config
 	dir    string // the directory the clusters' data was under
 	fsType string // its file system
 	rounds rounds
@@ -32,7 +32,7 @@ func runReplicated(cfg config) (*replReport, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(base)
-	rep := &replReport{cfg: cfg, dir: base, fsType: fsType(base)}
+	rep := &replReport{dir: filepath.Dir(base), fsType: fsType(base)}
 	procs, clients, stop, err := startAll(cfg, replSystems, 100, base)
 	defer stop()
 	if err != nil {
