@@ -81,8 +81,11 @@ detect:
 	FFGEN_DETECT=1 $(DETECT_ENV) $(GO) test -run '^TestDetection$$' -count=1 -v ./runtime/
 
 # ffgen next to grpc-go, net/rpc and raw TCP, and raw TCP next to a minimal
-# ping-pong, interleaved in one run, every client and server in a process
-# of its own: the table, the ratios and the targets. About two minutes. BENCH_FLAGS passes options, e.g. BENCH_FLAGS='-rounds 3'.
+# ping-pong, then ffgen's replicated writes (on disk and in memory) next to
+# a three-member etcd, each interleaved in one run, every client and server
+# in a process of its own: the tables, the ratios and the targets. About
+# four minutes. BENCH_FLAGS passes options, e.g. BENCH_FLAGS='-rounds 3' or
+# BENCH_FLAGS='-only replicated'.
 bench-compare:
 	cd $(BENCHMOD) && $(GO) run . $(BENCH_FLAGS)
 

@@ -7,14 +7,17 @@
 // ping-pong of two processes, so that its row is the wire's floor. It
 // prints a table of latencies, throughput, allocations and memory per
 // idle connection, and the ratios (medians of in-round ratios) against the
-// project's targets.
+// project's targets. A second section does the same for replicated writes:
+// three-member clusters of ffgen (on disk, and in memory) and of etcd
+// itself, embedded (replicated.go, README.md).
 //
 // Usage:
 //
 //	go run . [-rounds 10] [-seq 2000] [-dur 1s] [-idle 1000] [-inflight 10000]
+//	         [-repl-rounds 10] [-repl-seq 500] [-datadir DIR] [-only rpc|replicated]
 //
-// It lives in a module of its own so that the library does not depend on
-// grpc-go. `make bench-compare` runs it.
+// It lives in a module of its own so that the library depends on neither
+// grpc-go nor etcd. `make bench-compare` runs it.
 package main
 
 import (
@@ -37,9 +40,23 @@ func main() {
 	flag.DurationVar(&cfg.dur, "dur", cfg.dur, "how long each concurrent phase runs per system per round")
 	flag.IntVar(&cfg.idleConns, "idle", cfg.idleConns, "idle connections opened to measure the server's memory per connection")
 	flag.IntVar(&cfg.inFlight, "inflight", cfg.inFlight, "long ffgen operations held open during the in-flight phase (0: skip it)")
+	flag.IntVar(&cfg.replRounds, "repl-rounds", cfg.replRounds, "interleaved rounds of replicated writes")
+	flag.IntVar(&cfg.replSeq, "repl-seq", cfg.replSeq, "sequential replicated writes per system per round")
+	flag.StringVar(&cfg.replDataDir, "datadir", "", "where the replicated systems keep their data (default: the system's temporary directory)")
+	only := flag.String("only", "", `run one section: "rpc" or "replicated" (default: both)`)
 	strict := flag.Bool("strict", false, "exit 1 if a target is missed")
 	flag.StringVar(&cfg.profileDir, "cpuprofile", "", "write CPU profiles of the driver and of every client and server process into this directory")
 	flag.Parse()
+	switch *only {
+	case "":
+	case "rpc":
+		cfg.replicated = false
+	case "replicated":
+		cfg.rpc = false
+	default:
+		fmt.Fprintf(os.Stderr, "bench-compare: -only %q: want rpc or replicated\n", *only)
+		os.Exit(2)
+	}
 	cfg.progress = os.Stderr
 	if cfg.profileDir != "" {
 		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
@@ -116,5 +133,6 @@ func profile(path string) (stop func(), err error) {
 }
 
 func defaultConfig() config {
-	return config{rounds: 10, seqCalls: 2000, dur: time.Second, idleConns: 1000, inFlight: 10000}
+	return config{rpc: true, replicated: true, rounds: 10, seqCalls: 2000, dur: time.Second, idleConns: 1000, inFlight: 10000,
+		replRounds: 10, replSeq: 500}
 }

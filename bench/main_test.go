@@ -26,7 +26,7 @@ func TestOneRound(t *testing.T) {
 	// finished none at a load average of 14.
 	// 200 idle connections: with a handful, the server's resident set,
 	// read in pages once it stops falling, may not grow at all.
-	cfg := config{rounds: 1, seqCalls: 50, dur: 300 * time.Millisecond, idleConns: 200, inFlight: 20}
+	cfg := config{rpc: true, rounds: 1, seqCalls: 50, dur: 300 * time.Millisecond, idleConns: 200, inFlight: 20}
 	rep, err := run(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestRawIsTheFloor(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	rep, err := run(config{rounds: 3, seqCalls: 2000, dur: 100 * time.Millisecond})
+	rep, err := run(config{rpc: true, rounds: 3, seqCalls: 2000, dur: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +83,46 @@ func TestRawIsTheFloor(t *testing.T) {
 	}
 	if ratio := rep.floorRatio(); ratio > 1.5 {
 		t.Errorf("raw TCP's sequential p50 is %.2f times the minimal ping-pong's, want at most 1.5: the harness is measured, not the wire", ratio)
+	}
+}
+
+// TestReplicatedOneRound runs the replicated-write section briefly: ffgen
+// on disk, ffgen in memory and three embedded etcd members each serve in
+// their own process and are written to from a client process of its own,
+// and every figure of the table is measured. It asserts no timing.
+func TestReplicatedOneRound(t *testing.T) {
+	cfg := config{replicated: true, replRounds: 1, replSeq: 20, dur: 300 * time.Millisecond, replDataDir: t.TempDir()}
+	rep, err := run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.rounds) != 0 || rep.repl == nil || len(rep.repl.rounds) != 1 {
+		t.Fatalf("want only the replicated section, one round: %+v", rep)
+	}
+	for i, s := range replSystems {
+		rr := rep.repl.rounds[0][i]
+		if rr.p50 <= 0 || rr.p99 < rr.p50 || rr.calls < int64(cfg.replSeq) || rr.failed == rr.calls {
+			t.Errorf("%s: implausible figures %+v", s.name, rr)
+		}
+		// No write may finish within the 64 callers' phase on a busy
+		// machine under the race detector: a figure, not a failure.
+		if rr.tput64 == 0 {
+			t.Logf("%s: no write of the 64 callers finished within %v", s.name, cfg.dur)
+		}
+	}
+	// The clusters' data is gone with them.
+	if ents, err := os.ReadDir(cfg.replDataDir); err != nil || len(ents) != 0 {
+		t.Errorf("data left behind: %v %v", ents, err)
+	}
+	var out bytes.Buffer
+	rep.print(&out)
+	for _, want := range []string{"| | ffgen, fsync | ffgen, in memory | etcd 3.", "| sequential p50 |", "| 64 callers, writes/s |", "ffgen, fsync / etcd: p50"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if n := strings.Count(out.String(), "PASS") + strings.Count(out.String(), "FAIL"); n != len(rep.targets()) {
+		t.Errorf("%d verdicts for %d targets:\n%s", n, len(rep.targets()), out.String())
 	}
 }
 

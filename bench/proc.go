@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"unicode"
 )
 
 // Every server and every client runs in a process of its own: the program
@@ -46,7 +47,7 @@ func startChild(what, profileDir string, env ...string) (*child, error) {
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), env...)
 	if profileDir != "" {
-		cmd.Env = append(cmd.Env, profileEnv+"="+filepath.Join(profileDir, strings.NewReplacer(" ", "-", "/", "-").Replace(what)+".pprof"))
+		cmd.Env = append(cmd.Env, profileEnv+"="+filepath.Join(profileDir, fileName(what)+".pprof"))
 	}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -95,6 +96,16 @@ func (c *child) stop() {
 	if err := c.cmd.Wait(); err != nil {
 		fmt.Fprintf(os.Stderr, "bench-compare: %s: %v\n", c.what, err)
 	}
+}
+
+// fileName turns a system's name into a file name.
+func fileName(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '.' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return r
+		}
+		return '-'
+	}, name)
 }
 
 // commands reads the commands of a child process, one per line, and

@@ -29,36 +29,73 @@ func median(xs []float64) float64 {
 	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
+// rounds are the figures of every system of a section in every round:
+// [round][system].
+type rounds [][]roundResult
+
 // column is one figure of one system across the rounds.
-func (r *report) column(sys int, f func(roundResult) float64) []float64 {
-	out := make([]float64, 0, len(r.rounds))
-	for _, rr := range r.rounds {
+func (rs rounds) column(sys int, f func(roundResult) float64) []float64 {
+	out := make([]float64, 0, len(rs))
+	for _, rr := range rs {
 		out = append(out, f(rr[sys]))
 	}
 	return out
 }
 
-// ratio is the median of the in-round ratios f(a)/f(b).
-func (r *report) ratio(a, b int, f func(roundResult) float64) float64 {
-	xs := make([]float64, 0, len(r.rounds))
-	for _, rr := range r.rounds {
+// ratios are the in-round ratios f(a)/f(b).
+func (rs rounds) ratios(a, b int, f func(roundResult) float64) []float64 {
+	xs := make([]float64, 0, len(rs))
+	for _, rr := range rs {
 		if d := f(rr[b]); d != 0 {
 			xs = append(xs, f(rr[a])/d)
 		}
 	}
-	return median(xs)
+	return xs
+}
+
+// ratio is the median of the in-round ratios f(a)/f(b).
+func (rs rounds) ratio(a, b int, f func(roundResult) float64) float64 {
+	return median(rs.ratios(a, b, f))
 }
 
 // within is ratio with both figures from the same system: how ffgen's
 // throughput holds from one phase to another.
-func (r *report) within(sys int, num, den func(roundResult) float64) float64 {
-	xs := make([]float64, 0, len(r.rounds))
-	for _, rr := range r.rounds {
+func (rs rounds) within(sys int, num, den func(roundResult) float64) float64 {
+	xs := make([]float64, 0, len(rs))
+	for _, rr := range rs {
 		if d := den(rr[sys]); d != 0 {
 			xs = append(xs, num(rr[sys])/d)
 		}
 	}
 	return median(xs)
+}
+
+// failed is how many of a system's calls failed, over every round.
+func (rs rounds) failed(sys int) int64 {
+	var n int64
+	for _, rr := range rs {
+		n += rr[sys].failed
+	}
+	return n
+}
+
+// failedOf prints a system's failed calls and the calls it made.
+func (rs rounds) failedOf(sys int) string {
+	var calls int64
+	for _, rr := range rs {
+		calls += rr[sys].calls
+	}
+	return fmt.Sprintf("%d of %d", rs.failed(sys), calls)
+}
+
+// medianDur is a cell: the median over the rounds of a duration.
+func (rs rounds) medianDur(f func(roundResult) float64) func(int) string {
+	return func(i int) string { return fmtDur(time.Duration(median(rs.column(i, f)))) }
+}
+
+// medianRate is a cell: the median over the rounds of a rate.
+func (rs rounds) medianRate(f func(roundResult) float64) func(int) string {
+	return func(i int) string { return fmtRate(median(rs.column(i, f))) }
 }
 
 func p50(rr roundResult) float64     { return float64(rr.p50) }
@@ -98,36 +135,40 @@ func (r *report) floorRatio() float64 {
 	return median(xs)
 }
 
+// targets are the targets of the sections that ran.
 func (r *report) targets() []target {
+	var ts []target
+	if len(r.rounds) > 0 {
+		ts = r.rpcTargets()
+	}
+	if r.repl != nil {
+		ts = append(ts, r.repl.targets()...)
+	}
+	return ts
+}
+
+func (r *report) rpcTargets() []target {
 	ts := []target{
 		{"sequential p50, raw TCP/minimal ping-pong (the floor is the wire's)", r.floorRatio(), true, 1.5, "%.2f"},
-		{"sequential p50, ffgen/raw TCP", r.ratio(ffgenIdx, rawIdx, p50), true, 2, "%.2f"},
-		{"sequential p50, ffgen/grpc-go", r.ratio(ffgenIdx, grpcIdx, p50), true, 0.35, "%.2f"},
-		{"sequential p99, ffgen/raw TCP", r.ratio(ffgenIdx, rawIdx, p99), true, 3, "%.2f"},
-		{"64 callers calls/s, ffgen/grpc-go", r.ratio(ffgenIdx, grpcIdx, tput64), false, 3, "%.2f"},
-		{"64 callers calls/s, ffgen/net-rpc", r.ratio(ffgenIdx, netRPCIdx, tput64), false, 1.2, "%.2f"},
-		{"64 callers calls/s, ffgen/raw TCP", r.ratio(ffgenIdx, rawIdx, tput64), false, 1, "%.2f"},
-		{"256 callers calls/s, ffgen/raw TCP", r.ratio(ffgenIdx, rawIdx, tput256), false, 1.3, "%.2f"},
-		{"allocations per call, client + server", median(r.column(ffgenIdx, allocs)), true, 10, "%.1f"},
-		{"failed calls", float64(r.failed(ffgenIdx)), true, 0, "%.0f"},
-		{"calls/s at 256 callers / at 64", r.within(ffgenIdx, tput256, tput64), false, 0.9, "%.2f"},
+		{"sequential p50, ffgen/raw TCP", r.rounds.ratio(ffgenIdx, rawIdx, p50), true, 2, "%.2f"},
+		{"sequential p50, ffgen/grpc-go", r.rounds.ratio(ffgenIdx, grpcIdx, p50), true, 0.35, "%.2f"},
+		{"sequential p99, ffgen/raw TCP", r.rounds.ratio(ffgenIdx, rawIdx, p99), true, 3, "%.2f"},
+		{"64 callers calls/s, ffgen/grpc-go", r.rounds.ratio(ffgenIdx, grpcIdx, tput64), false, 3, "%.2f"},
+		{"64 callers calls/s, ffgen/net-rpc", r.rounds.ratio(ffgenIdx, netRPCIdx, tput64), false, 1.2, "%.2f"},
+		{"64 callers calls/s, ffgen/raw TCP", r.rounds.ratio(ffgenIdx, rawIdx, tput64), false, 1, "%.2f"},
+		{"256 callers calls/s, ffgen/raw TCP", r.rounds.ratio(ffgenIdx, rawIdx, tput256), false, 1.3, "%.2f"},
+		{"allocations per call, client + server", median(r.rounds.column(ffgenIdx, allocs)), true, 10, "%.1f"},
+		{"failed calls", float64(r.rounds.failed(ffgenIdx)), true, 0, "%.0f"},
+		{"calls/s at 256 callers / at 64", r.rounds.within(ffgenIdx, tput256, tput64), false, 0.9, "%.2f"},
 	}
 	if r.cfg.inFlight > 0 {
 		ts = append(ts, target{fmt.Sprintf("calls/s with %d in flight / without", r.cfg.inFlight),
-			r.within(ffgenIdx, tputInFlight, tput64), false, 0.8, "%.2f"})
+			r.rounds.within(ffgenIdx, tputInFlight, tput64), false, 0.8, "%.2f"})
 	}
 	if r.cfg.idleConns > 0 {
 		ts = append(ts, target{"server KiB per idle connection", r.idle[ffgenIdx] / 1024, true, 8, "%.1f"})
 	}
 	return ts
-}
-
-func (r *report) failed(sys int) int64 {
-	var n int64
-	for _, rr := range r.rounds {
-		n += rr[sys].failed
-	}
-	return n
 }
 
 func (r *report) allPass() bool {
@@ -139,7 +180,20 @@ func (r *report) allPass() bool {
 	return true
 }
 
+// print prints the tables of the sections that ran.
 func (r *report) print(w io.Writer) {
+	if len(r.rounds) > 0 {
+		r.printRPC(w)
+	}
+	if r.repl != nil {
+		if len(r.rounds) > 0 {
+			fmt.Fprintln(w)
+		}
+		r.repl.print(w)
+	}
+}
+
+func (r *report) printRPC(w io.Writer) {
 	// The columns: the systems, then the minimal ping-pong, which has
 	// sequential latencies only.
 	floor := len(systems)
@@ -150,23 +204,21 @@ func (r *report) print(w io.Writer) {
 	names[floor] = "minimal ping-pong"
 	fmt.Fprintf(w, "%d interleaved rounds; loopback TCP; %d-byte key, %d-byte payload each way; every client and server in a process of its own\n\n",
 		len(r.rounds), keyLen, payloadLen)
-	fmt.Fprintf(w, "| | %s |\n", strings.Join(names, " | "))
-	fmt.Fprintf(w, "|---%s|\n", strings.Repeat("|---", len(names)))
+	table := printTable(w, names)
+	// row prints a row of figures the floor has none of.
 	row := func(label string, cell func(sys int) string) {
-		cells := make([]string, len(names))
-		for i := range names {
-			cells[i] = "-"
+		table(label, func(i int) string {
 			if i < floor {
-				cells[i] = cell(i)
+				return cell(i)
 			}
-		}
-		fmt.Fprintf(w, "| %s | %s |\n", label, strings.Join(cells, " | "))
+			return "-"
+		})
 	}
 	// column returns figure f of system i by round, the floor's for i ==
 	// floor.
 	column := func(i int, f func(roundResult) float64) []float64 {
 		if i < floor {
-			return r.column(i, f)
+			return r.rounds.column(i, f)
 		}
 		out := make([]float64, 0, len(r.floor))
 		for _, l := range r.floor {
@@ -175,25 +227,16 @@ func (r *report) print(w io.Writer) {
 		return out
 	}
 	latRow := func(label string, f func(roundResult) float64) {
-		cells := make([]string, len(names))
-		for i := range names {
-			cells[i] = fmtDur(time.Duration(median(column(i, f))))
-		}
-		fmt.Fprintf(w, "| %s | %s |\n", label, strings.Join(cells, " | "))
+		table(label, func(i int) string { return fmtDur(time.Duration(median(column(i, f)))) })
 	}
-	rate := func(f func(roundResult) float64) func(int) string {
-		return func(i int) string { return fmtRate(median(r.column(i, f))) }
-	}
+	rate := r.rounds.medianRate
 	latRow("sequential p50", p50)
 	latRow("sequential p90", p90)
 	latRow("sequential p99", p99)
-	cells := make([]string, len(names))
-	for i := range names {
+	table("sequential p50, fastest–slowest round", func(i int) string {
 		xs := column(i, p50)
-		slices.Sort(xs)
-		cells[i] = fmt.Sprintf("%.1f–%.1f µs", xs[0]/1e3, xs[len(xs)-1]/1e3)
-	}
-	fmt.Fprintf(w, "| sequential p50, fastest–slowest round | %s |\n", strings.Join(cells, " | "))
+		return fmt.Sprintf("%.1f–%.1f µs", slices.Min(xs)/1e3, slices.Max(xs)/1e3)
+	})
 	row(fmt.Sprintf("%d callers, calls/s", callers), rate(tput64))
 	row(fmt.Sprintf("%d callers, calls/s", manyCallers), rate(tput256))
 	if r.cfg.inFlight > 0 {
@@ -201,27 +244,20 @@ func (r *report) print(w io.Writer) {
 			if i != ffgenIdx {
 				return "-"
 			}
-			return fmtRate(median(r.column(i, tputInFlight)))
+			return fmtRate(median(r.rounds.column(i, tputInFlight)))
 		})
 		row(fmt.Sprintf("the same, in the %v right after they started", r.cfg.dur), func(i int) string {
 			if i != ffgenIdx {
 				return "-"
 			}
-			return fmtRate(median(r.column(i, func(rr roundResult) float64 { return rr.tput64Arrived })))
+			return fmtRate(median(r.rounds.column(i, func(rr roundResult) float64 { return rr.tput64Arrived })))
 		})
 	}
 	row("allocations per call, client + server", func(i int) string {
-		return fmt.Sprintf("%.1f + %.1f", median(r.column(i, func(rr roundResult) float64 { return rr.allocsC })),
-			median(r.column(i, func(rr roundResult) float64 { return rr.allocsS })))
+		return fmt.Sprintf("%.1f + %.1f", median(r.rounds.column(i, func(rr roundResult) float64 { return rr.allocsC })),
+			median(r.rounds.column(i, func(rr roundResult) float64 { return rr.allocsS })))
 	})
-	row("failed calls", func(i int) string {
-		var calls, failed int64
-		for _, rr := range r.rounds {
-			calls += rr[i].calls
-			failed += rr[i].failed
-		}
-		return fmt.Sprintf("%d of %d", failed, calls)
-	})
+	row("failed calls", r.rounds.failedOf)
 	if r.cfg.idleConns > 0 {
 		row(fmt.Sprintf("server RSS per idle connection (%d)", r.cfg.idleConns), func(i int) string {
 			return fmt.Sprintf("%.1f KiB", r.idle[i]/1024)
@@ -229,13 +265,18 @@ func (r *report) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nBefore each sequential phase the run's processes were left to go idle: %v at most.\n", r.settle.Round(time.Millisecond))
 	fmt.Fprintf(w, "\nffgen/grpc-go: p50 %.2f, p99 %.2f, 64-caller throughput %.2f; ffgen/net-rpc: p50 %.2f, throughput %.2f; ffgen/raw: p50 %.2f, p90 %.2f, p99 %.2f, throughput %.2f (64) %.2f (256); raw/ping-pong: p50 %.2f (medians of in-round ratios)\n\n",
-		r.ratio(ffgenIdx, grpcIdx, p50), r.ratio(ffgenIdx, grpcIdx, p99), r.ratio(ffgenIdx, grpcIdx, tput64),
-		r.ratio(ffgenIdx, netRPCIdx, p50), r.ratio(ffgenIdx, netRPCIdx, tput64),
-		r.ratio(ffgenIdx, rawIdx, p50), r.ratio(ffgenIdx, rawIdx, p90), r.ratio(ffgenIdx, rawIdx, p99),
-		r.ratio(ffgenIdx, rawIdx, tput64), r.ratio(ffgenIdx, rawIdx, tput256), r.floorRatio())
+		r.rounds.ratio(ffgenIdx, grpcIdx, p50), r.rounds.ratio(ffgenIdx, grpcIdx, p99), r.rounds.ratio(ffgenIdx, grpcIdx, tput64),
+		r.rounds.ratio(ffgenIdx, netRPCIdx, p50), r.rounds.ratio(ffgenIdx, netRPCIdx, tput64),
+		r.rounds.ratio(ffgenIdx, rawIdx, p50), r.rounds.ratio(ffgenIdx, rawIdx, p90), r.rounds.ratio(ffgenIdx, rawIdx, p99),
+		r.rounds.ratio(ffgenIdx, rawIdx, tput64), r.rounds.ratio(ffgenIdx, rawIdx, tput256), r.floorRatio())
+	printTargets(w, r.rpcTargets())
+}
+
+// printTargets prints each target, what was measured and the verdict.
+func printTargets(w io.Writer, ts []target) {
 	fmt.Fprintln(w, "| target | measured | |")
 	fmt.Fprintln(w, "|---|---|---|")
-	for _, t := range r.targets() {
+	for _, t := range ts {
 		op := "≥"
 		if t.atMost {
 			op = "≤"
@@ -245,6 +286,20 @@ func (r *report) print(w io.Writer) {
 			verdict = "FAIL"
 		}
 		fmt.Fprintf(w, "| %s %s %s | "+t.format+" | %s |\n", t.what, op, trimFloat(t.limit), t.measured, verdict)
+	}
+}
+
+// printTable prints the header of a table with a column per name and
+// returns the function that prints a row.
+func printTable(w io.Writer, names []string) (row func(label string, cell func(col int) string)) {
+	fmt.Fprintf(w, "| | %s |\n", strings.Join(names, " | "))
+	fmt.Fprintf(w, "|---%s|\n", strings.Repeat("|---", len(names)))
+	return func(label string, cell func(col int) string) {
+		cells := make([]string, len(names))
+		for i := range names {
+			cells[i] = cell(i)
+		}
+		fmt.Fprintf(w, "| %s | %s |\n", label, strings.Join(cells, " | "))
 	}
 }
 

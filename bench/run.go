@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,13 +16,18 @@ import (
 )
 
 type config struct {
-	rounds     int
-	seqCalls   int
-	dur        time.Duration
-	idleConns  int
-	inFlight   int
-	progress   io.Writer // nil: quiet
-	profileDir string    // "": no CPU profiles
+	rpc, replicated bool // the sections to run
+	rounds          int
+	seqCalls        int
+	dur             time.Duration
+	idleConns       int
+	inFlight        int
+	progress        io.Writer // nil: quiet
+	profileDir      string    // "": no CPU profiles
+	// The replicated-write section.
+	replRounds  int
+	replSeq     int    // sequential writes per system per round
+	replDataDir string // where the clusters' data directories go ("": the system's temporary directory)
 }
 
 // roundResult is one system's figures in one round.
@@ -32,7 +38,8 @@ type roundResult struct {
 	tput64InFlight    float64 // calls/s with cfg.inFlight long operations held open
 	tput64Arrived     float64 // the same, in the second right after the last of them started (not a target)
 	hasInFlightResult bool
-	calls, failed     int64 // calls measured, and those that returned an error
+	calls, failed     int64  // calls measured, and those that returned an error
+	newTerms          uint64 // raft terms begun in the round (replicated systems)
 }
 
 // latency sums up the latencies of sequential calls.
@@ -47,10 +54,11 @@ func latencyOf(lat []time.Duration) latency {
 
 type report struct {
 	cfg    config
-	rounds [][]roundResult // [round][system]
-	floor  []latency       // the minimal ping-pong's, by round
-	settle time.Duration   // the longest wait for the processes to go idle before a sequential phase
-	idle   []float64       // server RSS bytes per idle connection, by system
+	rounds rounds        // the RPC section's; empty if it did not run
+	floor  []latency     // the minimal ping-pong's, by round
+	settle time.Duration // the longest wait for the processes to go idle before a sequential phase
+	idle   []float64     // server RSS bytes per idle connection, by system
+	repl   *replReport   // nil if the replicated-write section did not run
 }
 
 // Concurrent phases: how many callers share one client.
@@ -59,52 +67,93 @@ const (
 	manyCallers = 256
 )
 
+// run runs the sections cfg asks for.
 func run(cfg config) (*report, error) {
-	if cfg.rounds < 1 || cfg.seqCalls < 10 || cfg.dur <= 0 {
-		return nil, errors.New("need at least 1 round, 10 sequential calls and a positive duration")
-	}
-	say := func(format string, args ...any) {
-		if cfg.progress != nil {
-			fmt.Fprintf(cfg.progress, format+"\n", args...)
-		}
-	}
-	servers := make([]*serverProc, len(systems))
-	clients := make([]*clientProc, len(systems))
-	var floor *floorProcs
-	defer func() {
-		for i := range systems {
-			if clients[i] != nil {
-				clients[i].stop()
-			}
-			if servers[i] != nil {
-				servers[i].stop()
-			}
-		}
-		if floor != nil {
-			floor.stop()
-		}
-	}()
-	var pids []int
-	for i, s := range systems {
-		p, err := startServer(s, cfg.profileDir)
-		if err != nil {
+	rep := &report{cfg: cfg}
+	if cfg.rpc {
+		if err := runRPC(cfg, rep); err != nil {
 			return nil, err
 		}
-		servers[i] = p
+	}
+	if cfg.replicated {
+		repl, err := runReplicated(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("replicated writes: %w", err)
+		}
+		rep.repl = repl
+	}
+	return rep, nil
+}
+
+// say prints progress, if cfg asks for it.
+func (cfg config) say(format string, args ...any) {
+	if cfg.progress != nil {
+		fmt.Fprintf(cfg.progress, format+"\n", args...)
+	}
+}
+
+// procs are the server and client processes of a section's systems.
+type procs struct {
+	servers []*serverProc
+	clients []*clientProc
+	pids    []int // of all of them
+}
+
+// startProcs starts a server process and a client process for each
+// system, each server keeping its data in a directory of its own under
+// dataDir if that is set. stop stops them all, those started before an
+// error too.
+func startProcs(cfg config, systems []*system, dataDir string) (*procs, error) {
+	ps := &procs{servers: make([]*serverProc, len(systems)), clients: make([]*clientProc, len(systems))}
+	for i, s := range systems {
+		dir := ""
+		if dataDir != "" {
+			dir = filepath.Join(dataDir, fileName(s.name))
+		}
+		p, err := startServer(s, cfg.profileDir, dir)
+		if err != nil {
+			return ps, err
+		}
+		ps.servers[i] = p
 		c, err := startClient(s, p.addrs, cfg.profileDir)
 		if err != nil {
-			return nil, err
+			return ps, err
 		}
-		clients[i] = c
-		pids = append(pids, p.pid(), c.pid())
+		ps.clients[i] = c
+		ps.pids = append(ps.pids, p.pid(), c.pid())
 	}
+	return ps, nil
+}
+
+func (ps *procs) stop() {
+	for i := range ps.servers {
+		if ps.clients[i] != nil {
+			ps.clients[i].stop()
+		}
+		if ps.servers[i] != nil {
+			ps.servers[i].stop()
+		}
+	}
+}
+
+// runRPC measures the RPC systems and the minimal ping-pong into rep.
+func runRPC(cfg config, rep *report) error {
+	if cfg.rounds < 1 || cfg.seqCalls < 10 || cfg.dur <= 0 {
+		return errors.New("need at least 1 round, 10 sequential calls and a positive duration")
+	}
+	ps, err := startProcs(cfg, systems, "")
+	defer ps.stop()
+	if err != nil {
+		return err
+	}
+	servers, clients := ps.servers, ps.clients
 	floor, err := startFloor(cfg.profileDir)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	pids = append(pids, floor.server.pid(), floor.client.pid())
+	defer floor.stop()
+	pids := append(ps.pids, floor.server.pid(), floor.client.pid())
 
-	rep := &report{cfg: cfg}
 	for r := range cfg.rounds {
 		res := make([]roundResult, len(systems))
 		// The sequential phases come first, every system's and the
@@ -120,40 +169,40 @@ func run(cfg config) (*report, error) {
 			if i == len(systems) {
 				lat, err := floorSequential(cfg, floor.client)
 				if err != nil {
-					return nil, fmt.Errorf("round %d: minimal ping-pong: %w", r+1, err)
+					return fmt.Errorf("round %d: minimal ping-pong: %w", r+1, err)
 				}
 				rep.floor = append(rep.floor, lat)
 				continue
 			}
-			if err := measureSequential(cfg, servers[i], clients[i], &res[i]); err != nil {
-				return nil, fmt.Errorf("round %d: %s: %w", r+1, systems[i].name, err)
+			if err := measureSequential(cfg.seqCalls, servers[i], clients[i], &res[i]); err != nil {
+				return fmt.Errorf("round %d: %s: %w", r+1, systems[i].name, err)
 			}
 		}
 		for k := range systems {
 			i := (r + k) % len(systems)
 			if err := measureConcurrent(cfg, systems[i], servers[i], clients[i], &res[i]); err != nil {
-				return nil, fmt.Errorf("round %d: %s: %w", r+1, systems[i].name, err)
+				return fmt.Errorf("round %d: %s: %w", r+1, systems[i].name, err)
 			}
 		}
 		rep.rounds = append(rep.rounds, res)
-		say("round %d/%d: p50 ffgen %v, raw TCP %v, minimal ping-pong %v; 64 callers ffgen %.0f calls/s",
+		cfg.say("round %d/%d: p50 ffgen %v, raw TCP %v, minimal ping-pong %v; 64 callers ffgen %.0f calls/s",
 			r+1, cfg.rounds, res[ffgenIdx].p50, res[rawIdx].p50, rep.floor[r].p50, res[ffgenIdx].tput64)
 	}
 	rep.idle = make([]float64, len(systems))
 	for i, s := range systems {
 		per, err := idleMemory(cfg.idleConns, s, servers[i])
 		if err != nil {
-			return nil, fmt.Errorf("%s: idle connections: %w", s.name, err)
+			return fmt.Errorf("%s: idle connections: %w", s.name, err)
 		}
 		rep.idle[i] = per
-		say("%s: %.1f KiB per idle connection", s.name, per/1024)
+		cfg.say("%s: %.1f KiB per idle connection", s.name, per/1024)
 	}
-	return rep, nil
+	return nil
 }
 
-// measureSequential times cfg.seqCalls calls one after the other, on a
-// worker warmed up first, and counts the allocations of both processes.
-func measureSequential(cfg config, p *serverProc, c *clientProc, out *roundResult) error {
+// measureSequential times n calls one after the other, on a worker
+// warmed up first, and counts the allocations of both processes.
+func measureSequential(n int, p *serverProc, c *clientProc, out *roundResult) error {
 	if err := c.warm(seqWarmUp); err != nil {
 		return err
 	}
@@ -161,7 +210,7 @@ func measureSequential(cfg config, p *serverProc, c *clientProc, out *roundResul
 	if err != nil {
 		return err
 	}
-	lat, failed, mallocs, err := c.seq(cfg.seqCalls)
+	lat, failed, mallocs, err := c.seq(n)
 	if err != nil {
 		return err
 	}
@@ -170,9 +219,9 @@ func measureSequential(cfg config, p *serverProc, c *clientProc, out *roundResul
 		return err
 	}
 	out.calls, out.failed = int64(len(lat)), failed
-	n := float64(len(lat))
-	out.allocsC = float64(mallocs) / n
-	out.allocsS = float64(sa.mallocs-sb.mallocs) / n
+	calls := float64(len(lat))
+	out.allocsC = float64(mallocs) / calls
+	out.allocsS = float64(sa.mallocs-sb.mallocs) / calls
 	out.latency = latencyOf(lat)
 	return nil
 }

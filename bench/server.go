@@ -14,7 +14,7 @@ import (
 // serveMain is a server process: it starts the system's server, prints
 // "READY <addresses>", then answers each command ("stats", or "gc" to give
 // freed memory back to the OS first) with "STATS <mallocs> <rss bytes>
-// <connections> <long operations running>".
+// <connections> <long operations running> <raft term>".
 func serveMain(name string, in io.Reader, out io.Writer) error {
 	s := systemNamed(name)
 	if s == nil {
@@ -43,7 +43,11 @@ func serveMain(name string, in io.Reader, out io.Writer) error {
 		if cs.held != nil {
 			held = cs.held()
 		}
-		return fmt.Sprintf("STATS %d %d %d %d", ms.Mallocs, rss, cs.conns(), held), nil
+		var term uint64
+		if cs.term != nil {
+			term = cs.term()
+		}
+		return fmt.Sprintf("STATS %d %d %d %d %d", ms.Mallocs, rss, cs.conns(), held, term), nil
 	})
 }
 
@@ -75,11 +79,17 @@ type serverStats struct {
 	rss     int64
 	conns   int
 	held    int
+	term    uint64 // the newest raft term of a replicated system's members
 }
 
-// startServer re-executes this program as the server of s.
-func startServer(s *system, profileDir string) (*serverProc, error) {
-	c, err := startChild(s.name+" server", profileDir, serveEnv+"="+s.name)
+// startServer re-executes this program as the server of s, keeping its
+// data (a replicated system's) under dataDir.
+func startServer(s *system, profileDir, dataDir string) (*serverProc, error) {
+	env := []string{serveEnv + "=" + s.name}
+	if dataDir != "" {
+		env = append(env, dataDirEnv+"="+dataDir)
+	}
+	c, err := startChild(s.name+" server", profileDir, env...)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +106,7 @@ func (p *serverProc) stats(gc bool) (serverStats, error) {
 		return serverStats{}, fmt.Errorf("server stats: %w", err)
 	}
 	var st serverStats
-	if _, err := fmt.Sscan(strings.Join(f, " "), &st.mallocs, &st.rss, &st.conns, &st.held); err != nil {
+	if _, err := fmt.Sscan(strings.Join(f, " "), &st.mallocs, &st.rss, &st.conns, &st.held, &st.term); err != nil {
 		return serverStats{}, fmt.Errorf("server stats %q: %w", f, err)
 	}
 	return st, nil

@@ -56,11 +56,13 @@ const (
 	payloadLen = 32
 )
 
-// counters report what a server holds: connections, and long operations
-// running (nil where the system takes no part in the in-flight phase).
+// counters report what a server holds: connections, long operations
+// running (nil where the system takes no part in the in-flight phase),
+// and a replicated system's newest raft term (nil for the others).
 type counters struct {
 	conns func() int
 	held  func() int
+	term  func() uint64
 }
 
 // countingListener counts the connections a server holds.
@@ -395,7 +397,7 @@ func (r *rawClient) hold(context.Context, string) error { return errors.ErrUnsup
 func (r *rawClient) close()                             {}
 
 func systemNamed(name string) *system {
-	for _, s := range systems {
+	for _, s := range append(systems[:len(systems):len(systems)], replSystems...) {
 		if s.name == name {
 			return s
 		}
