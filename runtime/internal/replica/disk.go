@@ -26,8 +26,9 @@ import (
 // are found, never trusted.
 //
 // What one Ready hands over (hard state, entries, a snapshot from the
-// leader) is one transaction, one fsync: writes that arrive together are
-// made durable together (group commit).
+// leader) is one transaction, one bbolt commit (two fdatasyncs: the pages,
+// then the meta page that makes them current): writes that arrive together
+// are made durable together (group commit).
 //
 // The layout:
 //
