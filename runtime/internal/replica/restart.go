@@ -123,8 +123,9 @@ func (g *Group) diskFailed(err error) {
 }
 
 // retryDisk starts raft again from what is stored, once diskRetry has
-// passed since the failure. raft's storage holds exactly what the store
-// holds (handleReady adds to it only what was stored). raft starts from
+// passed since the failure. raft's storage holds exactly the entries and
+// snapshot the store holds (handleReady adds them only once stored; its
+// commit index may be newer, which raft may know). raft starts from
 // the snapshot's configuration and hands over the committed entries after
 // it again, whose configuration changes bring its configuration up to
 // date; apply has those up to handed, and does not get them twice.
