@@ -119,7 +119,7 @@ func TestDurableWholeClusterRestart(t *testing.T) {
 // missed from the log.
 func TestDurableNodeRestartsAsTheSameMember(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg, _ := durableConfig(t, fftest.Config{PerGroup: 2,
+		cfg, dirs := durableConfig(t, fftest.Config{PerGroup: 2,
 			Replication: runtime.ReplicationConfig{SnapshotEvery: 1000}})
 		e := newReplEnv(t, cfg, true)
 		ctx := t.Context()
@@ -141,6 +141,9 @@ func TestDurableNodeRestartsAsTheSameMember(t *testing.T) {
 		after := e.Node(victim).Server.Replication()[0]
 		if after.SnapshotsInstalled != 0 {
 			t.Errorf("%s needed a snapshot from its peers: %+v", victim, after)
+		}
+		if want := filepath.Join(dirs[victim], counterDesc.Name); after.DataDir != want {
+			t.Errorf("%s reports its data in %q, want %q", victim, after.DataDir, want)
 		}
 		if fmt.Sprint(after.Voters) != fmt.Sprint(before.Voters) {
 			t.Errorf("voters %v after the restart, %v before", after.Voters, before.Voters)

@@ -141,6 +141,9 @@ type ReplicaStatus struct {
 	SnapshotsInstalled uint64   `json:"snapshots_installed"`
 	Voters             []string `json:"voters"`
 	Learners           []string `json:"learners,omitempty"`
+	// DataDir is where the service's raft state is stored (see
+	// ServerConfig.DataDir), empty while it is in memory only.
+	DataDir string `json:"data_dir,omitempty"`
 }
 
 // Replication reports every replicated service's state on this node.
@@ -159,7 +162,7 @@ func (s *Server) Replication() []ReplicaStatus {
 			Role: st.Role, TieBreaker: r.cfg.TieBreaker, Leader: st.Leader, Leading: st.Leading,
 			Term: st.Term, Commit: st.Commit, Applied: st.Applied, LeaderCommit: st.LeaderCommit, LogFirst: st.LogFirst, LogLast: st.LogLast,
 			Stopped: st.Stopped, SnapshotIndex: st.SnapshotIndex, SnapshotsInstalled: st.SnapshotsInstalled,
-			Voters: st.Voters, Learners: st.Learners,
+			Voters: st.Voters, Learners: st.Learners, DataDir: st.DataDir,
 		})
 	}
 	slices.SortFunc(out, func(a, b ReplicaStatus) int {
