@@ -200,7 +200,11 @@ func (s *boltStore) load() (out *saved, err error) {
 	out = &saved{hs: &pb.HardState{}}
 	err = s.db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		_, id, err := unmarshalIdentity(mustUnseal(meta.Get(keyIdent)))
+		ident, err := unseal(meta.Get(keyIdent))
+		if err != nil {
+			return fmt.Errorf("identity: %w", err)
+		}
+		_, id, err := unmarshalIdentity(ident)
 		if err != nil {
 			return err
 		}
@@ -402,14 +406,6 @@ func unseal(b []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
 	}
 	return b[4:], nil
-}
-
-func mustUnseal(b []byte) []byte {
-	data, err := unseal(b)
-	if err != nil {
-		return nil
-	}
-	return data
 }
 
 // unsealInto checks a record and decodes it into m (proto.Unmarshal

@@ -134,6 +134,8 @@ type Group struct {
 	// not driven until a retry after diskFailedAt.
 	diskErr      error
 	diskFailedAt time.Time
+	// diskFailing is set from a failed store until one succeeds.
+	diskFailing bool
 
 	// inMu guards the inbox: what goroutines hand raft.
 	inMu    sync.Mutex

@@ -260,6 +260,10 @@ func (g *Group) handleReady() {
 				g.diskFailed(err)
 				return
 			}
+			if g.diskFailing {
+				g.diskFailing = false
+				g.log.Info("ffgen: storing the replicated state again")
+			}
 			// As etcd warns of a slow fdatasync: a store slower than a
 			// heartbeat costs leaders and elections.
 			if took := time.Since(began); took > time.Duration(g.cfg.HeartbeatTicks)*g.cfg.Tick {

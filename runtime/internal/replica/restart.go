@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -108,7 +109,14 @@ func (g *Group) restore(sv *saved) uint64 {
 // held.
 func (g *Group) diskFailed(err error) {
 	g.diskErr, g.diskFailedAt = fmt.Errorf("cannot store the replicated state: %w", err), time.Now()
-	g.log.Error("ffgen: could not store the replicated state; the node steps down and serves nothing of the service until it can", "dir", g.cfg.Dir, "err", err)
+	// Said once at error level; the retries every diskRetry while the
+	// disk stays full are debug lines.
+	level := slog.LevelError
+	if g.diskFailing {
+		level = slog.LevelDebug
+	}
+	g.diskFailing = true
+	g.log.Log(context.Background(), level, "ffgen: could not store the replicated state; the node steps down and serves nothing of the service until it can", "dir", g.cfg.Dir, "err", err)
 	knew := g.lead != 0
 	g.lead, g.leading = 0, false
 	g.leadID.Store(0)
@@ -151,7 +159,7 @@ func (g *Group) retryDisk() {
 	g.mu.Lock()
 	g.st.StoreFailed = ""
 	g.mu.Unlock()
-	g.log.Info("ffgen: trying to store the replicated state again")
+	g.log.Debug("ffgen: trying to store the replicated state again")
 	g.handleReady()
 }
 
