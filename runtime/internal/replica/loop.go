@@ -229,6 +229,14 @@ func (g *Group) handleReady() {
 		// before it became leader. Everyone else stores first: a vote or
 		// an acknowledgement must not promise what a crash could undo.
 		leading := g.leading
+		// A leader's committed entries are on a quorum's disks and on its
+		// own (raft counts its own copy only once Advance says it is
+		// stored): apply starts before this Ready's sends and store,
+		// which the writes' callers need not wait for.
+		early := leading && raft.IsEmptySnap(rd.Snapshot)
+		if early {
+			g.handCommitted(rd.CommittedEntries, applyItem{})
+		}
 		if leading {
 			g.send(rd.Messages)
 		}
@@ -291,30 +299,38 @@ func (g *Group) handleReady() {
 		for _, rs := range rd.ReadStates {
 			g.readDone(rs)
 		}
-		// After raft was started again from storage (retryDisk), it hands
-		// over once more the entries since the snapshot: their
-		// configuration changes rebuild raft's configuration, but apply
-		// has them already.
-		fresh := rd.CommittedEntries
-		for len(fresh) > 0 && fresh[0].GetIndex() <= g.handed {
-			g.confChange(fresh[0])
-			fresh = fresh[1:]
-		}
-		for _, e := range fresh {
-			if cs := g.confChange(e); cs != nil {
-				item.confs = append(item.confs, confAt{index: e.GetIndex(), cs: cs})
-			}
-		}
-		item.entries = fresh
-		if n := len(fresh); n > 0 {
-			g.handed = fresh[n-1].GetIndex()
-		}
-		if item.snap != nil || len(item.entries) > 0 {
-			g.enqueue(item)
+		if !early {
+			g.handCommitted(rd.CommittedEntries, item)
 		}
 		g.rn.Advance(rd)
 	}
 	g.refreshStatus()
+}
+
+// handCommitted hands the apply goroutine item (with the snapshot to
+// install first, if any) and the committed entries it has not had. Called
+// with raftMu held.
+func (g *Group) handCommitted(committed []*pb.Entry, item applyItem) {
+	// After raft was started again from storage (retryDisk), it hands
+	// over once more the entries since the snapshot: their configuration
+	// changes rebuild raft's configuration, but apply has them already.
+	fresh := committed
+	for len(fresh) > 0 && fresh[0].GetIndex() <= g.handed {
+		g.confChange(fresh[0])
+		fresh = fresh[1:]
+	}
+	for _, e := range fresh {
+		if cs := g.confChange(e); cs != nil {
+			item.confs = append(item.confs, confAt{index: e.GetIndex(), cs: cs})
+		}
+	}
+	item.entries = fresh
+	if n := len(fresh); n > 0 {
+		g.handed = fresh[n-1].GetIndex()
+	}
+	if item.snap != nil || len(item.entries) > 0 {
+		g.enqueue(item)
+	}
 }
 
 // softState follows a change of leader or role.

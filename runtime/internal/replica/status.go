@@ -146,6 +146,9 @@ func (g *Group) Status() Status {
 	st.Voters = append([]string(nil), st.Voters...)
 	st.Learners = append([]string(nil), st.Learners...)
 	st.Applied = g.applied.Load()
+	// A leader applies a committed write before its Ready is done, and
+	// so before the commit index here is refreshed.
+	st.Commit = max(st.Commit, st.Applied)
 	st.Stopped = g.stopErr != nil
 	if err := g.notReadyLocked(&st); err != nil {
 		if g.notReadySince.IsZero() {
