@@ -320,7 +320,10 @@ func (e *execution) end(r *transport.Result, rd *transport.Redirect) []waiter {
 	}
 	// Only completed outcomes are remembered: a Failover answer means the
 	// handler declined, so a later attempt of the operation may run here.
-	if r != nil && r.Status != transport.StatusFailover && e.remember.Load() {
+	// A replicated write's outcome is the replica's record already
+	// (replica.Group.Recorded answers its retries, on every node and
+	// after a restart): the cache would hold a second copy.
+	if r != nil && r.Status != transport.StatusFailover && e.remember.Load() && !e.scatter {
 		s.results.put(e.info.OpID, *r, time.Now())
 	}
 	s.release(e)
