@@ -130,3 +130,48 @@ func methodOf(svc *runtime.ServiceDesc, name string) *runtime.MethodDesc {
 	}
 	panic("no method " + name)
 }
+
+// While a rollout mixes versions, a call goes to a node that serves its
+// method: nodes advertise their methods in the membership, and routing
+// passes over the owner that lacks it for the next-best member of the
+// same group. Without that, an entity whose owners in both groups run
+// the old version would be refused everywhere.
+func TestRoutingFollowsAdvertisedMethods(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		get := counterMethod("Get", runtime.ModeFailover, false)
+		get.Service = "test.Versioned"
+		get2 := counterMethod("Get", runtime.ModeFailover, false)
+		get2.Service, get2.Name = "test.Versioned", "Get2"
+		v1 := &runtime.ServiceDesc{Name: "test.Versioned", Methods: []*runtime.MethodDesc{get}}
+		v2 := &runtime.ServiceDesc{Name: "test.Versioned", Methods: []*runtime.MethodDesc{get, get2}}
+		c := fftest.New(t, fftest.Config{PerGroup: 3})
+		upgraded := map[string]bool{}
+		for i, n := range c.Nodes {
+			upgraded[n.Name] = i%3 == 0 // one node of each group
+		}
+		c.ServeVersions(t, func(n *fftest.Node) *runtime.ServiceDesc {
+			if upgraded[n.Name] {
+				return v2
+			}
+			return v1
+		}, func(n *fftest.Node) any { return newCounter(n.Name) })
+		client := c.Client(t)
+		ctx := t.Context()
+		for i := range 40 {
+			var res ledgerInt64Result
+			key := fmt.Sprintf("k%d", i)
+			if err := client.Invoke(ctx, get2, &ledgerAddArgs{Account: key}, &res); err != nil {
+				t.Errorf("Get2(%s), owners %v: %v", key, c.Owners("test.Versioned", key), err)
+			}
+		}
+		// A method nobody serves is refused as not implemented, not
+		// executed: routing falls back to the owner, which says so.
+		get3 := counterMethod("Get", runtime.ModeFailover, false)
+		get3.Service, get3.Name = "test.Versioned", "Get3"
+		var res ledgerInt64Result
+		err := client.Invoke(ctx, get3, &ledgerAddArgs{Account: "k"}, &res)
+		if !errors.Is(err, runtime.ErrUnimplemented) || runtime.MaybeExecuted(err) {
+			t.Errorf("a method no node serves: %v, want ErrUnimplemented, not executed", err)
+		}
+	})
+}

@@ -209,6 +209,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		ccfg.RPCAddr = c.advertise
 	}
 	ccfg.Services = srv.Services()
+	ccfg.Methods = srv.Methods()
 	ccfg.Ready = srv.Ready
 	ccfg.Logger = log
 	cl, err := cluster.Start(ccfg)
