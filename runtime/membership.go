@@ -12,7 +12,7 @@ type Member struct {
 	// still reaches it.
 	CatchingUp bool
 	// Methods are what it advertises of the methods it serves, by
-	// service (ServedMethods): routing prefers a node that serves a
+	// service (Server.Methods): routing prefers a node that serves a
 	// call's method compatibly, and a replicated write is proposed only
 	// when every voter serves its method with the same arguments. A
 	// service it advertises nothing for counts as serving every method.

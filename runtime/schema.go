@@ -49,9 +49,9 @@ func servedOf(m *MethodDesc) ServedMethod {
 // o compatibly: the same name and compatibility version.
 func (w ServedMethod) compatible(o ServedMethod) bool { return w>>32 == o>>32 }
 
-// ServedMethods returns what a node serving svc advertises of it: one
+// servedMethods returns what a node serving svc advertises of it: one
 // ServedMethod per method, sorted.
-func ServedMethods(svc *ServiceDesc) []ServedMethod {
+func servedMethods(svc *ServiceDesc) []ServedMethod {
 	out := make([]ServedMethod, 0, len(svc.Methods))
 	for _, m := range svc.Methods {
 		out = append(out, servedOf(m))

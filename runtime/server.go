@@ -201,14 +201,14 @@ func (s *Server) Services() []string {
 }
 
 // Methods returns what the node advertises of the methods it serves, by
-// service (ServedMethods), for its membership metadata
+// service, one ServedMethod per method, sorted, for its membership metadata
 // (cluster.Config.Methods).
 func (s *Server) Methods() map[string][]ServedMethod {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[string][]ServedMethod, len(s.services))
 	for name, reg := range s.services {
-		out[name] = ServedMethods(reg.desc)
+		out[name] = servedMethods(reg.desc)
 	}
 	return out
 }
