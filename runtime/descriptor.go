@@ -91,6 +91,9 @@ type MethodDesc struct {
 	NewArgs func() codec.Message
 	// Handle calls the method on impl, the registered implementation.
 	Handle func(ctx context.Context, impl any, args codec.Message) (codec.Message, error)
+	// Schema identifies the method's recorded schema, for the nodes of a
+	// cluster that runs several versions of the service at once.
+	Schema MethodSchema
 }
 
 // MethodSettings are per-method overrides; a zero field inherits the client's

@@ -126,6 +126,8 @@ func (e *RemoteError) Unwrap() error {
 		return ErrUnimplemented
 	case codeBadArgs:
 		return ErrBadArguments
+	case codeVotersCannotApply:
+		return ErrVotersCannotApply
 	}
 	return nil
 }
@@ -143,6 +145,14 @@ var ErrUnimplemented = errors.New("ffgen: method not implemented by the nodes re
 // int64, and a node not yet upgraded). The handler did not run
 // (MaybeExecuted is false).
 var ErrBadArguments = errors.New("ffgen: the node could not decode the arguments")
+
+// ErrVotersCannotApply is matched (errors.Is) by the error of a replicated
+// write that the leader did not propose because a voter does not serve
+// its method with the same arguments: during a rollout, a node of a
+// version without the method, or whose arguments of it differ. Nothing
+// ran (MaybeExecuted is false); the write goes through once every voter
+// runs a version that applies it alike.
+var ErrVotersCannotApply = errors.New("ffgen: a voter cannot apply the replicated write")
 
 // Codes the engine itself puts in Result frames; user codes never start with "ffgen.".
 const (

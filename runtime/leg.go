@@ -497,7 +497,7 @@ func (op *operation) judge(end func(Reason, error) outcome, r *transport.Result,
 		return end(ReasonNone, nil)
 	case transport.StatusFail:
 		o := end(ReasonNone, op.remoteErr(r, node))
-		if r.Code == codeBadArgs {
+		if r.Code == codeBadArgs || r.Code == codeVotersCannotApply {
 			o.delivery = Refused // the handler did not run
 		}
 		return o

@@ -11,6 +11,12 @@ type Member struct {
 	// to the other nodes of its group while there are any. Replication
 	// still reaches it.
 	CatchingUp bool
+	// Methods are what it advertises of the methods it serves, by
+	// service (Server.Methods): routing prefers a node that serves a
+	// call's method compatibly, and a replicated write is proposed only
+	// when every voter serves its method with the same arguments. A
+	// service it advertises nothing for counts as serving every method.
+	Methods map[string][]ServedMethod
 }
 
 // Serves reports whether m serves the named service.

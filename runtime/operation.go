@@ -162,10 +162,11 @@ func (op *operation) pick(group int, ignoreSuspicion bool) (Member, Reason) {
 	if op.c.nsuspect.Load() > 0 { // the common case takes no lock at all
 		skip = op.c.suspected
 	}
-	if m, ok := r.Owner(op.m.Service, group, op.key, skip); ok {
+	k := keyOf(op.key)
+	if m, ok := r.ownerFor(op.m.Service, op.m, group, k, skip); ok {
 		return m, ReasonNone
 	}
-	if m, ok := r.Owner(op.m.Service, group, op.key, nil); ok {
+	if m, ok := r.ownerFor(op.m.Service, op.m, group, k, nil); ok {
 		if ignoreSuspicion {
 			return m, ReasonNone
 		}

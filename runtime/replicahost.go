@@ -27,13 +27,18 @@ const (
 	// commit. It may still commit: a retry with the same operation ID gets
 	// its result.
 	codeLeaderLost = "ffgen.leader-lost"
+	// codeVotersCannotApply: a voter does not serve the write's method
+	// with the same arguments (a node of another version during a
+	// rollout); the write was not proposed. A Fail answer: every node
+	// would send the client to the same leader.
+	codeVotersCannotApply = "ffgen.voters-cannot-apply"
 )
 
 // refusedCode reports whether a Failover answer with code says that the
 // node ran nothing of the attempt.
 func refusedCode(code string) bool {
 	switch code {
-	case codeCatchingUp, codeNotLeader, codeNoRead, codeUnknownMethod:
+	case codeCatchingUp, codeNotLeader, codeNoRead, codeUnknownMethod, codeVotersCannotApply:
 		return true
 	}
 	return false
@@ -145,6 +150,9 @@ func (r *replicated) write(e *execution, a *transport.Attempt) (*transport.Resul
 	}
 	leader, leading := r.g.Leader()
 	if leading {
+		if res := r.unappliable(e); res != nil {
+			return res, nil
+		}
 		r.propose(e)
 		return nil, nil
 	}
@@ -191,6 +199,52 @@ func failedAt(a *transport.Attempt, node string) bool {
 		}
 	}
 	return false
+}
+
+// unappliable returns the refusal of e's write when a voter, as the
+// membership advertises it, does not serve its method with the same
+// compatibility version and arguments as this leader: an older build
+// lacking the method, or one that reads its arguments otherwise, would
+// stop at the entry or apply it differently. The write is then not
+// proposed, and nothing ran anywhere. A voter that is not a live member,
+// or advertises nothing for the service (a release before schema
+// identity), is not checked: it finds out when it applies the entry, and
+// stops there if it cannot (see apply.go). Called with s.mu held.
+func (r *replicated) unappliable(e *execution) *transport.Result {
+	sm := r.reg.methods[e.method.Name]
+	ms := r.s.membership()
+	if sm == nil || ms == nil {
+		return nil
+	}
+	members := ms.Members()
+	var why string
+	r.g.EachVoter(func(name string) bool {
+		if name == r.s.cfg.Node {
+			return true
+		}
+		for i := range members {
+			mb := &members[i]
+			if mb.Name != name {
+				continue
+			}
+			same, known := mb.appliesAs(r.name, sm.served)
+			switch {
+			case !known || same:
+			case mb.servesMethod(r.name, sm.served):
+				why = fmt.Sprintf("voter %s serves %s.%s with other arguments (another version of the service)", name, r.name, e.method.Name)
+			default:
+				why = fmt.Sprintf("voter %s does not serve %s.%s (a version of the service without it)", name, r.name, e.method.Name)
+			}
+			break
+		}
+		return why == ""
+	})
+	if why == "" {
+		return nil
+	}
+	r.s.countRefusal(r.name, e.method.Name, codeVotersCannotApply)
+	return &transport.Result{Status: transport.StatusFail, Code: codeVotersCannotApply,
+		Message: why + ": the write was not proposed; it can be once every voter runs a version that applies it"}
 }
 
 // propose hands e's write to raft. Called with s.mu held.
@@ -276,6 +330,8 @@ func (r *replicated) unpark(leader string, leading bool) {
 		case leading:
 			if res, ok := r.g.Recorded(e.info.OpID); ok {
 				r.s.answer(e, &res)
+			} else if res := r.unappliable(e); res != nil {
+				r.s.answer(e, res)
 			} else {
 				r.propose(e)
 			}

@@ -59,6 +59,9 @@ type routeTable struct {
 type serviceRoutes struct {
 	byGroup []groupRoutes // by configured group index
 	all     []Member      // by group index, then name
+	// mixed: its members do not all advertise the same methods (a
+	// rollout is under way), so an owner is checked for the call's method.
+	mixed bool
 }
 
 // groupRoutes are one group's members of a service, sorted by name, with
@@ -131,6 +134,9 @@ func (r *Router) Update(members []Member) (ignored []Member) {
 			if n := len(sr.all); n > 0 && sr.all[n-1].Name == m.Name {
 				continue // the service is listed twice
 			}
+			if len(sr.all) > 0 && !slices.Equal(sr.all[0].Methods[svc], m.Methods[svc]) {
+				sr.mixed = true
+			}
 			gr := &sr.byGroup[r.groupIndex[m.Group]]
 			gr.hashes = append(gr.hashes, m.hash)
 			gr.members = append(gr.members, m.Member)
@@ -185,12 +191,36 @@ func (r *Router) Owner(service string, group int, entity string, skip func(name 
 
 // ownerKey is Owner for a precomputed key.
 func (r *Router) ownerKey(service string, group int, k entityKey, skip func(name string) bool) (Member, bool) {
+	return r.ownerFor(service, nil, group, k, skip)
+}
+
+// ownerFor is Owner for a call of method (nil: any method of the
+// service). While the service's members advertise different methods (a
+// rollout), it passes over a member that does not serve method
+// compatibly, unless no member of the group does: that one then answers
+// ErrUnimplemented, a refusal that costs nothing.
+func (r *Router) ownerFor(service string, method *MethodDesc, group int, k entityKey, skip func(name string) bool) (Member, bool) {
 	sr := r.table.Load().services[service]
 	if sr == nil || group < 0 || group >= len(sr.byGroup) {
 		return Member{}, false
 	}
 	gr := &sr.byGroup[group]
-	eh := uint64(k)
+	var want ServedMethod
+	if method != nil && sr.mixed {
+		want = servedOf(method)
+	}
+	for {
+		if m, ok := gr.owner(uint64(k), service, want, skip); ok || want == 0 {
+			return m, ok
+		}
+		want = 0
+	}
+}
+
+// owner is the member with the highest score for the entity hash eh,
+// passing over those skip names and, unless want is 0, those that do not
+// serve the method it advertises.
+func (gr *groupRoutes) owner(eh uint64, service string, want ServedMethod, skip func(name string) bool) (Member, bool) {
 	best, found := -1, false
 	var bestScore uint64
 	for i, h := range gr.hashes {
@@ -200,6 +230,9 @@ func (r *Router) ownerKey(service string, group int, k entityKey, skip func(name
 			continue
 		}
 		if skip != nil && skip(gr.members[i].Name) {
+			continue
+		}
+		if want != 0 && !gr.members[i].servesMethod(service, want) {
 			continue
 		}
 		best, bestScore, found = i, s, true

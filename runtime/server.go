@@ -97,8 +97,9 @@ type registered struct {
 
 // servedMethod is a registered method and how long its handler runs.
 type servedMethod struct {
-	desc *MethodDesc
-	pace handlerPace
+	desc   *MethodDesc
+	pace   handlerPace
+	served ServedMethod // what the node advertises of it
 }
 
 // NewServer returns a server with no services.
@@ -167,7 +168,7 @@ func (s *Server) Register(svc *ServiceDesc, impl any) error {
 		if _, dup := r.methods[m.Name]; dup {
 			return fmt.Errorf("ffgen: Register %s: method %s is declared twice", svc.Name, m.Name)
 		}
-		r.methods[m.Name] = &servedMethod{desc: m}
+		r.methods[m.Name] = &servedMethod{desc: m, served: servedOf(m)}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -195,6 +196,19 @@ func (s *Server) Services() []string {
 	out := make([]string, 0, len(s.services))
 	for name := range s.services {
 		out = append(out, name)
+	}
+	return out
+}
+
+// Methods returns what the node advertises of the methods it serves, by
+// service, one ServedMethod per method, sorted, for its membership metadata
+// (cluster.Config.Methods).
+func (s *Server) Methods() map[string][]ServedMethod {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string][]ServedMethod, len(s.services))
+	for name, reg := range s.services {
+		out[name] = servedMethods(reg.desc)
 	}
 	return out
 }

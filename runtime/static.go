@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -32,12 +33,13 @@ func NewStaticMembership(members ...Member) *StaticMembership {
 	return &StaticMembership{members: cloneMembers(members)}
 }
 
-// cloneMembers copies the members and their service lists, so the view
+// cloneMembers copies the members, their service lists and method maps, so the view
 // cannot change behind the subscribers' backs.
 func cloneMembers(members []Member) []Member {
 	out := make([]Member, len(members))
 	for i, m := range members {
 		m.Services = slices.Clone(m.Services)
+		m.Methods = maps.Clone(m.Methods)
 		out[i] = m
 	}
 	return out

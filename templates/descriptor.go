@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"fmt"
 	"go/types"
 	"strconv"
 
@@ -64,9 +65,21 @@ func (g *gen) methodDesc(m *model.Method) {
 			jen.Return(jen.New(jen.Id(mn.args))),
 		),
 		jen.Id("Handle").Op(":").Add(g.handle(m)),
+		jen.Id("Schema").Op(":").Add(g.schema(m)),
 	)
 	g.f.Var().Id(mn.desc).Op("=").Op("&").Add(rt("MethodDesc")).Values(multiline(fields)...)
 	g.f.Line()
+}
+
+// schema is the method's runtime.MethodSchema, derived from the schema
+// recorded at the end of the file.
+func (g *gen) schema(m *model.Method) jen.Code {
+	var d []jen.Code
+	if m.Schema.Compat != 0 {
+		d = append(d, kv("Compat", jen.Lit(int(m.Schema.Compat))))
+	}
+	d = append(d, kv("Args", jen.Id(fmt.Sprintf("%#016x", m.Schema.Args))))
+	return rt("MethodSchema").Values(d...)
 }
 
 // kv is one field of a keyed composite literal; unlike jen.Dict, a list of

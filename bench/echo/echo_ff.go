@@ -40,6 +40,7 @@ var echoEchoDesc = &runtime.MethodDesc{
 		}
 		return &echoEchoReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x6ce5b5babc1dd5c9},
 }
 
 var echoHoldDesc = &runtime.MethodDesc{
@@ -65,6 +66,7 @@ var echoHoldDesc = &runtime.MethodDesc{
 		}
 		return &echoHoldReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x737c501574fb00a1},
 }
 
 // EchoClient calls Echo through a runtime.Client; it implements Echo.

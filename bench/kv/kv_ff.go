@@ -39,6 +39,7 @@ var kVPutDesc = &runtime.MethodDesc{
 		}
 		return &kVPutReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x6ce5b5babc1dd5c9},
 }
 
 // KVClient calls KV through a runtime.Client; it implements KV.

@@ -60,6 +60,7 @@ var accountsOpenDesc = &runtime.MethodDesc{
 		}
 		return &accountsOpenReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x7b7f462cbd926ecb},
 }
 
 var accountsDepositDesc = &runtime.MethodDesc{
@@ -87,6 +88,7 @@ var accountsDepositDesc = &runtime.MethodDesc{
 		}
 		return &accountsDepositReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0xae31a439044faa93},
 }
 
 var accountsWithdrawDesc = &runtime.MethodDesc{
@@ -115,6 +117,7 @@ var accountsWithdrawDesc = &runtime.MethodDesc{
 		}
 		return &accountsWithdrawReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x59511333fce0cd23},
 }
 
 var accountsTransferDesc = &runtime.MethodDesc{
@@ -144,6 +147,7 @@ var accountsTransferDesc = &runtime.MethodDesc{
 		}
 		return &accountsTransferReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x8d319de3e54355ad},
 }
 
 var accountsBalanceDesc = &runtime.MethodDesc{
@@ -170,6 +174,7 @@ var accountsBalanceDesc = &runtime.MethodDesc{
 		}
 		return &accountsBalanceReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 var accountsCloseDesc = &runtime.MethodDesc{
@@ -198,6 +203,7 @@ var accountsCloseDesc = &runtime.MethodDesc{
 		}
 		return &accountsCloseReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 // AccountsClient calls Accounts through a runtime.Client; it implements Accounts.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"go/token"
 	"go/types"
+	"hash/fnv"
+	"io"
 	"os"
 	"reflect"
 	"slices"
@@ -46,6 +48,10 @@ type schemaEntry struct {
 	Params  []schemaField `json:"params,omitempty"`
 	Results []schemaField `json:"results,omitempty"`
 	Errors  []string      `json:"errors,omitempty"`
+	// Compat is the method's compatibility version
+	// (runtime.MethodSchema.Compat): raised by one when -allow-breaking
+	// accepts a break of its mode, entity, parameters or results.
+	Compat uint32 `json:"compat,omitempty"`
 }
 
 // schemaField is a field of a struct, or a parameter or result (numbered
@@ -110,15 +116,25 @@ func (b *builder) evolve(file *model.File) {
 		e := b.numberStruct(svc, name, t, s, oldStructs[name], pkg)
 		lines = append(lines, *e)
 	}
+	structs := map[string]*schemaEntry{}
+	for i := range lines {
+		structs[lines[i].Struct] = &lines[i]
+	}
 	seen := map[string]bool{}
+	var methods []schemaEntry
 	for _, m := range svc.Methods {
 		e := methodSchema(m, pkg)
 		seen[m.Name] = true
 		if old := oldMethods[m.Name]; old != nil {
-			b.compareMethod(svc, m, old, &e)
+			e.Compat = old.Compat
+			if b.compareMethod(svc, m, old, &e) {
+				e.Compat++
+			}
 		}
-		lines = append(lines, e)
+		m.Schema = model.Schema{Compat: e.Compat, Args: argsFingerprint(&e, structs)}
+		methods = append(methods, e)
 	}
+	lines = append(lines, methods...)
 	for name := range oldMethods {
 		if !seen[name] {
 			b.breaking(svc.Type.Obj().Pos(), "method %s.%s was removed: clients of the previous version still call it and will be told it is not implemented; deprecate it and keep serving it until no client calls it", svc.Name, name)
@@ -254,19 +270,25 @@ func methodSchema(m *model.Method, pkg *types.Package) schemaEntry {
 	return e
 }
 
-// compareMethod reports what changed in m since old incompatibly.
-func (b *builder) compareMethod(svc *model.Service, m *model.Method, old, cur *schemaEntry) {
+// compareMethod reports what changed in m since old incompatibly. It
+// returns whether the method itself broke (its mode, entity, a parameter
+// or a result): its compatibility version is then raised, so that the old
+// and new versions do not take each other's calls for their own.
+func (b *builder) compareMethod(svc *model.Service, m *model.Method, old, cur *schemaEntry) (broke bool) {
 	pos := m.Pos
 	where := svc.Name + "." + m.Name
 	if (old.Mode == "scatter") != (cur.Mode == "scatter") {
+		broke = true
 		b.breaking(pos, "%s changed from %s to %s: during a rollout the old and new nodes would run its calls differently (a replicated write on some, a call to one node on others); add a method with a new name instead", where, old.Mode, cur.Mode)
 	}
 	if old.Entity != cur.Entity {
+		broke = true
 		b.breaking(pos, "the entity of %s changed from %q to %q: old and new clients would route and order the same operation by different keys; add a method with a new name instead", where, old.Entity, cur.Entity)
 	}
 	compareVars := func(what string, olds, curs []schemaField) {
 		for i, o := range olds {
 			if i < len(curs) && !compatibleKinds(o.Kind, curs[i].Kind) {
+				broke = true
 				b.breaking(pos, "%s #%d of %s changed from %s to %s, which the previous version cannot read; add a method with a new name instead", what, i+1, where, o.Kind, curs[i].Kind)
 			}
 		}
@@ -278,6 +300,60 @@ func (b *builder) compareMethod(svc *model.Service, m *model.Method, old, cur *s
 			b.breaking(pos, "%s no longer declares %s: clients of the previous version match it with errors.Is or errors.As and would get an undeclared error instead; keep declaring it", where, code)
 		}
 	}
+	return broke
+}
+
+// argsFingerprint is runtime.MethodSchema.Args for the method m records:
+// an FNV-1a hash of its parameters' kinds and of the numbers and kinds of
+// the fields of every struct they reach, by name, in a fixed order. Field
+// names are left out (a rename that keeps the number reads the same), and
+// so are results and declared errors, which a replica does not apply.
+func argsFingerprint(m *schemaEntry, structs map[string]*schemaEntry) uint64 {
+	h := fnv.New64a()
+	seen := map[string]bool{}
+	var visit func(kind string)
+	visit = func(kind string) {
+		io.WriteString(h, kind)
+		h.Write([]byte{0})
+		for _, name := range structsIn(kind, structs) {
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			fmt.Fprintf(h, "{%s", name)
+			for _, f := range structs[name].Fields {
+				fmt.Fprintf(h, " %d:", f.Num)
+				visit(f.Kind)
+			}
+			h.Write([]byte{'}'})
+		}
+	}
+	for _, p := range m.Params {
+		visit(p.Kind)
+	}
+	return h.Sum64()
+}
+
+// structsIn returns the recorded structs a kind names ("struct T",
+// "[]struct T", "map[string]*struct T", …), sorted.
+func structsIn(kind string, structs map[string]*schemaEntry) []string {
+	var out []string
+	for rest := kind; ; {
+		i := strings.Index(rest, "struct ")
+		if i < 0 {
+			break
+		}
+		rest = rest[i+len("struct "):]
+		end := strings.IndexAny(rest, " ]")
+		if end < 0 {
+			end = len(rest)
+		}
+		if name := rest[:end]; structs[name] != nil {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // kindOf names what a value of t is on the wire, from which compatibleKinds

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/ffgen/ffgen/runtime"
 )
 
 // Preset selects memberlist's timing.
@@ -57,6 +59,12 @@ type Config struct {
 	RPCAddr string
 
 	Services []string // services this node serves, published in metadata
+	// Methods, if set, is what the node advertises of the methods of its
+	// services (runtime.Server.Methods), published in metadata: clients
+	// route a call to a node that serves its method compatibly while a
+	// rollout mixes versions, and the leader of a replicated service
+	// proposes a write only when every voter serves its method alike.
+	Methods map[string][]runtime.ServedMethod
 
 	// Ready, if set, reports whether the node's replicas are caught up
 	// (runtime.Server.Ready); the node publishes "catching up" in its

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -433,7 +434,7 @@ func (f *Follower) fetch(ctx context.Context, addr string) ([]runtime.Member, er
 	live := make([]runtime.Member, 0, len(all))
 	for _, s := range all {
 		if isLive(s.State) && s.Address != "" {
-			live = append(live, runtime.Member{Name: s.Name, Group: s.Group, Addr: s.Address, Services: s.Services, CatchingUp: s.CatchingUp})
+			live = append(live, runtime.Member{Name: s.Name, Group: s.Group, Addr: s.Address, Services: s.Services, CatchingUp: s.CatchingUp, Methods: s.Methods})
 		}
 	}
 	slices.SortFunc(live, func(a, b runtime.Member) int { return strings.Compare(a.Name, b.Name) })
@@ -442,6 +443,7 @@ func (f *Follower) fetch(ctx context.Context, addr string) ([]runtime.Member, er
 
 func sameMembers(a, b []runtime.Member) bool {
 	return slices.EqualFunc(a, b, func(x, y runtime.Member) bool {
-		return x.Name == y.Name && x.Group == y.Group && x.Addr == y.Addr && slices.Equal(x.Services, y.Services)
+		return x.Name == y.Name && x.Group == y.Group && x.Addr == y.Addr && slices.Equal(x.Services, y.Services) &&
+			maps.EqualFunc(x.Methods, y.Methods, slices.Equal)
 	})
 }

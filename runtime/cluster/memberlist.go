@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -37,13 +38,16 @@ const (
 
 // MemberStatus is one node with its state, for the management endpoints.
 type MemberStatus struct {
-	Name          string    `json:"name"`
-	Group         string    `json:"group"`
-	Address       string    `json:"address"` // the fast-failover server
-	GossipAddress string    `json:"gossip_address"`
-	Services      []string  `json:"services"`
-	State         State     `json:"state"`
-	Since         time.Time `json:"since"` // when this node saw the state begin
+	Name          string   `json:"name"`
+	Group         string   `json:"group"`
+	Address       string   `json:"address"` // the fast-failover server
+	GossipAddress string   `json:"gossip_address"`
+	Services      []string `json:"services"`
+	// Methods: what the node advertises of its services' methods
+	// (runtime.Member.Methods), by service.
+	Methods map[string][]runtime.ServedMethod `json:"methods,omitempty"`
+	State   State                             `json:"state"`
+	Since   time.Time                         `json:"since"` // when this node saw the state begin
 	// CatchingUp is set while a replica on the node is behind: it answers
 	// nothing of that service until it has caught up (see Config.Ready).
 	CatchingUp bool `json:"catching_up,omitempty"`
@@ -348,8 +352,9 @@ func (c *Cluster) setState(name, gossipAddr string, m *runtime.Member, st State,
 	if m != nil && n.CatchingUp != catchingUp {
 		n.CatchingUp, changed = catchingUp, true
 	}
-	if m != nil && (n.Group != m.Group || n.Address != m.Addr || !slices.Equal(n.Services, m.Services)) {
-		n.Group, n.Address, n.Services = m.Group, m.Addr, m.Services
+	if m != nil && (n.Group != m.Group || n.Address != m.Addr || !slices.Equal(n.Services, m.Services) ||
+		!maps.EqualFunc(n.Methods, m.Methods, slices.Equal)) {
+		n.Group, n.Address, n.Services, n.Methods = m.Group, m.Addr, m.Services, m.Methods
 		changed = true
 	}
 	c.forget(now)
@@ -386,7 +391,7 @@ func (c *Cluster) publish() {
 	live := make([]runtime.Member, 0, len(c.nodes))
 	for _, n := range c.nodes {
 		if isLive(n.State) {
-			live = append(live, runtime.Member{Name: n.Name, Group: n.Group, Addr: n.Address, Services: n.Services, CatchingUp: n.CatchingUp})
+			live = append(live, runtime.Member{Name: n.Name, Group: n.Group, Addr: n.Address, Services: n.Services, CatchingUp: n.CatchingUp, Methods: n.Methods})
 		}
 	}
 	slices.SortFunc(live, func(a, b runtime.Member) int { return strings.Compare(a.Name, b.Name) })

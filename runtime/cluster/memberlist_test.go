@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,6 +114,24 @@ func TestJoinPublishesMetadata(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// A node's methods (Config.Methods) reach the other members' views.
+func TestMethodsArePublished(t *testing.T) {
+	methods := map[string][]runtime.ServedMethod{"bank.Accounts": {3, 0x8000000000000001}}
+	first := startNode(t, "n0", "g0")
+	second := startNode(t, "n1", "g1", seeds(first), func(cfg *Config) { cfg.Methods = methods })
+	settle(t, detectBound, "n0 sees n1's methods", func() string {
+		for _, m := range first.Members() {
+			if m.Name == "n1" && reflect.DeepEqual(m.Methods, methods) && slices.Equal(m.Services, []string{"bank.Accounts"}) {
+				return ""
+			}
+		}
+		return fmt.Sprintf("n0 sees %+v", first.Members())
+	})
+	if st, _ := second.Member("n1"); !reflect.DeepEqual(st.Methods, methods) {
+		t.Errorf("n1's own status: %+v", st)
+	}
 }
 
 // settle polls check until it reports nothing wrong or the bound passes,

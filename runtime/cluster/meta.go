@@ -1,8 +1,12 @@
 package cluster
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
@@ -24,12 +28,23 @@ type nodeMeta struct {
 	Group      string
 	RPCAddr    string
 	Services   []string
+	// Methods: what the node advertises of the methods it serves, by
+	// service (runtime.Member.Methods).
+	Methods map[string][]runtime.ServedMethod
 }
 
 // meta is what the node configured by c publishes.
 func (c *Config) meta(leaving, catchingUp bool) nodeMeta {
-	return nodeMeta{Leaving: leaving, CatchingUp: catchingUp, Group: c.Group, RPCAddr: c.RPCAddr, Services: c.Services}
+	return nodeMeta{Leaving: leaving, CatchingUp: catchingUp, Group: c.Group, RPCAddr: c.RPCAddr, Services: c.Services, Methods: c.Methods}
 }
+
+// methodsMark starts a services entry that carries a service's methods,
+// not a service's name: "\x00", the service, "\x00", then 8 bytes per
+// method (big-endian). The release before schema identity reads every
+// entry as a service name and rejects bytes after the list; to it, such
+// an entry is a service that nobody calls, so that both releases keep
+// reading each other during the rollout.
+const methodsMark = "\x00"
 
 // The flag bits of nodeMeta. A node that does not know a bit ignores it.
 const (
@@ -38,8 +53,20 @@ const (
 )
 
 // encode returns the compact binary form: version, flags, group, RPC
-// address, then the count and names of the services, each length-prefixed.
+// address, then the count and names of the services, each length-prefixed,
+// the entries of their methods among them (methodsMark). Methods that do
+// not fit memberlist's limit are left out: peers then take the node to
+// serve every method of its services, as before schema identity.
 func (m nodeMeta) encode() ([]byte, error) {
+	if len(m.Methods) > 0 {
+		if b, err := m.encodeWith(true); err == nil {
+			return b, nil
+		}
+	}
+	return m.encodeWith(false)
+}
+
+func (m nodeMeta) encodeWith(methods bool) ([]byte, error) {
 	var flags byte
 	if m.Leaving {
 		flags |= metaLeaving
@@ -50,9 +77,24 @@ func (m nodeMeta) encode() ([]byte, error) {
 	b := []byte{metaVersion, flags}
 	b = codec.AppendString(b, m.Group)
 	b = codec.AppendString(b, m.RPCAddr)
-	b = codec.AppendUvarint(b, uint64(len(m.Services)))
+	var entries []string
+	if methods {
+		for _, svc := range slices.Sorted(maps.Keys(m.Methods)) {
+			ws := m.Methods[svc]
+			e := make([]byte, 0, len(svc)+2+8*len(ws))
+			e = append(append(append(e, methodsMark...), svc...), methodsMark...)
+			for _, w := range ws {
+				e = binary.BigEndian.AppendUint64(e, uint64(w))
+			}
+			entries = append(entries, string(e))
+		}
+	}
+	b = codec.AppendUvarint(b, uint64(len(m.Services)+len(entries)))
 	for _, s := range m.Services {
 		b = codec.AppendString(b, s)
+	}
+	for _, e := range entries {
+		b = codec.AppendString(b, e)
 	}
 	if len(b) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("%w: %d bytes for group, RPC address and %d services, limit %d",
@@ -72,9 +114,17 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 	flags := r.Byte()
 	m := nodeMeta{Leaving: flags&metaLeaving != 0, CatchingUp: flags&metaCatchingUp != 0, Group: r.String(), RPCAddr: r.String()}
 	if n := r.Len32(); n > 0 {
-		m.Services = make([]string, n)
-		for i := range m.Services {
-			m.Services[i] = r.String()
+		m.Services = make([]string, 0, n)
+		for range n {
+			e := r.String()
+			if svc, ws, ok := methodsEntry(e); ok {
+				if m.Methods == nil {
+					m.Methods = map[string][]runtime.ServedMethod{}
+				}
+				m.Methods[svc] = ws
+			} else if !strings.HasPrefix(e, methodsMark) {
+				m.Services = append(m.Services, e)
+			}
 		}
 	}
 	if err := r.Done(); err != nil {
@@ -83,6 +133,24 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 	return m, nil
 }
 
+// methodsEntry decodes a services entry that carries a service's methods.
+func methodsEntry(e string) (svc string, ws []runtime.ServedMethod, ok bool) {
+	rest, ok := strings.CutPrefix(e, methodsMark)
+	if !ok {
+		return "", nil, false
+	}
+	svc, rest, ok = strings.Cut(rest, methodsMark)
+	if !ok || len(rest)%8 != 0 {
+		return "", nil, false
+	}
+	ws = make([]runtime.ServedMethod, 0, len(rest)/8)
+	for ; len(rest) > 0; rest = rest[8:] {
+		ws = append(ws, runtime.ServedMethod(binary.BigEndian.Uint64([]byte(rest[:8]))))
+	}
+	slices.Sort(ws)
+	return svc, ws, true
+}
+
 func (m nodeMeta) member(name string) runtime.Member {
-	return runtime.Member{Name: name, Group: m.Group, Addr: m.RPCAddr, Services: m.Services}
+	return runtime.Member{Name: name, Group: m.Group, Addr: m.RPCAddr, Services: m.Services, Methods: m.Methods}
 }

@@ -4,6 +4,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/codec"
 )
 
 func TestMetaRoundTrip(t *testing.T) {
@@ -13,6 +18,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		{Leaving: true, Group: "g", RPCAddr: "[::1]:1"},
 		{CatchingUp: true, Group: "g", RPCAddr: "a:1"},
 		{Leaving: true, CatchingUp: true, Group: "g", RPCAddr: "a:1"},
+		{Group: "g", RPCAddr: "a:1", Services: []string{"bank.Accounts", "x.Y"},
+			Methods: map[string][]runtime.ServedMethod{"bank.Accounts": {1, 0xfeedface00000002}, "x.Y": {}}},
 	} {
 		b, err := m.encode()
 		if err != nil {
@@ -25,6 +32,40 @@ func TestMetaRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, m) {
 			t.Errorf("round trip: got %+v, want %+v", got, m)
 		}
+	}
+}
+
+// The release before schema identity decodes metadata strictly (nothing
+// may follow the services) and reads every services entry as a name: the
+// methods travel as entries that name no service it could be asked for.
+func TestMetaMethodsReadByThePreviousRelease(t *testing.T) {
+	m := nodeMeta{Group: "g", RPCAddr: "a:1", Services: []string{"bank.Accounts"},
+		Methods: map[string][]runtime.ServedMethod{"bank.Accounts": {7, 9}}}
+	b, err := m.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its decoder, as it was.
+	r := codec.NewReader(b[1:])
+	r.Byte()
+	_, _ = r.String(), r.String() // group, RPC address
+	var names []string
+	for range r.Len32() {
+		names = append(names, r.String())
+	}
+	if err := r.Done(); err != nil {
+		t.Fatalf("the previous release refuses the metadata: %v", err)
+	}
+	if len(names) != 2 || names[0] != "bank.Accounts" || !strings.HasPrefix(names[1], methodsMark) {
+		t.Errorf("the previous release reads services %q", names)
+	}
+	// Methods that do not fit are left out, not the node.
+	m.Methods["bank.Accounts"] = make([]runtime.ServedMethod, memberlist.MetaMaxSize/8)
+	if b, err = m.encode(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decodeMeta(b); err != nil || got.Methods != nil || len(got.Services) != 1 {
+		t.Errorf("oversized methods: %+v, %v; want the services without methods", got, err)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -133,13 +135,24 @@ func withDefaults(s runtime.Settings) runtime.Settings {
 // for that node, and announces the nodes as serving it.
 func (c *Cluster) Serve(tb testing.TB, svc *runtime.ServiceDesc, impl func(n *Node) any) {
 	tb.Helper()
+	c.ServeVersions(tb, func(*Node) *runtime.ServiceDesc { return svc }, impl)
+}
+
+// ServeVersions is Serve with the version of the service each node
+// serves: desc returns it for a node (the same Name for every node), as
+// a cluster in the middle of a rollout runs several. It is asked again
+// when a node starts (Start, Restart): a test upgrades a node by
+// returning the newer version and restarting it.
+func (c *Cluster) ServeVersions(tb testing.TB, desc func(n *Node) *runtime.ServiceDesc, impl func(n *Node) any) {
+	tb.Helper()
 	for _, n := range c.Nodes {
+		svc := desc(n)
 		if err := n.Server.Register(svc, impl(n)); err != nil {
 			tb.Fatalf("fftest: register %s on %s: %v", svc.Name, n.Name, err)
 		}
 		n.services = append(n.services, svc.Name)
 	}
-	c.served = append(c.served, served{svc, impl})
+	c.served = append(c.served, served{desc, impl})
 	c.announce()
 	c.WaitReady(tb)
 }
@@ -193,7 +206,7 @@ func converged(nodes []*Node) string {
 }
 
 type served struct {
-	svc  *runtime.ServiceDesc
+	desc func(n *Node) *runtime.ServiceDesc
 	impl func(n *Node) any
 }
 
@@ -234,8 +247,19 @@ func (c *Cluster) Start(tb testing.TB, name string) *Node {
 		tb.Fatalf("fftest: start %s: %v", name, err)
 	}
 	for _, s := range c.served {
-		if err := n.Server.Register(s.svc, s.impl(n)); err != nil {
-			tb.Fatalf("fftest: register %s on %s: %v", s.svc.Name, name, err)
+		svc := s.desc(n)
+		if err := n.Server.Register(svc, s.impl(n)); err != nil {
+			tb.Fatalf("fftest: register %s on %s: %v", svc.Name, name, err)
+		}
+	}
+	// Its version of the services may have changed (ServeVersions): the
+	// membership says so, as the node's new metadata would.
+	ms := slices.Clone(c.Members.Members())
+	for i := range ms {
+		if ms[i].Name == name && !maps.EqualFunc(ms[i].Methods, n.Server.Methods(), slices.Equal) {
+			ms[i].Methods = n.Server.Methods()
+			c.Members.Set(ms)
+			break
 		}
 	}
 	return n
@@ -275,7 +299,8 @@ func (c *Cluster) announce() {
 
 // Member is the node as the membership lists it.
 func (n *Node) Member() runtime.Member {
-	return runtime.Member{Name: n.Name, Group: n.Group, Addr: n.Name, Services: append([]string(nil), n.services...)}
+	return runtime.Member{Name: n.Name, Group: n.Group, Addr: n.Name, Services: append([]string(nil), n.services...),
+		Methods: n.Server.Methods()}
 }
 
 // Owners returns the nodes an operation of service on entity is sent to,

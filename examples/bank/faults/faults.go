@@ -57,6 +57,8 @@ var faults = []fault{
 	{name: "group-loss", about: "SIGKILL both nodes of the leader's group, start them again", run: groupLoss},
 	{name: "group-loss-tiebreaker", about: "the same with a tie-breaker node t1 in group t: a majority stays", tieBreaker: true, run: groupLoss},
 	{name: "rolling-restart-all", about: "SIGTERM, start, wait ready: every node in turn, the leader among them", run: rollingRestart("a1", "a2", "b1", "b2")},
+	{name: "mixed-versions", about: "upgrade b1, then b2, to the next version of the service (a field, a method, a declared error added) and run both versions to the end; a writer of each version",
+		severalWriters: true, nextVersion: true, run: upgrade("b1", "b2")},
 }
 
 func init() { faults = append(faults, durableFaults...) }
@@ -198,6 +200,33 @@ func rollingRestart(names ...string) func(context.Context, *env) error {
 			e.note("%s ready %.1fs after its start", n.Name, time.Since(n.Started()).Seconds())
 		}
 		return nil
+	}
+}
+
+// upgrade stops the named nodes one at a time and starts each with the
+// next version's banknode (Suite.NextBinDir), waiting until it is ready:
+// a rolling deploy that stops halfway, so that the cluster runs both
+// versions under load until the audit.
+func upgrade(names ...string) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		if err := e.at(ctx, e.start()); err != nil {
+			return err
+		}
+		for _, name := range names {
+			n := e.Node(name)
+			if err := e.Terminate(n, 30*time.Second); err != nil {
+				return err
+			}
+			n.UseBinDir(e.suite.NextBinDir)
+			if err := e.restart(n); err != nil {
+				return err
+			}
+			if err := e.WaitReady(ctx, catchUpBound, n); err != nil {
+				return err
+			}
+			e.note("%s upgraded: ready %.1fs after its start", n.Name, time.Since(n.Started()).Seconds())
+		}
+		return checkVersions(ctx, e)
 	}
 }
 

@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -80,6 +82,14 @@ func run(s Suite, only string, keep bool) int {
 	if err := testbed.Build(ctx, dir); err != nil {
 		fmt.Fprintln(os.Stderr, "faults:", err)
 		return code
+	}
+	if slices.ContainsFunc(selected, func(f fault) bool { return f.nextVersion }) {
+		s.NextBinDir = filepath.Join(dir, "next")
+		fmt.Println("faults: building banknode and bankload of the next version of the service")
+		if err := testbed.Build(ctx, s.NextBinDir, testbed.NextVersion); err != nil {
+			fmt.Fprintln(os.Stderr, "faults:", err)
+			return code
+		}
 	}
 	rows, err := s.Run(ctx, selected)
 	printTable(os.Stdout, rows)

@@ -26,6 +26,10 @@ import (
 // banknode processes under bankload, and audits every node after each.
 type Suite struct {
 	BinDir, Dir string // binaries (testbed.Build); logs, one directory per fault
+	// NextBinDir holds the binaries of the next version of the service
+	// (testbed.Build with testbed.NextVersion), which the faults that
+	// upgrade nodes need; without it they are skipped.
+	NextBinDir string
 
 	Duration time.Duration // of each fault's load
 	Rate     int           // operations per second, all writers together
@@ -53,7 +57,10 @@ type Row struct {
 	Lost          int
 	AppliedTwice  int
 	Contradicting int
-	CatchUp       []catchUp
+	// NewMethods counts the calls of the methods the next version added,
+	// made by its writers, by outcome (see cli.Summary.NewMethods).
+	NewMethods map[string]uint64
+	CatchUp    []catchUp
 	// Linearizable is the verdict of the check of every process's history
 	// together: yes, no or unknown; LinearizableDetail says why not yes.
 	Linearizable       string
@@ -171,6 +178,9 @@ type fault struct {
 	sides [][]string
 	// tieBreaker adds the tie-breaker node t1 (banknode -tiebreaker).
 	tieBreaker bool
+	// nextVersion: every other writer is a client of the next version of
+	// the service (Suite.NextBinDir), and the fault may upgrade nodes to it.
+	nextVersion bool
 	// prepare, if set, runs before the cluster starts, with the fault's
 	// directory; it returns what undoes it after the row. An error
 	// wrapping errSkip skips the row.
@@ -183,6 +193,10 @@ func (s *Suite) runFault(ctx context.Context, f fault, fw *firewall) Row {
 	row := Row{Fault: f.name}
 	if (f.firewall || f.sides != nil) && fw == nil {
 		row.Skipped = errNoFirewall.Error()
+		return row
+	}
+	if f.nextVersion && s.NextBinDir == "" {
+		row.Skipped = "needs the next version's banknode and bankload (Suite.NextBinDir, built with -tags " + testbed.NextVersion + ")"
 		return row
 	}
 	dir := filepath.Join(s.Dir, f.name)
@@ -287,8 +301,12 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 		if len(e.sides) > 0 {
 			gid = e.sides[i].gid
 		}
+		bin := s.BinDir
+		if f.nextVersion && i%2 == 1 {
+			bin = s.NextBinDir
+		}
 		wg.Go(func() {
-			err := s.bankloadAs(ctx, e, dir, name, gid, append(common, "-name", name, "-open=false", "-audit=false",
+			err := s.bankloadIn(ctx, e, bin, dir, name, gid, append(common, "-name", name, "-open=false", "-audit=false",
 				"-duration", s.Duration.String(), "-rate", strconv.Itoa(max(s.Rate/writers, 1)), "-callers", strconv.Itoa(s.Callers),
 				"-writes", logPath, "-json", sumPath, "-history", histPath)...)
 			// Exit 1 without an audit is a caller that waited past the
@@ -319,6 +337,12 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 		row.Failed += sum.Failed
 		row.Uncertain += sum.Uncertain
 		row.Indeterminate += sum.Indeterminate
+		for k, n := range sum.NewMethods {
+			if row.NewMethods == nil {
+				row.NewMethods = map[string]uint64{}
+			}
+			row.NewMethods[k] += n
+		}
 		if sum.Overdue > 0 {
 			e.note("%s: %d operations waited past the operation deadline", filepath.Base(p), sum.Overdue)
 		}
@@ -419,7 +443,12 @@ func (s *Suite) bankload(ctx context.Context, e *env, dir, name string, args ...
 
 // bankloadAs is bankload under group ID gid (0: the suite's).
 func (s *Suite) bankloadAs(ctx context.Context, e *env, dir, name string, gid uint32, args ...string) error {
-	cmd := e.Command("bankload", args...)
+	return s.bankloadIn(ctx, e, s.BinDir, dir, name, gid, args...)
+}
+
+// bankloadIn is bankloadAs with the bankload of bin (a version's build).
+func (s *Suite) bankloadIn(ctx context.Context, e *env, bin, dir, name string, gid uint32, args ...string) error {
+	cmd := e.CommandIn(bin, "bankload", args...)
 	testbed.SetGID(cmd, gid)
 	outPath := filepath.Join(dir, name+".out")
 	f, err := os.Create(outPath)

@@ -91,6 +91,16 @@ type Method struct {
 
 	Entities []*Entity
 	Errors   []*ErrorRule
+
+	// Schema is the method's identity at run time (runtime.MethodSchema),
+	// derived from the recorded schema.
+	Schema Schema
+}
+
+// Schema mirrors runtime.MethodSchema.
+type Schema struct {
+	Compat uint32 // raised when a break of the method is accepted
+	Args   uint64 // fingerprint of what the arguments carry
 }
 
 // Var is a parameter or result; Name is "" or "_" when the source gives none.

@@ -409,6 +409,21 @@ func (g *Group) Leader() (string, bool) {
 	return g.st.Leader, g.st.Leading
 }
 
+// EachVoter calls f with the name of each voter of the group as this node
+// knows it (its own included), until f returns false; it reports whether
+// f never did. f runs under the group's status lock: it must not call
+// the group.
+func (g *Group) EachVoter(f func(name string) bool) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, v := range g.st.Voters {
+		if !f(v) {
+			return false
+		}
+	}
+	return true
+}
+
 // ReadIndex returns an index such that a read served once Applied has
 // reached it sees every write committed before the call (raft's
 // ReadIndex: the leader confirms with a heartbeat round that it still

@@ -6,7 +6,7 @@ import (
 	mrand "math/rand/v2"
 	"testing"
 
-	"github.com/ffgen/ffgen/examples/bank"
+	bank "github.com/ffgen/ffgen/examples/bank/internal/accounts"
 	"github.com/ffgen/ffgen/examples/bank/internal/history"
 	"github.com/ffgen/ffgen/runtime"
 )

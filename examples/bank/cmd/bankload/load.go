@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ffgen/ffgen/examples/bank"
+	bank "github.com/ffgen/ffgen/examples/bank/internal/accounts"
 	"github.com/ffgen/ffgen/examples/bank/internal/history"
 	"github.com/ffgen/ffgen/runtime"
 )
@@ -85,10 +85,14 @@ type tally struct {
 	failoverLat   []time.Duration   // reads that failed over
 	failoverLatBy map[string][]time.Duration
 	overdue       uint64 // operations that outlived the deadline plus margin
+	// newMethods counts the calls of what this client's version of the
+	// service added (accounts.NewMethods), by outcome.
+	newMethods map[string]uint64
 }
 
 func newTally() *tally {
-	return &tally{errors: map[string]uint64{}, failovers: map[string]uint64{}, failoverLatBy: map[string][]time.Duration{}}
+	return &tally{errors: map[string]uint64{}, failovers: map[string]uint64{}, failoverLatBy: map[string][]time.Duration{},
+		newMethods: map[string]uint64{}}
 }
 
 // caller runs operations until stop says so.
@@ -182,6 +186,9 @@ func (c *caller) one() {
 		c.log.add(id, kindNames[kind], b.Amount, err, delta{a, -amt}, delta{to, amt})
 	}
 	op.Return = history.Now()
+	if kind == opBalance && err == nil {
+		c.newMethods(a)
+	}
 	op.Outcome, op.Balance, op.Error = historyOutcome(b, err)
 	c.hist.Record(op)
 	d := time.Since(start)
@@ -225,6 +232,25 @@ func (c *caller) one() {
 			first := fo[0].String()
 			t.failoverLatBy[first] = append(t.failoverLatBy[first], d)
 		}
+	}
+}
+
+// newMethods calls what this client's version of the service added
+// (accounts.NewMethods) on account a, which a read just found, and counts
+// the outcome: during a rollout a method no node reached serves yet is
+// refused as not implemented, anything else that fails counts as failed.
+func (c *caller) newMethods(a string) {
+	called, err := bank.NewMethods(context.Background(), c.reads, a)
+	switch {
+	case !called:
+	case err == nil:
+		c.t.newMethods["ok"]++
+	case errors.Is(err, runtime.ErrUnimplemented) && !runtime.MaybeExecuted(err):
+		c.t.newMethods["unimplemented"]++
+	default:
+		c.t.newMethods["failed"]++
+		c.t.failed++
+		c.t.errors["new methods: "+err.Error()]++
 	}
 }
 

@@ -32,7 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ffgen/ffgen/examples/bank"
+	bank "github.com/ffgen/ffgen/examples/bank/internal/accounts"
 	"github.com/ffgen/ffgen/examples/bank/internal/cli"
 	"github.com/ffgen/ffgen/examples/bank/internal/history"
 	"github.com/ffgen/ffgen/runtime"

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	bank "github.com/ffgen/ffgen/examples/bank/internal/accounts"
 	"github.com/ffgen/ffgen/examples/bank/internal/cli"
 	"github.com/ffgen/ffgen/runtime"
 )
@@ -34,7 +35,7 @@ func fmtLatency(l cli.Latency) string {
 
 func summarize(run string, elapsed time.Duration, ts []*tally, s runtime.Settings) *cli.Summary {
 	sum := &cli.Summary{
-		Run: run, Duration: elapsed.Seconds(),
+		Run: run, ServiceVersion: bank.Version, Duration: elapsed.Seconds(),
 		ByMethod: map[string]uint64{}, Errors: map[string]uint64{}, Failovers: map[string]uint64{},
 		ScatterLegs: map[string]uint64{}, FailoverByReason: map[string]cli.Latency{},
 		OperationTimeout: ms(s.OperationTimeout), HeartbeatTimeout: ms(s.HeartbeatTimeout),
@@ -58,6 +59,12 @@ func summarize(run string, elapsed time.Duration, ts []*tally, s runtime.Setting
 		}
 		for k, n := range t.failovers {
 			sum.Failovers[k] += n
+		}
+		for k, n := range t.newMethods {
+			if sum.NewMethods == nil {
+				sum.NewMethods = map[string]uint64{}
+			}
+			sum.NewMethods[k] += n
 		}
 		lat = append(lat, t.latencies...)
 		folat = append(folat, t.failoverLat...)

@@ -193,7 +193,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	// ledger.
 	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Metrics: stats, Logger: log, Node: c.name,
 		Replication: replication(c), DataDir: c.dataDir})
-	if err := bank.RegisterAccountsServer(srv, ledger); err != nil {
+	if err := registerAccounts(srv, ledger); err != nil {
 		return err
 	}
 	ln, err := srv.Serve(tcp, c.rpc)
@@ -209,6 +209,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		ccfg.RPCAddr = c.advertise
 	}
 	ccfg.Services = srv.Services()
+	ccfg.Methods = srv.Methods()
 	ccfg.Ready = srv.Ready
 	ccfg.Logger = log
 	cl, err := cluster.Start(ccfg)
@@ -224,7 +225,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	}
 	defer ms.Shutdown(context.Background())
 
-	log.Info("banknode serving", "group", c.group, "groups", settings.Groups, "rpc", ccfg.RPCAddr,
+	log.Info("banknode serving", "service_version", serviceVersion, "group", c.group, "groups", settings.Groups, "rpc", ccfg.RPCAddr,
 		"gossip", cl.LocalNode().GossipAddress, "mgmt", ms.Addr().String(), "mgmt_token", c.token != "", "seeds", ccfg.Seeds, "preset", c.preset)
 
 	<-ctx.Done()

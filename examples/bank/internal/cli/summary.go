@@ -13,7 +13,13 @@ type Latency struct {
 
 // Summary is the outcome of a run; -json writes it.
 type Summary struct {
-	Run           string            `json:"run"`
+	Run string `json:"run"`
+	// ServiceVersion is the version of the bank service the load called
+	// (v1, or v2 for bankload built with -tags bankv2).
+	ServiceVersion string `json:"service_version,omitempty"`
+	// NewMethods counts the calls of the methods the v2 service added, by
+	// outcome (ok, unimplemented: no node reached served it yet, failed).
+	NewMethods    map[string]uint64 `json:"new_methods,omitempty"`
 	Writers       int               `json:"writers,omitempty"` // logs merged by -audit-only
 	Writes        int               `json:"writes"`            // writes recorded, Opens included
 	Duration      float64           `json:"duration_s"`

@@ -7,6 +7,7 @@
 package testbed
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -26,11 +27,16 @@ import (
 	"github.com/ffgen/ffgen/examples/bank/internal/cli"
 )
 
-// Build compiles banknode and bankload into dir.
-func Build(ctx context.Context, dir string) error {
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", dir+string(filepath.Separator),
+// Build compiles banknode and bankload into dir, with the build tags given
+// (NextVersion: the next version of the service).
+func Build(ctx context.Context, dir string, tags ...string) error {
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.CommandContext(ctx, goTool(), append(args,
 		"github.com/ffgen/ffgen/examples/bank/cmd/banknode",
-		"github.com/ffgen/ffgen/examples/bank/cmd/bankload")
+		"github.com/ffgen/ffgen/examples/bank/cmd/bankload")...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, out)
@@ -44,6 +50,11 @@ func goTool() string {
 	}
 	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 }
+
+// NextVersion is the build tag of the next version of the bank service
+// (examples/bank/internal/v2): banknode and bankload built with it serve
+// and call that version, for the mixed-version test.
+const NextVersion = "bankv2"
 
 // Groups are the cluster's failure groups, two nodes each. Clients list
 // these.
@@ -85,6 +96,15 @@ type Node struct {
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed once the current process is reaped
 	started time.Time
+	binDir  string // of its banknode, if not Config.BinDir (UseBinDir)
+}
+
+// UseBinDir makes n's next start run the banknode in dir: an upgrade to
+// another version once n is stopped and restarted.
+func (n *Node) UseBinDir(dir string) {
+	n.mu.Lock()
+	n.binDir = dir
+	n.mu.Unlock()
 }
 
 // Cluster is four banknode processes: a1, a2 in group a, b1, b2 in b;
@@ -204,7 +224,13 @@ func (c *Cluster) Client() *http.Client { return cli.ManagementClient(2*time.Sec
 // environment, in a process group of its own so that a Ctrl-C reaches the
 // caller, which stops it.
 func (c *Cluster) Command(name string, args ...string) *exec.Cmd {
-	cmd := exec.Command(filepath.Join(c.cfg.BinDir, name), args...)
+	return c.CommandIn(c.cfg.BinDir, name, args...)
+}
+
+// CommandIn is Command for a program in another directory (another
+// version's build).
+func (c *Cluster) CommandIn(dir, name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(dir, name), args...)
 	cmd.Env = c.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
@@ -240,7 +266,10 @@ func (c *Cluster) start(n *Node) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(filepath.Join(c.cfg.BinDir, "banknode"), c.nodeArgs(n)...)
+	n.mu.Lock()
+	bin := cmp.Or(n.binDir, c.cfg.BinDir)
+	n.mu.Unlock()
+	cmd := exec.Command(filepath.Join(bin, "banknode"), c.nodeArgs(n)...)
 	cmd.Env = c.env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

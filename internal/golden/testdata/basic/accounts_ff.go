@@ -61,6 +61,7 @@ var accountsWithdrawDesc = &runtime.MethodDesc{
 		}
 		return &accountsWithdrawReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x59511333fce0cd23},
 }
 
 var accountsCloseDesc = &runtime.MethodDesc{
@@ -83,6 +84,7 @@ var accountsCloseDesc = &runtime.MethodDesc{
 		}
 		return &accountsCloseReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 var accountsDepositDesc = &runtime.MethodDesc{
@@ -105,6 +107,7 @@ var accountsDepositDesc = &runtime.MethodDesc{
 		}
 		return &accountsDepositReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0xae31a439044faa93},
 }
 
 var accountsTransferDesc = &runtime.MethodDesc{
@@ -128,6 +131,7 @@ var accountsTransferDesc = &runtime.MethodDesc{
 		}
 		return &accountsTransferReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x8d319de3e54355ad},
 }
 
 var accountsBalanceDesc = &runtime.MethodDesc{
@@ -152,6 +156,7 @@ var accountsBalanceDesc = &runtime.MethodDesc{
 		}
 		return &accountsBalanceReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 // AccountsClient calls Accounts through a runtime.Client; it implements Accounts.

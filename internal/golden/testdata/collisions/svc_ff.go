@@ -46,6 +46,7 @@ var svcGetDesc = &runtime1.MethodDesc{
 		}
 		return &svcGetReply{R0: r0}, nil
 	},
+	Schema: runtime1.MethodSchema{Args: 0xe1e030f511c5c2d5},
 }
 
 var svcUnnamedDesc = &runtime1.MethodDesc{
@@ -67,6 +68,7 @@ var svcUnnamedDesc = &runtime1.MethodDesc{
 		}
 		return &svcUnnamedReply{}, nil
 	},
+	Schema: runtime1.MethodSchema{Args: 0xcce4a87914c994c7},
 }
 
 var svcLocalsDesc = &runtime1.MethodDesc{
@@ -88,6 +90,7 @@ var svcLocalsDesc = &runtime1.MethodDesc{
 		}
 		return &svcLocalsReply{Reply: r0, Zero: r1}, nil
 	},
+	Schema: runtime1.MethodSchema{Args: 0x387d6d0ec164db40},
 }
 
 var svcFailingDesc = &runtime1.MethodDesc{
@@ -112,6 +115,7 @@ var svcFailingDesc = &runtime1.MethodDesc{
 		}
 		return &svcFailingReply{}, nil
 	},
+	Schema: runtime1.MethodSchema{Args: 0x45cea02fd4903643},
 }
 
 // SvcClient calls Svc through a runtime.Client; it implements Svc.

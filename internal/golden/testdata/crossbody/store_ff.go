@@ -43,6 +43,7 @@ var storeWriteDesc = &runtime.MethodDesc{
 		}
 		return &storeWriteReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x6ce5b5babc1dd5c9},
 }
 
 var storeReadDesc = &runtime.MethodDesc{
@@ -67,6 +68,7 @@ var storeReadDesc = &runtime.MethodDesc{
 		}
 		return &storeReadReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 // StoreClient calls Store through a runtime.Client; it implements Store.

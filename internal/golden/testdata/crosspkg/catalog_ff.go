@@ -47,6 +47,7 @@ var catalogPutDesc = &runtime.MethodDesc{
 		}
 		return &catalogPutReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x8427ea958880d011},
 }
 
 var catalogGetDesc = &runtime.MethodDesc{
@@ -75,6 +76,7 @@ var catalogGetDesc = &runtime.MethodDesc{
 		}
 		return &catalogGetReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 // CatalogClient calls Catalog through a runtime.Client; it implements Catalog.

@@ -59,6 +59,7 @@ var ledgerWithdrawDesc = &runtime.MethodDesc{
 		}
 		return &ledgerWithdrawReply{Balance: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0xba93ed01946abbeb},
 }
 
 var ledgerDepositDesc = &runtime.MethodDesc{
@@ -81,6 +82,7 @@ var ledgerDepositDesc = &runtime.MethodDesc{
 		}
 		return &ledgerDepositReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x737c501574fb00a1},
 }
 
 var ledgerCloseDesc = &runtime.MethodDesc{
@@ -103,6 +105,7 @@ var ledgerCloseDesc = &runtime.MethodDesc{
 		}
 		return &ledgerCloseReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 var ledgerSlowDesc = &runtime.MethodDesc{
@@ -130,6 +133,7 @@ var ledgerSlowDesc = &runtime.MethodDesc{
 		}
 		return &ledgerSlowReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x737c501574fb00a1},
 }
 
 var ledgerFlakyDesc = &runtime.MethodDesc{
@@ -152,6 +156,7 @@ var ledgerFlakyDesc = &runtime.MethodDesc{
 		}
 		return &ledgerFlakyReply{R0: r0, R1: r1}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x22e74422831d6947},
 }
 
 var ledgerEchoDesc = &runtime.MethodDesc{
@@ -173,6 +178,7 @@ var ledgerEchoDesc = &runtime.MethodDesc{
 		}
 		return &ledgerEchoReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0xcecb800a010f3a01},
 }
 
 var ledgerBalanceDesc = &runtime.MethodDesc{
@@ -196,6 +202,7 @@ var ledgerBalanceDesc = &runtime.MethodDesc{
 		}
 		return &ledgerBalanceReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 // LedgerClient calls Ledger through a runtime.Client; it implements Ledger.

@@ -48,6 +48,7 @@ var storeDeleteDesc = &runtime.MethodDesc{
 		}
 		return &storeDeleteReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 var storeGetDesc = &runtime.MethodDesc{
@@ -75,6 +76,7 @@ var storeGetDesc = &runtime.MethodDesc{
 		}
 		return &storeGetReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 var storePutDesc = &runtime.MethodDesc{
@@ -100,6 +102,7 @@ var storePutDesc = &runtime.MethodDesc{
 		}
 		return &storePutReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x45cea02fd4903643},
 }
 
 // StoreClient calls Store through a runtime.Client; it implements Store.

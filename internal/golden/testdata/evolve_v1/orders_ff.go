@@ -46,6 +46,7 @@ var ordersPlaceDesc = &runtime.MethodDesc{
 		}
 		return &ordersPlaceReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x17fd20ac3b7fed17},
 }
 
 var ordersGetDesc = &runtime.MethodDesc{
@@ -67,6 +68,7 @@ var ordersGetDesc = &runtime.MethodDesc{
 		}
 		return &ordersGetReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 // OrdersClient calls Orders through a runtime.Client; it implements Orders.

@@ -51,6 +51,7 @@ var ordersPlaceDesc = &runtime.MethodDesc{
 		}
 		return &ordersPlaceReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x32ccbd3a64f0c885},
 }
 
 var ordersGetDesc = &runtime.MethodDesc{
@@ -72,6 +73,7 @@ var ordersGetDesc = &runtime.MethodDesc{
 		}
 		return &ordersGetReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 var ordersCountDesc = &runtime.MethodDesc{
@@ -93,6 +95,7 @@ var ordersCountDesc = &runtime.MethodDesc{
 		}
 		return &ordersCountReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 // OrdersClient calls Orders through a runtime.Client; it implements Orders.

@@ -38,6 +38,7 @@ var hTTPAPIv2ServiceGetDesc = &runtime.MethodDesc{
 		}
 		return &hTTPAPIv2ServiceGetReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 // HTTPAPIv2ServiceClient calls HTTPAPIv2Service through a runtime.Client; it implements HTTPAPIv2Service.

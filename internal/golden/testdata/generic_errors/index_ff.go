@@ -50,6 +50,7 @@ var indexLookupDesc = &runtime.MethodDesc{
 		}
 		return &indexLookupReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 // IndexClient calls Index through a runtime.Client; it implements Index.

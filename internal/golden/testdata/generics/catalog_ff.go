@@ -39,6 +39,7 @@ var catalogListDesc = &runtime.MethodDesc{
 		}
 		return &catalogListReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x6ab1bff98759d388},
 }
 
 var catalogAliasesDesc = &runtime.MethodDesc{
@@ -60,6 +61,7 @@ var catalogAliasesDesc = &runtime.MethodDesc{
 		}
 		return &catalogAliasesReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0xcf002b5b41f8d3ba},
 }
 
 // CatalogClient calls Catalog through a runtime.Client; it implements Catalog.

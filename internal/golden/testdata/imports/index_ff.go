@@ -55,6 +55,7 @@ var indexLookupDesc = &runtime.MethodDesc{
 		}
 		return &indexLookupReply{R0: r0, R1: r1}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x8e95ba5fa3c94f50},
 }
 
 // IndexClient calls Index through a runtime.Client; it implements Index.

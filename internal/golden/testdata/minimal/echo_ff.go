@@ -38,6 +38,7 @@ var echoEchoDesc = &runtime.MethodDesc{
 		}
 		return &echoEchoReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 // EchoClient calls Echo through a runtime.Client; it implements Echo.

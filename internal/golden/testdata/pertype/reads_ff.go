@@ -38,6 +38,7 @@ var readsGetDesc = &runtime.MethodDesc{
 		}
 		return &readsGetReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 // ReadsClient calls Reads through a runtime.Client; it implements Reads.

@@ -38,6 +38,7 @@ var writesPutDesc = &runtime.MethodDesc{
 		}
 		return &writesPutReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x45cea02fd4903643},
 }
 
 // WritesClient calls Writes through a runtime.Client; it implements Writes.

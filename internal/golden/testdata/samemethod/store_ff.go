@@ -42,6 +42,7 @@ var storeGetDesc = &runtime.MethodDesc{
 		}
 		return &storeGetReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 var storeEvictDesc = &runtime.MethodDesc{
@@ -63,6 +64,7 @@ var storeEvictDesc = &runtime.MethodDesc{
 		}
 		return &storeEvictReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 // StoreClient calls Store through a runtime.Client; it implements Store.

@@ -38,6 +38,7 @@ var a_BGetDesc = &runtime.MethodDesc{
 		}
 		return &a_BGetReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 // AClient calls A through a runtime.Client; it implements A.

@@ -38,6 +38,7 @@ var aBGetDesc = &runtime.MethodDesc{
 		}
 		return &aBGetReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 // ABClient calls AB through a runtime.Client; it implements AB.

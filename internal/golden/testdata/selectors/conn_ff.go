@@ -39,6 +39,7 @@ var connclientDesc = &runtime.MethodDesc{
 		}
 		return &connclientReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 var connSendDesc = &runtime.MethodDesc{
@@ -60,6 +61,7 @@ var connSendDesc = &runtime.MethodDesc{
 		}
 		return &connSendReply{AppendFF1: r0, UnmarshalFF1: r1}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x6ce5b5babc1dd5c9},
 }
 
 // ConnClient calls Conn through a runtime.Client; it implements Conn.

@@ -48,6 +48,7 @@ var shapesLogDesc = &runtime.MethodDesc{
 		}
 		return &shapesLogReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0xb985683657469a24},
 }
 
 var shapesDeepDesc = &runtime.MethodDesc{
@@ -85,6 +86,7 @@ var shapesDeepDesc = &runtime.MethodDesc{
 		}
 		return &shapesDeepReply{N: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0xf72cd010c9e06ee9},
 }
 
 var shapesBigDesc = &runtime.MethodDesc{
@@ -110,6 +112,7 @@ var shapesBigDesc = &runtime.MethodDesc{
 		}
 		return &shapesBigReply{R0: r0, R1: r1}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x4126644e454c5296},
 }
 
 var shapesOnlyDesc = &runtime.MethodDesc{
@@ -131,6 +134,7 @@ var shapesOnlyDesc = &runtime.MethodDesc{
 		}
 		return &shapesOnlyReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0xf9c9e88f427d5af6},
 }
 
 // ShapesClient calls Shapes through a runtime.Client; it implements Shapes.

@@ -38,6 +38,7 @@ var writesPutDesc = &runtime.MethodDesc{
 		}
 		return &writesPutReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0xad30798ae29fc895},
 }
 
 // WritesClient calls Writes through a runtime.Client; it implements Writes.

@@ -40,6 +40,7 @@ var clockNowDesc = &runtime.MethodDesc{
 		}
 		return &clockNowReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 // ClockClient calls Clock through a runtime.Client; it implements Clock.

@@ -41,6 +41,7 @@ var clockNowDesc = &runtime.MethodDesc{
 		}
 		return &clockNowReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 var clockSleepDesc = &runtime.MethodDesc{
@@ -62,6 +63,7 @@ var clockSleepDesc = &runtime.MethodDesc{
 		}
 		return &clockSleepReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x737c501574fb00a1},
 }
 
 // ClockClient calls Clock through a runtime.Client; it implements Clock.

@@ -41,6 +41,7 @@ var storeGetDesc = &runtime.MethodDesc{
 		}
 		return &storeGetReply{R0: r0}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 var storeFsyncDesc = &runtime.MethodDesc{
@@ -62,6 +63,7 @@ var storeFsyncDesc = &runtime.MethodDesc{
 		}
 		return &storeFsyncReply{}, nil
 	},
+	Schema: runtime.MethodSchema{Args: 0x80eb68b1f909c988},
 }
 
 // StoreClient calls Store through a runtime.Client; it implements Store.
