@@ -84,8 +84,8 @@ func (e *execution) addWaiter(sc *serverConn, a *transport.Attempt) {
 	w := waiter{conn: sc, call: a.Call, all: a.Flags&allBeat == allBeat}
 	e.waiters = append(e.waiters, w)
 	sc.calls[a.Call] = e
-	sc.joined(e, w)
 	sc.startHeartbeats(e.s.clampInterval(a.Heartbeat))
+	sc.joined(e, w) // after the interval is known: its shortcut depends on it
 	sc.acknowledge(a)
 }
 
@@ -135,7 +135,8 @@ func (e *execution) run() {
 
 	r := &e.res
 	if !started {
-		*r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "attempt cancelled or expired before it ran"}
+		*r = notStarted("attempt cancelled or expired before it ran")
+		s.countRefusal(e.method.Service, e.method.Name, r.Code)
 		e.finish(evStopped, r, nil)
 		return
 	}

@@ -33,7 +33,7 @@ const (
 // node ran nothing of the attempt.
 func refusedCode(code string) bool {
 	switch code {
-	case codeCatchingUp, codeNotLeader, codeNoRead, codeUnknownMethod:
+	case codeCatchingUp, codeNotLeader, codeNoRead, codeUnknownMethod, codeNotStarted:
 		return true
 	}
 	return false
@@ -396,7 +396,7 @@ func (ap *applying) settle(r *transport.Result) {
 	case r == nil:
 	case r.Status == transport.StatusFailover && r.Code == codePanic:
 		ap.err = errors.New(r.Message)
-	case r.Status == transport.StatusFailover && r.Code == codeTimeout:
+	case r.Status == transport.StatusFailover && (r.Code == codeTimeout || r.Code == codeNotStarted):
 		// Only a closing server stops a replicated write's handler.
 		ap.err = fmt.Errorf("its handler was stopped as the node closed (%s): %w", r.Message, replica.ErrStopped)
 	case r.Status == transport.StatusFailover:
