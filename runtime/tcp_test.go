@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/cluster"
 	"github.com/ffgen/ffgen/runtime/codec"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
@@ -521,3 +522,41 @@ func TestTCPIdleConnectionIsRedialed(t *testing.T) {
 		t.Errorf("secondary ran %d calls", n)
 	}
 }
+
+// A client given a node's management (HTTP) address as its RPC address is
+// refused at its first call with an error that names the address and
+// says what it is, read from the HTTP answer the management port sends at
+// once, instead of failing after the dial timeout; nothing ran.
+func TestTCPManagementAddressIsNotAnRPCAddress(t *testing.T) {
+	e := newTCPEnv(t, patientSettings())
+	mgmt, err := cluster.ServeManagement("127.0.0.1:0", cluster.ManagementConfig{Members: noMembers{}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mgmt.Shutdown(context.Background()) })
+	addr := mgmt.Addr().String()
+	ms := e.members.Members()
+	for i := range ms {
+		ms[i].Addr = addr
+	}
+	e.members.Set(ms)
+	_, err = e.ledger.Add(t.Context(), "acct", 1)
+	if !errors.Is(err, transport.ErrNotRPC) || !errors.Is(err, transport.ErrProtocol) {
+		t.Fatalf("a call to a management address: %v; want transport.ErrNotRPC", err)
+	}
+	if runtime.MaybeExecuted(err) {
+		t.Errorf("MaybeExecuted is true for a call no node received: %v", err)
+	}
+	for _, want := range []string{addr, "HTTP", "management address", "RPC address"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+}
+
+// noMembers is a management MemberSource with nobody in it.
+type noMembers struct{}
+
+func (noMembers) AllMembers() []cluster.MemberStatus         { return nil }
+func (noMembers) Member(string) (cluster.MemberStatus, bool) { return cluster.MemberStatus{}, false }
+func (noMembers) Joined() bool                               { return true }
