@@ -490,7 +490,7 @@ func (s *Server) applyExec(r *replicated, cmd *replica.Command) (*execution, err
 	e := &execution{
 		s:        s,
 		method:   m,
-		pace:     &sm.pace,
+		sm:       sm,
 		impl:     r.reg.impl,
 		args:     args,
 		arrived:  time.Now(),

@@ -105,7 +105,7 @@ func (s *Server) tryStart(e *execution) {
 func (s *Server) expire(e *execution, why string) {
 	e.fire(evExpire)
 	e.res = notStarted(why)
-	s.countRefusal(e.method.Service, e.method.Name, e.res.Code)
+	s.countRefusal(e.sm, e.method.Service, e.method.Name, e.res.Code)
 	answer(e.end(&e.res, nil), &e.res, nil)
 }
 

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -560,3 +561,44 @@ type noMembers struct{}
 func (noMembers) AllMembers() []cluster.MemberStatus         { return nil }
 func (noMembers) Member(string) (cluster.MemberStatus, bool) { return cluster.MemberStatus{}, false }
 func (noMembers) Joined() bool                               { return true }
+
+// A node's management endpoint exports what its server served, counted by
+// the server itself, whether or not it was given a cluster.Stats: the
+// cluster page reads these. With a Stats as well, the families are
+// exported once, from the server's counts.
+func TestTCPServedCountsWithoutStats(t *testing.T) {
+	e := newTCPEnv(t, patientSettings())
+	own := e.owners(t, "acct")
+	for range 5 {
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.ledgers[own[0]].setHook(func(context.Context, string, int64) error { return ErrRejected })
+	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != ErrRejected {
+		t.Fatalf("err = %v, want ErrRejected", err)
+	}
+	srv := e.servers[own[0]]
+	for _, stats := range []*cluster.Stats{nil, cluster.NewStats()} {
+		cfg := cluster.ManagementConfig{Members: noMembers{}, Ops: []runtime.InFlighter{srv}, Replicas: srv}
+		if stats != nil {
+			cfg.Metrics = stats
+		}
+		rec := httptest.NewRecorder()
+		cluster.NewManagement(cfg).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		if rec.Code != 200 {
+			t.Fatalf("with Stats %v: /metrics answered %d: %s", stats != nil, rec.Code, rec.Body)
+		}
+		body := rec.Body.String()
+		for _, want := range []string{
+			`ffgen_server_handled_total{code="",method="Add",service="test.Ledger",status="ok"} 5`,
+			`ffgen_server_handled_total{code="ErrRejected",method="Add",service="test.Ledger",status="fail"} 1`,
+			`ffgen_server_handler_duration_seconds_count{method="Add",service="test.Ledger"} 6`,
+			`ffgen_server_attempts_in_flight{method="Add",service="test.Ledger"} 0`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("with Stats %v: /metrics lacks %s", stats != nil, want)
+			}
+		}
+	}
+}
