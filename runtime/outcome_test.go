@@ -447,3 +447,38 @@ func TestExpiredWhileQueuedWasNotExecuted(t *testing.T) {
 		}
 	})
 }
+
+// reportingMembership is a membership that hears of the client's
+// failovers, as runtime/cluster's do.
+type reportingMembership struct {
+	runtime.Membership
+	mu  sync.Mutex
+	got []string
+}
+
+func (m *reportingMembership) ReportFailover(service, method string, r runtime.Reason) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.got = append(m.got, service+"."+method+" "+r.String())
+}
+
+// A client tells a membership that listens of each failover it makes, so
+// that a node's page can show failovers only clients saw.
+func TestFailoverReportedToMembership(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		m := &reportingMembership{Membership: e.Members}
+		ledger := newLedgerClient(e.Client(t, func(cfg *runtime.ClientConfig) { cfg.Membership = m }))
+		synctest.Wait()
+		e.ledgers[own[0]].setHook(func(context.Context, string, int64) error { return ErrBusy })
+		if _, err := ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if len(m.got) != 1 || m.got[0] != "test.Ledger.Add failover-error" {
+			t.Fatalf("the membership heard %v; want one failover of test.Ledger.Add after failover-error", m.got)
+		}
+	})
+}

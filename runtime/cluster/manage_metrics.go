@@ -16,16 +16,21 @@ import (
 // prometheus.DefaultRegisterer: two management handlers in one process,
 // as tests and tools make, must not collide): the Go runtime and process
 // collectors every operator's dashboards assume, the membership, the
-// replicas, the operations in flight, what the server counted of the calls
-// it served (from the *runtime.Server among Replicas and Ops, in place of
-// a Stats's copy of the same), cfg.Metrics, and cfg.Gatherer's families
-// beside them.
-func gatherer(cfg ManagementConfig) (prometheus.Gatherer, error) {
+// replicas, the operations in flight, the failovers clients saw, what the
+// server counted of the calls it served (from the *runtime.Server among
+// Replicas and Ops, in place of a Stats's copy of the same), cfg.Metrics,
+// and cfg.Gatherer's families beside them.
+func gatherer(cfg ManagementConfig, reports *failoverReports) (prometheus.Gatherer, error) {
 	reg := prometheus.NewRegistry()
+	fc := failoverCollector{reports: reports}
+	if c, ok := cfg.Members.(*Cluster); ok {
+		fc.local = &c.failovers
+	}
 	cs := []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		memberCollector{cfg.Members},
+		fc,
 	}
 	if cfg.Replicas != nil {
 		cs = append(cs, replicaCollector{cfg.Replicas})
