@@ -59,12 +59,13 @@ func runNode(spec string) error {
 	}
 	settings := runtime.DefaultSettings()
 	settings.Groups = groups
-	stats := cluster.NewStats()
+	// No cluster.Stats anywhere: the page must show what the node served
+	// and the failovers its clients saw from what every node counts.
 	tcp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: name, Group: group}})
 	if err != nil {
 		return err
 	}
-	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Metrics: stats})
+	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings})
 	if err := bank.RegisterAccountsServer(srv, bank.NewLedger(0)); err != nil {
 		return err
 	}
@@ -82,13 +83,12 @@ func runNode(spec string) error {
 	if err != nil {
 		return err
 	}
-	client, err := runtime.NewClient(runtime.ClientConfig{Transport: tcp, Membership: cl, Settings: settings, Metrics: stats})
+	client, err := runtime.NewClient(runtime.ClientConfig{Transport: tcp, Membership: cl, Settings: settings})
 	if err != nil {
 		return err
 	}
 	ms, err := cluster.ServeManagement("127.0.0.1:0", cluster.ManagementConfig{
 		Members: cl,
-		Metrics: stats,
 		Ops:     []runtime.InFlighter{client, srv},
 		Groups:  groups,
 		Token:   os.Getenv(tokenEnv),
