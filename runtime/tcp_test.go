@@ -579,10 +579,17 @@ func TestTCPServedCountsWithoutStats(t *testing.T) {
 		t.Fatalf("err = %v, want ErrRejected", err)
 	}
 	srv := e.servers[own[0]]
-	for _, stats := range []*cluster.Stats{nil, cluster.NewStats()} {
+	var all []runtime.InFlighter // the servers of one process: one series per method, summed
+	for _, s := range e.servers {
+		all = append(all, s)
+	}
+	for i, stats := range []*cluster.Stats{nil, cluster.NewStats(), nil} {
 		cfg := cluster.ManagementConfig{Members: noMembers{}, Ops: []runtime.InFlighter{srv}, Replicas: srv}
 		if stats != nil {
 			cfg.Metrics = stats
+		}
+		if i == 2 {
+			cfg.Ops = all
 		}
 		rec := httptest.NewRecorder()
 		cluster.NewManagement(cfg).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,15 +47,43 @@ type servedCollector []ServedSource
 
 func (servedCollector) Describe(ch chan<- *prometheus.Desc) { describeServed(ch) }
 
+// Collect exports one series per method: the servers of one process (an
+// in-memory cluster, a test) that serve the same method are summed.
 func (c servedCollector) Collect(ch chan<- prometheus.Metric) {
+	type key struct{ service, method string }
+	var order []key
+	sums := map[key]*runtime.MethodServed{}
 	for _, src := range c {
 		for _, ms := range src.Served() {
-			collectServed(ch, ms.Service, ms.Method, ms.Running, func(f func(status, code string, n uint64)) {
-				for _, a := range ms.Answers {
-					f(a.Status, a.Code, a.N)
+			k := key{ms.Service, ms.Method}
+			sum := sums[k]
+			if sum == nil {
+				sum = &runtime.MethodServed{Service: ms.Service, Method: ms.Method, Latency: make([]uint64, len(ms.Latency))}
+				sums[k] = sum
+				order = append(order, k)
+			}
+			sum.Running += ms.Running
+			sum.LatencySum += ms.LatencySum
+			for i, n := range ms.Latency {
+				sum.Latency[i] += n
+			}
+			for _, a := range ms.Answers {
+				i := slices.IndexFunc(sum.Answers, func(b runtime.AnswerCount) bool { return b.Status == a.Status && b.Code == a.Code })
+				if i < 0 {
+					sum.Answers = append(sum.Answers, runtime.AnswerCount{Status: a.Status, Code: a.Code})
+					i = len(sum.Answers) - 1
 				}
-			}, ms.Latency, ms.LatencySum)
+				sum.Answers[i].N += a.N
+			}
 		}
+	}
+	for _, k := range order {
+		ms := sums[k]
+		collectServed(ch, ms.Service, ms.Method, ms.Running, func(f func(status, code string, n uint64)) {
+			for _, a := range ms.Answers {
+				f(a.Status, a.Code, a.N)
+			}
+		}, ms.Latency, ms.LatencySum)
 	}
 }
 
