@@ -565,7 +565,8 @@ func (noMembers) Joined() bool                               { return true }
 // A node's management endpoint exports what its server served, counted by
 // the server itself, whether or not it was given a cluster.Stats: the
 // cluster page reads these. With a Stats as well, the families are
-// exported once, from the server's counts.
+// exported once, from the server's counts; with several servers, once per
+// method, summed.
 func TestTCPServedCountsWithoutStats(t *testing.T) {
 	e := newTCPEnv(t, patientSettings())
 	own := e.owners(t, "acct")
