@@ -646,7 +646,7 @@ func TestLeaderReportsEveryMembersProgress(t *testing.T) {
 			t.Fatalf("the leader %s reports %+v; want every one of the %d nodes", leader, st.Peers, len(e.Nodes))
 		}
 		for _, p := range st.Peers {
-			if p.Match != st.LogLast || p.Behind != 0 || !p.Active {
+			if p.Match != st.LogLast || p.Behind != 0 || !p.Active || p.State != "replicate" {
 				t.Errorf("peer %+v; want it active at the leader's last index %d", p, st.LogLast)
 			}
 		}

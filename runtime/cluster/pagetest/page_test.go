@@ -137,7 +137,8 @@ func TestPageFollowsKillAndRejoin(t *testing.T) {
 	seeds := []string{a1.addrs.Gossip}
 	a2 := startNode(t, "a2", "a", token, seeds, true)
 	b1 := startNode(t, "b1", "b", token, seeds, false)
-	startNode(t, "b2", "b", token, seeds, false)
+	b2 := startNode(t, "b2", "b", token, seeds, false)
+	nodes := map[string]*node{"a1": a1, "a2": a2, "b2": b2}
 
 	// The management address itself, as an operator would type it: it
 	// leads to the page, the token in the fragment coming along.
@@ -177,12 +178,31 @@ func TestPageFollowsKillAndRejoin(t *testing.T) {
 	waitFor(t, ctx, "the failovers a2's clients saw", `!!document.querySelector('table.reported tr[data-client="local"]')`, 5*time.Second)
 	screenshot(t, ctx, "cluster-page-dead.png")
 
-	startNode(t, "b1", "b", token, seeds, false)
+	nodes["b1"] = startNode(t, "b1", "b", token, seeds, false)
 	t.Log("restarted b1")
 	waitFor(t, ctx, "b1 alive again", memberState("b1")+` === "alive"`, 60*time.Second)
 	waitFor(t, ctx, "the event of b1's return", `!!document.querySelector('#events [data-member="b1"][data-state="alive"]')`, 5*time.Second)
 	waitFor(t, ctx, "four alive members again", allAlive, 30*time.Second)
 	screenshot(t, ctx, "cluster-page.png")
+
+	// The replicated service, and on its leader's page every node's log:
+	// all four, b1 among them once it rejoined.
+	waitFor(t, ctx, "the replicated service's leader", `!!(document.querySelector('#replicas tr[data-service="bank.Accounts"]') || {dataset: {}}).dataset.leader`, 30*time.Second)
+	var leader string
+	if err := chromedp.Run(ctx, chromedp.Evaluate(`document.querySelector('#replicas tr[data-service="bank.Accounts"]').dataset.leader`, &leader)); err != nil {
+		t.Fatal(err)
+	}
+	lead, ok := nodes[leader]
+	if !ok {
+		t.Fatalf("the page names %q as the leader, not one of the nodes", leader)
+	}
+	if err := chromedp.Run(ctx, chromedp.Navigate("http://"+lead.addrs.Mgmt+"/cluster/page/#token="+token)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "every node's log on the leader's page, b1 caught up",
+		`["a1","a2","b1","b2"].every(n => { const tr = document.querySelector('tr[data-peer="' + n + '"]');
+		  return !!tr && Number(tr.dataset.behind) < 100; })`, 60*time.Second)
+	screenshot(t, ctx, "cluster-page-leader.png")
 }
 
 // screenshot saves the whole page as name, after two more answers, so that

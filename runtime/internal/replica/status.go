@@ -68,7 +68,7 @@ func (g *Group) refreshPeers() {
 	var peers []Peer
 	if g.leading {
 		g.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-			peers = append(peers, Peer{Node: g.nameOf(id), Learner: pr.IsLearner, Match: pr.Match, State: pr.State.String(), Active: pr.RecentActive || id == g.id})
+			peers = append(peers, Peer{Node: g.nameOf(id), Learner: pr.IsLearner, Match: pr.Match, State: strings.ToLower(strings.TrimPrefix(pr.State.String(), "State")), Active: pr.RecentActive || id == g.id})
 		})
 		slices.SortFunc(peers, func(a, b Peer) int { return strings.Compare(a.Node, b.Node) })
 	}
