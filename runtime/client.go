@@ -45,6 +45,9 @@ type Client struct {
 	pool   *transport.Pool
 	budget *budget
 	unsub  func()
+	// reporter is the membership, if it hears of failovers (see
+	// failoverReporter).
+	reporter failoverReporter
 
 	nextCall atomic.Uint64
 	closed   atomic.Bool // connections closing now are not a node's fault
@@ -102,6 +105,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		suspects: make(map[string]time.Time),
 		strikes:  make(map[string]strike),
 	}
+	c.reporter, _ = cfg.Membership.(failoverReporter)
 	c.legs.init()
 	c.pool = transport.NewPool(cfg.Transport, (*clientHandler)(c), cfg.Pool)
 	c.unsub = cfg.Membership.Subscribe(c.membershipChanged)

@@ -17,8 +17,10 @@ const (
 	NotDelivered Delivery = iota
 	// Refused: attempts reached nodes, and each one answered that it
 	// ran nothing of it (it did not serve the method, or a replicated
-	// service was not served there at the moment, or it redirected the
-	// attempt to a node the client then did not reach); nothing executed.
+	// service was not served there at the moment, it redirected the
+	// attempt to a node the client then did not reach, or the attempt's
+	// time ran out while it was queued there); nothing executed, even if
+	// the node acknowledged the attempt.
 	Refused
 	// Delivered: an attempt was sent but no node acknowledged it; it may
 	// have executed.
@@ -161,7 +163,12 @@ const (
 	codeBadArgs       = "ffgen.bad-arguments"
 	codeBadResult     = "ffgen.bad-result"
 	codeTimeout       = "ffgen.timeout"
-	codeTooLarge      = "ffgen.result-too-large"
+	// codeNotStarted: the node ended the attempt before its handler
+	// started (its time ran out while it was queued or held, or the node
+	// halted first). Nothing ran: the client does not count the attempt
+	// as acknowledged.
+	codeNotStarted = "ffgen.not-started"
+	codeTooLarge   = "ffgen.result-too-large"
 )
 
 // ForwardError, returned by a handler (see ForwardTo), makes the server tell

@@ -17,7 +17,7 @@ import (
 type execution struct {
 	s        *Server
 	method   *MethodDesc
-	pace     *handlerPace // how long the method's handler runs, to run quick ones inline
+	sm       *servedMethod // how long its handler runs (to run quick ones inline), and its counts
 	impl     any
 	args     codec.Message
 	info     AttemptInfo // embedded: one allocation fewer per attempt
@@ -84,8 +84,8 @@ func (e *execution) addWaiter(sc *serverConn, a *transport.Attempt) {
 	w := waiter{conn: sc, call: a.Call, all: a.Flags&allBeat == allBeat}
 	e.waiters = append(e.waiters, w)
 	sc.calls[a.Call] = e
-	sc.joined(e, w)
 	sc.startHeartbeats(e.s.clampInterval(a.Heartbeat))
+	sc.joined(e, w) // after the interval is known: its shortcut depends on it
 	sc.acknowledge(a)
 }
 
@@ -135,21 +135,24 @@ func (e *execution) run() {
 
 	r := &e.res
 	if !started {
-		*r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "attempt cancelled or expired before it ran"}
+		*r = notStarted("attempt cancelled or expired before it ran")
+		s.countRefusal(e.sm, e.method.Service, e.method.Name, r.Code)
 		e.finish(evStopped, r, nil)
 		return
 	}
-	m := e.method
+	m, sm := e.method, e.sm
+	sm.served.Running.Add(1)
 	s.cfg.Metrics.ServerAttempt(m.Service, m.Name, 1)
 	began := time.Now()
 	res, err := e.call(ctx)
 	ran := time.Since(began)
-	e.pace.observe(ran)
+	sm.pace.observe(ran)
+	sm.served.Running.Add(-1)
 	s.cfg.Metrics.ServerAttempt(m.Service, m.Name, -1)
 	switch fwd := asForward(err); {
 	case fwd != nil:
 		if rd, ok := e.redirect(fwd); ok {
-			s.cfg.Metrics.Handled(m.Service, m.Name, "forwarded", "", ran)
+			s.handled(sm, "forwarded", "", ran)
 			e.finish(evReturned, nil, rd)
 			return
 		}
@@ -161,7 +164,7 @@ func (e *execution) run() {
 		// timeout, a shutdown): its error says nothing about the
 		// operation, so the answer is Failover, and not remembered.
 		// Counted before finish: a rerun it starts owns e.res.
-		s.cfg.Metrics.Handled(m.Service, m.Name, "failover", codeTimeout, ran)
+		s.handled(sm, "failover", codeTimeout, ran)
 		*r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "handler stopped: " + err.Error()}
 		e.finish(evStopped, r, nil)
 		return
@@ -178,7 +181,7 @@ func (e *execution) handled(r *transport.Result, ran time.Duration) {
 	if code == "" && r.Status != transport.StatusOK {
 		code = "undeclared"
 	}
-	e.s.cfg.Metrics.Handled(e.method.Service, e.method.Name, r.Status.String(), code, ran)
+	e.s.handled(e.sm, r.Status.String(), code, ran)
 }
 
 // asForward finds a ForwardError in err. The variable errors.As needs is

@@ -31,10 +31,9 @@ type serverConn struct {
 	// last one found: All stands for every call, and none has anything to
 	// list. The tick then sends All without the walk, which with 10,000
 	// held operations held the server's lock for milliseconds each
-	// interval. allUntil is the earliest time a call's attempt timeout
-	// can end (execution.expires, which no queue expiry or handler
-	// deadline comes before); zero means the next tick walks. Guarded by
-	// s.mu.
+	// interval. allUntil is the earliest time a call may leave its queue
+	// (queuedUntil, which no handler deadline comes before); zero means
+	// the next tick walks. Guarded by s.mu.
 	allUntil time.Time
 	allEpoch uint64
 }
@@ -48,9 +47,16 @@ func (sc *serverConn) joined(e *execution, w waiter) {
 		sc.allUntil = time.Time{}
 		return
 	}
-	if t := e.expires(); t.Before(sc.allUntil) {
+	if t := sc.queuedUntil(e); t.Before(sc.allUntil) {
 		sc.allUntil = t
 	}
+}
+
+// queuedUntil is when a tick expires e if it is still queued or held: an
+// interval before its time ends, so that the tick before that end finds it
+// and its client hears that it never started. Called with s.mu held.
+func (sc *serverConn) queuedUntil(e *execution) time.Time {
+	return e.expires().Add(-sc.interval)
 }
 
 // acknowledge tells the client that attempt a arrived and waits here, if
@@ -165,16 +171,16 @@ func (sc *serverConn) beat() bool {
 	all, overran, listed := false, false, false
 	until := time.Time{}
 	for call, e := range sc.calls {
-		if (e.state == stateQueued || e.state == stateHeld) && !e.scatter && now.After(e.expires()) {
-			// Queued past its time behind a slow operation: the client
-			// has given up on it, so it leaves the queue now rather than
-			// pile up behind a handler that may never return.
-			e.fire(evExpire)
-			e.res = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "attempt expired while queued"}
-			answer(e.end(&e.res, nil), &e.res, nil)
+		if (e.state == stateQueued || e.state == stateHeld) && !e.scatter && !now.Before(sc.queuedUntil(e)) {
+			// Still queued behind a slow operation when its time ends
+			// before the next tick: it leaves the queue now, rather than
+			// pile up behind a handler that may never return, and its
+			// client hears that it never started before its own timer
+			// gives up on it without knowing.
+			s.expire(e, "attempt expired while queued")
 			continue
 		}
-		if t := e.expires(); until.IsZero() || t.Before(until) {
+		if t := sc.queuedUntil(e); until.IsZero() || t.Before(until) {
 			until = t
 		}
 		var w *waiter

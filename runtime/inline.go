@@ -52,7 +52,7 @@ func (e *execution) Run() { e.run() }
 // disk) would each hold the reader for the grace before the first of them
 // returned and was counted, and the heartbeats and acks of every call on
 // the connection would wait that long in total.
-func (e *execution) Overran() { e.pace.observe(overranWeight) }
+func (e *execution) Overran() { e.sm.pace.observe(overranWeight) }
 
 // runInline runs e, which arrive started, on sc's read goroutine if the
 // connection can spare it, and on a worker if not.

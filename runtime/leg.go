@@ -333,6 +333,15 @@ func (w *watch) event(ev legEvent) (outcome, bool) {
 	switch {
 	case ev.result != nil:
 		w.p.out.result = ev.result
+		if ev.result.Status == transport.StatusFailover && ev.result.Code == codeNotStarted {
+			// The node gave up on the attempt, still queued, as its time
+			// ended (or it halted first): it ends as it would have at
+			// its time, and the node ran nothing of it.
+			r, err := w.op.timeUp(w.ctx, later(time.Now(), w.attemptEnd), name, w.p.a.Timeout)
+			o := w.end(r, fmt.Errorf("%w (%s: %s)", err, name, ev.result.Message))
+			o.delivery = Refused
+			return o, true
+		}
 		if now := time.Now(); stoppedInTime(ev.result) && !now.Before(w.attemptEnd) {
 			// The server's own timer stopped the handler: the same
 			// moment as ours, so the attempt ends as our timer would
@@ -473,6 +482,14 @@ func (op *operation) timeUp(ctx context.Context, now time.Time, node string, tim
 	}
 	op.c.suspect(node, ReasonAttemptTimeout)
 	return ReasonAttemptTimeout, fmt.Errorf("attempt on %s took longer than %s: %w", node, timeout, context.DeadlineExceeded)
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // stoppedInTime reports whether r is a server's answer that the attempt's

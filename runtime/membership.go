@@ -31,10 +31,24 @@ func (m Member) Serves(service string) bool {
 
 // Membership is the live view of the cluster. The static implementation is
 // StaticMembership; runtime/cluster implements it on hashicorp/memberlist.
+//
+// A membership that also has a method ReportFailover(service, method
+// string, reason Reason) hears of every failover of the clients that use
+// it, as Metrics.Failover does: runtime/cluster's node counts its own
+// clients' for its page, and its thin client (Follow) reports them to the
+// node it reads from, so that an operator sees failovers that only the
+// clients saw.
 type Membership interface {
 	// Members returns the live members. The caller must not modify it.
 	Members() []Member
 	// Subscribe calls fn with the full live set now and after every change,
 	// from one goroutine at a time, until the returned cancel is called.
 	Subscribe(fn func(members []Member)) (cancel func())
+}
+
+// failoverReporter is a Membership that hears of the client's failovers
+// (see Membership). It is called once per failover, never on the path of
+// a call that does not fail over.
+type failoverReporter interface {
+	ReportFailover(service, method string, reason Reason)
 }

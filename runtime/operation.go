@@ -102,6 +102,9 @@ func callerEnded(ctx context.Context) (Reason, error) {
 // reported as such, not as a spent budget.
 func (op *operation) takeBudget(ctx context.Context, why Reason) (Reason, error) {
 	op.c.cfg.Metrics.Failover(op.m.Service, op.m.Name, why)
+	if r := op.c.reporter; r != nil {
+		r.ReportFailover(op.m.Service, op.m.Name, why)
+	}
 	bctx, cancel := context.WithDeadline(ctx, op.deadline)
 	defer cancel()
 	err := op.c.budget.Take(bctx)

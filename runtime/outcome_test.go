@@ -397,3 +397,88 @@ func TestRefusedEverywhereWasNotExecuted(t *testing.T) {
 		}
 	})
 }
+
+// An attempt still queued behind a stuck operation when its time runs out
+// never ran: the node says so before the client's own timer gives up on it,
+// so the operation is not reported acknowledged and MaybeExecuted is false,
+// although the node acknowledged the attempt when it queued it. The
+// server counts it as refused, beside its other refusals.
+func TestExpiredWhileQueuedWasNotExecuted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		metrics := &refusalCounter{refused: map[string]int{}}
+		s := runtime.DefaultSettings()
+		s.AttemptTimeout = time.Second
+		s.MaxFailovers = 0
+		e := newEnv(t, fftest.Config{Settings: s, Server: func(_ string, cfg *runtime.ServerConfig) { cfg.Metrics = metrics }})
+		own := e.owners(t, "acct")
+		release := make(chan struct{})
+		var runs atomic.Int32
+		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, amount int64) error {
+			runs.Add(1)
+			if amount == 1 {
+				<-release // the first Add holds the entity
+			}
+			return nil
+		})
+		first := make(chan error, 1)
+		go func() {
+			_, err := e.ledger.Add(context.Background(), "acct", 1)
+			first <- err
+		}()
+		synctest.Wait()
+		_, err := e.ledger.Add(t.Context(), "acct", 2)
+		re := wantError(t, err)
+		if runtime.MaybeExecuted(err) || re.Delivery != runtime.Refused {
+			t.Errorf("an attempt that expired in the queue: delivery %s, MaybeExecuted %v (%v); want refused, not executed",
+				re.Delivery, runtime.MaybeExecuted(err), err)
+		}
+		if re.Reason != runtime.ReasonAttemptTimeout || !errors.Is(err, context.DeadlineExceeded) || len(re.History) != 1 {
+			t.Errorf("got %v; want one attempt ended by its attempt timeout", err)
+		}
+		if n := runs.Load(); n != 1 {
+			t.Errorf("the handler ran %d times; want once (the first Add only)", n)
+		}
+		close(release)
+		<-first // it outlived its own attempt timeout; it ran, whatever it answers
+		metrics.mu.Lock()
+		defer metrics.mu.Unlock()
+		if n := metrics.refused["test.Ledger.Add ffgen.not-started"]; n != 1 {
+			t.Errorf("the server counted %v; want 1 refusal of test.Ledger.Add as not started", metrics.refused)
+		}
+	})
+}
+
+// reportingMembership is a membership that hears of the client's
+// failovers, as runtime/cluster's do.
+type reportingMembership struct {
+	runtime.Membership
+	mu  sync.Mutex
+	got []string
+}
+
+func (m *reportingMembership) ReportFailover(service, method string, r runtime.Reason) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.got = append(m.got, service+"."+method+" "+r.String())
+}
+
+// A client tells a membership that listens of each failover it makes, so
+// that a node's page can show failovers only clients saw.
+func TestFailoverReportedToMembership(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		m := &reportingMembership{Membership: e.Members}
+		ledger := newLedgerClient(e.Client(t, func(cfg *runtime.ClientConfig) { cfg.Membership = m }))
+		synctest.Wait()
+		e.ledgers[own[0]].setHook(func(context.Context, string, int64) error { return ErrBusy })
+		if _, err := ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if len(m.got) != 1 || m.got[0] != "test.Ledger.Add failover-error" {
+			t.Fatalf("the membership heard %v; want one failover of test.Ledger.Add after failover-error", m.got)
+		}
+	})
+}

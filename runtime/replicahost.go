@@ -38,7 +38,7 @@ const (
 // node ran nothing of the attempt.
 func refusedCode(code string) bool {
 	switch code {
-	case codeCatchingUp, codeNotLeader, codeNoRead, codeUnknownMethod, codeVotersCannotApply:
+	case codeCatchingUp, codeNotLeader, codeNoRead, codeUnknownMethod, codeVotersCannotApply, codeNotStarted:
 		return true
 	}
 	return false
@@ -227,10 +227,10 @@ func (r *replicated) unappliable(e *execution) *transport.Result {
 			if mb.Name != name {
 				continue
 			}
-			same, known := mb.appliesAs(r.name, sm.served)
+			same, known := mb.appliesAs(r.name, sm.advertised)
 			switch {
 			case !known || same:
-			case mb.servesMethod(r.name, sm.served):
+			case mb.servesMethod(r.name, sm.advertised):
 				why = fmt.Sprintf("voter %s serves %s.%s with other arguments (another version of the service)", name, r.name, e.method.Name)
 			default:
 				why = fmt.Sprintf("voter %s does not serve %s.%s (a version of the service without it)", name, r.name, e.method.Name)
@@ -242,7 +242,7 @@ func (r *replicated) unappliable(e *execution) *transport.Result {
 	if why == "" {
 		return nil
 	}
-	r.s.countRefusal(r.name, e.method.Name, codeVotersCannotApply)
+	r.s.countRefusal(sm, r.name, e.method.Name, codeVotersCannotApply)
 	return &transport.Result{Status: transport.StatusFail, Code: codeVotersCannotApply,
 		Message: why + ": the write was not proposed; it can be once every voter runs a version that applies it"}
 }
@@ -452,7 +452,7 @@ func (ap *applying) settle(r *transport.Result) {
 	case r == nil:
 	case r.Status == transport.StatusFailover && r.Code == codePanic:
 		ap.err = errors.New(r.Message)
-	case r.Status == transport.StatusFailover && r.Code == codeTimeout:
+	case r.Status == transport.StatusFailover && (r.Code == codeTimeout || r.Code == codeNotStarted):
 		// Only a closing server stops a replicated write's handler.
 		ap.err = fmt.Errorf("its handler was stopped as the node closed (%s): %w", r.Message, replica.ErrStopped)
 	case r.Status == transport.StatusFailover:
@@ -546,7 +546,7 @@ func (s *Server) applyExec(r *replicated, cmd *replica.Command) (*execution, err
 	e := &execution{
 		s:        s,
 		method:   m,
-		pace:     &sm.pace,
+		sm:       sm,
 		impl:     r.reg.impl,
 		args:     args,
 		arrived:  time.Now(),

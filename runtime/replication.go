@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/ffgen/ffgen/runtime/internal/replica"
 )
 
 // Replication of scatter writes. A service with a scatter method is
@@ -144,6 +146,26 @@ type ReplicaStatus struct {
 	// DataDir is where the service's raft state is stored (see
 	// ServerConfig.DataDir), empty while it is in memory only.
 	DataDir string `json:"data_dir,omitempty"`
+	// Peers is, on the leader, every member of the group with how far
+	// the leader's log is replicated to it (raft's progress, refreshed
+	// every tick); empty on the other nodes, which report only their own
+	// Applied.
+	Peers []ReplicaPeer `json:"peers,omitempty"`
+}
+
+// ReplicaPeer is one member of a replicated service's group as its leader
+// sees it.
+type ReplicaPeer struct {
+	Node    string `json:"node"`
+	Learner bool   `json:"learner,omitempty"`
+	// Match is the highest log index known to be on the member; Behind
+	// is how many entries of the leader's log it lacks.
+	Match  uint64 `json:"match"`
+	Behind uint64 `json:"behind"`
+	// State is raft's: "replicate", "probe" or "snapshot".
+	State string `json:"state"`
+	// Active: it answered the leader within the last election timeout.
+	Active bool `json:"active"`
 }
 
 // Replication reports every replicated service's state on this node.
@@ -162,7 +184,7 @@ func (s *Server) Replication() []ReplicaStatus {
 			Role: st.Role, TieBreaker: r.cfg.TieBreaker, Leader: st.Leader, Leading: st.Leading,
 			Term: st.Term, Commit: st.Commit, Applied: st.Applied, LeaderCommit: st.LeaderCommit, LogFirst: st.LogFirst, LogLast: st.LogLast,
 			Stopped: st.Stopped, SnapshotIndex: st.SnapshotIndex, SnapshotsInstalled: st.SnapshotsInstalled,
-			Voters: st.Voters, Learners: st.Learners, DataDir: st.DataDir,
+			Voters: st.Voters, Learners: st.Learners, DataDir: st.DataDir, Peers: peersOf(st),
 		})
 	}
 	slices.SortFunc(out, func(a, b ReplicaStatus) int {
@@ -171,6 +193,21 @@ func (s *Server) Replication() []ReplicaStatus {
 		}
 		return 1
 	})
+	return out
+}
+
+// peersOf turns the leader's view of its group into ReplicaPeers.
+func peersOf(st replica.Status) []ReplicaPeer {
+	if len(st.Peers) == 0 {
+		return nil
+	}
+	out := make([]ReplicaPeer, len(st.Peers))
+	for i, p := range st.Peers {
+		out[i] = ReplicaPeer{Node: p.Node, Learner: p.Learner, Match: p.Match, State: p.State, Active: p.Active}
+		if st.LogLast > p.Match {
+			out[i].Behind = st.LogLast - p.Match
+		}
+	}
 	return out
 }
 

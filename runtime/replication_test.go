@@ -618,3 +618,57 @@ func TestReplicationFrozenLeaderIsPassedOver(t *testing.T) {
 		e.check(t)
 	})
 }
+
+// The leader reports every member's replicated index (raft's progress):
+// all of them at its last index once they caught up, and a paused one
+// behind by what it missed; the other nodes report no peers.
+func TestLeaderReportsEveryMembersProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newReplicatedEnv(t, fftest.Config{Groups: []string{"a", "b", "c"}}) // a majority without the paused one
+		e.WaitReady(t)
+		if _, err := e.ledger.Transfer(t.Context(), "x", "y", 0); err != nil {
+			t.Fatal(err)
+		}
+		waitTransfers(t, e, 1)
+		time.Sleep(time.Second) // a few ticks
+		leader, st := "", runtime.ReplicaStatus{}
+		for _, n := range e.Nodes {
+			if s := n.Server.Replication()[0]; s.Leading {
+				leader, st = n.Name, s
+			} else if len(s.Peers) != 0 {
+				t.Errorf("%s, a follower, reports peers %+v", n.Name, s.Peers)
+			}
+		}
+		if leader == "" {
+			t.Fatal("no leader")
+		}
+		if len(st.Peers) != len(e.Nodes) {
+			t.Fatalf("the leader %s reports %+v; want every one of the %d nodes", leader, st.Peers, len(e.Nodes))
+		}
+		for _, p := range st.Peers {
+			if p.Match != st.LogLast || p.Behind != 0 || !p.Active || p.State != "replicate" {
+				t.Errorf("peer %+v; want it active at the leader's last index %d", p, st.LogLast)
+			}
+		}
+		var follower string
+		for _, n := range e.Nodes {
+			if n.Name != leader {
+				follower = n.Name
+				break
+			}
+		}
+		e.Net.Pause(follower)
+		if _, err := e.ledger.Transfer(t.Context(), "x", "y", 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		st = e.Node(leader).Server.Replication()[0]
+		for _, p := range st.Peers {
+			if p.Node == follower && (p.Behind == 0 || p.Match >= st.LogLast) {
+				t.Errorf("paused %s reported %+v; want it behind the leader's %d", follower, p, st.LogLast)
+			}
+		}
+		e.Net.Resume(follower)
+		e.WaitConverged(t)
+	})
+}

@@ -92,14 +92,27 @@ func (s *Server) tryStart(e *execution) {
 		}
 	}
 	if s.halted || (!e.scatter && !time.Now().Before(e.expires())) {
-		e.fire(evExpire)
-		e.res = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "attempt cancelled or expired before it ran"}
-		answer(e.end(&e.res, nil), &e.res, nil)
+		s.expire(e, "attempt cancelled or expired before it ran")
 		return
 	}
 	e.fire(evStart)
 	s.running.Add(1)
 	s.start(e)
+}
+
+// expire ends e, queued or held, without running it: every waiter hears
+// that it never started. Called with s.mu held.
+func (s *Server) expire(e *execution, why string) {
+	e.fire(evExpire)
+	e.res = notStarted(why)
+	s.countRefusal(e.sm, e.method.Service, e.method.Name, e.res.Code)
+	answer(e.end(&e.res, nil), &e.res, nil)
+}
+
+// notStarted is the answer to an attempt that ended here before its
+// handler started.
+func notStarted(why string) transport.Result {
+	return transport.Result{Status: transport.StatusFailover, Code: codeNotStarted, Message: why}
 }
 
 // release takes e off its queues, wherever it stands (a finished operation

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/runtime/codec"
+	"github.com/ffgen/ffgen/runtime/internal/tally"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -84,6 +85,8 @@ type Server struct {
 	// members is the membership, read by replication without the
 	// server's lock (UseMembership may set it late).
 	members atomic.Pointer[Membership]
+	// served counts the attempts of methods the server does not serve.
+	served servedCounts
 }
 
 var _ transport.Handler = (*serverHandler)(nil)
@@ -95,11 +98,14 @@ type registered struct {
 	methods map[string]*servedMethod
 }
 
-// servedMethod is a registered method and how long its handler runs.
+// servedMethod is a registered method, how long its handler runs, and
+// what the server counted of it (see Served).
 type servedMethod struct {
 	desc   *MethodDesc
 	pace   handlerPace
-	served ServedMethod // what the node advertises of it
+	served tally.Served
+	// advertised is what the node advertises of it in the membership.
+	advertised ServedMethod
 }
 
 // NewServer returns a server with no services.
@@ -168,7 +174,7 @@ func (s *Server) Register(svc *ServiceDesc, impl any) error {
 		if _, dup := r.methods[m.Name]; dup {
 			return fmt.Errorf("ffgen: Register %s: method %s is declared twice", svc.Name, m.Name)
 		}
-		r.methods[m.Name] = &servedMethod{desc: m, served: servedOf(m)}
+		r.methods[m.Name] = &servedMethod{desc: m, advertised: servedOf(m)}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -421,7 +427,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		if s.closed {
 			r.Code, r.Message = codeCatchingUp, "node is shutting down"
 		}
-		s.refusedAttempt(a.Service, a.Method, c, r)
+		s.refusedAttempt(sm, a.Service, a.Method, c, r)
 		return
 	}
 	s.mu.Unlock()
@@ -450,7 +456,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	e := &execution{
 		s:       s,
 		method:  m,
-		pace:    &sm.pace,
+		sm:      sm,
 		impl:    reg.impl,
 		args:    args,
 		timeout: timeout,
@@ -483,7 +489,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	}
 	if s.closed {
 		s.mu.Unlock()
-		s.refusedAttempt(a.Service, a.Method, c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeCatchingUp, Message: "node is shutting down"})
+		s.refusedAttempt(sm, a.Service, a.Method, c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeCatchingUp, Message: "node is shutting down"})
 		return
 	}
 	if rep := s.replicas[a.Service]; rep != nil {
@@ -503,7 +509,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 				s.send(c, rd)
 			case res != nil:
 				res.Call = a.Call
-				s.refusedAttempt(a.Service, a.Method, c, res)
+				s.refusedAttempt(sm, a.Service, a.Method, c, res)
 			}
 			return
 		}
@@ -513,7 +519,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 			// the others.
 			s.mu.Unlock()
 			refusal.Call = a.Call
-			s.refusedAttempt(a.Service, a.Method, c, refusal)
+			s.refusedAttempt(sm, a.Service, a.Method, c, refusal)
 			return
 		}
 		if wait {
@@ -601,26 +607,38 @@ func (s *Server) endUnrun(e *execution, f func(call uint64) transport.Frame) {
 
 // refuse answers e Failover with a code and message.
 func (s *Server) refuse(e *execution, code, msg string) {
-	s.countRefusal(e.method.Service, e.method.Name, code)
+	s.countRefusal(e.sm, e.method.Service, e.method.Name, code)
 	s.answer(e, &transport.Result{Status: transport.StatusFailover, Code: code, Message: msg})
 }
 
 // refusedAttempt sends r, an answer given without running anything, and
-// counts it when it is a refusal.
-func (s *Server) refusedAttempt(service, method string, c transport.Conn, r *transport.Result) {
+// counts it when it is a refusal. sm is the method, nil if not served.
+func (s *Server) refusedAttempt(sm *servedMethod, service, method string, c transport.Conn, r *transport.Result) {
 	if r.Status == transport.StatusFailover {
-		s.countRefusal(service, method, r.Code)
+		s.countRefusal(sm, service, method, r.Code)
 	}
 	s.send(c, r)
 }
 
-// countRefusal reports an attempt refused with code (refusedCode: nothing
-// ran) to the metrics, beside the handler runs, so that a node that
-// refuses its calls shows it.
-func (s *Server) countRefusal(service, method, code string) {
-	if refusedCode(code) {
-		s.cfg.Metrics.Handled(service, method, "refused", code, 0)
+// countRefusal counts an attempt refused with code (refusedCode: nothing
+// ran), beside the handler runs, so that a node that refuses its calls
+// shows it. sm is the method, nil if the server does not serve it.
+func (s *Server) countRefusal(sm *servedMethod, service, method, code string) {
+	if !refusedCode(code) {
+		return
 	}
+	if sm != nil {
+		sm.served.Handled("refused", code, 0)
+	} else {
+		s.served.of(service, method).Handled("refused", code, 0)
+	}
+	s.cfg.Metrics.Handled(service, method, "refused", code, 0)
+}
+
+// handled counts a handler run of sm that ended with status and code.
+func (s *Server) handled(sm *servedMethod, status, code string, ran time.Duration) {
+	sm.served.Handled(status, code, ran)
+	s.cfg.Metrics.Handled(sm.desc.Service, sm.desc.Name, status, code, ran)
 }
 
 // MinHeartbeatInterval is the shortest heartbeat interval a client may ask for.

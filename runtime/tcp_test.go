@@ -16,11 +16,13 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/cluster"
 	"github.com/ffgen/ffgen/runtime/codec"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
@@ -519,5 +521,92 @@ func TestTCPIdleConnectionIsRedialed(t *testing.T) {
 	}
 	if n := e.ledgers[own[1]].executions(); n != 0 {
 		t.Errorf("secondary ran %d calls", n)
+	}
+}
+
+// A client given a node's management (HTTP) address as its RPC address is
+// refused at its first call with an error that names the address and
+// says what it is, read from the HTTP answer the management port sends at
+// once, instead of failing after the dial timeout; nothing ran.
+func TestTCPManagementAddressIsNotAnRPCAddress(t *testing.T) {
+	e := newTCPEnv(t, patientSettings())
+	mgmt, err := cluster.ServeManagement("127.0.0.1:0", cluster.ManagementConfig{Members: noMembers{}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mgmt.Shutdown(context.Background()) })
+	addr := mgmt.Addr().String()
+	ms := e.members.Members()
+	for i := range ms {
+		ms[i].Addr = addr
+	}
+	e.members.Set(ms)
+	_, err = e.ledger.Add(t.Context(), "acct", 1)
+	if !errors.Is(err, transport.ErrNotRPC) || !errors.Is(err, transport.ErrProtocol) {
+		t.Fatalf("a call to a management address: %v; want transport.ErrNotRPC", err)
+	}
+	if runtime.MaybeExecuted(err) {
+		t.Errorf("MaybeExecuted is true for a call no node received: %v", err)
+	}
+	for _, want := range []string{addr, "HTTP", "management address", "RPC address"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+}
+
+// noMembers is a management MemberSource with nobody in it.
+type noMembers struct{}
+
+func (noMembers) AllMembers() []cluster.MemberStatus         { return nil }
+func (noMembers) Member(string) (cluster.MemberStatus, bool) { return cluster.MemberStatus{}, false }
+func (noMembers) Joined() bool                               { return true }
+
+// A node's management endpoint exports what its server served, counted by
+// the server itself, whether or not it was given a cluster.Stats: the
+// cluster page reads these. With a Stats as well, the families are
+// exported once, from the server's counts; with several servers, once per
+// method, summed.
+func TestTCPServedCountsWithoutStats(t *testing.T) {
+	e := newTCPEnv(t, patientSettings())
+	own := e.owners(t, "acct")
+	for range 5 {
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.ledgers[own[0]].setHook(func(context.Context, string, int64) error { return ErrRejected })
+	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != ErrRejected {
+		t.Fatalf("err = %v, want ErrRejected", err)
+	}
+	srv := e.servers[own[0]]
+	var all []runtime.InFlighter // the servers of one process: one series per method, summed
+	for _, s := range e.servers {
+		all = append(all, s)
+	}
+	for i, stats := range []*cluster.Stats{nil, cluster.NewStats(), nil} {
+		cfg := cluster.ManagementConfig{Members: noMembers{}, Ops: []runtime.InFlighter{srv}, Replicas: srv}
+		if stats != nil {
+			cfg.Metrics = stats
+		}
+		if i == 2 {
+			cfg.Ops = all
+		}
+		rec := httptest.NewRecorder()
+		cluster.NewManagement(cfg).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		if rec.Code != 200 {
+			t.Fatalf("with Stats %v: /metrics answered %d: %s", stats != nil, rec.Code, rec.Body)
+		}
+		body := rec.Body.String()
+		for _, want := range []string{
+			`ffgen_server_handled_total{code="",method="Add",service="test.Ledger",status="ok"} 5`,
+			`ffgen_server_handled_total{code="ErrRejected",method="Add",service="test.Ledger",status="fail"} 1`,
+			`ffgen_server_handler_duration_seconds_count{method="Add",service="test.Ledger"} 6`,
+			`ffgen_server_attempts_in_flight{method="Add",service="test.Ledger"} 0`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Errorf("with Stats %v: /metrics lacks %s", stats != nil, want)
+			}
+		}
 	}
 }

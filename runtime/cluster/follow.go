@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -49,6 +50,9 @@ type FollowConfig struct {
 	// TLS, if set, reads over HTTPS with this client configuration (with
 	// a certificate for nodes that require mutual TLS).
 	TLS *tls.Config
+	// Name names this client in the failovers it reports to the node it
+	// reads from (FailoversHeader); default the host name and process ID.
+	Name string
 
 	Interval     time.Duration // between reads; 0: DefaultFollowInterval
 	Timeout      time.Duration // per read; 0: DefaultFollowTimeout
@@ -79,6 +83,9 @@ type Follower struct {
 	log  *slog.Logger
 	http *http.Client
 	live atomic.Pointer[[]runtime.Member]
+	// failovers are those of the clients that use this membership,
+	// reported to the node on every read.
+	failovers failoverCounts
 
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{} // nil once closed
@@ -157,6 +164,10 @@ func Follow(cfg FollowConfig) (*Follower, error) {
 	if cfg.ResolveEvery == 0 {
 		cfg.ResolveEvery = DefaultFollowResolve
 	}
+	if cfg.Name == "" {
+		host, _ := os.Hostname()
+		cfg.Name = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
 	lg := cfg.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
@@ -175,6 +186,13 @@ func Follow(cfg FollowConfig) (*Follower, error) {
 	f.live.Store(new([]runtime.Member))
 	go f.loop()
 	return f, nil
+}
+
+// ReportFailover counts a failover of a client that uses this
+// membership; the counts go to the node on the next read (runtime.Client
+// calls it).
+func (f *Follower) ReportFailover(service, method string, reason runtime.Reason) {
+	f.failovers.add(service, method, reason)
 }
 
 // Members returns the live members of the last good read, sorted by
@@ -402,6 +420,9 @@ func (f *Follower) fetch(ctx context.Context, addr string) ([]runtime.Member, er
 	}
 	if f.cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+f.cfg.Token)
+	}
+	if h := f.failovers.header(f.cfg.Name); h != "" {
+		req.Header.Set(FailoversHeader, h)
 	}
 	resp, err := f.http.Do(req)
 	if err != nil {

@@ -221,3 +221,48 @@ func TestFollowerGivenAnRPCPortSaysSo(t *testing.T) {
 		}
 	}
 }
+
+// A thin client reports the failovers of its clients on its reads of the
+// membership, and the node it reads from exports them, by client, beside
+// its own clients' (client "local").
+func TestFollowerReportsFailovers(t *testing.T) {
+	src := &source{}
+	src.set(true, status("a1", "a", StateAlive))
+	mgmt := NewManagement(ManagementConfig{Members: src})
+	srv := httptest.NewServer(mgmt)
+	t.Cleanup(srv.Close)
+	f := follow(t, FollowConfig{Nodes: []string{hostPort(srv)}, Interval: 10 * time.Millisecond, Name: "loadgen 1"})
+	for range 3 {
+		f.ReportFailover("bank.Accounts", "Deposit", runtime.ReasonHeartbeatTimeout)
+	}
+	f.ReportFailover("bank.Accounts", "Balance", runtime.ReasonConnBroken)
+	want := []string{
+		`ffgen_client_failovers_reported_total{client="loadgen 1",method="Deposit",reason="heartbeat-timeout",service="bank.Accounts"} 3`,
+		`ffgen_client_failovers_reported_total{client="loadgen 1",method="Balance",reason="conn-broken",service="bank.Accounts"} 1`,
+	}
+	eventually(t, detectBound, "the reported failovers in /metrics", func() bool {
+		rec := httptest.NewRecorder()
+		mgmt.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		for _, w := range want {
+			if !strings.Contains(rec.Body.String(), w) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestFailoversHeaderRoundTrip(t *testing.T) {
+	var c failoverCounts
+	c.add("s, 1", "m/x", runtime.ReasonAttemptTimeout)
+	c.add("s, 1", "m/x", runtime.ReasonAttemptTimeout)
+	name, got, err := parseFailovers(c.header("host:1 a"))
+	if err != nil || name != "host:1 a" || len(got) != 1 || got[failoverKey{"s, 1", "m/x", runtime.ReasonAttemptTimeout.String()}] != 2 {
+		t.Fatalf("parse(header) = %q %v %v", name, got, err)
+	}
+	for _, bad := range []string{"", "name", "name s/m=1", "name s/m/r=x", "%zz s/m/r=1"} {
+		if _, _, err := parseFailovers(bad); err == nil {
+			t.Errorf("parseFailovers(%q) accepted", bad)
+		}
+	}
+}

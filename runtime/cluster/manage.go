@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -163,11 +164,12 @@ func newManagement(cfg ManagementConfig) (http.Handler, error) {
 	if cfg.Members == nil {
 		return nil, errors.New("cluster: ManagementConfig.Members is required")
 	}
-	g, err := gatherer(cfg)
+	m := &management{cfg: cfg}
+	g, err := gatherer(cfg, &m.reports)
 	if err != nil {
 		return nil, err
 	}
-	m := &management{cfg: cfg, gatherer: g}
+	m.gatherer = g
 	mux := http.NewServeMux()
 	for _, r := range builtinRoutes {
 		mux.HandleFunc(r.pattern, func(w http.ResponseWriter, req *http.Request) { r.handle(m, w, req) })
@@ -220,6 +222,7 @@ func mountRoute(mux *http.ServeMux, pattern string, h http.Handler) (err error) 
 type management struct {
 	cfg      ManagementConfig
 	gatherer prometheus.Gatherer
+	reports  failoverReports // thin clients' failovers (FailoversHeader)
 }
 
 // isHealth reports whether r asks for a health route.
@@ -251,6 +254,9 @@ func bearer(token string, next http.Handler, public func(*http.Request) bool) ht
 }
 
 func (m *management) members(w http.ResponseWriter, r *http.Request) {
+	if v := r.Header.Get(FailoversHeader); v != "" {
+		m.reports.take(v, time.Now())
+	}
 	w.Header().Set(JoinedHeader, strconv.FormatBool(m.cfg.Members.Joined()))
 	writeJSON(w, http.StatusOK, m.cfg.Members.AllMembers())
 }

@@ -16,21 +16,37 @@ import (
 // prometheus.DefaultRegisterer: two management handlers in one process,
 // as tests and tools make, must not collide): the Go runtime and process
 // collectors every operator's dashboards assume, the membership, the
-// replicas, the operations in flight, cfg.Metrics, and cfg.Gatherer's
-// families beside them.
-func gatherer(cfg ManagementConfig) (prometheus.Gatherer, error) {
+// replicas, the operations in flight, the failovers clients saw, what the
+// server counted of the calls it served (from the *runtime.Server among
+// Replicas and Ops, in place of a Stats's copy of the same), cfg.Metrics,
+// and cfg.Gatherer's families beside them.
+func gatherer(cfg ManagementConfig, reports *failoverReports) (prometheus.Gatherer, error) {
 	reg := prometheus.NewRegistry()
+	fc := failoverCollector{reports: reports}
+	if c, ok := cfg.Members.(*Cluster); ok {
+		fc.local = &c.failovers
+	}
 	cs := []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		memberCollector{cfg.Members},
+		fc,
 	}
 	if cfg.Replicas != nil {
 		cs = append(cs, replicaCollector{cfg.Replicas})
 	}
 	cs = append(cs, opsCollector(cfg.Ops))
-	if cfg.Metrics != nil {
-		cs = append(cs, cfg.Metrics)
+	metrics := cfg.Metrics
+	if served := servedSources(cfg); len(served) > 0 {
+		// The server's own counts of what it served: the same families
+		// a Stats exports, whether or not the server has one.
+		cs = append(cs, served)
+		if st, ok := metrics.(*Stats); ok {
+			metrics = clientSide{st}
+		}
+	}
+	if metrics != nil {
+		cs = append(cs, metrics)
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ffgen/ffgen/runtime/transport"
@@ -51,6 +53,7 @@ func ServeManagement(addr string, cfg ManagementConfig, tlsConfig *tls.Config) (
 	if err != nil {
 		return nil, fmt.Errorf("cluster: management listen: %w", err)
 	}
+	ln = rpcAnswering{ln}
 	if tlsConfig != nil {
 		ln = tls.NewListener(ln, tlsConfig)
 	}
@@ -109,4 +112,41 @@ func (s *ManagementServer) Shutdown(ctx context.Context) error {
 		}
 	})
 	return s.stopErr
+}
+
+// rpcAnswering answers, at once and in HTTP, a connection whose first byte
+// is that of an ffgen frame (the high byte of its length prefix, zero for
+// any frame, where an HTTP request starts with its method and TLS with
+// 0x16): an RPC client or a node given this management address as a
+// node's RPC address. Go's HTTP server would wait for a line that never
+// comes; the dialer reads the answer as transport.ErrNotRPC, naming this
+// address, instead of a timeout.
+type rpcAnswering struct{ net.Listener }
+
+func (l rpcAnswering) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &rpcAnsweringConn{Conn: c}, nil
+}
+
+type rpcAnsweringConn struct {
+	net.Conn
+	seen atomic.Bool // the first read is done
+}
+
+// notRPCAnswer is what an ffgen dialer reads instead of a Hello.
+const notRPCAnswer = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" +
+	"this is an ffgen management (HTTP) address, not a node's RPC address\n"
+
+func (c *rpcAnsweringConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.seen.Swap(true) && p[0] == 0 {
+		c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+		io.WriteString(c.Conn, notRPCAnswer)
+		c.Conn.Close()
+		return 0, io.EOF
+	}
+	return n, err
 }

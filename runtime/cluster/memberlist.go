@@ -69,6 +69,7 @@ type Cluster struct {
 	meta       atomic.Pointer[[]byte] // what NodeMeta publishes
 	catchingUp atomic.Bool            // published in meta; see followReadiness
 	leaving    atomic.Bool            // Leave has begun
+	failovers  failoverCounts         // of the clients that use this node's membership
 
 	mu       sync.Mutex
 	nodes    map[string]*MemberStatus
@@ -426,4 +427,10 @@ func (c *Cluster) setJoinedLocked() {
 		c.joinErr = nil
 		close(c.joinedCh)
 	}
+}
+
+// ReportFailover counts a failover of a client that uses this membership,
+// for the node's page (runtime.Client calls it).
+func (c *Cluster) ReportFailover(service, method string, reason runtime.Reason) {
+	c.failovers.add(service, method, reason)
 }

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,25 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/internal/tally"
 )
-
-// latencyBuckets are the upper bounds of the latency histograms: fast
-// failover lives in the low milliseconds, operation timeouts in seconds.
-var latencyBuckets = [...]time.Duration{
-	1 * time.Millisecond,
-	2500 * time.Microsecond,
-	5 * time.Millisecond,
-	10 * time.Millisecond,
-	25 * time.Millisecond,
-	50 * time.Millisecond,
-	100 * time.Millisecond,
-	250 * time.Millisecond,
-	500 * time.Millisecond,
-	1 * time.Second,
-	2500 * time.Millisecond,
-	5 * time.Second,
-	10 * time.Second,
-}
 
 // numReasons bounds the per-reason counters: every reason the runtime
 // names, plus the last slot, where a reason outside them (a newer peer's)
@@ -63,29 +45,9 @@ type methodStats struct {
 	failovers      []atomic.Uint64 // by runtime.Reason
 	opsOK, opsErr  atomic.Uint64
 	clientInFlight atomic.Int64 // attempts started and not ended
-	serverInFlight atomic.Int64
-	attemptLatency histogram
-	opLatency      histogram
-	handlerLatency histogram
-
-	mu          sync.Mutex                      // serializes additions to handledList
-	handledList atomic.Pointer[[]*handledCount] // server answers by status and code
-}
-
-// histogram counts observations per bucket (not cumulative: each
-// observation touches one bucket); the exporter accumulates.
-type histogram struct {
-	counts [len(latencyBuckets) + 1]atomic.Uint64 // the last is +Inf
-	sumNs  atomic.Int64
-}
-
-func (h *histogram) observe(d time.Duration) {
-	i := 0
-	for i < len(latencyBuckets) && d > latencyBuckets[i] {
-		i++
-	}
-	h.counts[i].Add(1)
-	h.sumNs.Add(int64(d))
+	attemptLatency tally.Histogram
+	opLatency      tally.Histogram
+	served         tally.Served // the server's side
 }
 
 // NewStats returns empty statistics.
@@ -133,7 +95,7 @@ func (s *Stats) AttemptEnded(service, method string, reason runtime.Reason, d ti
 	ms := s.get(service, method)
 	ms.attemptEnds[reasonSlot(reason)].Add(1)
 	ms.clientInFlight.Add(-1)
-	ms.attemptLatency.observe(d)
+	ms.attemptLatency.Observe(d)
 }
 
 // Failover implements Metrics.
@@ -149,55 +111,18 @@ func (s *Stats) OperationEnded(service, method string, ok bool, d time.Duration)
 	} else {
 		ms.opsErr.Add(1)
 	}
-	ms.opLatency.observe(d)
+	ms.opLatency.Observe(d)
 }
 
 // ServerAttempt implements Metrics.
 func (s *Stats) ServerAttempt(service, method string, delta int) {
-	s.get(service, method).serverInFlight.Add(int64(delta))
+	s.get(service, method).served.Running.Add(int64(delta))
 }
 
 // Handled implements Metrics. A refusal ran no handler: it is counted,
 // and has no latency.
 func (s *Stats) Handled(service, method, status, code string, d time.Duration) {
-	ms := s.get(service, method)
-	ms.handled(status, code).Add(1)
-	if status != "refused" {
-		ms.handlerLatency.observe(d)
-	}
-}
-
-// handled returns the counter of one status and code: a lookup in a short
-// copy-on-write list (a method has a few declared codes), so counting takes
-// no lock and no allocation after the first of its kind.
-func (ms *methodStats) handled(status, code string) *atomic.Uint64 {
-	if l := ms.handledList.Load(); l != nil {
-		for _, h := range *l {
-			if h.status == status && h.code == code {
-				return &h.n
-			}
-		}
-	}
-	ms.mu.Lock()
-	defer ms.mu.Unlock()
-	var cur []*handledCount
-	if l := ms.handledList.Load(); l != nil {
-		cur = *l
-	}
-	for _, h := range cur {
-		if h.status == status && h.code == code {
-			return &h.n
-		}
-	}
-	h := &handledCount{status: status, code: code}
-	next := append(slices.Clip(cur), h)
-	ms.handledList.Store(&next)
-	return &h.n
-}
-
-type handledCount struct {
-	status, code string
-	n            atomic.Uint64
+	s.get(service, method).served.Handled(status, code, d)
 }
 
 // The families Stats exports; Describe and Collect share them.
@@ -208,11 +133,8 @@ var (
 	descHeartbeatTOs    = prometheus.NewDesc("ffgen_heartbeat_timeouts_total", "Attempts abandoned because no heartbeat came within the heartbeat timeout.", methodLabelNames, nil)
 	descOperations      = prometheus.NewDesc("ffgen_operations_total", "Operations ended on the client, by outcome.", []string{"service", "method", "outcome"}, nil)
 	descClientInFlight  = prometheus.NewDesc("ffgen_client_attempts_in_flight", "Attempts the client has started and not ended.", methodLabelNames, nil)
-	descServerInFlight  = prometheus.NewDesc("ffgen_server_attempts_in_flight", "Handlers running on the server.", methodLabelNames, nil)
 	descAttemptLatency  = prometheus.NewDesc("ffgen_attempt_duration_seconds", "Attempt latency on the client.", methodLabelNames, nil)
 	descOpLatency       = prometheus.NewDesc("ffgen_operation_duration_seconds", "Operation latency on the client, failovers included.", methodLabelNames, nil)
-	descHandled         = prometheus.NewDesc("ffgen_server_handled_total", "Handler runs ended on the server, by the answer's status (ok, fail, failover, forwarded) and error code (declared, ffgen.* for the engine's, undeclared); status refused counts attempts refused without running anything.", []string{"service", "method", "status", "code"}, nil)
-	descHandlerLatency  = prometheus.NewDesc("ffgen_server_handler_duration_seconds", "How long handlers ran on the server.", methodLabelNames, nil)
 
 	methodLabelNames = []string{"service", "method"}
 	reasonLabelNames = []string{"service", "method", "reason"}
@@ -223,16 +145,22 @@ var _ prometheus.Collector = (*Stats)(nil)
 // Describe implements prometheus.Collector.
 func (s *Stats) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descAttemptsStarted, descAttemptsEnded, descFailovers, descHeartbeatTOs,
-		descOperations, descClientInFlight, descServerInFlight, descAttemptLatency, descOpLatency, descHandled, descHandlerLatency} {
+		descOperations, descClientInFlight, descAttemptLatency, descOpLatency} {
 		ch <- d
 	}
+	describeServed(ch)
 	describeTransport(ch)
 }
 
 // Collect implements prometheus.Collector: the counters as they are at
 // the scrape, read with atomic loads, no lock held against the hot path.
 // Counters by reason list only reasons that occurred.
-func (s *Stats) Collect(ch chan<- prometheus.Metric) {
+func (s *Stats) Collect(ch chan<- prometheus.Metric) { s.collect(ch, true) }
+
+// collect exports the counters; the server's side only with served (a
+// management handler that reads the server's own counters leaves them
+// out, see clientSide).
+func (s *Stats) collect(ch chan<- prometheus.Metric, served bool) {
 	for k, ms := range *s.methods.Load() {
 		svc, m := k.service, k.method
 		ch <- prometheus.MustNewConstMetric(descAttemptsStarted, prometheus.CounterValue, float64(ms.attempts.Load()), svc, m)
@@ -242,20 +170,31 @@ func (s *Stats) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descOperations, prometheus.CounterValue, float64(ms.opsOK.Load()), svc, m, "ok")
 		ch <- prometheus.MustNewConstMetric(descOperations, prometheus.CounterValue, float64(ms.opsErr.Load()), svc, m, "error")
 		ch <- prometheus.MustNewConstMetric(descClientInFlight, prometheus.GaugeValue, float64(ms.clientInFlight.Load()), svc, m)
-		ch <- prometheus.MustNewConstMetric(descServerInFlight, prometheus.GaugeValue, float64(ms.serverInFlight.Load()), svc, m)
-		ch <- ms.attemptLatency.metric(descAttemptLatency, svc, m)
-		ch <- ms.opLatency.metric(descOpLatency, svc, m)
-		if l := ms.handledList.Load(); l != nil {
-			for _, h := range *l {
-				ch <- prometheus.MustNewConstMetric(descHandled, prometheus.CounterValue, float64(h.n.Load()), svc, m, h.status, h.code)
-			}
+		ch <- histogramMetric(descAttemptLatency, &ms.attemptLatency, svc, m)
+		ch <- histogramMetric(descOpLatency, &ms.opLatency, svc, m)
+		if served {
+			counts, sum := ms.served.Latency.Load()
+			collectServed(ch, svc, m, ms.served.Running.Load(), ms.served.Answers.Each, counts[:], sum)
 		}
-		ch <- ms.handlerLatency.metric(descHandlerLatency, svc, m)
 	}
 	if t := s.transport.Load(); t != nil {
 		collectTransport(ch, (*t).NodeStats())
 	}
 }
+
+// clientSide is a Stats without the server's side, for a management
+// handler that exports the server's own counts of it.
+type clientSide struct{ s *Stats }
+
+func (c clientSide) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descAttemptsStarted, descAttemptsEnded, descFailovers, descHeartbeatTOs,
+		descOperations, descClientInFlight, descAttemptLatency, descOpLatency} {
+		ch <- d
+	}
+	describeTransport(ch)
+}
+
+func (c clientSide) Collect(ch chan<- prometheus.Metric) { c.s.collect(ch, false) }
 
 func collectByReason(ch chan<- prometheus.Metric, d *prometheus.Desc, counts []atomic.Uint64, svc, m string) {
 	for r := range counts {
@@ -265,16 +204,23 @@ func collectByReason(ch chan<- prometheus.Metric, d *prometheus.Desc, counts []a
 	}
 }
 
-// metric exports h. The buckets are loaded first and the count derived
-// from them, so the exported count always equals the +Inf bucket.
-func (h *histogram) metric(d *prometheus.Desc, labels ...string) prometheus.Metric {
-	buckets := make(map[float64]uint64, len(latencyBuckets))
+// histogramMetric exports h.
+func histogramMetric(d *prometheus.Desc, h *tally.Histogram, labels ...string) prometheus.Metric {
+	counts, sum := h.Load()
+	return constHistogram(d, counts[:], sum, labels...)
+}
+
+// constHistogram exports per-bucket counts (the last above every bound).
+// The count is derived from the buckets, so that it always equals the
+// +Inf bucket.
+func constHistogram(d *prometheus.Desc, counts []uint64, sum time.Duration, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(tally.LatencyBuckets))
 	var cum uint64
-	for i := range h.counts {
-		cum += h.counts[i].Load()
-		if i < len(latencyBuckets) {
-			buckets[latencyBuckets[i].Seconds()] = cum
+	for i, n := range counts {
+		cum += n
+		if i < len(tally.LatencyBuckets) {
+			buckets[tally.LatencyBuckets[i].Seconds()] = cum
 		}
 	}
-	return prometheus.MustNewConstHistogram(d, cum, time.Duration(h.sumNs.Load()).Seconds(), buckets, labels...)
+	return prometheus.MustNewConstHistogram(d, cum, sum.Seconds(), buckets, labels...)
 }

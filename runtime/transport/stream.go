@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -453,6 +454,10 @@ func readHello(fr *frameReader) (Hello, error) {
 		if fr.looksLikeTLS() {
 			return Hello{}, fmt.Errorf("%w: the peer speaks TLS and this side does not: configure TLS on both ends or on neither", ErrTLS)
 		}
+		if line, ok := fr.httpAnswer(); ok {
+			return Hello{}, fmt.Errorf("%w: it answers in HTTP (%q): it is an HTTP port, such as a node's management address; "+
+				"give the node's RPC address (the one its server listens on, cluster.Config.RPCAddr)", ErrNotRPC, line)
+		}
 		return Hello{}, err
 	}
 	f, err := Decode(p)
@@ -497,6 +502,18 @@ func helloError(p []byte, err error) error {
 func (r *frameReader) looksLikeTLS() bool {
 	b := r.buf[r.r:r.w]
 	return len(b) >= 2 && (b[0] == 0x16 || b[0] == 0x15) && b[1] == 0x03
+}
+
+// httpAnswer returns the first line of what was received so far if it is
+// an HTTP answer: "HTTP/1.1 400 Bad Request" read as a length prefix is a
+// frame of over a gigabyte, refused as soon as four bytes are in.
+func (r *frameReader) httpAnswer() (string, bool) {
+	b := r.buf[r.r:r.w]
+	if !bytes.HasPrefix(b, []byte("HTTP")) {
+		return "", false
+	}
+	line, _, _ := bytes.Cut(b[:min(len(b), 80)], []byte("\r\n"))
+	return string(line), true
 }
 
 // stream is a Conn over a net.Conn after the Hello exchange. One goroutine

@@ -201,6 +201,8 @@ func dialHelloError(addr string, err error, usesTLS bool) error {
 		// A TLS 1.3 server reports a rejected client certificate
 		// with an alert after the client's handshake has finished.
 		return fmt.Errorf("%w: %s rejected this node: %w", ErrTLS, addr, err)
+	case errors.Is(err, ErrNotRPC):
+		return fmt.Errorf("%w: %s: %w", ErrProtocol, addr, err)
 	case isProtocolError(err):
 		return fmt.Errorf("%w: hello exchange with %s: %w", ErrProtocol, addr, err)
 	case !usesTLS && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)):

@@ -80,6 +80,10 @@ var (
 	// this version of it; the error wraps ErrBadVersion, ErrMalformedFrame
 	// or ErrUnknownType for the detail.
 	ErrProtocol = errors.New("transport: protocol mismatch")
+	// ErrNotRPC means the address dialed answers in HTTP: it is an HTTP
+	// port, such as a node's management address, not an ffgen RPC
+	// listener. A dial wraps it in ErrProtocol.
+	ErrNotRPC = errors.New("transport: not an ffgen RPC address")
 	// ErrIdle ends a connection that carried no frame for the idle timeout.
 	ErrIdle = errors.New("transport: connection idle")
 	// ErrFrameTimeout ends a connection whose peer started a frame and did

@@ -59,12 +59,16 @@ func runNode(spec string) error {
 	}
 	settings := runtime.DefaultSettings()
 	settings.Groups = groups
-	stats := cluster.NewStats()
+	// No cluster.Stats anywhere: the page must show what the node served
+	// and the failovers its clients saw from what every node counts.
 	tcp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: name, Group: group}})
 	if err != nil {
 		return err
 	}
-	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Metrics: stats})
+	// bank.Accounts is replicated: a1, a2 and b2 form its raft group, and
+	// b1, the node the test kills, joins it as a learner.
+	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Node: name,
+		Replication: runtime.ReplicationConfig{Voters: []string{"a1", "a2", "b2"}}})
 	if err := bank.RegisterAccountsServer(srv, bank.NewLedger(0)); err != nil {
 		return err
 	}
@@ -78,20 +82,22 @@ func runNode(spec string) error {
 	if s := os.Getenv(seedsEnv); s != "" {
 		cfg.Seeds = strings.Split(s, ",")
 	}
+	cfg.Ready = srv.Ready
 	cl, err := cluster.Start(cfg)
 	if err != nil {
 		return err
 	}
-	client, err := runtime.NewClient(runtime.ClientConfig{Transport: tcp, Membership: cl, Settings: settings, Metrics: stats})
+	srv.UseMembership(cl)
+	client, err := runtime.NewClient(runtime.ClientConfig{Transport: tcp, Membership: cl, Settings: settings})
 	if err != nil {
 		return err
 	}
 	ms, err := cluster.ServeManagement("127.0.0.1:0", cluster.ManagementConfig{
-		Members: cl,
-		Metrics: stats,
-		Ops:     []runtime.InFlighter{client, srv},
-		Groups:  groups,
-		Token:   os.Getenv(tokenEnv),
+		Members:  cl,
+		Ops:      []runtime.InFlighter{client, srv},
+		Replicas: srv,
+		Groups:   groups,
+		Token:    os.Getenv(tokenEnv),
 	}, nil)
 	if err != nil {
 		return err
@@ -113,9 +119,8 @@ func runNode(spec string) error {
 }
 
 // load sends a few dozen reads and writes a second, enough for the page to
-// show rates, once all four nodes are members, so that every node has
-// every account. A node that restarts has none (the bank example does not
-// catch up), and the reads it gets fail: the page shows those errors.
+// show rates, once all four nodes are members. The writes are replicated:
+// a node that restarts catches up before it serves.
 func load(ctx context.Context, cl *cluster.Cluster, a *bank.AccountsClient) {
 	for len(cl.Members()) < 4 {
 		select {
@@ -127,8 +132,22 @@ func load(ctx context.Context, cl *cluster.Cluster, a *bank.AccountsClient) {
 	ids := make([]string, 16)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("acct-%02d", i)
-		if _, err := a.Open(ctx, bank.OpenRequest{AccountID: ids[i], Initial: 1000}); err != nil && !errors.Is(err, bank.ErrAccountExists) {
-			fmt.Fprintln(os.Stderr, "pagetest load: open:", err)
+		// The service's raft group may not have elected its leader yet:
+		// an Open refused for that ran nowhere, and is tried again.
+		for {
+			_, err := a.Open(ctx, bank.OpenRequest{AccountID: ids[i], Initial: 1000})
+			if err == nil || errors.Is(err, bank.ErrAccountExists) || ctx.Err() != nil {
+				break
+			}
+			if runtime.MaybeExecuted(err) {
+				fmt.Fprintln(os.Stderr, "pagetest load: open:", err)
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
 	}
 	tick := time.NewTicker(20 * time.Millisecond)

@@ -126,8 +126,10 @@ func memberState(name string) string {
 }
 
 // TestPageFollowsKillAndRejoin starts four nodes (groups a and b, two
-// each) with a bearer token, opens a2's page, kills b1 and restarts it,
-// and checks that the open page shows each step without being reloaded.
+// each) with a bearer token and no cluster.Stats, opens a2's page, kills
+// b1 and restarts it, and checks that the open page shows each step
+// without being reloaded: live counters of what a2 served, b1's death, and
+// the failovers a2's clients saw.
 func TestPageFollowsKillAndRejoin(t *testing.T) {
 	ctx := browser(t)
 	const token = "page-test-token"
@@ -135,7 +137,8 @@ func TestPageFollowsKillAndRejoin(t *testing.T) {
 	seeds := []string{a1.addrs.Gossip}
 	a2 := startNode(t, "a2", "a", token, seeds, true)
 	b1 := startNode(t, "b1", "b", token, seeds, false)
-	startNode(t, "b2", "b", token, seeds, false)
+	b2 := startNode(t, "b2", "b", token, seeds, false)
+	nodes := map[string]*node{"a1": a1, "a2": a2, "b2": b2}
 
 	// The management address itself, as an operator would type it: it
 	// leads to the page, the token in the fragment coming along.
@@ -146,13 +149,19 @@ func TestPageFollowsKillAndRejoin(t *testing.T) {
 	waitFor(t, ctx, "the page at the management address", `location.pathname === "/cluster/page/"`, 30*time.Second)
 	allAlive := `["a1","a2","b1","b2"].every(n => (document.querySelector('[data-member="' + n + '"]') || {dataset: {}}).dataset.state === "alive")`
 	waitFor(t, ctx, "four alive members", allAlive, 60*time.Second)
-	waitFor(t, ctx, "the load's operations", `Number(document.querySelector('[data-tile="ops"] .tile-value').textContent) > 0`, 30*time.Second)
-	// What a2 served of the load, from its server's counters: a rate, a
-	// count per method and a latency.
+	// What a2 served of the load, from its server's own counters (no
+	// Stats is wired): a rate, a count per method and a latency.
 	waitFor(t, ctx, "calls served", `Number(document.querySelector('[data-tile="served"] .tile-value').textContent) > 0`, 30*time.Second)
 	waitFor(t, ctx, "Balance served, with its latency",
 		`(() => { const tr = document.querySelector('table.served tr[data-method="bank.Accounts.Balance"]');
 		  return !!tr && Number(tr.dataset.served) > 0 && /ms|µs/.test(tr.children[6].textContent); })()`, 30*time.Second)
+	// Live: the count goes on rising while the page is open.
+	var served int
+	if err := chromedp.Run(ctx, chromedp.Evaluate(`Number(document.querySelector('table.served tr[data-method="bank.Accounts.Balance"]').dataset.served)`, &served)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "Balance's count rising", fmt.Sprintf(
+		`Number((document.querySelector('table.served tr[data-method="bank.Accounts.Balance"]') || {dataset: {}}).dataset.served) > %d`, served), 30*time.Second)
 	var fragment string
 	if err := chromedp.Run(ctx, chromedp.Evaluate(`location.hash`, &fragment)); err != nil {
 		t.Fatal(err)
@@ -166,14 +175,34 @@ func TestPageFollowsKillAndRejoin(t *testing.T) {
 	waitFor(t, ctx, "b1 dead", memberState("b1")+` === "dead"`, 60*time.Second)
 	waitFor(t, ctx, "the event of b1's death", `!!document.querySelector('#events [data-member="b1"][data-state="dead"]')`, 5*time.Second)
 	waitFor(t, ctx, "a failover after the kill", `!!document.querySelector('#events [data-kind="failover"]')`, 30*time.Second)
+	waitFor(t, ctx, "the failovers a2's clients saw", `!!document.querySelector('table.reported tr[data-client="local"]')`, 5*time.Second)
 	screenshot(t, ctx, "cluster-page-dead.png")
 
-	startNode(t, "b1", "b", token, seeds, false)
+	nodes["b1"] = startNode(t, "b1", "b", token, seeds, false)
 	t.Log("restarted b1")
 	waitFor(t, ctx, "b1 alive again", memberState("b1")+` === "alive"`, 60*time.Second)
 	waitFor(t, ctx, "the event of b1's return", `!!document.querySelector('#events [data-member="b1"][data-state="alive"]')`, 5*time.Second)
 	waitFor(t, ctx, "four alive members again", allAlive, 30*time.Second)
 	screenshot(t, ctx, "cluster-page.png")
+
+	// The replicated service, and on its leader's page every node's log:
+	// all four, b1 among them once it rejoined.
+	waitFor(t, ctx, "the replicated service's leader", `!!(document.querySelector('#replicas tr[data-service="bank.Accounts"]') || {dataset: {}}).dataset.leader`, 30*time.Second)
+	var leader string
+	if err := chromedp.Run(ctx, chromedp.Evaluate(`document.querySelector('#replicas tr[data-service="bank.Accounts"]').dataset.leader`, &leader)); err != nil {
+		t.Fatal(err)
+	}
+	lead, ok := nodes[leader]
+	if !ok {
+		t.Fatalf("the page names %q as the leader, not one of the nodes", leader)
+	}
+	if err := chromedp.Run(ctx, chromedp.Navigate("http://"+lead.addrs.Mgmt+"/cluster/page/#token="+token)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "every node's log on the leader's page, b1 caught up",
+		`["a1","a2","b1","b2"].every(n => { const tr = document.querySelector('tr[data-peer="' + n + '"]');
+		  return !!tr && Number(tr.dataset.behind) < 100; })`, 60*time.Second)
+	screenshot(t, ctx, "cluster-page-leader.png")
 }
 
 // screenshot saves the whole page as name, after two more answers, so that
@@ -230,6 +259,12 @@ func TestPageAsksForTokenAndShowsNewStates(t *testing.T) {
 	}
 	mux.Handle("GET /cluster/members", fixture(members))
 	mux.Handle("GET /ops", fixture(ops))
+	mux.Handle("GET /cluster/replicas", fixture(`[{"service":"bank.Accounts","ready":true,"role":"voter","leader":"a1","leading":true,
+	  "term":3,"commit":40,"applied":40,"log_first":1,"log_last":52,"voters":["a1","b1"],
+	  "peers":[{"node":"a1","match":52,"behind":0,"state":"replicate","active":true},
+	           {"node":"b1","match":40,"behind":12,"state":"probe","active":false}]}]`))
+	mux.Handle("GET /metrics", fixture("# TYPE ffgen_client_failovers_reported_total counter\n"+
+		`ffgen_client_failovers_reported_total{client="loadgen",method="Balance",reason="conn-broken",service="bank.Accounts"} 7`+"\n"))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 
@@ -258,6 +293,10 @@ func TestPageAsksForTokenAndShowsNewStates(t *testing.T) {
 	waitFor(t, ctx, "no catching-up badge on a member without the field",
 		`!document.querySelector('[data-member="a1"] .badge.state-catching')`, 5*time.Second)
 	waitFor(t, ctx, "one held operation", `document.querySelector('[data-tile="held"] .tile-value').textContent === "1"`, 5*time.Second)
+	waitFor(t, ctx, "every node's log as the leader replicates it",
+		`!!document.querySelector('tr[data-peer="b1"][data-behind="12"]') && !!document.querySelector('tr[data-peer="a1"][data-behind="0"]')`, 5*time.Second)
+	waitFor(t, ctx, "the failovers a thin client reported",
+		`(document.querySelector('table.reported tr[data-client="loadgen"]') || {textContent: ""}).textContent.includes("7")`, 5*time.Second)
 	waitFor(t, ctx, "the failed-over operation marked",
 		`[...document.querySelectorAll('#ops tr.failed-over td')].some(td => td.textContent === "bank.Accounts.Balance")`, 5*time.Second)
 }

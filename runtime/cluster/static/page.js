@@ -126,7 +126,8 @@
   // the attempt families). hasStats is false when the node exports no
   // per-method family at all: it was started without a cluster.Stats.
   function parseMetrics(text) {
-    const snap = { at: Date.now(), methods: new Map(), hasStats: false };
+    // reported: failovers clients saw, "client|service.method|reason" → count.
+    const snap = { at: Date.now(), methods: new Map(), hasStats: false, hasServed: false, reported: new Map() };
     const method = (l) => {
       const key = l.service + "." + l.method;
       let m = snap.methods.get(key);
@@ -140,9 +141,8 @@
       return m;
     };
     for (const line of text.split("\n")) {
-      if (line.startsWith("# TYPE ffgen_operations_total") || line.startsWith("# TYPE ffgen_server_handled_total")) {
-        snap.hasStats = true;
-      }
+      if (line.startsWith("# TYPE ffgen_operations_total")) snap.hasStats = true;
+      if (line.startsWith("# TYPE ffgen_server_handled_total")) snap.hasServed = true;
       if (line === "" || line[0] === "#") continue;
       const s = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$/.exec(line);
       if (!s) continue;
@@ -186,6 +186,9 @@
         case "ffgen_server_handler_duration_seconds_count":
           method(labels).latency.count = v;
           break;
+        case "ffgen_client_failovers_reported_total":
+          snap.reported.set(labels.client + "|" + labels.service + "." + labels.method + "|" + labels.reason, v);
+          break;
       }
     }
     for (const m of snap.methods.values()) {
@@ -223,6 +226,14 @@
     if (!prev) return out;
     const dt = (cur.at - prev.at) / 1000;
     if (dt <= 0) return out;
+    // Failovers clients reported since the last poll; a client that
+    // restarted starts again from zero.
+    out.reported = new Map();
+    out.reportedDt = dt;
+    for (const [key, n] of cur.reported) {
+      const d = n - (prev.reported.get(key) || 0);
+      out.reported.set(key, d >= 0 ? d : n);
+    }
     const none = { ok: 0, err: 0, attempts: 0, refusedAttempts: 0, failovers: {}, handled: {}, served: 0, latency: { buckets: [], sum: 0, count: 0 } };
     for (const [key, c] of cur.methods) {
       const p = prev.methods.get(key) || none;
@@ -285,6 +296,7 @@
     renderGroups(ms);
     trackReplicas(replicas);
     renderReplicas(replicas);
+    hasClientStats = snap.hasStats;
     const r = rates(counters, snap);
     if (r === null) addEvent("node", "reset", "counters went down: the node restarted");
     trackCounters(r);
@@ -436,7 +448,37 @@
       );
       t.append(tr);
     }
-    root.replaceChildren(t);
+    const parts = [t];
+    // Every node's log as the leader sees it (raft's progress); a
+    // follower knows only its own applied index.
+    for (const st of list) {
+      if (!st.peers || !st.peers.length) continue;
+      parts.push(el("h3", "", st.service + ": every node's log, as this node (the leader) replicates it"));
+      const pt = el("table", "rates peers");
+      const ph = el("tr");
+      for (const h of ["node", "role", "replicated to", "behind the leader", "raft state", "answering"]) ph.append(el("th", "", h));
+      pt.append(ph);
+      for (const p of st.peers) {
+        const tr = el("tr");
+        tr.dataset.service = st.service;
+        tr.dataset.peer = p.node;
+        tr.dataset.behind = String(p.behind);
+        tr.append(
+          el("td", "", p.node + (p.node === st.leader ? " (leader)" : "")),
+          el("td", "", p.learner ? "learner" : "voter"),
+          el("td", "num", String(p.match)),
+          el("td", "num", String(p.behind)),
+          el("td", "", p.state),
+          el("td", "", p.active ? "yes" : "no"),
+        );
+        pt.append(tr);
+      }
+      parts.push(pt);
+    }
+    if (list.length && !list.some((st) => st.peers && st.peers.length)) {
+      parts.push(el("p", "muted", "Every node's replicated index is on the leader's page; this node shows its own applied index."));
+    }
+    root.replaceChildren(...parts);
   }
 
   // erring, failing and refusing hold the methods whose last interval had
@@ -456,6 +498,9 @@
       addEvent("recovered", "ended", stop);
     }
   }
+
+  // hasClientStats: the node exports its clients' counters (a Stats).
+  let hasClientStats = false;
 
   function trackCounters(r) {
     if (!r) return;
@@ -483,7 +528,22 @@
         key + ": attempts refused, nothing run (" + (kinds("refused") || "by the nodes this one called: " + x.refusedAttempts) + ")",
         key + ": no more refusals");
     }
-    const dt = r.size ? r.values().next().value.dt : 1;
+    // Failovers clients saw: one event per client and method per poll.
+    const seen = new Map();
+    for (const [key, n] of r.reported || []) {
+      if (n <= 0) continue;
+      const [client, method, reason] = key.split("|");
+      const k = client + "|" + method;
+      if (!seen.has(k)) seen.set(k, []);
+      seen.get(k).push(reason + " " + n);
+      fo += client === "local" && hasClientStats ? 0 : n; // a local client with a Stats is counted above
+    }
+    for (const [k, reasons] of seen) {
+      const [client, method] = k.split("|");
+      addEvent("failover", "failover", method + ": failovers seen by " + (client === "local" ? "this node's clients" : "client " + client) +
+        " (" + reasons.join(", ") + ")");
+    }
+    const dt = r.reportedDt || (r.size ? r.values().next().value.dt : 1);
     history_.push({ served: served / dt, ops: ops / dt, failovers: fo / dt, errors: (err + failed) / dt });
     if (history_.length > HISTORY) history_ = history_.slice(-HISTORY);
   }
@@ -575,9 +635,9 @@
     }
     const totals = Object.entries(totalFailovers).map(([k, n]) => k + " " + n).join(", ");
     const parts = [];
-    if (!snap.hasStats) {
-      parts.push(el("p", "error", "This node exports no call counters: give its runtime.ServerConfig (and ClientConfig) " +
-        "and its ManagementConfig the same cluster.NewStats() as Metrics."));
+    if (!snap.hasServed) {
+      parts.push(el("p", "error", "This node exports no counts of the calls it served: give its ManagementConfig " +
+        "its *runtime.Server (in Replicas or Ops)."));
     }
     parts.push(el("h3", "", "Served by this node"));
     parts.push(servedKeys.length ? st : el("p", "muted", "No calls served yet."));
@@ -586,8 +646,41 @@
     if (madeKeys.length) {
       parts.push(el("h3", "", "Made by this node as a client"), t);
       parts.push(el("p", "muted", "Failovers since this node started: " + (totals || "none") + "."));
+    } else if (!snap.hasStats) {
+      parts.push(el("p", "muted", "Calls this node makes as a client are counted here when its runtime.ClientConfig " +
+        "and its ManagementConfig have the same cluster.NewStats() as Metrics; their failovers are shown below in any case."));
     }
+    parts.push(el("h3", "", "Failovers seen by clients"));
+    parts.push(reportedTable(snap, r));
     $("rates").replaceChildren(...parts);
+  }
+
+  // reportedTable lists the failovers clients saw: this node's own
+  // clients ("local") and thin clients that read the membership here.
+  function reportedTable(snap, r) {
+    if (snap.reported.size === 0) {
+      return el("p", "muted", "None reported: clients in this node's process and thin clients that read the membership from it report theirs.");
+    }
+    const t = el("table", "rates reported");
+    const head = el("tr");
+    for (const h of ["client", "method", "reason", "since start", "per second"]) head.append(el("th", "", h));
+    t.append(head);
+    for (const key of [...snap.reported.keys()].sort()) {
+      const [client, method, reason] = key.split("|");
+      const tr = el("tr");
+      tr.dataset.client = client;
+      tr.dataset.method = method;
+      const d = r && r.reported ? r.reported.get(key) || 0 : null;
+      tr.append(
+        el("td", "", client === "local" ? "this node's clients" : client),
+        el("td", "", method),
+        el("td", "", reason),
+        el("td", "num", String(snap.reported.get(key))),
+        el("td", "num", d === null ? "—" : fmtRate(d / r.reportedDt)),
+      );
+      t.append(tr);
+    }
+    return t;
   }
 
   function tile(label, value, name, extra) {

@@ -61,6 +61,7 @@ func (g *Group) run() {
 				g.rn.Tick()
 				g.tick()
 				g.process()
+				g.refreshPeers()
 			}
 			g.raftMu.Unlock()
 		case <-g.runWake:

@@ -3,7 +3,12 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/tracker"
 )
 
 // Status is how the group stands on this node.
@@ -38,6 +43,38 @@ type Status struct {
 	// StoreFailed says why the node cannot store its state, empty while
 	// it can.
 	StoreFailed string
+	// Peers is, on the leader, how far raft has replicated its log to
+	// each member of the group, this node included; empty elsewhere.
+	Peers []Peer
+}
+
+// Peer is one member of the group as the leader's raft progress tracks
+// it.
+type Peer struct {
+	Node    string
+	Learner bool
+	// Match is the highest index known to be in the member's log.
+	Match uint64
+	// State is raft's: "replicate" (appends stream), "probe" (finding
+	// where its log matches) or "snapshot" (a snapshot is on its way).
+	State string
+	// Active: the member answered within the last election timeout.
+	Active bool
+}
+
+// refreshPeers records the leader's view of every member's log, once a
+// tick, for Status. Called with raftMu held.
+func (g *Group) refreshPeers() {
+	var peers []Peer
+	if g.leading {
+		g.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			peers = append(peers, Peer{Node: g.nameOf(id), Learner: pr.IsLearner, Match: pr.Match, State: strings.ToLower(strings.TrimPrefix(pr.State.String(), "State")), Active: pr.RecentActive || id == g.id})
+		})
+		slices.SortFunc(peers, func(a, b Peer) int { return strings.Compare(a.Node, b.Node) })
+	}
+	g.mu.Lock()
+	g.st.Peers = peers
+	g.mu.Unlock()
 }
 
 // maxApplyLag is how far apply may trail the commit index (this node's,
@@ -145,6 +182,7 @@ func (g *Group) Status() Status {
 	st := g.st
 	st.Voters = append([]string(nil), st.Voters...)
 	st.Learners = append([]string(nil), st.Learners...)
+	st.Peers = slices.Clone(st.Peers)
 	st.Applied = g.applied.Load()
 	// A leader applies a committed write before its Ready is done, and
 	// so before the commit index here is refreshed.
