@@ -33,23 +33,33 @@ type ack struct {
 // takes the time from the SIGSTOP to the first deposit acknowledged after
 // it, which only a new leader can have acknowledged. The row fails if the
 // 99th percentile is over twice the heartbeat timeout.
-func leaderStop(ctx context.Context, e *env) error {
-	if err := e.at(ctx, e.start()); err != nil {
-		return err
-	}
+// thinClient is a client named node that follows the cluster through its
+// management endpoints, as a thin client does, once every group serves
+// service; close closes it and the following.
+func (e *env) thinClient(ctx context.Context, node, service string, intercept ...runtime.AttemptInterceptor) (c *runtime.Client, close func(), err error) {
 	f, err := cluster.Follow(cluster.FollowConfig{Nodes: e.MgmtAddrs(), Token: e.Token()})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer f.Close()
 	settings := runtime.DefaultSettings()
 	settings.Groups = []string{"a", "b"}
-	if err := f.Wait(ctx, bank.AccountsDesc.Name, settings.Groups); err != nil {
-		return err
-	}
 	settings.HeartbeatTimeout = e.suite.heartbeatTimeout()
-	tcp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "prober"}})
+	tcp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: node}})
+	if err == nil {
+		err = f.Wait(ctx, service, settings.Groups)
+	}
+	if err == nil {
+		c, err = runtime.NewClient(runtime.ClientConfig{Transport: tcp, Membership: f, Settings: settings, AttemptInterceptors: intercept})
+	}
 	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return c, func() { c.Close(); f.Close() }, nil
+}
+
+func leaderStop(ctx context.Context, e *env) error {
+	if err := e.at(ctx, e.start()); err != nil {
 		return err
 	}
 	// The node that answered each write: the first write after the SIGSTOP
@@ -62,12 +72,11 @@ func leaderStop(ctx context.Context, e *env) error {
 		}
 		return res
 	}
-	c, err := runtime.NewClient(runtime.ClientConfig{Transport: tcp, Membership: f, Settings: settings,
-		AttemptInterceptors: []runtime.AttemptInterceptor{who}})
+	c, closeClient, err := e.thinClient(ctx, "prober", bank.AccountsDesc.Name, who)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeClient()
 	accts := bank.NewAccountsClient(c)
 	id := fmt.Sprintf("prober-%d", time.Now().UnixNano())
 	if _, err := accts.Open(ctx, bank.OpenRequest{AccountID: id}); err != nil {

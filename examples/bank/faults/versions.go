@@ -11,8 +11,6 @@ import (
 	v1 "github.com/ffgen/ffgen/examples/bank"
 	v2 "github.com/ffgen/ffgen/examples/bank/internal/v2"
 	"github.com/ffgen/ffgen/runtime"
-	"github.com/ffgen/ffgen/runtime/cluster"
-	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 // versionChecks is how many accounts checkVersions opens: enough that
@@ -27,26 +25,11 @@ const versionChecks = 20
 // reaches a v1 client typed by its code. It retries for a while, since the
 // thin client learns the upgraded nodes' methods from a membership poll.
 func checkVersions(ctx context.Context, e *env) error {
-	f, err := cluster.Follow(cluster.FollowConfig{Nodes: e.MgmtAddrs(), Token: e.Token()})
+	c, closeClient, err := e.thinClient(ctx, "versions", v1.AccountsDesc.Name)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	settings := runtime.DefaultSettings()
-	settings.Groups = []string{"a", "b"}
-	if err := f.Wait(ctx, v1.AccountsDesc.Name, settings.Groups); err != nil {
-		return err
-	}
-	settings.HeartbeatTimeout = e.suite.heartbeatTimeout()
-	tcp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "versions"}})
-	if err != nil {
-		return err
-	}
-	c, err := runtime.NewClient(runtime.ClientConfig{Transport: tcp, Membership: f, Settings: settings})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	defer closeClient()
 	old, next := v1.NewAccountsClient(c), v2.NewAccountsClient(c)
 	var last error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
