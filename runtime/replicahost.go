@@ -62,6 +62,9 @@ type replicated struct {
 	// vote or a candidate whose log is behind, which another candidate
 	// must follow after a randomized election timeout.
 	parkFor time.Duration
+	// applying is the write being applied: the apply goroutine applies
+	// one at a time (Apply), so one serves them all.
+	applying applying
 
 	// Guarded by s.mu.
 	pending   map[[16]byte]*execution // proposed here, not applied yet
@@ -497,7 +500,11 @@ func (h *replicaHost) Apply(index uint64, cmd *replica.Command, recorded *transp
 			return transport.Result{}, err
 		}
 	}
-	ap := &applying{done: make(chan applyOutcome, 1)}
+	ap := &r.applying
+	if ap.done == nil {
+		ap.done = make(chan applyOutcome, 1)
+	}
+	ap.err = nil
 	e.apply = ap
 	e.timeout = applyTimeout
 	e.inline = true

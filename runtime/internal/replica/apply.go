@@ -43,7 +43,7 @@ func (g *Group) applyLoop() {
 	for {
 		g.qmu.Lock()
 		items := g.queue
-		g.queue = nil
+		g.queue, g.queueSpare = g.queueSpare[:0], nil
 		g.qmu.Unlock()
 		if len(items) == 0 {
 			select {
@@ -56,6 +56,10 @@ func (g *Group) applyLoop() {
 		for i := range items {
 			g.applyItem(&items[i])
 		}
+		clear(items) // the entries are raft's: not kept alive by the spare
+		g.qmu.Lock()
+		g.queueSpare = items[:0]
+		g.qmu.Unlock()
 		g.maybeSnapshot()
 	}
 }
@@ -126,9 +130,17 @@ func (g *Group) applyWrite(index uint64, data []byte) error {
 func (g *Group) setApplied(index uint64) {
 	g.applied.Store(index)
 	g.mu.Lock()
-	close(g.appliedCh)
-	g.appliedCh = make(chan struct{})
+	g.appliedMovedLocked()
 	g.mu.Unlock()
+}
+
+// appliedMovedLocked wakes those who wait for the applied index. Called
+// with mu held.
+func (g *Group) appliedMovedLocked() {
+	if g.appliedCh != nil {
+		close(g.appliedCh)
+		g.appliedCh = nil
+	}
 }
 
 // stop ends applying at index: the node reports why until it restarts.
@@ -141,8 +153,7 @@ func (g *Group) stop(index uint64, err error) {
 	}
 	g.mu.Lock()
 	g.stopErr = err
-	close(g.appliedCh)
-	g.appliedCh = make(chan struct{})
+	g.appliedMovedLocked()
 	g.setServingLocked(false)
 	g.mu.Unlock()
 }

@@ -55,7 +55,8 @@ type Host interface {
 	// Peers lists the other live nodes that serve the service.
 	Peers() []string
 	// Send sends a Replica frame to a peer; an error means it was not
-	// queued.
+	// queued. body is the group's again once Send returns (it encodes
+	// the next message into it): the frame must be encoded or copied.
 	Send(to string, kind uint8, body []byte) error
 }
 
@@ -124,6 +125,7 @@ type Group struct {
 	campaignedAt  int  // the tick of its last campaign
 	left          bool // Leave took the node out: it asks to join no more
 	chunkSeq      uint64
+	encBuf        []byte // where send encodes a message, reused
 	// restored: the node restarted from disk with a log, so it belongs to
 	// a formed group even before it has applied the configuration.
 	restored bool
@@ -140,6 +142,7 @@ type Group struct {
 	// inMu guards the inbox: what goroutines hand raft.
 	inMu    sync.Mutex
 	inMsgs  []*pb.Message
+	inSpare []*pb.Message // the array of the messages stepped last, for the next
 	inProps []proposal
 	inCtl   []func()
 	// runWake hands the run goroutine what the goroutines that brought it
@@ -166,7 +169,7 @@ type Group struct {
 	draining      bool
 	reads         map[uint64]chan uint64 // ReadIndex requests by context
 	readSeq       uint64
-	appliedCh     chan struct{} // closed and replaced when applied moves
+	appliedCh     chan struct{} // closed when applied moves; made only while someone waits (WaitApplied)
 	servingCh     chan struct{} // closed and replaced when serving changes
 
 	applied atomic.Uint64
@@ -186,8 +189,10 @@ type Group struct {
 	written *written
 
 	// The apply goroutine's queue: guarded by qmu.
-	qmu   sync.Mutex
-	queue []applyItem
+	qmu        sync.Mutex
+	queue      []applyItem
+	queueSpare []applyItem // the array of the queue applied last, for the next
+
 	qwake chan struct{}
 	// The apply goroutine owns these.
 	applyConf *pb.ConfState
@@ -234,7 +239,6 @@ func New(cfg Config) (*Group, error) {
 		asm:       make(map[string]*assembly),
 		names:     make(map[uint64]string),
 		reads:     make(map[uint64]chan uint64),
-		appliedCh: make(chan struct{}),
 		servingCh: make(chan struct{}),
 		written:   newWritten(cfg.RememberWrites),
 		qwake:     make(chan struct{}, 1),
@@ -455,6 +459,9 @@ func (g *Group) ReadIndex(ctx context.Context) (uint64, error) {
 // WaitApplied waits until this node has applied index.
 func (g *Group) WaitApplied(ctx context.Context, index uint64) error {
 	return g.await(ctx, func() bool { return g.applied.Load() >= index }, func() (chan struct{}, error) {
+		if g.appliedCh == nil {
+			g.appliedCh = make(chan struct{})
+		}
 		return g.appliedCh, g.stopErr
 	})
 }

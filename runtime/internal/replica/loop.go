@@ -167,7 +167,7 @@ func (g *Group) eventLoop() {
 func (g *Group) drainInbox() {
 	g.inMu.Lock()
 	msgs, props, ctl := g.inMsgs, g.inProps, g.inCtl
-	g.inMsgs, g.inProps, g.inCtl = nil, nil, nil
+	g.inMsgs, g.inSpare, g.inProps, g.inCtl = g.inSpare[:0], nil, nil, nil
 	g.inMu.Unlock()
 	for i, m := range msgs {
 		if staleHeartbeatResp(m, msgs[i+1:]) {
@@ -177,6 +177,12 @@ func (g *Group) drainInbox() {
 		// term's proposal forwarding, a local message type): nothing to
 		// do about it but drop it.
 		g.rn.Step(m)
+	}
+	if cap(msgs) <= maxInbox {
+		clear(msgs)
+		g.inMu.Lock()
+		g.inSpare = msgs[:0]
+		g.inMu.Unlock()
 	}
 	for _, f := range ctl {
 		f()
@@ -377,8 +383,11 @@ func (g *Group) send(msgs []*pb.Message) {
 			err = errNoName
 		default:
 			var b []byte
-			if b, err = proto.Marshal(m); err == nil {
+			if b, err = (proto.MarshalOptions{}).MarshalAppend(g.encBuf[:0], m); err == nil {
 				err = g.sendBytes(name, b)
+				if cap(b) <= chunkBytes {
+					g.encBuf = b
+				}
 			}
 			if snap && err == nil {
 				g.log.Info("ffgen: sent a snapshot", "peer", name, "index", m.GetSnapshot().GetMetadata().GetIndex(), "bytes", len(b))
