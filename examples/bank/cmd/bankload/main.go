@@ -141,7 +141,8 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 	}
 	defer members.Close()
 
-	rtLog := slog.New(newOnceHandler(log.Handler()))
+	suspicions := newSuspicionCounter(newOnceHandler(log.Handler()))
+	rtLog := slog.New(suspicions)
 	clientTLS, err := cli.ClientTLS(c.tlsCA, c.tlsCert, c.tlsKey)
 	if err != nil {
 		return fail(err)
@@ -225,6 +226,7 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 		}
 	}
 	sum.Writes = len(wlog.Writes)
+	sum.Suspicions = suspicions.counts()
 	if c.writesPath != "" {
 		if err := wlog.save(c.writesPath); err != nil {
 			return fail(err)
