@@ -126,6 +126,9 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 				return fail(ReasonClosed, fmt.Errorf("dial %s: %w", member.Name, ErrClientClosed))
 			}
 			r := dialReason(err)
+			if r == ReasonOverloaded {
+				return fail(r, op.atLimit(member.Name, err))
+			}
 			c.suspect(member.Name, r)
 			return fail(r, fmt.Errorf("dial %s (%s): %w", member.Name, member.Addr, err))
 		}
@@ -172,6 +175,9 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 		if err != nil {
 			c.forget(l)
 			r := dialReason(err)
+			if r == ReasonOverloaded {
+				return fail(r, op.atLimit(member.Name, err))
+			}
 			return fail(r, fmt.Errorf("dial %s (%s): %w", member.Name, member.Addr, err))
 		}
 		c.legs.moveTo(l, conn)
@@ -193,16 +199,26 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	return p, outcome{}, true
 }
 
-// dialReason names why a dial failed: TLS, a protocol mismatch, or the
-// connection itself.
+// dialReason names why a dial failed: TLS, a protocol mismatch, the
+// node's connection limit, or the connection itself.
 func dialReason(err error) Reason {
 	switch {
+	case errors.Is(err, transport.ErrAtLimit):
+		return ReasonOverloaded
 	case errors.Is(err, transport.ErrTLS):
 		return ReasonTLS
 	case errors.Is(err, transport.ErrProtocol):
 		return ReasonProtocol
 	}
 	return ReasonDialFailed
+}
+
+// atLimit is the error of an attempt that could not be sent because node
+// refused the connection at its connection limit: busy, not gone. The
+// hint is a heartbeat interval, about when connections that finished
+// their calls may have closed.
+func (op *operation) atLimit(node string, err error) error {
+	return &OverloadError{Node: node, RetryAfter: op.s.HeartbeatInterval, Detail: err.Error()}
 }
 
 // dialDeadline bounds a dial by a heartbeat timeout and the operation deadline.
@@ -315,7 +331,7 @@ func (w *watch) end(r Reason, err error) outcome {
 	}
 	// A replicated write is never cancelled: once sent, it may be
 	// sequenced, and then it runs on every replica.
-	if r != ReasonNone && r != ReasonFailoverError && r != ReasonPanic && r != ReasonRefused && w.p.a.Flags&transport.FlagScatter == 0 {
+	if r != ReasonNone && r != ReasonFailoverError && r != ReasonPanic && r != ReasonRefused && r != ReasonOverloaded && w.p.a.Flags&transport.FlagScatter == 0 {
 		l.conn.Send(&transport.Cancel{Call: l.call}) // best effort
 	}
 	return out
@@ -374,8 +390,12 @@ func (w *watch) redirect(rd *transport.Redirect) (outcome, bool) {
 	nc, err := c.pool.Get(dctx, rd.Addr)
 	cancel()
 	if err != nil {
-		c.suspect(rd.Node, dialReason(err))
-		return w.unsent(rd, w.end(dialReason(err), fmt.Errorf("dial redirect target %s: %w", rd.Node, err))), true
+		r := dialReason(err)
+		if r == ReasonOverloaded {
+			return w.unsent(rd, w.end(r, w.op.atLimit(rd.Node, err))), true
+		}
+		c.suspect(rd.Node, r)
+		return w.unsent(rd, w.end(r, fmt.Errorf("dial redirect target %s: %w", rd.Node, err))), true
 	}
 	c.legs.moveTo(l, nc)
 	w.p.a.Flags &^= transport.FlagNoRepeat // the next group's owner may be this node
@@ -504,6 +524,11 @@ func (op *operation) judge(end func(Reason, error) outcome, r *transport.Result,
 	}
 	if r.Code == codePanic {
 		return end(ReasonPanic, op.remoteErr(r, node))
+	}
+	if r.Code == codeOverloaded {
+		o := end(ReasonOverloaded, overloadError(r, node))
+		o.delivery = Refused
+		return o
 	}
 	if refusedCode(r.Code) {
 		o := end(ReasonRefused, op.remoteErr(r, node))

@@ -33,7 +33,7 @@ const (
 // node ran nothing of the attempt.
 func refusedCode(code string) bool {
 	switch code {
-	case codeCatchingUp, codeNotLeader, codeNoRead, codeUnknownMethod:
+	case codeCatchingUp, codeNotLeader, codeNoRead, codeUnknownMethod, codeOverloaded:
 		return true
 	}
 	return false

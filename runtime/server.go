@@ -50,6 +50,20 @@ type ServerConfig struct {
 	DataDir string
 	// Interceptors wrap every handler run, the first outermost.
 	Interceptors []ServerInterceptor
+	// MaxPending bounds the operations queued or running on this node at
+	// once (held, and replicated writes waiting for their commit,
+	// included); MaxPendingPerEntity bounds those of one entity, so that
+	// one hot entity cannot take the node. An attempt beyond either is
+	// refused at arrival, before anything of it runs: its caller gets
+	// ErrOverloaded, with OverloadRetryAfter as the hint, and neither
+	// suspects the node nor fails over. Attempts that join an operation
+	// already here are always taken. Defaults DefaultMaxPending and
+	// DefaultMaxPendingPerEntity; negative means no limit. See
+	// docs/runtime.md, "Overload".
+	MaxPending, MaxPendingPerEntity int
+	// OverloadRetryAfter is the retry-after hint of a refusal for
+	// overload. Default the heartbeat interval.
+	OverloadRetryAfter time.Duration
 }
 
 // Server runs registered services for the fast-failover protocol: it
@@ -119,6 +133,15 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	if cfg.MaxAttemptTimeout <= 0 {
 		cfg.MaxAttemptTimeout = 10 * time.Minute
+	}
+	if cfg.MaxPending == 0 {
+		cfg.MaxPending = DefaultMaxPending
+	}
+	if cfg.MaxPendingPerEntity == 0 {
+		cfg.MaxPendingPerEntity = DefaultMaxPendingPerEntity
+	}
+	if cfg.OverloadRetryAfter <= 0 {
+		cfg.OverloadRetryAfter = cfg.Settings.HeartbeatInterval
 	}
 	s := &Server{
 		cfg:      cfg,
@@ -470,6 +493,12 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	if s.closed {
 		s.mu.Unlock()
 		s.refusedAttempt(a.Service, a.Method, c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeCatchingUp, Message: "node is shutting down"})
+		return
+	}
+	if r := s.admitLocked(e); r != nil {
+		s.mu.Unlock()
+		r.Call = a.Call
+		s.refusedAttempt(a.Service, a.Method, c, r)
 		return
 	}
 	if rep := s.replicas[a.Service]; rep != nil {

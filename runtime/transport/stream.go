@@ -466,6 +466,9 @@ func readHello(fr *frameReader) (Hello, error) {
 	if h.Version < Version {
 		return Hello{}, fmt.Errorf("%w: %s, this node %d revision %d", ErrBadVersion, h, Version, Revision)
 	}
+	if h.Caps&CapAtLimit != 0 {
+		return Hello{}, fmt.Errorf("%w (peer %q)", ErrAtLimit, h.Node)
+	}
 	return *h, nil
 }
 

@@ -195,7 +195,7 @@ func (t *TCP) Dial(ctx context.Context, addr string, h Handler) (Conn, error) {
 func dialHelloError(addr string, err error, usesTLS bool) error {
 	var op *net.OpError
 	switch {
-	case errors.Is(err, ErrTLS):
+	case errors.Is(err, ErrTLS), errors.Is(err, ErrAtLimit):
 		return fmt.Errorf("hello exchange with %s: %w", addr, err)
 	case usesTLS && errors.As(err, &op) && op.Op == "remote error":
 		// A TLS 1.3 server reports a rejected client certificate
@@ -235,7 +235,7 @@ func (t *TCP) Listen(addr string, h Handler) (Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: listening on %s: %w", addr, err)
 	}
-	l := &tcpListener{t: t, nl: nl, h: h, done: make(chan struct{})}
+	l := &tcpListener{t: t, nl: nl, h: h, done: make(chan struct{}), atLimit: make(chan struct{}, maxAtLimitHellos)}
 	l.wg.Add(1)
 	go l.acceptLoop()
 	return l, nil
@@ -288,6 +288,9 @@ type tcpListener struct {
 	once sync.Once
 	done chan struct{}
 	wg   sync.WaitGroup // the accept loop and handshakes in progress
+	// atLimit holds a token per connection being told that the node is
+	// at its connection limit (refuseAtLimit).
+	atLimit chan struct{}
 }
 
 // Addr returns the resolved listening address.
@@ -347,13 +350,65 @@ func (l *tcpListener) acceptLoop() {
 			g.shakes.put()
 			g.refuse(refusedConnLimit, nc.RemoteAddr().String(), "",
 				fmt.Errorf("%w: %d connections open, limit %d (TCPConfig.MaxConns)", ErrOverloaded, g.conns.Load(), g.maxConns))
-			nc.Close()
+			l.refuseAtLimit(nc)
 			continue
 		}
 		g.shakes.begin()
 		l.wg.Add(1)
 		go l.serve(nc)
 	}
+}
+
+// maxAtLimitHellos bounds the connections being told, at once, that the
+// node is at its connection limit; past it they are closed unexplained.
+const maxAtLimitHellos = 32
+
+// atLimitLinger bounds how long such a connection is kept open after its
+// Hello, for the dialer's own Hello to arrive: closing with bytes unread
+// resets the connection, and the dialer could lose the Hello that tells it
+// why.
+const atLimitLinger = 200 * time.Millisecond
+
+// refuseAtLimit tells the dialer of nc, accepted past the connection
+// limit, that the node is at its limit (a Hello with CapAtLimit), then
+// closes it: the dialer reports a busy node, not a dead one. It never
+// blocks the accept loop, and takes no connection slot.
+func (l *tcpListener) refuseAtLimit(nc net.Conn) {
+	select {
+	case l.atLimit <- struct{}{}:
+	default:
+		nc.Close()
+		return
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer func() { <-l.atLimit }()
+		defer nc.Close()
+		cfg := l.t.cfg
+		deadline := time.Now().Add(min(cfg.HandshakeTimeout, time.Second))
+		nc.SetDeadline(deadline)
+		if l.t.serverTLS != nil {
+			tc := tls.Server(nc, l.t.serverTLS)
+			if err := tc.Handshake(); err != nil {
+				return
+			}
+			nc = tc
+		}
+		out, err := AppendFrame(nil, &Hello{Version: Version, Node: cfg.Node, Group: cfg.Group, MaxFrame: uint32(cfg.MaxFrameSize),
+			Revision: Revision, Caps: Caps | CapAtLimit}, cfg.MaxFrameSize)
+		if err != nil {
+			return
+		}
+		if _, err := nc.Write(out); err != nil {
+			return
+		}
+		if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+		nc.SetReadDeadline(time.Now().Add(atLimitLinger))
+		io.CopyN(io.Discard, nc, 16<<10)
+	}()
 }
 
 // serve runs the handshakes of one accepted connection, which holds one of

@@ -88,6 +88,10 @@ var (
 	// ErrOverloaded refuses a connection, or ends one, when the node's
 	// limit on connections or on buffered bytes is reached.
 	ErrOverloaded = errors.New("transport: node at its connection or buffer limit")
+	// ErrAtLimit is the error of a dial that the node refused at its
+	// connection limit, saying so in its Hello (CapAtLimit): it is busy,
+	// not gone. It matches ErrOverloaded.
+	ErrAtLimit = fmt.Errorf("%w: the node refused the connection at its connection limit", ErrOverloaded)
 	// ErrInsecureListen refuses a plaintext listener beyond loopback.
 	ErrInsecureListen = errors.New("transport: refusing to listen beyond loopback without TLS")
 )

@@ -1,0 +1,171 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// A burst beyond a node's MaxPending is refused at once with the typed
+// error: nothing of it runs, nothing fails over, nobody is suspected, and
+// the attempts within the limit run to the end.
+func TestOverloadRefusesBurstAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const limit = 4
+		e := newEnv(t, fftest.Config{Server: func(_ string, cfg *runtime.ServerConfig) {
+			cfg.MaxPending, cfg.MaxPendingPerEntity = limit, -1
+			cfg.OverloadRetryAfter = 30 * time.Millisecond
+		}})
+		m := &failoverCounter{}
+		client := e.Client(t, func(c *runtime.ClientConfig) { c.Metrics = m })
+		ledger := newLedgerClient(client)
+		synctest.Wait()
+		own := e.owners(t, "acct0")[0]
+		// Entities that the same node owns, one per call, so that the
+		// per-entity queues hold nobody up.
+		var accts []string
+		for i := 0; len(accts) < 3*limit; i++ {
+			a := fmt.Sprintf("acct%d", i)
+			if e.owners(t, a)[0] == own {
+				accts = append(accts, a)
+			}
+		}
+		release := make(chan struct{})
+		e.ledgers[own].setHook(func(ctx context.Context, _ string, _ int64) error {
+			<-release
+			return nil
+		})
+		errs := make([]error, len(accts))
+		var wg sync.WaitGroup
+		for i, a := range accts[:limit] {
+			wg.Go(func() { _, errs[i] = ledger.Add(t.Context(), a, 1) })
+		}
+		synctest.Wait() // the first limit run, blocked
+		start := time.Now()
+		for i, a := range accts[limit:] {
+			_, err := ledger.Add(t.Context(), a, 1)
+			if !errors.Is(err, runtime.ErrOverloaded) {
+				t.Fatalf("call %d beyond the limit: err = %v, want ErrOverloaded", i, err)
+			}
+			if runtime.MaybeExecuted(err) {
+				t.Errorf("call %d beyond the limit: MaybeExecuted = true, want false: %v", i, err)
+			}
+			if d, ok := runtime.RetryAfter(err); !ok || d != 30*time.Millisecond {
+				t.Errorf("call %d: RetryAfter = %v, %v; want 30ms", i, d, ok)
+			}
+		}
+		if took := time.Since(start); took != 0 {
+			t.Errorf("refusals took %v, want at once", took)
+		}
+		close(release)
+		wg.Wait()
+		for i, err := range errs[:limit] {
+			if err != nil {
+				t.Errorf("call %d within the limit: %v", i, err)
+			}
+		}
+		if n := e.ledgers[own].executions(); n != limit {
+			t.Errorf("%s ran %d handlers, want %d: a refused call ran", own, n, limit)
+		}
+		for _, n := range e.Nodes {
+			if n.Name != own && e.ledgers[n.Name].executions() != 0 {
+				t.Errorf("%s ran a handler: a refused call failed over", n.Name)
+			}
+			if client.Suspected(n.Name) {
+				t.Errorf("%s suspected after refusing for overload", n.Name)
+			}
+		}
+		if n := m.n.Load(); n != 0 {
+			t.Errorf("%d failovers, want 0", n)
+		}
+	})
+}
+
+// One hot entity cannot take the node: past MaxPendingPerEntity its calls
+// are refused while calls of other entities are taken.
+func TestOverloadPerEntity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{Server: func(_ string, cfg *runtime.ServerConfig) {
+			cfg.MaxPendingPerEntity = 2
+		}})
+		own := e.owners(t, "hot")[0]
+		release := make(chan struct{})
+		e.ledgers[own].setHook(func(ctx context.Context, acct string, _ int64) error {
+			if acct == "hot" {
+				<-release
+			}
+			return nil
+		})
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() { e.ledger.Add(t.Context(), "hot", 1) })
+		}
+		synctest.Wait()
+		if _, err := e.ledger.Add(t.Context(), "hot", 1); !errors.Is(err, runtime.ErrOverloaded) || runtime.MaybeExecuted(err) {
+			t.Errorf("third call of the hot entity: err = %v, want ErrOverloaded, not executed", err)
+		}
+		var other string
+		for i := 0; other == ""; i++ {
+			if a := fmt.Sprintf("cold%d", i); e.owners(t, a)[0] == own {
+				other = a
+			}
+		}
+		if _, err := e.ledger.Add(t.Context(), other, 1); err != nil {
+			t.Errorf("call of another entity on the same node: %v", err)
+		}
+		close(release)
+		wg.Wait()
+		if e.client.Suspected(own) {
+			t.Errorf("%s suspected", own)
+		}
+	})
+}
+
+// A node at its connection limit says so: a client it refuses gets
+// ErrOverloaded, not executed, and neither suspects the node nor fails
+// over. Over real TCP, with real clocks: no timing is asserted.
+func TestConnectionLimitIsNotDeath(t *testing.T) {
+	e := newTCPEnv(t, runtime.DefaultSettings(), func(c *transport.TCPConfig) { c.MaxConns = 1 })
+	own := e.owners(t, "acct")
+	// The env's client takes the owner's only connection slot.
+	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+		t.Fatal(err)
+	}
+	ctp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "late", Group: "clients", Logger: quietLogger()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &failoverCounter{}
+	late, err := runtime.NewClient(runtime.ClientConfig{Transport: ctp, Membership: e.members, Settings: e.s, Metrics: m, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+	_, err = newLedgerClient(late).Add(t.Context(), "acct", 1)
+	if !errors.Is(err, runtime.ErrOverloaded) || runtime.MaybeExecuted(err) {
+		t.Fatalf("call past the connection limit: err = %v; want ErrOverloaded, not executed", err)
+	}
+	if _, ok := runtime.RetryAfter(err); !ok {
+		t.Errorf("no retry-after hint in %v", err)
+	}
+	if late.Suspected(own[0]) {
+		t.Errorf("%s suspected for its connection limit", own[0])
+	}
+	if n := m.n.Load(); n != 0 {
+		t.Errorf("%d failovers, want 0", n)
+	}
+	if n := e.ledgers[own[0]].executions(); n != 1 {
+		t.Errorf("%s ran %d handlers, want 1 (the first client's)", own[0], n)
+	}
+	if n := e.ledgers[own[1]].executions(); n != 0 {
+		t.Errorf("%s ran %d handlers: the refused call failed over", own[1], n)
+	}
+}
