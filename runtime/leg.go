@@ -66,12 +66,21 @@ func (op *operation) attempt(ctx context.Context, member Member, number int, fla
 }
 
 // attemptWith runs one attempt that carries the metadata md.
+// An attempt beyond the client's limit to member is not sent (limit.go).
 func (op *operation) attemptWith(ctx context.Context, member Member, number int, flags transport.AttemptFlags, md []string) outcome {
-	p, o, ok := op.send(ctx, member, number, flags, md, true)
-	if !ok {
-		return o
+	c := op.c
+	slot, err := c.limits.acquire(member.Name, op.s.HeartbeatInterval)
+	if err != nil {
+		return outcome{member: member, number: number, reason: ReasonOverloaded, err: err}
 	}
-	return op.await(ctx, p)
+	p, o, ok := op.send(ctx, member, number, flags, md, true)
+	if ok {
+		o = op.await(ctx, p)
+	}
+	if slot != nil {
+		c.limits.release(slot, c.latencyOf(op.m), op.m.Hold, o.reason, o.dur)
+	}
+	return o
 }
 
 // sent is an attempt handed to a connection, not yet answered.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -168,4 +170,75 @@ func TestConnectionLimitIsNotDeath(t *testing.T) {
 	if n := e.ledgers[own[1]].executions(); n != 0 {
 		t.Errorf("%s ran %d handlers: the refused call failed over", own[1], n)
 	}
+}
+
+// A client that sends more than a node takes learns the node's capacity:
+// its limit to the node settles near what the node admits, instead of
+// growing without bound or collapsing, and the callers it holds back get
+// ErrOverloaded without the node hearing of them.
+func TestClientLimitConverges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const capacity = 24 // operations the node takes at once
+		e := newEnv(t, fftest.Config{Server: func(_ string, cfg *runtime.ServerConfig) {
+			cfg.MaxPending = capacity
+		}})
+		client := e.Client(t, func(c *runtime.ClientConfig) {
+			c.Limit = runtime.LimitConfig{Initial: 100, Min: 4}
+		})
+		ledger := newLedgerClient(client)
+		synctest.Wait()
+		own := e.owners(t, "acct0")[0]
+		var accts []string
+		for i := 0; len(accts) < 4*capacity; i++ {
+			if a := fmt.Sprintf("acct%d", i); e.owners(t, a)[0] == own {
+				accts = append(accts, a)
+			}
+		}
+		e.ledgers[own].setHook(func(ctx context.Context, _ string, _ int64) error {
+			time.Sleep(10 * time.Millisecond)
+			return nil
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		var refusedByNode, heldBack, ok atomic.Int64
+		var wg sync.WaitGroup
+		for _, a := range accts {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					_, err := ledger.Add(context.Background(), a, 1)
+					var oe *runtime.OverloadError
+					switch {
+					case err == nil:
+						ok.Add(1)
+					case errors.As(err, &oe):
+						if strings.Contains(oe.Detail, "ClientConfig.Limit") {
+							heldBack.Add(1)
+						} else {
+							refusedByNode.Add(1)
+						}
+						time.Sleep(oe.RetryAfter)
+					default:
+						t.Errorf("Add: %v", err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		limit, inflight := client.Limit(own)
+		t.Logf("limit %d, in flight %d; %d ok, %d refused by the node, %d held back by the client", limit, inflight, ok.Load(), refusedByNode.Load(), heldBack.Load())
+		if limit < capacity/2 || limit > 2*capacity {
+			t.Errorf("limit to %s = %d, want within [%d, %d] of its capacity %d", own, limit, capacity/2, 2*capacity, capacity)
+		}
+		if inflight != 0 {
+			t.Errorf("%d attempts still counted in flight", inflight)
+		}
+		// Once learned, the node refuses little: most excess stays home.
+		if r, h := refusedByNode.Load(), heldBack.Load(); r > h/4 {
+			t.Errorf("the node refused %d, the client held back %d: the client did not learn", r, h)
+		}
+		if client.Suspected(own) {
+			t.Errorf("%s suspected", own)
+		}
+	})
 }
