@@ -193,6 +193,11 @@ func (c *caller) one() {
 	t.latencies = append(t.latencies, d)
 	if k, ok := refusal(err); ok {
 		t.refusals[k]++
+		if d, ok := runtime.RetryAfter(err); ok {
+			// Back off as the node asked: a caller that comes back at
+			// once only keeps it busy refusing.
+			time.Sleep(d)
+		}
 	} else {
 		t.admitted = append(t.admitted, d)
 	}
@@ -241,6 +246,9 @@ func refusal(err error) (string, bool) {
 	var re *runtime.Error
 	if err == nil || !errors.As(err, &re) || runtime.MaybeExecuted(err) {
 		return "", false
+	}
+	if errors.Is(err, runtime.ErrOverloaded) {
+		return "overloaded", true
 	}
 	return re.Reason.String(), true
 }
