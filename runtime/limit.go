@@ -131,18 +131,6 @@ func (ls *limits) release(p *peerLimit, m *methodLatency, hold bool, r Reason, d
 	}
 }
 
-// Limit returns the current limit to node, and the attempts in flight
-// to it; 0, 0 when there is no limit.
-func (c *Client) Limit(node string) (limit, inflight int) {
-	if c.limits.cfg.Disabled {
-		return 0, 0
-	}
-	p := c.limits.peer(node)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return int(p.limit), p.inflight
-}
-
 // methodLatency keeps a method's fastest recent answer: the least of the
 // current window of samples, or of the last one while the current one is
 // young, so that a method that became slower for good is judged by its
@@ -195,4 +183,27 @@ func (c *Client) latencyOf(m *MethodDesc) *methodLatency {
 	}
 	v, _ := c.latency.LoadOrStore(m, &methodLatency{})
 	return v.(*methodLatency)
+}
+
+// PeerLimit is a client's limit to one node.
+type PeerLimit struct {
+	Node            string
+	Limit, InFlight int
+}
+
+// Limits lists the client's limit to every node it has sent attempts to;
+// none when the limit is disabled.
+func (c *Client) Limits() []PeerLimit {
+	var out []PeerLimit
+	if c.limits.cfg.Disabled {
+		return out
+	}
+	c.limits.peers.Range(func(k, v any) bool {
+		p := v.(*peerLimit)
+		p.mu.Lock()
+		out = append(out, PeerLimit{Node: k.(string), Limit: int(p.limit), InFlight: p.inflight})
+		p.mu.Unlock()
+		return true
+	})
+	return out
 }

@@ -106,3 +106,17 @@ func overloadError(r *transport.Result, node string) *OverloadError {
 	}
 	return e
 }
+
+// Load is what a server holds against its admission limits.
+type Load struct {
+	Pending    int // operations queued or running now
+	MaxPending int // ServerConfig.MaxPending; <= 0: no limit
+}
+
+// Load reports the operations queued or running on the server against its
+// limit, for metrics.
+func (s *Server) Load() Load {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Load{Pending: len(s.execs), MaxPending: s.cfg.MaxPending}
+}

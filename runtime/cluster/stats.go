@@ -53,6 +53,8 @@ type Stats struct {
 	methods   atomic.Pointer[map[methodKey]*methodStats]
 	mu        sync.Mutex
 	transport atomic.Pointer[NodeStatser] // see WatchTransport
+	load      atomic.Pointer[Loader]      // see WatchLoad
+	limiter   atomic.Pointer[Limiter]     // see WatchLimits
 }
 
 type methodKey struct{ service, method string }
@@ -227,6 +229,7 @@ func (s *Stats) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	describeTransport(ch)
+	describeLoad(ch)
 }
 
 // Collect implements prometheus.Collector: the counters as they are at
@@ -255,6 +258,7 @@ func (s *Stats) Collect(ch chan<- prometheus.Metric) {
 	if t := s.transport.Load(); t != nil {
 		collectTransport(ch, (*t).NodeStats())
 	}
+	s.collectLoad(ch)
 }
 
 func collectByReason(ch chan<- prometheus.Metric, d *prometheus.Desc, counts []atomic.Uint64, svc, m string) {

@@ -193,6 +193,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	// ledger.
 	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Metrics: stats, Logger: log, Node: c.name,
 		Replication: replication(c), DataDir: c.dataDir})
+	stats.WatchLoad(srv)
 	if err := bank.RegisterAccountsServer(srv, ledger); err != nil {
 		return err
 	}
