@@ -30,9 +30,11 @@ type LimitConfig struct {
 	Initial, Min, Max int
 	// Backoff is the factor of a decrease, in (0, 1). Default 0.9.
 	Backoff float64
-	// Tolerance is how many times slower than the method's fastest
-	// recent answer an answer may be before it counts as a sign of
-	// queueing. Default 4. Methods with //ff:hold are not judged by
+	// Tolerance, above 1, is how many times slower than the method's
+	// fastest recent answer an answer may be before it counts as a sign
+	// of queueing. Zero (the default) judges by refusals and timeouts
+	// alone: on a host whose scheduling is noisy, latency alone would
+	// hold the limit at Min. Methods with //ff:hold are never judged by
 	// their latency.
 	Tolerance float64
 }
@@ -53,7 +55,7 @@ func (lc *LimitConfig) withDefaults() {
 		lc.Backoff = 0.9
 	}
 	if lc.Tolerance <= 1 {
-		lc.Tolerance = 4
+		lc.Tolerance = 0
 	}
 }
 
@@ -108,7 +110,7 @@ func (ls *limits) release(p *peerLimit, m *methodLatency, hold bool, r Reason, d
 	case ReasonOverloaded, ReasonHeartbeatTimeout, ReasonAttemptTimeout:
 		drop = true
 	case ReasonNone:
-		if !hold {
+		if !hold && ls.cfg.Tolerance > 0 {
 			drop = m.slow(d, ls.cfg.Tolerance)
 		}
 	default:

@@ -228,18 +228,16 @@ func (c config) one(ctx context.Context, dir string, d time.Duration, res *resul
 	if runErr != nil && !errors.As(runErr, &exit) {
 		return runErr // it did not run; an exit of 1 is a failed audit, reported below
 	}
-	for reason, n := range res.sum.Failovers {
-		if reason == "heartbeat-timeout" {
-			res.heartbeatBusy += n
-		} else {
-			res.otherFailovers += n
-		}
-	}
-	for reason, n := range res.sum.ScatterLegs {
-		if reason == "heartbeat-timeout" {
-			res.heartbeatBusy += n
-		} else {
-			res.otherFailovers += n
+	for _, m := range []map[string]uint64{res.sum.Failovers, res.sum.ScatterLegs} {
+		for reason, n := range m {
+			switch reason {
+			case "heartbeat-timeout":
+				res.heartbeatBusy += n
+			case "overloaded", "refused":
+				// Not a failover: nothing ran, and nothing moved on.
+			default:
+				res.otherFailovers += n
+			}
 		}
 	}
 	return nil
