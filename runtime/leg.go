@@ -66,12 +66,17 @@ func (op *operation) attempt(ctx context.Context, member Member, number int, fla
 }
 
 // attemptWith runs one attempt that carries the metadata md.
-// An attempt beyond the client's limit to member is not sent (limit.go).
+// An attempt beyond the client's limit to member waits for a slot, for
+// an attempt timeout at most (limit.go).
 func (op *operation) attemptWith(ctx context.Context, member Member, number int, flags transport.AttemptFlags, md []string) outcome {
 	c := op.c
-	slot, err := c.limits.acquire(member.Name, op.s.HeartbeatInterval)
+	by := time.Now().Add(op.s.AttemptTimeout)
+	if op.deadline.Before(by) {
+		by = op.deadline
+	}
+	slot, r, err := c.limits.acquire(ctx, member.Name, by, op.s.HeartbeatInterval)
 	if err != nil {
-		return outcome{member: member, number: number, reason: ReasonOverloaded, err: err}
+		return outcome{member: member, number: number, reason: r, err: err} // not sent
 	}
 	p, o, ok := op.send(ctx, member, number, flags, md, true)
 	if ok {

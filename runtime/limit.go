@@ -1,8 +1,11 @@
 package runtime
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -16,11 +19,12 @@ import (
 // method's fastest recent answer after it), as TCP lowers its window once
 // per window. The signs are a refusal for overload, a heartbeat
 // or attempt timeout, and an answer slower than Tolerance times the
-// fastest recent one of the same method. An attempt beyond the limit is
-// not sent: the operation ends at once with ErrOverloaded, as it would
-// had the node refused it, so that a fleet of clients backs off to what
-// the node takes instead of queueing there. Hedges and failovers count
-// like first attempts.
+// fastest recent one of the same method. An attempt beyond the limit
+// waits on the client for a slot, first come first served, so that a
+// fleet of clients backs off to what the node takes instead of queueing
+// there or being refused by it; it ends with ErrOverloaded, unsent, only
+// if no slot frees before its time is up (the attempt timeout, the
+// operation deadline). Hedges and failovers count like first attempts.
 type LimitConfig struct {
 	// Disabled turns the limit off: every attempt is sent.
 	Disabled bool
@@ -65,6 +69,13 @@ type peerLimit struct {
 	limit    float64
 	inflight int
 	lastDrop time.Time
+	waiting  []*slotWait // attempts waiting for a slot, first come first
+}
+
+// slotWait is an attempt waiting for a slot of a peerLimit.
+type slotWait struct {
+	ready   chan struct{} // closed when the slot is granted
+	granted bool          // guarded by the peerLimit's mu
 }
 
 // limits are a client's peer limits, by node name.
@@ -81,26 +92,55 @@ func (ls *limits) peer(node string) *peerLimit {
 	return p.(*peerLimit)
 }
 
-// acquire takes a slot to node, or returns the error of an attempt held
-// back at the limit.
-func (ls *limits) acquire(node string, retryAfter time.Duration) (*peerLimit, error) {
+// acquire takes a slot to node, waiting in line for one while the limit
+// is reached, until by or the end of ctx. The limit turns load into
+// waiting on the client, where the node would have queued or refused it,
+// not into errors: only an attempt that no slot freed for in time ends,
+// with an *OverloadError (reason ReasonOverloaded), or, when ctx was
+// cancelled, with ctx's reason.
+func (ls *limits) acquire(ctx context.Context, node string, by time.Time, retryAfter time.Duration) (*peerLimit, Reason, error) {
 	if ls.cfg.Disabled {
-		return nil, nil
+		return nil, ReasonNone, nil
 	}
 	p := ls.peer(node)
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.inflight >= int(p.limit) {
-		return nil, &OverloadError{Node: node, RetryAfter: retryAfter,
-			Detail: fmt.Sprintf("this client has %d attempts in flight to it, its limit now (ClientConfig.Limit)", p.inflight)}
+	if p.inflight < int(p.limit) && len(p.waiting) == 0 {
+		p.inflight++
+		p.mu.Unlock()
+		return p, ReasonNone, nil
 	}
-	p.inflight++
-	return p, nil
+	w := &slotWait{ready: make(chan struct{})}
+	p.waiting = append(p.waiting, w)
+	p.mu.Unlock()
+
+	timer := time.NewTimer(time.Until(by))
+	defer timer.Stop()
+	select {
+	case <-w.ready:
+		return p, ReasonNone, nil
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	if w.granted {
+		// Granted as the wait ended: the slot is taken after all.
+		p.mu.Unlock()
+		return p, ReasonNone, nil
+	}
+	p.waiting = slices.DeleteFunc(p.waiting, func(o *slotWait) bool { return o == w })
+	inflight := p.inflight
+	p.mu.Unlock()
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return nil, ReasonCancelled, context.Cause(ctx)
+	}
+	return nil, ReasonOverloaded, &OverloadError{Node: node, RetryAfter: retryAfter,
+		Detail: fmt.Sprintf("no slot of this client's limit to it freed in time: %d attempts in flight (ClientConfig.Limit)", inflight)}
 }
 
 // release gives p's slot back, learning from how the attempt, which
 // took d, ended: a sign of overload lowers the limit, a quick answer
-// raises it.
+// raises it. The slots free under the limit go to the attempts waiting,
+// in the order they came.
 func (ls *limits) release(p *peerLimit, m *methodLatency, hold bool, r Reason, d time.Duration) {
 	if p == nil {
 		return
@@ -130,6 +170,14 @@ func (ls *limits) release(p *peerLimit, m *methodLatency, hold bool, r Reason, d
 		p.lastDrop = now
 	case !drop && r == ReasonNone:
 		p.limit = min(float64(ls.cfg.Max), p.limit+1/p.limit)
+	}
+	for len(p.waiting) > 0 && p.inflight < int(p.limit) {
+		w := p.waiting[0]
+		p.waiting[0] = nil
+		p.waiting = p.waiting[1:]
+		w.granted = true
+		p.inflight++
+		close(w.ready)
 	}
 }
 
@@ -189,8 +237,8 @@ func (c *Client) latencyOf(m *MethodDesc) *methodLatency {
 
 // PeerLimit is a client's limit to one node.
 type PeerLimit struct {
-	Node            string
-	Limit, InFlight int
+	Node                     string
+	Limit, InFlight, Waiting int // Waiting: attempts waiting for a slot
 }
 
 // Limits lists the client's limit to every node it has sent attempts to;
@@ -203,7 +251,7 @@ func (c *Client) Limits() []PeerLimit {
 	c.limits.peers.Range(func(k, v any) bool {
 		p := v.(*peerLimit)
 		p.mu.Lock()
-		out = append(out, PeerLimit{Node: k.(string), Limit: int(p.limit), InFlight: p.inflight})
+		out = append(out, PeerLimit{Node: k.(string), Limit: int(p.limit), InFlight: p.inflight, Waiting: len(p.waiting)})
 		p.mu.Unlock()
 		return true
 	})
