@@ -604,7 +604,7 @@ func (s *Server) redirect(e *execution, rd *transport.Redirect) {
 // endUnrun ends e, which never ran, with the frame f makes for each waiter.
 func (s *Server) endUnrun(e *execution, f func(call uint64) transport.Frame) {
 	for _, w := range e.waiters {
-		delete(w.conn.calls, w.call)
+		w.conn.forget(w.call)
 		s.send(w.conn.conn, f(w.call))
 	}
 	e.waiters = nil
