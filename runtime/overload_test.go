@@ -317,3 +317,72 @@ func TestClientLimitsConverge(t *testing.T) {
 		}
 	})
 }
+
+// Busy is not dead. A node whose every handler is busy keeps
+// heartbeating them within the interval, and an attempt that waits
+// unread behind the connection's backlog for longer than a heartbeat
+// timeout (here a delay on the way in, as a saturated node's reader is
+// late) is not failed over while the node's frames keep coming: it runs
+// there, once, and nobody suspects the node.
+func TestBusyNodeIsNotDead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		m := &failoverCounter{}
+		client := e.Client(t, func(c *runtime.ClientConfig) { c.Metrics = m })
+		ledger := newLedgerClient(client)
+		synctest.Wait()
+		own := e.owners(t, "late")[0]
+		var busy []string
+		for i := 0; len(busy) < 8; i++ {
+			if a := fmt.Sprintf("busy%d", i); e.owners(t, a)[0] == own {
+				busy = append(busy, a)
+			}
+		}
+		release := make(chan struct{})
+		e.ledgers[own].setHook(func(ctx context.Context, acct string, _ int64) error {
+			if strings.HasPrefix(acct, "busy") {
+				<-release // every handler busy for a second
+			}
+			return nil
+		})
+		errs := make([]error, len(busy))
+		var wg sync.WaitGroup
+		for i, a := range busy {
+			wg.Go(func() { _, errs[i] = ledger.Add(t.Context(), a, 1) })
+		}
+		synctest.Wait()
+		// The node reads the next attempt late: 2.5 heartbeat timeouts
+		// after it was sent.
+		late := 5 * e.Settings.HeartbeatTimeout / 2
+		e.Net.Delay("client2", own, late)
+		start := time.Now()
+		if _, err := ledger.Add(t.Context(), "late", 1); err != nil {
+			t.Fatalf("call read late by a busy node: %v", err)
+		}
+		if took := time.Since(start); took < late {
+			t.Errorf("answered in %v, before the node read it (%v)", took, late)
+		}
+		time.Sleep(time.Second - time.Since(start))
+		close(release)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("busy call %d: %v", i, err)
+			}
+		}
+		if n := m.n.Load(); n != 0 {
+			t.Errorf("%d failovers of a node that was only busy", n)
+		}
+		if n := e.ledgers[own].executions(); n != len(busy)+1 {
+			t.Errorf("%s ran %d handlers, want %d", own, n, len(busy)+1)
+		}
+		for _, n := range e.Nodes {
+			if n.Name != own && e.ledgers[n.Name].executions() != 0 {
+				t.Errorf("%s ran a handler: a call failed over from the busy node", n.Name)
+			}
+		}
+		if client.Suspected(own) {
+			t.Errorf("%s suspected", own)
+		}
+	})
+}
