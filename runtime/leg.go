@@ -126,12 +126,8 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 		return fail(ReasonDialFailed, fmt.Errorf("no connection to %s (%s)", member.Name, member.Addr))
 	}
 	if conn == nil {
-		// A node that cannot be connected to within a heartbeat timeout
-		// is as good as one that stopped heartbeating.
-		dctx, cancel := context.WithDeadline(ctx, op.dialDeadline())
 		var err error
-		conn, err = c.pool.Get(dctx, member.Addr)
-		cancel()
+		conn, err = op.dial(ctx, member.Addr)
 		if err != nil {
 			if ctx.Err() != nil {
 				return fail(ctxReason(ctx), context.Cause(ctx))
@@ -183,9 +179,7 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 		// nothing in flight: a fresh one is what the next caller would
 		// get, so this one gets it too.
 		c.pool.Discard(member.Addr, conn)
-		dctx, cancel := context.WithDeadline(ctx, op.dialDeadline())
-		conn, err = c.pool.Get(dctx, member.Addr)
-		cancel()
+		conn, err = op.dial(ctx, member.Addr)
 		if err != nil {
 			c.forget(l)
 			r := dialReason(err)
@@ -233,6 +227,24 @@ func dialReason(err error) Reason {
 // their calls may have closed.
 func (op *operation) atLimit(node string, err error) error {
 	return &OverloadError{Node: node, RetryAfter: op.s.HeartbeatInterval, Detail: err.Error()}
+}
+
+// dial gets the pooled connection to addr, dialing if there is none. A
+// node that cannot be connected to within a heartbeat timeout is as good
+// as one that stopped heartbeating; but one that accepted the connection
+// and has not said its Hello yet is busy, not dead (a saturated node is
+// slow to run its handshakes), and is waited for until the dial's own
+// bound (transport's handshake timeout) or the operation deadline.
+func (op *operation) dial(ctx context.Context, addr string) (transport.Conn, error) {
+	dctx, cancel := context.WithDeadline(ctx, op.dialDeadline())
+	conn, err := op.c.pool.Get(dctx, addr)
+	cancel()
+	if errors.Is(err, transport.ErrHelloLate) && ctx.Err() == nil {
+		dctx, cancel = context.WithDeadline(ctx, op.deadline)
+		conn, err = op.c.pool.Get(dctx, addr)
+		cancel()
+	}
+	return conn, err
 }
 
 // dialDeadline bounds a dial by a heartbeat timeout and the operation deadline.
@@ -400,9 +412,7 @@ func (w *watch) redirect(rd *transport.Redirect) (outcome, bool) {
 		// believes in): the next attempt's node hears that it failed.
 		return w.unsent(rd, w.end(ReasonSuspected, fmt.Errorf("redirected to %s, which is suspected", rd.Node))), true
 	}
-	dctx, cancel := context.WithDeadline(w.ctx, w.op.dialDeadline())
-	nc, err := c.pool.Get(dctx, rd.Addr)
-	cancel()
+	nc, err := w.op.dial(w.ctx, rd.Addr)
 	if err != nil {
 		r := dialReason(err)
 		if r == ReasonOverloaded {

@@ -156,6 +156,7 @@ func (t *TCP) Dial(ctx context.Context, addr string, h Handler) (Conn, error) {
 		return nil, fmt.Errorf("%w: dialing %s: %w", ErrRefused, addr, err)
 	}
 	nc = tune(nc)
+	dialConnected(ctx) // a slow handshake from here on is a busy peer (ErrHelloLate)
 	if t.clientTLS != nil {
 		c := t.clientTLS
 		if c.ServerName == "" && !c.InsecureSkipVerify {
