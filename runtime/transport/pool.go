@@ -52,9 +52,9 @@ type poolPeer struct {
 	conn      Conn
 	dialing   chan struct{} // closed when the dial in progress ends
 	connected bool          // the dial in progress has connected and waits for the peer's Hello
-	err      error         // the last dial's error, while backing off
-	retryAt  time.Time
-	failures int
+	err       error         // the last dial's error, while backing off
+	retryAt   time.Time
+	failures  int
 }
 
 // NewPool returns a Pool that dials with t; h receives the frames and the
