@@ -867,7 +867,7 @@ func (s *stream) Stats() Stats {
 // (callerread.go). Frames that handlers queued go out once the frames read
 // so far are handled, before the loop waits for the network again.
 func (s *stream) readLoop(me *readTurn) {
-	crowded := false // other answers were awaited beside the ones just read
+	crowded := false    // other answers were awaited beside the ones just read
 	var batch time.Time // when the reader last wrote what handlers queued
 	handled := 0        // frames handled since
 	err := readFrames(s.fr, func(f Frame, size int) bool {
