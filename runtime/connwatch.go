@@ -24,7 +24,8 @@ type connWatch struct {
 	beat atomic.Int64
 	// frame is when the last frame of any kind arrived on conn, UnixNano,
 	// and vouched whether the last heartbeat stood for every leg named
-	// (it had All). A frame proves the node alive and working on conn: a
+	// (it had All; taken as true until the first comes, a heartbeat
+	// interval at most). A frame proves the node alive and working on conn: a
 	// saturated node's ticker may run late, and its reader may not have
 	// read an attempt yet, while answers keep coming (leg.lastBeat).
 	frame   atomic.Int64
@@ -92,6 +93,7 @@ func (t *legTable) watchConn(l *leg) {
 		v, ok := t.watches.Load(l.conn)
 		if !ok {
 			w := &connWatch{conn: l.conn, due: noAlarm}
+			w.vouched.Store(true) // until a heartbeat lists attempts instead
 			w.timer = time.AfterFunc(time.Hour, func() { t.fire(w) })
 			w.timer.Stop()
 			v, _ = t.watches.LoadOrStore(l.conn, w)
