@@ -22,9 +22,10 @@ type Limiter interface {
 // exports (ffgen_server_pending, ffgen_server_pending_limit).
 func (s *Stats) WatchLoad(l Loader) { s.load.Store(&l) }
 
-// WatchLimits adds the client's limit to each node and the attempts in
-// flight under it to what Stats exports (ffgen_client_limit,
-// ffgen_client_limit_in_flight).
+// WatchLimits adds the client's limit to each node, the attempts in
+// flight under it and those waiting for a slot to what Stats exports
+// (ffgen_client_limit, ffgen_client_limit_in_flight,
+// ffgen_client_limit_waiting).
 func (s *Stats) WatchLimits(l Limiter) { s.limiter.Store(&l) }
 
 var (
@@ -32,6 +33,7 @@ var (
 	descPendingLimit = prometheus.NewDesc("ffgen_server_pending_limit", "ServerConfig.MaxPending; attempts beyond it are refused with ffgen.overloaded (ffgen_server_handled_total{status=\"refused\"}).", nil, nil)
 	descClientLimit  = prometheus.NewDesc("ffgen_client_limit", "The client's adaptive limit on the attempts in flight to a node.", []string{"peer"}, nil)
 	descLimitFlight  = prometheus.NewDesc("ffgen_client_limit_in_flight", "Attempts in flight to a node under the client's limit.", []string{"peer"}, nil)
+	descLimitWaiting = prometheus.NewDesc("ffgen_client_limit_waiting", "Attempts waiting on the client for a slot of its limit to a node.", []string{"peer"}, nil)
 )
 
 func describeLoad(ch chan<- *prometheus.Desc) {
@@ -39,6 +41,7 @@ func describeLoad(ch chan<- *prometheus.Desc) {
 	ch <- descPendingLimit
 	ch <- descClientLimit
 	ch <- descLimitFlight
+	ch <- descLimitWaiting
 }
 
 func (s *Stats) collectLoad(ch chan<- prometheus.Metric) {
@@ -51,6 +54,7 @@ func (s *Stats) collectLoad(ch chan<- prometheus.Metric) {
 		for _, p := range (*l).Limits() {
 			ch <- prometheus.MustNewConstMetric(descClientLimit, prometheus.GaugeValue, float64(p.Limit), p.Node)
 			ch <- prometheus.MustNewConstMetric(descLimitFlight, prometheus.GaugeValue, float64(p.InFlight), p.Node)
+			ch <- prometheus.MustNewConstMetric(descLimitWaiting, prometheus.GaugeValue, float64(p.Waiting), p.Node)
 		}
 	}
 }

@@ -65,6 +65,7 @@ func runNode(spec string) error {
 		return err
 	}
 	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Metrics: stats})
+	stats.WatchLoad(srv)
 	if err := bank.RegisterAccountsServer(srv, bank.NewLedger(0)); err != nil {
 		return err
 	}
@@ -86,6 +87,7 @@ func runNode(spec string) error {
 	if err != nil {
 		return err
 	}
+	stats.WatchLimits(client)
 	ms, err := cluster.ServeManagement("127.0.0.1:0", cluster.ManagementConfig{
 		Members: cl,
 		Metrics: stats,

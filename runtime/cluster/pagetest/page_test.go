@@ -153,6 +153,10 @@ func TestPageFollowsKillAndRejoin(t *testing.T) {
 	waitFor(t, ctx, "Balance served, with its latency",
 		`(() => { const tr = document.querySelector('table.served tr[data-method="bank.Accounts.Balance"]');
 		  return !!tr && Number(tr.dataset.served) > 0 && /ms|µs/.test(tr.children[6].textContent); })()`, 30*time.Second)
+	// The numbers of overload: a2's pending operations against its
+	// admission limit, and its limits as a client to the nodes it calls.
+	waitFor(t, ctx, "the admission tile", `/^\d+ \/ 512$/.test(document.querySelector('[data-tile="pending"] .tile-value').textContent)`, 30*time.Second)
+	waitFor(t, ctx, "the client's limits", `document.querySelectorAll('table.limits tr[data-peer]').length > 0`, 30*time.Second)
 	var fragment string
 	if err := chromedp.Run(ctx, chromedp.Evaluate(`location.hash`, &fragment)); err != nil {
 		t.Fatal(err)
