@@ -280,6 +280,28 @@ func TestTCPMaxConns(t *testing.T) {
 	}
 }
 
+// A connection shed at the handshake limit is told so in a Hello
+// (CapAtLimit), as one past MaxConns is: a dialer reports ErrAtLimit, a
+// busy node, not a refused connection.
+func TestTCPHandshakeLimitSaysSo(t *testing.T) {
+	tr := newTCP(t, "server", func(c *TCPConfig) {
+		c.MaxHandshakes, c.HandshakeWait, c.HandshakeTimeout = 1, time.Millisecond, time.Minute
+	})
+	l := listen(t, tr, newRecorder())
+	held, err := net.Dial("tcp", l.Addr()) // holds the only slot: it never says Hello
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	waitFor(t, "the handshake to start", func() bool { return tr.NodeStats().Handshakes == 1 })
+	if _, err := newTCP(t, "client", nil).Dial(t.Context(), l.Addr(), newRecorder()); !errors.Is(err, ErrAtLimit) {
+		t.Errorf("dial past the handshake limit: %v, want ErrAtLimit", err)
+	}
+	if n := tr.NodeStats().HandshakeLimit; n == 0 {
+		t.Error("nothing counted as refused at the handshake limit")
+	}
+}
+
 // Hostile connections of every kind the node must survive, all at once
 // against one listener, while an honest connection exchanges frames: the
 // honest one sees every frame and stays open; every hostile one is closed

@@ -60,7 +60,8 @@ type TCPConfig struct {
 	MaxHandshakes int
 	// HandshakeWait is how long accepting waits for a handshake slot
 	// before it gives up on the slots freeing soon: from then on, until one
-	// frees, every new connection is closed as soon as it is accepted.
+	// frees, every new connection is closed as soon as it is accepted
+	// (without TLS after a Hello that says the node is at its limit).
 	// Default DefaultHandshakeWait.
 	HandshakeWait time.Duration
 	// AcceptRate bounds the new connections the node takes a second, and
@@ -344,7 +345,7 @@ func (l *tcpListener) acceptLoop() {
 		}
 		delay = 0
 		if !p.after(nc, slot) {
-			nc.Close()
+			l.refuseShed(nc)
 			continue
 		}
 		if !g.admit() {
@@ -369,6 +370,19 @@ const maxAtLimitHellos = 32
 // resets the connection, and the dialer could lose the Hello that tells it
 // why.
 const atLimitLinger = 200 * time.Millisecond
+
+// refuseShed closes nc, shed at the handshake limit or the accept rate.
+// Without TLS it is told first that the node is at its limit, as a
+// connection past MaxConns is: a node shedding a storm of dials is busy,
+// and its honest dialers must not suspect it. With TLS, where saying so
+// would cost the very handshake the limit saves, it is closed unexplained.
+func (l *tcpListener) refuseShed(nc net.Conn) {
+	if l.t.serverTLS != nil {
+		nc.Close()
+		return
+	}
+	l.refuseAtLimit(nc)
+}
 
 // refuseAtLimit tells the dialer of nc, accepted past the connection
 // limit, that the node is at its limit (a Hello with CapAtLimit), then
