@@ -34,6 +34,9 @@ type ClientConfig struct {
 	Interceptors []OperationInterceptor
 	// AttemptInterceptors wrap every attempt, the first outermost.
 	AttemptInterceptors []AttemptInterceptor
+	// Limit tunes the adaptive limit on the attempts in flight to each
+	// node (see LimitConfig and docs/runtime.md, "Overload").
+	Limit LimitConfig
 }
 
 // Client runs operations against a cluster: it implements the client side
@@ -52,8 +55,10 @@ type Client struct {
 	nextCall atomic.Uint64
 	closed   atomic.Bool // connections closing now are not a node's fault
 
-	legs legTable // attempts and operations in flight
-	ops  opPool   // operations to reuse
+	legs    legTable // attempts and operations in flight
+	ops     opPool   // operations to reuse
+	limits  limits   // the attempts each node is sent at once
+	latency sync.Map // *MethodDesc → *methodLatency, for limits
 
 	mu       sync.Mutex
 	suspects map[string]time.Time // node → suspected until
@@ -98,6 +103,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		return nil, fmt.Errorf("ffgen: NewClient: %w", err)
 	}
 	withDefaults(&cfg.Codec, &cfg.Metrics, &cfg.Logger)
+	cfg.Limit.withDefaults()
 	c := &Client{
 		cfg:      cfg,
 		router:   NewRouter(cfg.Settings.Groups),
@@ -107,6 +113,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	c.reporter, _ = cfg.Membership.(failoverReporter)
 	c.legs.init()
+	c.limits.cfg = cfg.Limit
 	c.pool = transport.NewPool(cfg.Transport, (*clientHandler)(c), cfg.Pool)
 	c.unsub = cfg.Membership.Subscribe(c.membershipChanged)
 	return c, nil

@@ -12,13 +12,20 @@ type clientHandler Client
 func (h *clientHandler) HandleFrame(conn transport.Conn, f transport.Frame) {
 	c := (*Client)(h)
 	c.heardFrom(conn)
+	now := time.Now().UnixNano()
+	w := c.legs.watchOf(conn)
+	if w != nil {
+		w.frame.Store(now) // busy is not dead (leg.lastBeat)
+	}
 	switch f := f.(type) {
 	case *transport.Ack:
-		c.legs.ack(conn, f.Call, time.Now().UnixNano())
+		c.legs.ack(conn, f.Call, now)
 	case *transport.Heartbeat:
-		now := time.Now().UnixNano()
-		if f.All {
-			c.legs.beatAll(conn, now)
+		if w != nil {
+			w.vouched.Store(f.All)
+			if f.All {
+				w.beat.Store(now)
+			}
 		}
 		c.legs.beat(conn, f.Items, now)
 	case *transport.Result:

@@ -22,6 +22,14 @@ type connWatch struct {
 	// UnixNano: it stands for every leg the server named before it
 	// (leg.lastBeat).
 	beat atomic.Int64
+	// frame is when the last frame of any kind arrived on conn, UnixNano,
+	// and vouched whether the last heartbeat stood for every leg named
+	// (it had All; taken as true until the first comes, a heartbeat
+	// interval at most). A frame proves the node alive and working on conn: a
+	// saturated node's ticker may run late, and its reader may not have
+	// read an attempt yet, while answers keep coming (leg.lastBeat).
+	frame   atomic.Int64
+	vouched atomic.Bool
 
 	mu sync.Mutex
 	// The legs waiting on conn, linked by watchPrev and watchNext, in two
@@ -85,6 +93,7 @@ func (t *legTable) watchConn(l *leg) {
 		v, ok := t.watches.Load(l.conn)
 		if !ok {
 			w := &connWatch{conn: l.conn, due: noAlarm}
+			w.vouched.Store(true) // until a heartbeat lists attempts instead
 			w.timer = time.AfterFunc(time.Hour, func() { t.fire(w) })
 			w.timer.Stop()
 			v, _ = t.watches.LoadOrStore(l.conn, w)
@@ -162,7 +171,11 @@ func (t *legTable) fire(w *connWatch) {
 		l = following
 	}
 	if w.named != nil {
-		if covered := w.beat.Load() + int64(w.namedTimeout); covered > now {
+		beat := w.beat.Load()
+		if w.vouched.Load() {
+			beat = max(beat, w.frame.Load())
+		}
+		if covered := beat + int64(w.namedTimeout); covered > now {
 			next = min(next, covered)
 		} else {
 			for l := w.named; l != nil; l = l.watchNext {
@@ -200,10 +213,29 @@ func (w *connWatch) check(l *leg, now int64) int64 {
 // connection. Before the server named l, such a heartbeat may have left
 // it before l arrived. w is passed in, not read from l: the alarm's
 // goroutine calls this too.
+//
+// Busy is not dead: any frame from the node counts too. Before the
+// server named l, a frame on w that arrived after l was sent shows the
+// node alive and working through the connection, which it reads in
+// order: l waits unread behind what came before it (on a saturated node
+// the attempts of a batch wait for the reader, and their acks with
+// them). After, a frame counts while the server's last heartbeat stood
+// for every named leg (All): its ticker ran late, its answers did not.
+// A node that stopped sends nothing, and is blamed a heartbeat timeout
+// after its last frame as before; one that stopped heartbeating an
+// attempt that overran lists the others and loses All, so the frames
+// no longer count for it. The attempt timeout bounds the wait.
 func (l *leg) lastBeat(w *connWatch) int64 {
 	b := l.beat.Load()
-	if w != nil && l.named.Load() {
-		b = max(b, w.beat.Load())
+	if w == nil {
+		return b
+	}
+	if !l.named.Load() {
+		return max(b, w.frame.Load())
+	}
+	b = max(b, w.beat.Load())
+	if w.vouched.Load() {
+		b = max(b, w.frame.Load())
 	}
 	return b
 }

@@ -177,7 +177,9 @@ func TestConnAlarmAllBeatsStandForNamedLegsOnly(t *testing.T) {
 		moved.rewatch()
 		for d := 20 * time.Millisecond; d <= 300*time.Millisecond; d += 20 * time.Millisecond {
 			sleepUntil(start, d)
-			lt.beatAll(conn, time.Now().UnixNano())
+			if w := lt.watchOf(conn); w != nil {
+				w.beat.Store(time.Now().UnixNano())
+			}
 		}
 		if !woken(unacked) {
 			t.Error("a leg the server never named was kept alive by heartbeats for all of its connection")
@@ -210,7 +212,9 @@ func TestConnAlarmNamedLegsWakeWhenAllBeatsStop(t *testing.T) {
 		var unnamed *leg
 		for i := 1; i <= 20; i++ {
 			sleepUntil(start, time.Duration(i)*50*time.Millisecond)
-			lt.beatAll(conn, time.Now().UnixNano())
+			if w := lt.watchOf(conn); w != nil {
+				w.beat.Store(time.Now().UnixNano())
+			}
 			if i == 10 {
 				unnamed = alarmLeg(lt, conn, 3, 100*time.Millisecond) // sent at 500ms, never acknowledged
 			}
@@ -233,5 +237,50 @@ func TestConnAlarmNamedLegsWakeWhenAllBeatsStop(t *testing.T) {
 		for _, l := range []*leg{short, long, unnamed} {
 			lt.remove(l)
 		}
+	})
+}
+
+// Busy is not dead: a frame of any kind from the connection keeps a leg
+// the server has not named yet alive (the node reads the connection in
+// order, and is alive), and keeps a named leg alive while the last
+// heartbeat stood for all the named ones. Once the frames stop, each leg
+// wakes a heartbeat timeout after the last; a heartbeat without All (the
+// server lists its attempts because one overran) stops frames counting
+// for the named legs.
+func TestConnAlarmAnyFrameProvesTheNodeAlive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lt, conn, start := alarmTable()
+		const timeout = 100 * time.Millisecond
+		unnamed := alarmLeg(lt, conn, 1, timeout)
+		named := alarmLeg(lt, conn, 2, timeout)
+		lt.ack(conn, 2, time.Now().UnixNano())
+		w := lt.watchOf(conn)
+		w.beat.Store(time.Now().UnixNano())
+		w.vouched.Store(true)
+		// The ticker stops (a starved node), answers to other attempts
+		// keep coming every 40 ms.
+		for d := 40 * time.Millisecond; d <= 400*time.Millisecond; d += 40 * time.Millisecond {
+			sleepUntil(start, d)
+			w.frame.Store(time.Now().UnixNano())
+		}
+		if woken(unnamed) || woken(named) {
+			t.Fatal("a leg was woken although frames from its node came every 40ms")
+		}
+		// A heartbeat that lists the attempts instead of All: the frames
+		// no longer stand for the named leg, whose last heartbeat was at
+		// the start; it is due at once.
+		w.vouched.Store(false)
+		sleepUntil(start, 410*time.Millisecond)
+		named.rewatch()
+		sleepUntil(start, 410*time.Millisecond)
+		if !woken(named) {
+			t.Error("a named leg was kept alive by frames after its server stopped vouching for all of them")
+		}
+		if woken(unnamed) {
+			t.Fatal("the unnamed leg was woken before a heartbeat timeout passed after the last frame")
+		}
+		wokenExactlyAt(t, unnamed, start, 400*time.Millisecond+timeout)
+		lt.remove(unnamed)
+		lt.remove(named)
 	})
 }

@@ -94,7 +94,7 @@ func (e *execution) removeWaiter(sc *serverConn, call uint64) {
 	if i := e.waiterAt(sc, call); i >= 0 {
 		e.waiters = append(e.waiters[:i], e.waiters[i+1:]...)
 	}
-	delete(sc.calls, call)
+	sc.forget(call)
 }
 
 // waiterAt is the index of e's waiter for call on sc, -1 if it has none.
@@ -312,7 +312,7 @@ func (e *execution) end(r *transport.Result, rd *transport.Redirect) []waiter {
 	waiters := e.waiters
 	e.waiters = nil
 	for _, w := range waiters {
-		delete(w.conn.calls, w.call)
+		w.conn.forget(w.call)
 	}
 	if s.execs[e.info.OpID] == e {
 		delete(s.execs, e.info.OpID)

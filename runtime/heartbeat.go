@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/ffgen/ffgen/runtime/transport"
@@ -31,11 +32,23 @@ type serverConn struct {
 	// last one found: All stands for every call, and none has anything to
 	// list. The tick then sends All without the walk, which with 10,000
 	// held operations held the server's lock for milliseconds each
-	// interval. allUntil is the earliest time a call may leave its queue
-	// (queuedUntil, which no handler deadline comes before); zero means
-	// the next tick walks. Guarded by s.mu.
-	allUntil time.Time
-	allEpoch uint64
+	// interval, and without taking the lock at all: on a saturated node
+	// the lock is contended, and a heartbeat that waits for it is late
+	// (waits of over 300 ms were measured at 256 callers on two cores),
+	// which the client reads as a dead node. allUntil is the earliest
+	// time a call may leave its queue (queuedUntil, which no handler
+	// deadline comes before), UnixNano; zero means the next tick walks.
+	// Written with s.mu held, read without.
+	allUntil atomic.Int64
+	allEpoch atomic.Uint64
+}
+
+// forget drops call, which left the connection. Called with s.mu held.
+func (sc *serverConn) forget(call uint64) {
+	delete(sc.calls, call)
+	if len(sc.calls) == 0 {
+		sc.allUntil.Store(0) // nothing to vouch for: the tick counts idle ticks
+	}
 }
 
 // joined keeps the tick's shortcut valid for a waiter just added for an
@@ -44,11 +57,11 @@ type serverConn struct {
 // with s.mu held.
 func (sc *serverConn) joined(e *execution, w waiter) {
 	if !w.all || e.progress.version.Load() != 0 {
-		sc.allUntil = time.Time{}
+		sc.allUntil.Store(0)
 		return
 	}
-	if t := sc.queuedUntil(e); t.Before(sc.allUntil) {
-		sc.allUntil = t
+	if t := sc.queuedUntil(e).UnixNano(); t < sc.allUntil.Load() {
+		sc.allUntil.Store(t)
 	}
 }
 
@@ -146,6 +159,14 @@ func (sc *serverConn) tick(interval time.Duration, reset <-chan time.Duration, s
 func (sc *serverConn) beat() bool {
 	s := sc.s
 	now := time.Now()
+	if until := sc.allUntil.Load(); now.UnixNano() < until && s.progressed.Load() == sc.allEpoch.Load() {
+		// The shortcut, without the lock: a call that joins or leaves
+		// meanwhile changes what the next tick sends, as it would
+		// had it come just after this one.
+		sc.hb.Items, sc.hb.All = sc.hb.Items[:0], true
+		s.send(sc.conn, &sc.hb)
+		return true
+	}
 	s.mu.Lock()
 	if len(sc.calls) == 0 {
 		// Linger a few ticks: a busy connection's next attempt then
@@ -161,12 +182,6 @@ func (sc *serverConn) beat() bool {
 	}
 	sc.idle = 0
 	epoch := s.progressed.Load()
-	if now.Before(sc.allUntil) && epoch == sc.allEpoch {
-		sc.hb.Items, sc.hb.All = sc.hb.Items[:0], true
-		s.mu.Unlock()
-		s.send(sc.conn, &sc.hb)
-		return true
-	}
 	items, quiet := sc.hb.Items[:0], sc.quiet[:0]
 	all, overran, listed := false, false, false
 	until := time.Time{}
@@ -212,9 +227,10 @@ func (sc *serverConn) beat() bool {
 		}
 		all = false
 	}
-	sc.allUntil, sc.allEpoch = time.Time{}, epoch
-	if all && !listed {
-		sc.allUntil = until
+	sc.allUntil.Store(0)
+	sc.allEpoch.Store(epoch)
+	if all && !listed && len(sc.calls) > 0 {
+		sc.allUntil.Store(until.UnixNano())
 	}
 	sc.hb.Items, sc.hb.All, sc.quiet = items, all, quiet
 	s.mu.Unlock()

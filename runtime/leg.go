@@ -66,12 +66,26 @@ func (op *operation) attempt(ctx context.Context, member Member, number int, fla
 }
 
 // attemptWith runs one attempt that carries the metadata md.
+// An attempt beyond the client's limit to member waits for a slot, for
+// an attempt timeout at most (limit.go).
 func (op *operation) attemptWith(ctx context.Context, member Member, number int, flags transport.AttemptFlags, md []string) outcome {
-	p, o, ok := op.send(ctx, member, number, flags, md, true)
-	if !ok {
-		return o
+	c := op.c
+	by := time.Now().Add(op.s.AttemptTimeout)
+	if op.deadline.Before(by) {
+		by = op.deadline
 	}
-	return op.await(ctx, p)
+	slot, r, err := c.limits.acquire(ctx, member.Name, by, op.s.HeartbeatInterval)
+	if err != nil {
+		return outcome{member: member, number: number, reason: r, err: err} // not sent
+	}
+	p, o, ok := op.send(ctx, member, number, flags, md, true)
+	if ok {
+		o = op.await(ctx, p)
+	}
+	if slot != nil {
+		c.limits.release(slot, c.latencyOf(op.m), op.m.Hold, o.reason, o.dur)
+	}
+	return o
 }
 
 // sent is an attempt handed to a connection, not yet answered.
@@ -112,12 +126,8 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 		return fail(ReasonDialFailed, fmt.Errorf("no connection to %s (%s)", member.Name, member.Addr))
 	}
 	if conn == nil {
-		// A node that cannot be connected to within a heartbeat timeout
-		// is as good as one that stopped heartbeating.
-		dctx, cancel := context.WithDeadline(ctx, op.dialDeadline())
 		var err error
-		conn, err = c.pool.Get(dctx, member.Addr)
-		cancel()
+		conn, err = op.dial(ctx, member.Addr)
 		if err != nil {
 			if ctx.Err() != nil {
 				return fail(ctxReason(ctx), context.Cause(ctx))
@@ -126,6 +136,9 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 				return fail(ReasonClosed, fmt.Errorf("dial %s: %w", member.Name, ErrClientClosed))
 			}
 			r := dialReason(err)
+			if r == ReasonOverloaded {
+				return fail(r, op.atLimit(member.Name, err))
+			}
 			c.suspect(member.Name, r)
 			return fail(r, fmt.Errorf("dial %s (%s): %w", member.Name, member.Addr, err))
 		}
@@ -166,12 +179,13 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 		// nothing in flight: a fresh one is what the next caller would
 		// get, so this one gets it too.
 		c.pool.Discard(member.Addr, conn)
-		dctx, cancel := context.WithDeadline(ctx, op.dialDeadline())
-		conn, err = c.pool.Get(dctx, member.Addr)
-		cancel()
+		conn, err = op.dial(ctx, member.Addr)
 		if err != nil {
 			c.forget(l)
 			r := dialReason(err)
+			if r == ReasonOverloaded {
+				return fail(r, op.atLimit(member.Name, err))
+			}
 			return fail(r, fmt.Errorf("dial %s (%s): %w", member.Name, member.Addr, err))
 		}
 		c.legs.moveTo(l, conn)
@@ -193,16 +207,44 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	return p, outcome{}, true
 }
 
-// dialReason names why a dial failed: TLS, a protocol mismatch, or the
-// connection itself.
+// dialReason names why a dial failed: TLS, a protocol mismatch, the
+// node's connection limit, or the connection itself.
 func dialReason(err error) Reason {
 	switch {
+	case errors.Is(err, transport.ErrAtLimit):
+		return ReasonOverloaded
 	case errors.Is(err, transport.ErrTLS):
 		return ReasonTLS
 	case errors.Is(err, transport.ErrProtocol):
 		return ReasonProtocol
 	}
 	return ReasonDialFailed
+}
+
+// atLimit is the error of an attempt that could not be sent because node
+// refused the connection at its connection limit: busy, not gone. The
+// hint is a heartbeat interval, about when connections that finished
+// their calls may have closed.
+func (op *operation) atLimit(node string, err error) error {
+	return &OverloadError{Node: node, RetryAfter: op.s.HeartbeatInterval, Detail: err.Error()}
+}
+
+// dial gets the pooled connection to addr, dialing if there is none. A
+// node that cannot be connected to within a heartbeat timeout is as good
+// as one that stopped heartbeating; but one that accepted the connection
+// and has not said its Hello yet is busy, not dead (a saturated node is
+// slow to run its handshakes), and is waited for until the dial's own
+// bound (transport's handshake timeout) or the operation deadline.
+func (op *operation) dial(ctx context.Context, addr string) (transport.Conn, error) {
+	dctx, cancel := context.WithDeadline(ctx, op.dialDeadline())
+	conn, err := op.c.pool.Get(dctx, addr)
+	cancel()
+	if errors.Is(err, transport.ErrHelloLate) && ctx.Err() == nil {
+		dctx, cancel = context.WithDeadline(ctx, op.deadline)
+		conn, err = op.c.pool.Get(dctx, addr)
+		cancel()
+	}
+	return conn, err
 }
 
 // dialDeadline bounds a dial by a heartbeat timeout and the operation deadline.
@@ -315,7 +357,7 @@ func (w *watch) end(r Reason, err error) outcome {
 	}
 	// A replicated write is never cancelled: once sent, it may be
 	// sequenced, and then it runs on every replica.
-	if r != ReasonNone && r != ReasonFailoverError && r != ReasonPanic && r != ReasonRefused && w.p.a.Flags&transport.FlagScatter == 0 {
+	if r != ReasonNone && r != ReasonFailoverError && r != ReasonPanic && r != ReasonRefused && r != ReasonOverloaded && w.p.a.Flags&transport.FlagScatter == 0 {
 		l.conn.Send(&transport.Cancel{Call: l.call}) // best effort
 	}
 	return out
@@ -379,12 +421,14 @@ func (w *watch) redirect(rd *transport.Redirect) (outcome, bool) {
 		// believes in): the next attempt's node hears that it failed.
 		return w.unsent(rd, w.end(ReasonSuspected, fmt.Errorf("redirected to %s, which is suspected", rd.Node))), true
 	}
-	dctx, cancel := context.WithDeadline(w.ctx, w.op.dialDeadline())
-	nc, err := c.pool.Get(dctx, rd.Addr)
-	cancel()
+	nc, err := w.op.dial(w.ctx, rd.Addr)
 	if err != nil {
-		c.suspect(rd.Node, dialReason(err))
-		return w.unsent(rd, w.end(dialReason(err), fmt.Errorf("dial redirect target %s: %w", rd.Node, err))), true
+		r := dialReason(err)
+		if r == ReasonOverloaded {
+			return w.unsent(rd, w.end(r, w.op.atLimit(rd.Node, err))), true
+		}
+		c.suspect(rd.Node, r)
+		return w.unsent(rd, w.end(r, fmt.Errorf("dial redirect target %s: %w", rd.Node, err))), true
 	}
 	c.legs.moveTo(l, nc)
 	w.p.a.Flags &^= transport.FlagNoRepeat // the next group's owner may be this node
@@ -521,6 +565,11 @@ func (op *operation) judge(end func(Reason, error) outcome, r *transport.Result,
 	}
 	if r.Code == codePanic {
 		return end(ReasonPanic, op.remoteErr(r, node))
+	}
+	if r.Code == codeOverloaded {
+		o := end(ReasonOverloaded, overloadError(r, node))
+		o.delivery = Refused
+		return o
 	}
 	if refusedCode(r.Code) {
 		o := end(ReasonRefused, op.remoteErr(r, node))

@@ -146,13 +146,13 @@ func (t *legTable) beat(conn transport.Conn, items []transport.HeartbeatItem, no
 	}
 }
 
-// beatAll records a heartbeat for every leg on conn whose attempt the
-// server acknowledged (transport.Heartbeat.All): one store, however many
-// legs wait.
-func (t *legTable) beatAll(conn transport.Conn, now int64) {
+// watchOf is the alarm of conn, nil when no leg waits on it. A heartbeat
+// with All is one store in it (connWatch.beat), however many legs wait.
+func (t *legTable) watchOf(conn transport.Conn) *connWatch {
 	if v, ok := t.watches.Load(conn); ok {
-		v.(*connWatch).beat.Store(now)
+		return v.(*connWatch)
 	}
+	return nil
 }
 
 // heard records that the server named l's attempt at now, in an ack or a

@@ -70,8 +70,10 @@ func (op *operation) sequential(ctx context.Context, flags transport.AttemptFlag
 		if last.final() {
 			return op.finish(last)
 		}
-		if last.reason == ReasonTooLarge {
-			return op.fail(last.reason, last.err) // no node can take it
+		if last.reason == ReasonTooLarge || last.reason == ReasonOverloaded {
+			// No node can take it; or the node is busy, not dead, and
+			// failing over would only carry the load elsewhere.
+			return op.fail(last.reason, last.err)
 		}
 		routed = routed || last.member.Name != ""
 		if last.reason == ReasonDeadline || last.reason == ReasonCancelled {
@@ -125,7 +127,7 @@ func (op *operation) takeBudget(ctx context.Context, why Reason) (Reason, error)
 // costs the cluster nothing.
 func paidFailover(r Reason) bool {
 	switch r {
-	case ReasonSuspected, ReasonNoMember, ReasonNone, ReasonRefused:
+	case ReasonSuspected, ReasonNoMember, ReasonNone, ReasonRefused, ReasonOverloaded:
 		return false
 	}
 	return true
@@ -219,8 +221,8 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 				last = o
 			}
 			switch o.reason {
-			case ReasonTooLarge, ReasonDeadline, ReasonCancelled, ReasonClosed:
-				stopped = true // no node can take it, no time is left, or the client closed
+			case ReasonTooLarge, ReasonDeadline, ReasonCancelled, ReasonClosed, ReasonOverloaded:
+				stopped = true // no node can take it, no time is left, the client closed, or the node is busy
 				continue
 			}
 			if next <= op.s.MaxFailovers && running == 0 {

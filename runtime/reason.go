@@ -29,6 +29,11 @@ const (
 	// now, or could not take the write). Routing around it costs no
 	// failover budget and no suspicion.
 	ReasonRefused Reason = 17
+	// ReasonOverloaded: the node refused the attempt unrun because it
+	// had as much work or as many connections as it takes, or this
+	// client held the attempt back (ClientConfig.Limit). The operation
+	// ends with ErrOverloaded; no suspicion, no failover.
+	ReasonOverloaded Reason = 18
 )
 
 var reasonNames = [...]string{
@@ -50,6 +55,7 @@ var reasonNames = [...]string{
 	ReasonTooLarge:         "too-large",
 	ReasonClosed:           "client-closed",
 	ReasonRefused:          "refused",
+	ReasonOverloaded:       "overloaded",
 }
 
 // String returns the reason's stable name, used in logs and metric labels.

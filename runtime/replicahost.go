@@ -38,7 +38,7 @@ const (
 // node ran nothing of the attempt.
 func refusedCode(code string) bool {
 	switch code {
-	case codeCatchingUp, codeNotLeader, codeNoRead, codeUnknownMethod, codeVotersCannotApply, codeNotStarted:
+	case codeCatchingUp, codeNotLeader, codeNoRead, codeUnknownMethod, codeVotersCannotApply, codeNotStarted, codeOverloaded:
 		return true
 	}
 	return false

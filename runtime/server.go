@@ -51,6 +51,23 @@ type ServerConfig struct {
 	DataDir string
 	// Interceptors wrap every handler run, the first outermost.
 	Interceptors []ServerInterceptor
+	// MaxPending bounds the operations queued or running on this node at
+	// once (held, and replicated writes waiting for their commit,
+	// included); MaxPendingPerEntity bounds those of one entity, so that
+	// one hot entity cannot take the node. An attempt beyond either is
+	// refused at arrival, before anything of it runs: its caller gets
+	// ErrOverloaded, with OverloadRetryAfter as the hint, and neither
+	// suspects the node nor fails over. Attempts that join an operation
+	// already here are always taken. Zero or negative: no limit, the
+	// default, since the count includes handlers that run long on
+	// purpose (long polls, held operations), which a service that has
+	// them must leave room for; SuggestedMaxPending and
+	// SuggestedMaxPendingPerEntity suit a service of short handlers. See
+	// docs/runtime.md, "Overload".
+	MaxPending, MaxPendingPerEntity int
+	// OverloadRetryAfter is the retry-after hint of a refusal for
+	// overload. Default the heartbeat interval.
+	OverloadRetryAfter time.Duration
 }
 
 // Server runs registered services for the fast-failover protocol: it
@@ -126,6 +143,9 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	if cfg.MaxAttemptTimeout <= 0 {
 		cfg.MaxAttemptTimeout = 10 * time.Minute
+	}
+	if cfg.OverloadRetryAfter <= 0 {
+		cfg.OverloadRetryAfter = cfg.Settings.HeartbeatInterval
 	}
 	s := &Server{
 		cfg:      cfg,
@@ -492,6 +512,12 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		s.refusedAttempt(sm, a.Service, a.Method, c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeCatchingUp, Message: "node is shutting down"})
 		return
 	}
+	if r := s.admitLocked(e); r != nil {
+		s.mu.Unlock()
+		r.Call = a.Call
+		s.refusedAttempt(sm, a.Service, a.Method, c, r)
+		return
+	}
 	if rep := s.replicas[a.Service]; rep != nil {
 		if e.scatter {
 			// A replicated write: proposed, redirected to the leader,
@@ -595,7 +621,7 @@ func (s *Server) redirect(e *execution, rd *transport.Redirect) {
 // endUnrun ends e, which never ran, with the frame f makes for each waiter.
 func (s *Server) endUnrun(e *execution, f func(call uint64) transport.Frame) {
 	for _, w := range e.waiters {
-		delete(w.conn.calls, w.call)
+		w.conn.forget(w.call)
 		s.send(w.conn.conn, f(w.call))
 	}
 	e.waiters = nil

@@ -35,6 +35,8 @@ type Stats struct {
 	methods   atomic.Pointer[map[methodKey]*methodStats]
 	mu        sync.Mutex
 	transport atomic.Pointer[NodeStatser] // see WatchTransport
+	load      atomic.Pointer[Loader]      // see WatchLoad
+	limiter   atomic.Pointer[Limiter]     // see WatchLimits
 }
 
 type methodKey struct{ service, method string }
@@ -150,6 +152,7 @@ func (s *Stats) Describe(ch chan<- *prometheus.Desc) {
 	}
 	describeServed(ch)
 	describeTransport(ch)
+	describeLoad(ch)
 }
 
 // Collect implements prometheus.Collector: the counters as they are at
@@ -180,6 +183,7 @@ func (s *Stats) collect(ch chan<- prometheus.Metric, served bool) {
 	if t := s.transport.Load(); t != nil {
 		collectTransport(ch, (*t).NodeStats())
 	}
+	s.collectLoad(ch)
 }
 
 // clientSide is a Stats without the server's side, for a management

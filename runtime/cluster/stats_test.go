@@ -296,3 +296,36 @@ func TestStatsTransportCounters(t *testing.T) {
 		}
 	}
 }
+
+// The server's queue depth and the client's limits are exported.
+func TestStatsExportsLoad(t *testing.T) {
+	s := NewStats()
+	s.WatchLoad(fakeLoad{runtime.Load{Pending: 7, MaxPending: 512}})
+	s.WatchLimits(fakeLimits{{Node: "a1", Limit: 40, InFlight: 3, Waiting: 2}})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s)
+	got, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"ffgen_server_pending": 7, "ffgen_server_pending_limit": 512, "ffgen_client_limit": 40, "ffgen_client_limit_in_flight": 3, "ffgen_client_limit_waiting": 2}
+	for _, mf := range got {
+		if v, ok := want[mf.GetName()]; ok {
+			if g := mf.GetMetric()[0].GetGauge().GetValue(); g != v {
+				t.Errorf("%s = %v, want %v", mf.GetName(), g, v)
+			}
+			delete(want, mf.GetName())
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("not exported: %v", want)
+	}
+}
+
+type fakeLoad struct{ l runtime.Load }
+
+func (f fakeLoad) Load() runtime.Load { return f.l }
+
+type fakeLimits []runtime.PeerLimit
+
+func (f fakeLimits) Limits() []runtime.PeerLimit { return f }

@@ -27,6 +27,13 @@ const (
 	// tagged format (protobuf's wire format with recorded field numbers),
 	// in which fields added or removed by another version are skipped.
 	CapTaggedPayloads uint64 = 1 << 0
+	// CapAtLimit, in the Hello of a node that accepted a connection past
+	// its connection limit (TCPConfig.MaxConns): the node is busy, not
+	// gone, and closes the connection right after the Hello. A dialer
+	// reports ErrAtLimit, which its runtime neither suspects the node for
+	// nor fails over on; a peer that predates it sees a closed
+	// connection, as it did before.
+	CapAtLimit uint64 = 1 << 1
 )
 
 // Caps are the capabilities this package announces.

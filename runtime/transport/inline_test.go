@@ -575,3 +575,44 @@ func TestRunInlineTellsOverrunnerOnce(t *testing.T) {
 		t.Errorf("quick work told it overran %d times", n)
 	}
 }
+
+// Frames queued while a long batch of frames is handled (a saturated
+// node's acks) go out on the way, not only at the end of the batch: the
+// handler of the batch's last frame sees the peer receive the first one's
+// reply before it returns.
+func TestQueueFlushedDuringALongBatch(t *testing.T) {
+	const n = 32
+	seen := make(chan struct{})
+	before := make(chan bool, 1)
+	srv := newFuncHandler(func(c Conn, f Frame) {
+		call := f.(*Cancel).Call
+		if err := c.(InlineConn).Queue(&Cancel{Call: 1000 + call}); err != nil {
+			panic(err)
+		}
+		time.Sleep(time.Millisecond) // each frame's work
+		if call == n {
+			select {
+			case <-seen:
+				before <- true
+			case <-time.After(waitLimit):
+				before <- false
+			}
+		}
+	})
+	raw := rawHello(t, listen(t, newTCP(t, "server", nil), srv).Addr())
+	rr := newRawReader(raw)
+	var b []byte
+	for call := uint64(1); call <= n; call++ {
+		b, _ = AppendFrame(b, &Cancel{Call: call}, 0)
+	}
+	if _, err := raw.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if got := rr.next(t).(*Cancel).Call; got != 1001 {
+		t.Fatalf("reply %d, want 1001", got)
+	}
+	close(seen)
+	if !receive(t, before, "the last frame's handler") {
+		t.Error("the first reply left only after the whole batch was handled")
+	}
+}

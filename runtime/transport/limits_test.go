@@ -234,8 +234,8 @@ func TestGuardRefusalsLogAtABoundedRate(t *testing.T) {
 	})
 }
 
-// Past MaxConns a connection is closed as soon as it is accepted; a slot
-// that frees takes the next one.
+// Past MaxConns a connection is told so in a Hello (CapAtLimit) and
+// closed; a slot that frees takes the next one.
 func TestTCPMaxConns(t *testing.T) {
 	// Handshakes that never finish must not time out under the test.
 	tr := newTCP(t, "server", func(c *TCPConfig) { c.MaxConns, c.HandshakeTimeout = 2, time.Minute })
@@ -256,17 +256,49 @@ func TestTCPMaxConns(t *testing.T) {
 	}
 	defer extra.Close()
 	extra.SetReadDeadline(time.Now().Add(waitLimit))
-	if _, err := extra.Read(make([]byte, 1)); err != io.EOF {
-		t.Errorf("read on the connection past the limit: %v, want EOF", err)
+	// It is told why, in a Hello, and then closed.
+	got, err := io.ReadAll(extra)
+	if err != nil {
+		t.Fatalf("read on the connection past the limit: %v, want a Hello and EOF", err)
 	}
-	if n := tr.NodeStats().RefusedConns; n != 1 {
-		t.Errorf("RefusedConns = %d, want 1", n)
+	f, err := Decode(got[4:])
+	if h, ok := f.(*Hello); err != nil || !ok || h.Caps&CapAtLimit == 0 {
+		t.Errorf("the connection past the limit got %v (%v), want a Hello with CapAtLimit", f, err)
+	}
+	// A dialer of this package names it.
+	if _, err := newTCP(t, "client", nil).Dial(t.Context(), l.Addr(), newRecorder()); !errors.Is(err, ErrAtLimit) || !errors.Is(err, ErrOverloaded) {
+		t.Errorf("dial past the limit: %v, want ErrAtLimit", err)
+	}
+	if n := tr.NodeStats().RefusedConns; n != 2 {
+		t.Errorf("RefusedConns = %d, want 2", n)
 	}
 	raws[0].Close()
 	waitFor(t, "a slot to free", func() bool { return tr.NodeStats().Conns == 1 })
 	c := dial(t, newTCP(t, "client", nil), l.Addr(), newRecorder())
 	if err := c.Send(&Cancel{Call: 1}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A connection shed at the handshake limit is told so in a Hello
+// (CapAtLimit), as one past MaxConns is: a dialer reports ErrAtLimit, a
+// busy node, not a refused connection.
+func TestTCPHandshakeLimitSaysSo(t *testing.T) {
+	tr := newTCP(t, "server", func(c *TCPConfig) {
+		c.MaxHandshakes, c.HandshakeWait, c.HandshakeTimeout = 1, time.Millisecond, time.Minute
+	})
+	l := listen(t, tr, newRecorder())
+	held, err := net.Dial("tcp", l.Addr()) // holds the only slot: it never says Hello
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	waitFor(t, "the handshake to start", func() bool { return tr.NodeStats().Handshakes == 1 })
+	if _, err := newTCP(t, "client", nil).Dial(t.Context(), l.Addr(), newRecorder()); !errors.Is(err, ErrAtLimit) {
+		t.Errorf("dial past the handshake limit: %v, want ErrAtLimit", err)
+	}
+	if n := tr.NodeStats().HandshakeLimit; n == 0 {
+		t.Error("nothing counted as refused at the handshake limit")
 	}
 }
 

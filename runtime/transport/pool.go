@@ -49,11 +49,12 @@ type Pool struct {
 }
 
 type poolPeer struct {
-	conn     Conn
-	dialing  chan struct{} // closed when the dial in progress ends
-	err      error         // the last dial's error, while backing off
-	retryAt  time.Time
-	failures int
+	conn      Conn
+	dialing   chan struct{} // closed when the dial in progress ends
+	connected bool          // the dial in progress has connected and waits for the peer's Hello
+	err       error         // the last dial's error, while backing off
+	retryAt   time.Time
+	failures  int
 }
 
 // NewPool returns a Pool that dials with t; h receives the frames and the
@@ -74,8 +75,10 @@ func NewPool(t Transport, h Handler, cfg PoolConfig) *Pool {
 
 // Get returns the live connection to addr, dialing one if there is none.
 // Concurrent Gets for one address share one dial; ctx bounds only this
-// caller's wait, not the shared dial. Within the backoff window after a
-// failed dial, Get fails at once with an error wrapping the dial's error.
+// caller's wait, not the shared dial; a wait that ends after the dial
+// connected, while it waits for the peer's Hello, fails with ErrHelloLate.
+// Within the backoff window after a failed dial, Get fails at once with
+// an error wrapping the dial's error.
 func (p *Pool) Get(ctx context.Context, addr string) (Conn, error) {
 	for {
 		p.mu.Lock()
@@ -108,6 +111,12 @@ func (p *Pool) Get(ctx context.Context, addr string) (Conn, error) {
 		select {
 		case <-done:
 		case <-ctx.Done():
+			p.mu.Lock()
+			connected := pp.dialing == done && pp.connected
+			p.mu.Unlock()
+			if connected {
+				return nil, fmt.Errorf("transport: waiting for a connection to %s: %w: %w", addr, ErrHelloLate, context.Cause(ctx))
+			}
 			return nil, fmt.Errorf("transport: waiting for a connection to %s: %w", addr, context.Cause(ctx))
 		}
 		p.mu.Lock()
@@ -125,6 +134,11 @@ func (p *Pool) Get(ctx context.Context, addr string) (Conn, error) {
 
 func (p *Pool) dial(addr string, pp *poolPeer) {
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
+	ctx = context.WithValue(ctx, connectedKey{}, func() {
+		p.mu.Lock()
+		pp.connected = true
+		p.mu.Unlock()
+	})
 	h := &pooledHandler{pool: p, addr: addr, h: p.h}
 	c, err := p.t.Dial(ctx, addr, h)
 	cancel()
@@ -132,7 +146,7 @@ func (p *Pool) dial(addr string, pp *poolPeer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer close(pp.dialing)
-	pp.dialing = nil
+	pp.dialing, pp.connected = nil, false
 	if err != nil {
 		pp.err = err
 		pp.failures++
@@ -148,6 +162,19 @@ func (p *Pool) dial(addr string, pp *poolPeer) {
 	default:
 		pp.conn = c
 		p.publishLocked()
+	}
+}
+
+// connectedKey is the context key of the function a Transport's Dial
+// calls once it has connected and waits for the peer's Hello: a peer that
+// accepted the connection is there, and a late Hello says it is busy
+// (ErrHelloLate), not gone.
+type connectedKey struct{}
+
+// dialConnected tells the waiters of a dial with ctx that it connected.
+func dialConnected(ctx context.Context) {
+	if f, ok := ctx.Value(connectedKey{}).(func()); ok {
+		f()
 	}
 }
 

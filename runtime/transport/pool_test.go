@@ -3,6 +3,8 @@ package transport
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -277,4 +279,58 @@ func TestPoolClose(t *testing.T) {
 			t.Errorf("second Close: %v", err)
 		}
 	})
+}
+
+// A peer that accepted the connection and is slow to say its Hello is
+// busy, not gone: a Get whose wait ends meanwhile says so (ErrHelloLate),
+// the dial goes on, and a later Get gets its connection.
+func TestPoolHelloLate(t *testing.T) {
+	nl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if nc, err := nl.Accept(); err == nil {
+			accepted <- nc
+		}
+	}()
+	p := NewPool(newTCP(t, "client", func(c *TCPConfig) { c.HandshakeTimeout = waitLimit }), newRecorder(), PoolConfig{DialTimeout: waitLimit})
+	defer p.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	connected := func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		pp := p.peers[nl.Addr().String()]
+		return pp != nil && pp.connected
+	}
+	go func() {
+		nc := <-accepted
+		for !connected() { // the dial connected: the Hello is what is late
+			time.Sleep(time.Millisecond)
+		}
+		accepted <- nc
+		cancel()
+	}()
+	if _, err := p.Get(ctx, nl.Addr().String()); !errors.Is(err, ErrHelloLate) {
+		t.Fatalf("Get that gave up while the peer's Hello was late: %v, want ErrHelloLate", err)
+	}
+	nc := <-accepted
+	defer nc.Close()
+	hello, err := AppendFrame(nil, &Hello{Version: Version, Node: "slow", Group: "g", Revision: Revision, Caps: Caps}, DefaultMaxFrameSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write(hello); err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, nc)
+	c, err := p.Get(t.Context(), nl.Addr().String())
+	if err != nil {
+		t.Fatalf("Get once the Hello came: %v", err)
+	}
+	if c.Peer().Node != "slow" {
+		t.Errorf("connected to %q, want slow", c.Peer().Node)
+	}
 }

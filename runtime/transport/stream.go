@@ -471,6 +471,9 @@ func readHello(fr *frameReader) (Hello, error) {
 	if h.Version < Version {
 		return Hello{}, fmt.Errorf("%w: %s, this node %d revision %d", ErrBadVersion, h, Version, Revision)
 	}
+	if h.Caps&CapAtLimit != 0 {
+		return Hello{}, fmt.Errorf("%w (peer %q)", ErrAtLimit, h.Node)
+	}
 	return *h, nil
 }
 
@@ -881,7 +884,9 @@ func (s *stream) Stats() Stats {
 // (callerread.go). Frames that handlers queued go out once the frames read
 // so far are handled, before the loop waits for the network again.
 func (s *stream) readLoop(me *readTurn) {
-	crowded := false // other answers were awaited beside the ones just read
+	crowded := false    // other answers were awaited beside the ones just read
+	var batch time.Time // when the reader last wrote what handlers queued
+	handled := 0        // frames handled since
 	err := readFrames(s.fr, func(f Frame, size int) bool {
 		crowded = crowded || s.awaited() > 1
 		s.handle(f, size)
@@ -890,12 +895,24 @@ func (s *stream) readLoop(me *readTurn) {
 		}
 		if !s.fr.buffered() {
 			s.flushQueued()
+			handled = 0
 			if crowded {
 				s.crowded()
 			} else if s.rest() {
 				return false
 			}
 			crowded = false
+			return true
+		}
+		// Acks wait for the end of the batch, to leave in one write; but
+		// on a saturated node a batch of a few hundred attempts takes
+		// long enough to handle that the client would read the silence as
+		// a dead node. Past queuedFlushAfter they go out on the way.
+		if handled++; handled == 1 {
+			batch = time.Now()
+		} else if handled%queuedCheckEvery == 0 && time.Since(batch) >= queuedFlushAfter {
+			s.flushQueued()
+			batch = time.Now()
 		}
 		return true
 	})
@@ -904,6 +921,15 @@ func (s *stream) readLoop(me *readTurn) {
 	}
 	s.readEnded(err)
 }
+
+// A read goroutine handling a batch of frames writes the frames their
+// handlers queued (acks) at the end of the batch, or once queuedFlushAfter
+// has passed since it last did, looking at the clock every
+// queuedCheckEvery frames.
+const (
+	queuedFlushAfter = 5 * time.Millisecond
+	queuedCheckEvery = 8
+)
 
 // handle hands a frame read to the handler.
 func (s *stream) handle(f Frame, size int) {

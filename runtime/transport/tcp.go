@@ -60,7 +60,8 @@ type TCPConfig struct {
 	MaxHandshakes int
 	// HandshakeWait is how long accepting waits for a handshake slot
 	// before it gives up on the slots freeing soon: from then on, until one
-	// frees, every new connection is closed as soon as it is accepted.
+	// frees, every new connection is closed as soon as it is accepted
+	// (without TLS after a Hello that says the node is at its limit).
 	// Default DefaultHandshakeWait.
 	HandshakeWait time.Duration
 	// AcceptRate bounds the new connections the node takes a second, and
@@ -156,6 +157,7 @@ func (t *TCP) Dial(ctx context.Context, addr string, h Handler) (Conn, error) {
 		return nil, fmt.Errorf("%w: dialing %s: %w", ErrRefused, addr, err)
 	}
 	nc = tune(nc)
+	dialConnected(ctx) // a slow handshake from here on is a busy peer (ErrHelloLate)
 	if t.clientTLS != nil {
 		c := t.clientTLS
 		if c.ServerName == "" && !c.InsecureSkipVerify {
@@ -195,7 +197,7 @@ func (t *TCP) Dial(ctx context.Context, addr string, h Handler) (Conn, error) {
 func dialHelloError(addr string, err error, usesTLS bool) error {
 	var op *net.OpError
 	switch {
-	case errors.Is(err, ErrTLS):
+	case errors.Is(err, ErrTLS), errors.Is(err, ErrAtLimit):
 		return fmt.Errorf("hello exchange with %s: %w", addr, err)
 	case usesTLS && errors.As(err, &op) && op.Op == "remote error":
 		// A TLS 1.3 server reports a rejected client certificate
@@ -237,7 +239,7 @@ func (t *TCP) Listen(addr string, h Handler) (Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: listening on %s: %w", addr, err)
 	}
-	l := &tcpListener{t: t, nl: nl, h: h, done: make(chan struct{})}
+	l := &tcpListener{t: t, nl: nl, h: h, done: make(chan struct{}), atLimit: make(chan struct{}, maxAtLimitHellos)}
 	l.wg.Add(1)
 	go l.acceptLoop()
 	return l, nil
@@ -290,6 +292,9 @@ type tcpListener struct {
 	once sync.Once
 	done chan struct{}
 	wg   sync.WaitGroup // the accept loop and handshakes in progress
+	// atLimit holds a token per connection being told that the node is
+	// at its connection limit (refuseAtLimit).
+	atLimit chan struct{}
 }
 
 // Addr returns the resolved listening address.
@@ -342,20 +347,85 @@ func (l *tcpListener) acceptLoop() {
 		}
 		delay = 0
 		if !p.after(nc, slot) {
-			nc.Close()
+			l.refuseShed(nc)
 			continue
 		}
 		if !g.admit() {
 			g.shakes.put()
 			g.refuse(refusedConnLimit, nc.RemoteAddr().String(), "",
 				fmt.Errorf("%w: %d connections open, limit %d (TCPConfig.MaxConns)", ErrOverloaded, g.conns.Load(), g.maxConns))
-			nc.Close()
+			l.refuseAtLimit(nc)
 			continue
 		}
 		g.shakes.begin()
 		l.wg.Add(1)
 		go l.serve(nc)
 	}
+}
+
+// maxAtLimitHellos bounds the connections being told, at once, that the
+// node is at its connection limit; past it they are closed unexplained.
+const maxAtLimitHellos = 32
+
+// atLimitLinger bounds how long such a connection is kept open after its
+// Hello, for the dialer's own Hello to arrive: closing with bytes unread
+// resets the connection, and the dialer could lose the Hello that tells it
+// why.
+const atLimitLinger = 200 * time.Millisecond
+
+// refuseShed closes nc, shed at the handshake limit or the accept rate.
+// Without TLS it is told first that the node is at its limit, as a
+// connection past MaxConns is: a node shedding a storm of dials is busy,
+// and its honest dialers must not suspect it. With TLS, where saying so
+// would cost the very handshake the limit saves, it is closed unexplained.
+func (l *tcpListener) refuseShed(nc net.Conn) {
+	if l.t.serverTLS != nil {
+		nc.Close()
+		return
+	}
+	l.refuseAtLimit(nc)
+}
+
+// refuseAtLimit tells the dialer of nc, accepted past the connection
+// limit, that the node is at its limit (a Hello with CapAtLimit), then
+// closes it: the dialer reports a busy node, not a dead one. It never
+// blocks the accept loop, and takes no connection slot.
+func (l *tcpListener) refuseAtLimit(nc net.Conn) {
+	select {
+	case l.atLimit <- struct{}{}:
+	default:
+		nc.Close()
+		return
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer func() { <-l.atLimit }()
+		defer nc.Close()
+		cfg := l.t.cfg
+		deadline := time.Now().Add(min(cfg.HandshakeTimeout, time.Second))
+		nc.SetDeadline(deadline)
+		if l.t.serverTLS != nil {
+			tc := tls.Server(nc, l.t.serverTLS)
+			if err := tc.Handshake(); err != nil {
+				return
+			}
+			nc = tc
+		}
+		out, err := AppendFrame(nil, &Hello{Version: Version, Node: cfg.Node, Group: cfg.Group, MaxFrame: uint32(cfg.MaxFrameSize),
+			Revision: Revision, Caps: Caps | CapAtLimit}, cfg.MaxFrameSize)
+		if err != nil {
+			return
+		}
+		if _, err := nc.Write(out); err != nil {
+			return
+		}
+		if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+		nc.SetReadDeadline(time.Now().Add(atLimitLinger))
+		io.CopyN(io.Discard, nc, 16<<10)
+	}()
 }
 
 // serve runs the handshakes of one accepted connection, which holds one of

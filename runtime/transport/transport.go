@@ -92,6 +92,16 @@ var (
 	// ErrOverloaded refuses a connection, or ends one, when the node's
 	// limit on connections or on buffered bytes is reached.
 	ErrOverloaded = errors.New("transport: node at its connection or buffer limit")
+	// ErrAtLimit is the error of a dial that the node refused at its
+	// connection limit, saying so in its Hello (CapAtLimit): it is busy,
+	// not gone. It matches ErrOverloaded.
+	ErrAtLimit = fmt.Errorf("%w: the node refused the connection at its connection limit", ErrOverloaded)
+	// ErrHelloLate is the error of a Pool.Get whose context ended while
+	// the dial it waited for had connected and was waiting for the
+	// peer's Hello: the node accepted the connection and is slow to
+	// answer, busy rather than gone. The dial goes on, bounded by the
+	// handshake timeout; a later Get waits for it.
+	ErrHelloLate = errors.New("transport: the peer accepted the connection and has not said hello yet")
 	// ErrInsecureListen refuses a plaintext listener beyond loopback.
 	ErrInsecureListen = errors.New("transport: refusing to listen beyond loopback without TLS")
 )

@@ -127,7 +127,17 @@
   // per-method family at all: it was started without a cluster.Stats.
   function parseMetrics(text) {
     // reported: failovers clients saw, "client|service.method|reason" → count.
-    const snap = { at: Date.now(), methods: new Map(), hasStats: false, hasServed: false, reported: new Map() };
+    // pending and pendingLimit: the server's admission (null when not
+    // exported); limits: the client's limit to each node, by node.
+    const snap = { at: Date.now(), methods: new Map(), hasStats: false, hasServed: false, reported: new Map(), pending: null, pendingLimit: null, limits: new Map() };
+    const limit = (peer) => {
+      let p = snap.limits.get(peer);
+      if (!p) {
+        p = { limit: 0, inFlight: 0, waiting: 0 };
+        snap.limits.set(peer, p);
+      }
+      return p;
+    };
     const method = (l) => {
       const key = l.service + "." + l.method;
       let m = snap.methods.get(key);
@@ -188,6 +198,21 @@
           break;
         case "ffgen_client_failovers_reported_total":
           snap.reported.set(labels.client + "|" + labels.service + "." + labels.method + "|" + labels.reason, v);
+          break;
+        case "ffgen_server_pending":
+          snap.pending = v;
+          break;
+        case "ffgen_server_pending_limit":
+          snap.pendingLimit = v;
+          break;
+        case "ffgen_client_limit":
+          limit(labels.peer).limit = v;
+          break;
+        case "ffgen_client_limit_in_flight":
+          limit(labels.peer).inFlight = v;
+          break;
+        case "ffgen_client_limit_waiting":
+          limit(labels.peer).waiting = v;
           break;
       }
     }
@@ -569,6 +594,8 @@
       tile("attempts in flight", String(clientInFlight), "client-in-flight"),
       tile("queued", String(byState.queued || 0), "queued"),
       tile("held", String(byState.held || 0), "held"),
+      tile("pending / admission limit", snap.pending === null ? "—" :
+        snap.pending + " / " + (snap.pendingLimit > 0 ? snap.pendingLimit : "no limit"), "pending"),
     );
 
     const keys = [...snap.methods.keys()].sort();
@@ -642,7 +669,8 @@
     parts.push(el("h3", "", "Served by this node"));
     parts.push(servedKeys.length ? st : el("p", "muted", "No calls served yet."));
     parts.push(el("p", "muted", "Declared errors are answers the service declares (//ff:fail), returned to the caller as themselves; " +
-      "failures are undeclared errors, panics, timeouts and failovers; refused attempts ran nothing and went elsewhere."));
+      "failures are undeclared errors, panics, timeouts and failovers; refused attempts ran nothing " +
+      "(refused ffgen.overloaded: past the node's admission limit, the pending tile above)."));
     if (madeKeys.length) {
       parts.push(el("h3", "", "Made by this node as a client"), t);
       parts.push(el("p", "muted", "Failovers since this node started: " + (totals || "none") + "."));
@@ -652,6 +680,22 @@
     }
     parts.push(el("h3", "", "Failovers seen by clients"));
     parts.push(reportedTable(snap, r));
+    if (snap.limits.size) {
+      const lt = el("table", "rates limits");
+      const lh = el("tr");
+      for (const h of ["node", "limit", "in flight", "waiting for a slot"]) lh.append(el("th", "", h));
+      lt.append(lh);
+      for (const peer of [...snap.limits.keys()].sort()) {
+        const p = snap.limits.get(peer);
+        const tr = el("tr");
+        tr.dataset.peer = peer;
+        tr.append(el("td", "", peer), el("td", "num", String(p.limit)), el("td", "num", String(p.inFlight)), el("td", "num", String(p.waiting)));
+        lt.append(tr);
+      }
+      parts.push(el("h3", "", "This node's limits as a client"), lt);
+      parts.push(el("p", "muted", "The attempts it keeps in flight to each node at once, learned from the node's refusals " +
+        "for overload and its timeouts; attempts past the limit wait here for a slot."));
+    }
     $("rates").replaceChildren(...parts);
   }
 

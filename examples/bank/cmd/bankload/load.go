@@ -76,6 +76,8 @@ func (l *live) observe(d time.Duration) {
 type tally struct {
 	ops, ok       uint64
 	latencies     []time.Duration // every operation
+	admitted      []time.Duration // every operation but those refused unrun
+	refusals      map[string]uint64
 	byKind        [numKinds]uint64
 	errors        map[string]uint64
 	timeouts      uint64
@@ -91,7 +93,7 @@ type tally struct {
 }
 
 func newTally() *tally {
-	return &tally{errors: map[string]uint64{}, failovers: map[string]uint64{}, failoverLatBy: map[string][]time.Duration{},
+	return &tally{errors: map[string]uint64{}, refusals: map[string]uint64{}, failovers: map[string]uint64{}, failoverLatBy: map[string][]time.Duration{},
 		newMethods: map[string]uint64{}}
 }
 
@@ -196,6 +198,16 @@ func (c *caller) one() {
 	t.ops++
 	t.byKind[kind]++
 	t.latencies = append(t.latencies, d)
+	if k, ok := refusal(err); ok {
+		t.refusals[k]++
+		if d, ok := runtime.RetryAfter(err); ok {
+			// Back off as the node asked: a caller that comes back at
+			// once only keeps it busy refusing.
+			time.Sleep(d)
+		}
+	} else {
+		t.admitted = append(t.admitted, d)
+	}
 	if d > c.maxWait {
 		t.overdue++
 	}
@@ -252,6 +264,19 @@ func (c *caller) newMethods(a string) {
 		c.t.failed++
 		c.t.errors["new methods: "+err.Error()]++
 	}
+}
+
+// refusal names an error that says no node ran the operation (it was
+// refused, or never delivered): the kind for the summary, and true.
+func refusal(err error) (string, bool) {
+	var re *runtime.Error
+	if err == nil || !errors.As(err, &re) || runtime.MaybeExecuted(err) {
+		return "", false
+	}
+	if errors.Is(err, runtime.ErrOverloaded) {
+		return "overloaded", true
+	}
+	return re.Reason.String(), true
 }
 
 // historyOutcome is how the history records an operation that returned b

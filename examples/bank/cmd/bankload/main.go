@@ -141,7 +141,8 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 	}
 	defer members.Close()
 
-	rtLog := slog.New(newOnceHandler(log.Handler()))
+	suspicions := newSuspicionCounter(newOnceHandler(log.Handler()))
+	rtLog := slog.New(suspicions)
 	clientTLS, err := cli.ClientTLS(c.tlsCA, c.tlsCert, c.tlsKey)
 	if err != nil {
 		return fail(err)
@@ -151,7 +152,9 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 		return fail(err)
 	}
 	newClient := func(m runtime.Metrics) (*runtime.Client, error) {
-		return runtime.NewClient(runtime.ClientConfig{Transport: tcp, Membership: members, Settings: settings, Metrics: m, Logger: rtLog})
+		// Backs off to what the nodes take (runtime.LimitConfig).
+		return runtime.NewClient(runtime.ClientConfig{Transport: tcp, Membership: members, Settings: settings, Metrics: m, Logger: rtLog,
+			Limit: runtime.LimitConfig{Enabled: true}})
 	}
 	writeProbe := newProbe()
 	wc, err := newClient(writeProbe)
@@ -225,6 +228,7 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 		}
 	}
 	sum.Writes = len(wlog.Writes)
+	sum.Suspicions = suspicions.counts()
 	if c.writesPath != "" {
 		if err := wlog.save(c.writesPath); err != nil {
 			return fail(err)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -97,4 +98,48 @@ func (h *onceHandler) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h *onceHandler) WithGroup(name string) slog.Handler {
 	return &onceHandler{Handler: h.Handler.WithGroup(name), mu: h.mu, seen: h.seen}
+}
+
+// suspicionCounter counts the clients' suspicions of nodes by reason, from
+// their log lines, before the once filter drops the repeats.
+type suspicionCounter struct {
+	slog.Handler
+	mu *sync.Mutex
+	n  map[string]uint64
+}
+
+func newSuspicionCounter(h slog.Handler) *suspicionCounter {
+	return &suspicionCounter{Handler: h, mu: new(sync.Mutex), n: make(map[string]uint64)}
+}
+
+func (h *suspicionCounter) WithAttrs(as []slog.Attr) slog.Handler {
+	return &suspicionCounter{Handler: h.Handler.WithAttrs(as), mu: h.mu, n: h.n}
+}
+
+func (h *suspicionCounter) WithGroup(name string) slog.Handler {
+	return &suspicionCounter{Handler: h.Handler.WithGroup(name), mu: h.mu, n: h.n}
+}
+
+func (h *suspicionCounter) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "ffgen: node suspected" {
+		reason := "unknown"
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "reason" {
+				reason = a.Value.String()
+				return false
+			}
+			return true
+		})
+		h.mu.Lock()
+		h.n[reason]++
+		h.mu.Unlock()
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// counts returns the suspicions so far, by reason.
+func (h *suspicionCounter) counts() map[string]uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.n)
 }

@@ -37,10 +37,10 @@ func summarize(run string, elapsed time.Duration, ts []*tally, s runtime.Setting
 	sum := &cli.Summary{
 		Run: run, ServiceVersion: bank.Version, Duration: elapsed.Seconds(),
 		ByMethod: map[string]uint64{}, Errors: map[string]uint64{}, Failovers: map[string]uint64{},
-		ScatterLegs: map[string]uint64{}, FailoverByReason: map[string]cli.Latency{},
+		ScatterLegs: map[string]uint64{}, FailoverByReason: map[string]cli.Latency{}, Refusals: map[string]uint64{},
 		OperationTimeout: ms(s.OperationTimeout), HeartbeatTimeout: ms(s.HeartbeatTimeout),
 	}
-	var lat, folat []time.Duration
+	var lat, admitted, folat []time.Duration
 	byReason := map[string][]time.Duration{}
 	for _, t := range ts {
 		sum.Operations += t.ops
@@ -67,6 +67,10 @@ func summarize(run string, elapsed time.Duration, ts []*tally, s runtime.Setting
 			sum.NewMethods[k] += n
 		}
 		lat = append(lat, t.latencies...)
+		admitted = append(admitted, t.admitted...)
+		for k, n := range t.refusals {
+			sum.Refusals[k] += n
+		}
 		folat = append(folat, t.failoverLat...)
 		for r, ds := range t.failoverLatBy {
 			byReason[r] = append(byReason[r], ds...)
@@ -76,6 +80,7 @@ func summarize(run string, elapsed time.Duration, ts []*tally, s runtime.Setting
 		sum.OpsPerSecond = float64(sum.Operations) / elapsed.Seconds()
 	}
 	sum.Latency = latency(lat)
+	sum.Admitted = latency(admitted)
 	sum.FailoverLatency = latency(folat)
 	for r, ds := range byReason {
 		sum.FailoverByReason[r] = latency(ds)
@@ -97,9 +102,12 @@ func printSummary(w io.Writer, s *cli.Summary) {
 	if s.History != "" {
 		p("history         %s; %d operations of unknown outcome, reads included", s.History, s.Indeterminate)
 	}
+	p("refused         %s (not executed)", counts(s.Refusals))
+	p("suspicions      %s", counts(s.Suspicions))
 	p("failovers       %s", counts(s.Failovers))
 	p("write attempts  ended without an answer: %s", counts(s.ScatterLegs))
 	p("latency         %s", fmtLatency(s.Latency))
+	p("admitted        %s", fmtLatency(s.Admitted))
 	p("failed over     %s", fmtLatency(s.FailoverLatency))
 	for _, r := range slices.Sorted(maps.Keys(s.FailoverByReason)) {
 		p("  after %-17s %s", r, fmtLatency(s.FailoverByReason[r]))

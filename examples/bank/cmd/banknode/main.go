@@ -191,8 +191,12 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	// for the membership (UseMembership below) and catch up from peers
 	// before it answers, so a restarted node never answers from an empty
 	// ledger.
+	// The ledger's handlers are short: past the suggested bounds a node
+	// refuses work (ErrOverloaded) rather than queue it.
 	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Metrics: stats, Logger: log, Node: c.name,
-		Replication: replication(c), DataDir: c.dataDir})
+		Replication: replication(c), DataDir: c.dataDir,
+		MaxPending: runtime.SuggestedMaxPending, MaxPendingPerEntity: runtime.SuggestedMaxPendingPerEntity})
+	stats.WatchLoad(srv)
 	if err := registerAccounts(srv, ledger); err != nil {
 		return err
 	}

@@ -42,12 +42,20 @@ type Summary struct {
 	Latency            Latency            `json:"latency"`
 	FailoverLatency    Latency            `json:"failover_latency"` // reads that failed over
 	FailoverByReason   map[string]Latency `json:"failover_latency_by_reason"`
-	OperationTimeout   float64            `json:"operation_timeout_ms"`
-	HeartbeatTimeout   float64            `json:"heartbeat_timeout_ms"`
-	Overdue            uint64             `json:"overdue"` // waited past the operation timeout plus margin
-	Audited            bool               `json:"audited"`
-	Nodes              []NodeAudit        `json:"nodes"`
-	AuditPassed        bool               `json:"audit_passed"`
+	// Admitted is the latency of the operations a node took on, every
+	// one but those refused unrun (Refusals).
+	Admitted Latency `json:"admitted_latency"`
+	// Refusals are the operations that ended unrun (MaybeExecuted false),
+	// by kind: "overloaded" for runtime.ErrOverloaded, else the reason.
+	Refusals map[string]uint64 `json:"refusals"`
+	// Suspicions are the clients' suspicions of nodes, by reason.
+	Suspicions       map[string]uint64 `json:"suspicions"`
+	OperationTimeout float64           `json:"operation_timeout_ms"`
+	HeartbeatTimeout float64           `json:"heartbeat_timeout_ms"`
+	Overdue          uint64            `json:"overdue"` // waited past the operation timeout plus margin
+	Audited          bool              `json:"audited"`
+	Nodes            []NodeAudit       `json:"nodes"`
+	AuditPassed      bool              `json:"audit_passed"`
 	// Distinct writes, over every audited node's journal:
 	Lost          int `json:"lost"`          // acknowledged, missing on some node
 	AppliedTwice  int `json:"applied_twice"` // executed more than once on some node

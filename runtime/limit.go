@@ -1,0 +1,261 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+)
+
+// LimitConfig tunes a client's adaptive concurrency limit: how many
+// attempts it keeps in flight to one node at once. The limit is learned
+// by AIMD, as Netflix's concurrency-limits does: each attempt answered
+// quickly raises it by 1/limit (one a round), and a sign that the node has
+// more than it takes lowers it to Backoff times what was in flight, once a round (for
+// an attempt that started after the last decrease, and no sooner than the
+// method's fastest recent answer after it), as TCP lowers its window once
+// per window. The signs are a refusal for overload, a heartbeat
+// or attempt timeout, and an answer slower than Tolerance times the
+// fastest recent one of the same method. An attempt beyond the limit
+// waits on the client for a slot, first come first served, so that a
+// fleet of clients backs off to what the node takes instead of queueing
+// there or being refused by it; it ends with ErrOverloaded, unsent, only
+// if no slot frees before its time is up (the attempt timeout, the
+// operation deadline). Hedges and failovers count like first attempts.
+type LimitConfig struct {
+	// Enabled turns the limit on. It is off by default: a client that
+	// holds many operations open on one node (long polls, held
+	// operations) would otherwise wait for slots they keep.
+	Enabled bool
+	// Initial is the limit before the node showed one; Min and Max bound
+	// it. Defaults 1024, 16 and 4096: the first sign of overload brings
+	// the limit down to what was in flight then.
+	Initial, Min, Max int
+	// Backoff is the factor of a decrease, in (0, 1). Default 0.9.
+	Backoff float64
+	// Tolerance, above 1, is how many times slower than the method's
+	// fastest recent answer an answer may be before it counts as a sign
+	// of queueing. Zero (the default) judges by refusals and timeouts
+	// alone: on a host whose scheduling is noisy, latency alone would
+	// hold the limit at Min. Methods with //ff:hold are never judged by
+	// their latency.
+	Tolerance float64
+}
+
+func (lc *LimitConfig) withDefaults() {
+	if lc.Initial <= 0 {
+		lc.Initial = 1024
+	}
+	if lc.Min <= 0 {
+		lc.Min = 16
+	}
+	if lc.Max <= 0 {
+		lc.Max = 4096
+	}
+	lc.Min = min(lc.Min, lc.Max)
+	lc.Initial = min(max(lc.Initial, lc.Min), lc.Max)
+	if lc.Backoff <= 0 || lc.Backoff >= 1 {
+		lc.Backoff = 0.9
+	}
+	if lc.Tolerance <= 1 {
+		lc.Tolerance = 0
+	}
+}
+
+// peerLimit is the limit to one node.
+type peerLimit struct {
+	mu       sync.Mutex // guards the following
+	limit    float64
+	inflight int
+	lastDrop time.Time
+	waiting  []*slotWait // attempts waiting for a slot, first come first
+}
+
+// slotWait is an attempt waiting for a slot of a peerLimit.
+type slotWait struct {
+	ready   chan struct{} // closed when the slot is granted
+	granted bool          // guarded by the peerLimit's mu
+}
+
+// limits are a client's peer limits, by node name.
+type limits struct {
+	cfg   LimitConfig
+	peers sync.Map // node name → *peerLimit
+}
+
+func (ls *limits) peer(node string) *peerLimit {
+	if p, ok := ls.peers.Load(node); ok {
+		return p.(*peerLimit)
+	}
+	p, _ := ls.peers.LoadOrStore(node, &peerLimit{limit: float64(ls.cfg.Initial)})
+	return p.(*peerLimit)
+}
+
+// acquire takes a slot to node, waiting in line for one while the limit
+// is reached, until by or the end of ctx. The limit turns load into
+// waiting on the client, where the node would have queued or refused it,
+// not into errors: only an attempt that no slot freed for in time ends,
+// with an *OverloadError (reason ReasonOverloaded), or, when ctx was
+// cancelled, with ctx's reason.
+func (ls *limits) acquire(ctx context.Context, node string, by time.Time, retryAfter time.Duration) (*peerLimit, Reason, error) {
+	if !ls.cfg.Enabled {
+		return nil, ReasonNone, nil
+	}
+	p := ls.peer(node)
+	p.mu.Lock()
+	if p.inflight < int(p.limit) && len(p.waiting) == 0 {
+		p.inflight++
+		p.mu.Unlock()
+		return p, ReasonNone, nil
+	}
+	w := &slotWait{ready: make(chan struct{})}
+	p.waiting = append(p.waiting, w)
+	p.mu.Unlock()
+
+	timer := time.NewTimer(time.Until(by))
+	defer timer.Stop()
+	select {
+	case <-w.ready:
+		return p, ReasonNone, nil
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	if w.granted {
+		// Granted as the wait ended: the slot is taken after all.
+		p.mu.Unlock()
+		return p, ReasonNone, nil
+	}
+	p.waiting = slices.DeleteFunc(p.waiting, func(o *slotWait) bool { return o == w })
+	inflight := p.inflight
+	p.mu.Unlock()
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return nil, ReasonCancelled, context.Cause(ctx)
+	}
+	return nil, ReasonOverloaded, &OverloadError{Node: node, RetryAfter: retryAfter,
+		Detail: fmt.Sprintf("no slot of this client's limit to it freed in time: %d attempts in flight (ClientConfig.Limit)", inflight)}
+}
+
+// release gives p's slot back, learning from how the attempt, which
+// took d, ended: a sign of overload lowers the limit, a quick answer
+// raises it. The slots free under the limit go to the attempts waiting,
+// in the order they came.
+func (ls *limits) release(p *peerLimit, m *methodLatency, hold bool, r Reason, d time.Duration) {
+	if p == nil {
+		return
+	}
+	drop := false
+	switch r {
+	case ReasonOverloaded, ReasonHeartbeatTimeout, ReasonAttemptTimeout:
+		drop = true
+	case ReasonNone:
+		if !hold && ls.cfg.Tolerance > 0 {
+			drop = m.slow(d, ls.cfg.Tolerance)
+		}
+	default:
+		// Nothing learned: the node failed, or the caller gave up.
+	}
+	now := time.Now()
+	round := m.fastest()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inflight--
+	switch {
+	case drop && now.Add(-d).After(p.lastDrop) && now.Sub(p.lastDrop) >= round:
+		// From what was in flight when the node showed its limit, as
+		// TCP halves its flight size and not a window it did not use:
+		// a limit that was never reached says nothing of the node.
+		p.limit = max(float64(ls.cfg.Min), min(p.limit, float64(p.inflight+1))*ls.cfg.Backoff)
+		p.lastDrop = now
+	case !drop && r == ReasonNone:
+		p.limit = min(float64(ls.cfg.Max), p.limit+1/p.limit)
+	}
+	for len(p.waiting) > 0 && p.inflight < int(p.limit) {
+		w := p.waiting[0]
+		p.waiting[0] = nil
+		p.waiting = p.waiting[1:]
+		w.granted = true
+		p.inflight++
+		close(w.ready)
+	}
+}
+
+// methodLatency keeps a method's fastest recent answer: the least of the
+// current window of samples, or of the last one while the current one is
+// young, so that a method that became slower for good is judged by its
+// new speed within a window.
+type methodLatency struct {
+	mu      sync.Mutex
+	best    time.Duration // of the last full window
+	cur     time.Duration // least of the current window
+	samples int
+}
+
+// fastest is the fastest recent answer, zero before the first.
+func (m *methodLatency) fastest() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.best == 0 || (m.samples > 0 && m.cur < m.best) {
+		return m.cur
+	}
+	return m.best
+}
+
+// latencyWindow is how many answers a window of methodLatency holds.
+const latencyWindow = 256
+
+// slow records d and reports whether it is over tolerance times the
+// fastest recent answer (with a floor of a millisecond, below which
+// scheduling noise rules).
+func (m *methodLatency) slow(d time.Duration, tolerance float64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.samples == 0 || d < m.cur {
+		m.cur = d
+	}
+	m.samples++
+	best := m.best
+	if best == 0 || m.cur < best {
+		best = m.cur
+	}
+	if m.samples >= latencyWindow {
+		m.best, m.samples = m.cur, 0
+	}
+	bound := time.Duration(math.Max(float64(time.Millisecond), tolerance*float64(best)))
+	return d > bound
+}
+
+// latencyOf is the methodLatency of m, made on first use.
+func (c *Client) latencyOf(m *MethodDesc) *methodLatency {
+	if v, ok := c.latency.Load(m); ok {
+		return v.(*methodLatency)
+	}
+	v, _ := c.latency.LoadOrStore(m, &methodLatency{})
+	return v.(*methodLatency)
+}
+
+// PeerLimit is a client's limit to one node.
+type PeerLimit struct {
+	Node                     string
+	Limit, InFlight, Waiting int // Waiting: attempts waiting for a slot
+}
+
+// Limits lists the client's limit to every node it has sent attempts to;
+// none when the limit is disabled.
+func (c *Client) Limits() []PeerLimit {
+	var out []PeerLimit
+	if !c.limits.cfg.Enabled {
+		return out
+	}
+	c.limits.peers.Range(func(k, v any) bool {
+		p := v.(*peerLimit)
+		p.mu.Lock()
+		out = append(out, PeerLimit{Node: k.(string), Limit: int(p.limit), InFlight: p.inflight, Waiting: len(p.waiting)})
+		p.mu.Unlock()
+		return true
+	})
+	return out
+}

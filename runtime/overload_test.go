@@ -1,0 +1,388 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/transport"
+)
+
+// A burst beyond a node's MaxPending is refused at once with the typed
+// error: nothing of it runs, nothing fails over, nobody is suspected, and
+// the attempts within the limit run to the end.
+func TestOverloadRefusesBurstAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const limit = 4
+		e := newEnv(t, fftest.Config{Server: func(_ string, cfg *runtime.ServerConfig) {
+			cfg.MaxPending, cfg.MaxPendingPerEntity = limit, -1
+			cfg.OverloadRetryAfter = 30 * time.Millisecond
+		}})
+		m := &failoverCounter{}
+		client := e.Client(t, func(c *runtime.ClientConfig) { c.Metrics = m })
+		ledger := newLedgerClient(client)
+		synctest.Wait()
+		own := e.owners(t, "acct0")[0]
+		// Entities that the same node owns, one per call, so that the
+		// per-entity queues hold nobody up.
+		var accts []string
+		for i := 0; len(accts) < 3*limit; i++ {
+			a := fmt.Sprintf("acct%d", i)
+			if e.owners(t, a)[0] == own {
+				accts = append(accts, a)
+			}
+		}
+		release := make(chan struct{})
+		e.ledgers[own].setHook(func(ctx context.Context, _ string, _ int64) error {
+			<-release
+			return nil
+		})
+		errs := make([]error, len(accts))
+		var wg sync.WaitGroup
+		for i, a := range accts[:limit] {
+			wg.Go(func() { _, errs[i] = ledger.Add(t.Context(), a, 1) })
+		}
+		synctest.Wait() // the first limit run, blocked
+		start := time.Now()
+		for i, a := range accts[limit:] {
+			_, err := ledger.Add(t.Context(), a, 1)
+			if !errors.Is(err, runtime.ErrOverloaded) {
+				t.Fatalf("call %d beyond the limit: err = %v, want ErrOverloaded", i, err)
+			}
+			if runtime.MaybeExecuted(err) {
+				t.Errorf("call %d beyond the limit: MaybeExecuted = true, want false: %v", i, err)
+			}
+			if d, ok := runtime.RetryAfter(err); !ok || d != 30*time.Millisecond {
+				t.Errorf("call %d: RetryAfter = %v, %v; want 30ms", i, d, ok)
+			}
+		}
+		if took := time.Since(start); took != 0 {
+			t.Errorf("refusals took %v, want at once", took)
+		}
+		close(release)
+		wg.Wait()
+		for i, err := range errs[:limit] {
+			if err != nil {
+				t.Errorf("call %d within the limit: %v", i, err)
+			}
+		}
+		if n := e.ledgers[own].executions(); n != limit {
+			t.Errorf("%s ran %d handlers, want %d: a refused call ran", own, n, limit)
+		}
+		for _, n := range e.Nodes {
+			if n.Name != own && e.ledgers[n.Name].executions() != 0 {
+				t.Errorf("%s ran a handler: a refused call failed over", n.Name)
+			}
+			if client.Suspected(n.Name) {
+				t.Errorf("%s suspected after refusing for overload", n.Name)
+			}
+		}
+		if n := m.n.Load(); n != 0 {
+			t.Errorf("%d failovers, want 0", n)
+		}
+	})
+}
+
+// One hot entity cannot take the node: past MaxPendingPerEntity its calls
+// are refused while calls of other entities are taken.
+func TestOverloadPerEntity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{Server: func(_ string, cfg *runtime.ServerConfig) {
+			cfg.MaxPendingPerEntity = 2
+		}})
+		own := e.owners(t, "hot")[0]
+		release := make(chan struct{})
+		e.ledgers[own].setHook(func(ctx context.Context, acct string, _ int64) error {
+			if acct == "hot" {
+				<-release
+			}
+			return nil
+		})
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() { e.ledger.Add(t.Context(), "hot", 1) })
+		}
+		synctest.Wait()
+		if _, err := e.ledger.Add(t.Context(), "hot", 1); !errors.Is(err, runtime.ErrOverloaded) || runtime.MaybeExecuted(err) {
+			t.Errorf("third call of the hot entity: err = %v, want ErrOverloaded, not executed", err)
+		}
+		var other string
+		for i := 0; other == ""; i++ {
+			if a := fmt.Sprintf("cold%d", i); e.owners(t, a)[0] == own {
+				other = a
+			}
+		}
+		if _, err := e.ledger.Add(t.Context(), other, 1); err != nil {
+			t.Errorf("call of another entity on the same node: %v", err)
+		}
+		close(release)
+		wg.Wait()
+		if e.client.Suspected(own) {
+			t.Errorf("%s suspected", own)
+		}
+	})
+}
+
+// A node at its connection limit says so: a client it refuses gets
+// ErrOverloaded, not executed, and neither suspects the node nor fails
+// over. Over real TCP, with real clocks: no timing is asserted.
+func TestConnectionLimitIsNotDeath(t *testing.T) {
+	e := newTCPEnv(t, runtime.DefaultSettings(), func(c *transport.TCPConfig) { c.MaxConns = 1 })
+	own := e.owners(t, "acct")
+	// The env's client takes the owner's only connection slot.
+	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+		t.Fatal(err)
+	}
+	ctp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "late", Group: "clients", Logger: quietLogger()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &failoverCounter{}
+	late, err := runtime.NewClient(runtime.ClientConfig{Transport: ctp, Membership: e.members, Settings: e.s, Metrics: m, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+	_, err = newLedgerClient(late).Add(t.Context(), "acct", 1)
+	if !errors.Is(err, runtime.ErrOverloaded) || runtime.MaybeExecuted(err) {
+		t.Fatalf("call past the connection limit: err = %v; want ErrOverloaded, not executed", err)
+	}
+	if _, ok := runtime.RetryAfter(err); !ok {
+		t.Errorf("no retry-after hint in %v", err)
+	}
+	if late.Suspected(own[0]) {
+		t.Errorf("%s suspected for its connection limit", own[0])
+	}
+	if n := m.n.Load(); n != 0 {
+		t.Errorf("%d failovers, want 0", n)
+	}
+	if n := e.ledgers[own[0]].executions(); n != 1 {
+		t.Errorf("%s ran %d handlers, want 1 (the first client's)", own[0], n)
+	}
+	if n := e.ledgers[own[1]].executions(); n != 0 {
+		t.Errorf("%s ran %d handlers: the refused call failed over", own[1], n)
+	}
+}
+
+// limitRun drives one node of e, which takes capacity operations at once
+// of 10 ms each, with clients (callers each, one entity per caller) for
+// 5 s of the bubble's time, and returns the operations each client had
+// answered. A call the node refuses sleeps its retry-after hint and goes
+// on; any other error fails the test.
+func limitRun(t *testing.T, e *env, capacity int, clients []*runtime.Client, callers int) (own string, ok []int64, refused, heldBack int64) {
+	t.Helper()
+	own = e.owners(t, "acct0")[0]
+	var accts []string
+	for i := 0; len(accts) < len(clients)*callers; i++ {
+		if a := fmt.Sprintf("acct%d", i); e.owners(t, a)[0] == own {
+			accts = append(accts, a)
+		}
+	}
+	e.ledgers[own].setHook(func(ctx context.Context, _ string, _ int64) error {
+		time.Sleep(10 * time.Millisecond)
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	counts := make([]atomic.Int64, len(clients))
+	var refusedByNode, held atomic.Int64
+	var wg sync.WaitGroup
+	for i, a := range accts {
+		ledger := newLedgerClient(clients[i%len(clients)])
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_, err := ledger.Add(context.Background(), a, 1)
+				var oe *runtime.OverloadError
+				switch {
+				case err == nil:
+					counts[i%len(clients)].Add(1)
+				case errors.As(err, &oe):
+					if strings.Contains(oe.Detail, "ClientConfig.Limit") {
+						held.Add(1)
+					} else {
+						refusedByNode.Add(1)
+					}
+					time.Sleep(oe.RetryAfter)
+				default:
+					t.Errorf("Add: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range counts {
+		ok = append(ok, counts[i].Load())
+	}
+	for _, c := range clients {
+		for _, l := range c.Limits() {
+			if l.Node == own && (l.InFlight != 0 || l.Waiting != 0) {
+				t.Errorf("%d attempts still counted in flight, %d waiting", l.InFlight, l.Waiting)
+			}
+		}
+		if c.Suspected(own) {
+			t.Errorf("%s suspected", own)
+		}
+	}
+	return own, ok, refusedByNode.Load(), held.Load()
+}
+
+// limitOf is c's limit to node.
+func limitOf(c *runtime.Client, node string) int {
+	for _, l := range c.Limits() {
+		if l.Node == node {
+			return l.Limit
+		}
+	}
+	return -1
+}
+
+// A client with more callers than a node takes learns the node's
+// capacity, and its limit backs off without costing it throughput: the
+// callers beyond the limit wait for a slot instead of failing, and the
+// client keeps at least 90% of what the node can do.
+func TestClientLimitKeepsCapacity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const capacity = 24 // operations the node takes at once
+		e := newEnv(t, fftest.Config{Server: func(_ string, cfg *runtime.ServerConfig) {
+			cfg.MaxPending = capacity
+		}})
+		client := e.Client(t, func(c *runtime.ClientConfig) {
+			c.Limit = runtime.LimitConfig{Enabled: true, Initial: 100, Min: 4}
+		})
+		synctest.Wait()
+		own, ok, refused, held := limitRun(t, e, capacity, []*runtime.Client{client}, 4*capacity)
+		limit := limitOf(client, own)
+		most := int64(capacity * 5 * 100) // 5 s of capacity operations of 10 ms
+		t.Logf("limit %d; %d ok of %d possible, %d refused by the node, %d held back by the client", limit, ok[0], most, refused, held)
+		if limit < capacity/2 || limit > 2*capacity {
+			t.Errorf("limit to %s = %d, want within [%d, %d] of its capacity %d", own, limit, capacity/2, 2*capacity, capacity)
+		}
+		if 10*ok[0] < 9*most {
+			t.Errorf("%d operations answered, want at least 90%% of the node's %d", ok[0], most)
+		}
+		if held != 0 {
+			t.Errorf("%d calls held back by the client: callers beyond the limit must wait for a slot, not fail", held)
+		}
+		// Once learned, the node refuses little: the probes above the
+		// limit that AIMD makes once a round.
+		if 4*refused > ok[0] {
+			t.Errorf("the node refused %d for %d answered: the client did not learn", refused, ok[0])
+		}
+	})
+}
+
+// Clients sharing a node converge on its capacity between them: together
+// they keep at least 90% of it, none is starved, and the node refuses
+// no more than their probes above the limit, each once a round.
+func TestClientLimitsConverge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const capacity = 24
+		e := newEnv(t, fftest.Config{Server: func(_ string, cfg *runtime.ServerConfig) {
+			cfg.MaxPending = capacity
+		}})
+		var clients []*runtime.Client
+		for range 3 {
+			clients = append(clients, e.Client(t, func(c *runtime.ClientConfig) {
+				c.Limit = runtime.LimitConfig{Enabled: true, Initial: 100, Min: 2}
+			}))
+		}
+		synctest.Wait()
+		own, ok, refused, held := limitRun(t, e, capacity, clients, capacity)
+		most := int64(capacity * 5 * 100)
+		var sum int64
+		for i, n := range ok {
+			sum += n
+			t.Logf("client %d: limit %d, %d ok", i, limitOf(clients[i], own), n)
+		}
+		t.Logf("%d ok of %d possible, %d refused by the node, %d held back", sum, most, refused, held)
+		if 10*sum < 9*most {
+			t.Errorf("%d operations answered together, want at least 90%% of the node's %d", sum, most)
+		}
+		for i, n := range ok {
+			if 6*n < most/int64(len(clients)) {
+				t.Errorf("client %d answered %d, under a sixth of a fair share of %d", i, n, most)
+			}
+		}
+		if 3*refused > sum {
+			t.Errorf("the node refused %d for %d answered: the clients did not learn", refused, sum)
+		}
+	})
+}
+
+// Busy is not dead. A node whose every handler is busy keeps
+// heartbeating them within the interval, and an attempt that waits
+// unread behind the connection's backlog for longer than a heartbeat
+// timeout (here a delay on the way in, as a saturated node's reader is
+// late) is not failed over while the node's frames keep coming: it runs
+// there, once, and nobody suspects the node.
+func TestBusyNodeIsNotDead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		m := &failoverCounter{}
+		client := e.Client(t, func(c *runtime.ClientConfig) { c.Metrics = m })
+		ledger := newLedgerClient(client)
+		synctest.Wait()
+		own := e.owners(t, "late")[0]
+		var busy []string
+		for i := 0; len(busy) < 8; i++ {
+			if a := fmt.Sprintf("busy%d", i); e.owners(t, a)[0] == own {
+				busy = append(busy, a)
+			}
+		}
+		release := make(chan struct{})
+		e.ledgers[own].setHook(func(ctx context.Context, acct string, _ int64) error {
+			if strings.HasPrefix(acct, "busy") {
+				<-release // every handler busy for a second
+			}
+			return nil
+		})
+		errs := make([]error, len(busy))
+		var wg sync.WaitGroup
+		for i, a := range busy {
+			wg.Go(func() { _, errs[i] = ledger.Add(t.Context(), a, 1) })
+		}
+		synctest.Wait()
+		// The node reads the next attempt late: 2.5 heartbeat timeouts
+		// after it was sent.
+		late := 5 * e.Settings.HeartbeatTimeout / 2
+		e.Net.Delay("client2", own, late)
+		start := time.Now()
+		if _, err := ledger.Add(t.Context(), "late", 1); err != nil {
+			t.Fatalf("call read late by a busy node: %v", err)
+		}
+		if took := time.Since(start); took < late {
+			t.Errorf("answered in %v, before the node read it (%v)", took, late)
+		}
+		time.Sleep(time.Second - time.Since(start))
+		close(release)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("busy call %d: %v", i, err)
+			}
+		}
+		if n := m.n.Load(); n != 0 {
+			t.Errorf("%d failovers of a node that was only busy", n)
+		}
+		if n := e.ledgers[own].executions(); n != len(busy)+1 {
+			t.Errorf("%s ran %d handlers, want %d", own, n, len(busy)+1)
+		}
+		for _, n := range e.Nodes {
+			if n.Name != own && e.ledgers[n.Name].executions() != 0 {
+				t.Errorf("%s ran a handler: a call failed over from the busy node", n.Name)
+			}
+		}
+		if client.Suspected(own) {
+			t.Errorf("%s suspected", own)
+		}
+	})
+}
