@@ -92,7 +92,6 @@ func runNode(spec string) error {
 	if err != nil {
 		return err
 	}
-	stats.WatchLimits(client)
 	ms, err := cluster.ServeManagement("127.0.0.1:0", cluster.ManagementConfig{
 		Members:  cl,
 		Ops:      []runtime.InFlighter{client, srv},
