@@ -60,7 +60,14 @@ var accountsOpenDesc = &runtime.MethodDesc{
 		}
 		return &accountsOpenReply{R0: r0}, nil
 	},
-	Schema: runtime.MethodSchema{Args: 0x7b7f462cbd926ecb},
+	Schema: runtime.MethodSchema{
+		Args: 0x7b7f462cbd926ecb,
+		Fields: []string{
+			"(Open) 1 req struct OpenRequest",
+			"OpenRequest 1 AccountID bytes",
+			"OpenRequest 2 Initial int64",
+		},
+	},
 }
 
 var accountsDepositDesc = &runtime.MethodDesc{
@@ -88,7 +95,14 @@ var accountsDepositDesc = &runtime.MethodDesc{
 		}
 		return &accountsDepositReply{R0: r0}, nil
 	},
-	Schema: runtime.MethodSchema{Args: 0xae31a439044faa93},
+	Schema: runtime.MethodSchema{
+		Args: 0xae31a439044faa93,
+		Fields: []string{
+			"(Deposit) 1 req struct DepositRequest",
+			"DepositRequest 1 AccountID bytes",
+			"DepositRequest 2 Amount int64",
+		},
+	},
 }
 
 var accountsWithdrawDesc = &runtime.MethodDesc{
@@ -117,7 +131,14 @@ var accountsWithdrawDesc = &runtime.MethodDesc{
 		}
 		return &accountsWithdrawReply{R0: r0}, nil
 	},
-	Schema: runtime.MethodSchema{Args: 0x59511333fce0cd23},
+	Schema: runtime.MethodSchema{
+		Args: 0x59511333fce0cd23,
+		Fields: []string{
+			"(Withdraw) 1 req struct WithdrawRequest",
+			"WithdrawRequest 1 AccountID bytes",
+			"WithdrawRequest 2 Amount int64",
+		},
+	},
 }
 
 var accountsTransferDesc = &runtime.MethodDesc{
@@ -147,7 +168,15 @@ var accountsTransferDesc = &runtime.MethodDesc{
 		}
 		return &accountsTransferReply{R0: r0}, nil
 	},
-	Schema: runtime.MethodSchema{Args: 0x8d319de3e54355ad},
+	Schema: runtime.MethodSchema{
+		Args: 0x8d319de3e54355ad,
+		Fields: []string{
+			"(Transfer) 1 req struct TransferRequest",
+			"TransferRequest 1 From bytes",
+			"TransferRequest 2 To bytes",
+			"TransferRequest 3 Amount int64",
+		},
+	},
 }
 
 var accountsBalanceDesc = &runtime.MethodDesc{
