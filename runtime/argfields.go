@@ -152,8 +152,16 @@ func (a *argFields) field(scope int, num protowire.Number) *argField {
 type unknownField struct {
 	scope string
 	num   protowire.Number
-	name  string // "" when this node does not know the field either
-	value string // set when the voter knows the field, but its kind cannot hold the value
+	name  string
+	// unknownHere: this node does not know the field either (a client of
+	// a newer version sent it).
+	unknownHere bool
+	// value is set when the voter knows the field, but its kind cannot
+	// hold the value sent.
+	value string
+	// malformed: the arguments are not a message in protobuf's wire
+	// format.
+	malformed bool
 }
 
 func (u *unknownField) String() string {
@@ -180,18 +188,18 @@ func (a *argFields) walk(b []byte, scope int, ws []ServedMethod) (unknownField, 
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return unknownField{scope: a.names[scope], value: "bytes that are not a message"}, true
+			return unknownField{scope: a.names[scope], malformed: true}, true
 		}
 		b = b[n:]
 		m := protowire.ConsumeFieldValue(num, typ, b)
 		if m < 0 {
-			return unknownField{scope: a.names[scope], num: num, value: "bytes that are not a message"}, true
+			return unknownField{scope: a.names[scope], num: num, malformed: true}, true
 		}
 		val := b[:m]
 		b = b[m:]
 		f := a.field(scope, num)
 		if f == nil {
-			return unknownField{scope: a.names[scope], num: num}, true
+			return unknownField{scope: a.names[scope], num: num, unknownHere: true}, true
 		}
 		known := false
 		switch {

@@ -79,7 +79,7 @@ func TestArgFieldsUnknownTo(t *testing.T) {
 		got := ""
 		if found {
 			got = u.String()
-			if u.name == "" {
+			if u.unknownHere {
 				got += " (unknown here)"
 			}
 			if u.value != "" {
@@ -89,6 +89,12 @@ func TestArgFieldsUnknownTo(t *testing.T) {
 		if got == "" && tc.want != "" || !strings.Contains(got, tc.want) {
 			t.Errorf("%s: unknownTo = %q, want %q", tc.name, got, tc.want)
 		}
+	}
+	if _, found := v1.unknownTo([]byte{0xff}, advertisement(v2)); !found {
+		t.Error("a payload that is not a message passed the check")
+	}
+	if _, err := parseArgFields("Transfer", []string{"TransferRequest one From bytes"}); err == nil {
+		t.Error("a field without a number was parsed")
 	}
 	// A scalar kind that changed (bytes to int64) is not known.
 	other := mustArgFields(t, append(slices.Clone(transferV1[:3]), "TransferRequest 3 Amount bytes"))

@@ -276,19 +276,24 @@ func (r *replicated) unappliable(e *execution) *transport.Result {
 func (r *replicated) otherArguments(e *execution, mb *Member) string {
 	a := r.args[e.method.Name]
 	ws := mb.argFieldsOf(r.name)
-	if a == nil || len(ws) == 0 {
+	// The walk reads protobuf's wire format: the generated codec's, not
+	// another one a server may be configured with.
+	if a == nil || len(ws) == 0 || r.s.cfg.Codec.Name() != "binary" {
 		return fmt.Sprintf("voter %s serves %s.%s with other arguments (another version of the service)", mb.Name, r.name, e.method.Name)
 	}
 	u, found := a.unknownTo(e.payload, ws)
+	where := fmt.Sprintf("%s.%s", r.name, e.method.Name)
 	switch {
 	case !found:
 		return ""
-	case u.name == "":
-		return fmt.Sprintf("this node, the leader, does not know %s, which the write to %s.%s carries (a client of a newer version)", u.String(), r.name, e.method.Name)
+	case u.malformed:
+		return fmt.Sprintf("the arguments of this write to %s are not in protobuf's wire format, so that this node cannot tell whether voter %s, which serves the method with other arguments, can apply it", where, mb.Name)
+	case u.unknownHere:
+		return fmt.Sprintf("this node, the leader, does not know %s, which the write to %s carries (a client of a newer version)", u.String(), where)
 	case u.value != "":
-		return fmt.Sprintf("voter %s knows %s, which the write to %s.%s carries, with a kind that cannot hold its value %s (it runs another version of the service)", mb.Name, u.String(), r.name, e.method.Name, u.value)
+		return fmt.Sprintf("voter %s knows %s, which the write to %s carries, with a kind that cannot hold its value %s (it runs another version of the service)", mb.Name, u.String(), where, u.value)
 	}
-	return fmt.Sprintf("voter %s does not know %s, which the write to %s.%s carries (it runs another version of the service)", mb.Name, u.String(), r.name, e.method.Name)
+	return fmt.Sprintf("voter %s does not know %s, which the write to %s carries (it runs another version of the service)", mb.Name, u.String(), where)
 }
 
 // propose hands e's write to raft. Called with s.mu held.
