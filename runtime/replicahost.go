@@ -282,10 +282,11 @@ func (r *replicated) otherArguments(e *execution, mb *Member) string {
 		return fmt.Sprintf("voter %s serves %s.%s with other arguments (another version of the service)", mb.Name, r.name, e.method.Name)
 	}
 	u, found := a.unknownTo(e.payload, ws)
-	where := fmt.Sprintf("%s.%s", r.name, e.method.Name)
-	switch {
-	case !found:
+	if !found {
 		return ""
+	}
+	where := r.name + "." + e.method.Name
+	switch {
 	case u.malformed:
 		return fmt.Sprintf("the arguments of this write to %s are not in protobuf's wire format, so that this node cannot tell whether voter %s, which serves the method with other arguments, can apply it", where, mb.Name)
 	case u.unknownHere:

@@ -9,10 +9,12 @@ import (
 // Schema identity at run time. ffgen records each service's schema in the
 // generated file (// ffgen:schema lines) and derives from it, per method, a
 // MethodSchema that the descriptor carries. A node advertises, in its
-// membership metadata, one ServedMethod per method it serves; a client
-// routes a call to a node that serves its method compatibly, and the
-// leader of a replicated service proposes a write only when every voter
-// serves its method with the same arguments. Design:
+// membership metadata, one ServedMethod per method it serves and per
+// field its replicated writes' arguments can carry; a client routes a call
+// to a node that serves its method compatibly, and the leader of a
+// replicated service proposes a write only when every voter can apply it
+// as sent: it serves the method with the same arguments, or knows every
+// field the write carries (argfields.go). Design:
 // docs/ARCHITECTURE.md, "Schema identity at run time".
 
 // MethodSchema identifies a method's recorded schema. ffgen generates it;
@@ -98,8 +100,8 @@ func (m *Member) servesMethod(service string, w ServedMethod) bool {
 }
 
 // argFieldsOf returns the words of the argument fields that m advertises
-// for the service (sorted, after its methods'), nil if none: a node of a
-// release that advertises methods alone.
+// for the service (sorted, after its methods'), empty if none: a node of
+// a release that advertises methods alone.
 func (m *Member) argFieldsOf(service string) []ServedMethod {
 	ws := m.Methods[service]
 	i, _ := slices.BinarySearch(ws, ServedMethod(uint64(fieldMark)<<32))
