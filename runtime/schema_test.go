@@ -16,7 +16,9 @@ import (
 // counterVersions are three builds of the counter service during
 // rollouts: v1, v2 with a replicated write Add2 added, and v3 whose Add
 // reads its arguments otherwise (its schema's argument fingerprint
-// differs, as a field added to them makes it).
+// differs, as a field added to them makes it) and lists none of their
+// fields, as a node of the release before the leader checked them: every
+// voter must then advertise the same fingerprint.
 func counterVersions() map[string]*runtime.ServiceDesc {
 	add2 := counterMethod("Add", runtime.ModeScatter, false)
 	add2.Name = "Add2"
