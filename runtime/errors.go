@@ -149,11 +149,11 @@ var ErrUnimplemented = errors.New("ffgen: method not implemented by the nodes re
 var ErrBadArguments = errors.New("ffgen: the node could not decode the arguments")
 
 // ErrVotersCannotApply is matched (errors.Is) by the error of a replicated
-// write that the leader did not propose because a voter does not serve
-// its method with the same arguments: during a rollout, a node of a
-// version without the method, or whose arguments of it differ. Nothing
-// ran (MaybeExecuted is false); the write goes through once every voter
-// runs a version that applies it alike.
+// write that the leader did not propose because a voter cannot apply it
+// as sent: during a rollout, a node of a version without the method, or
+// without a field the write's arguments carry, or whose kind of it cannot
+// hold the value sent. Nothing ran (MaybeExecuted is false); the write
+// goes through once every voter runs a version that applies it alike.
 var ErrVotersCannotApply = errors.New("ffgen: a voter cannot apply the replicated write")
 
 // Codes the engine itself puts in Result frames; user codes never start with "ffgen.".

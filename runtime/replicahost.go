@@ -65,6 +65,9 @@ type replicated struct {
 	// applying is the write being applied: the apply goroutine applies
 	// one at a time (Apply), so one serves them all.
 	applying applying
+	// args are what each write method's arguments can carry, by method
+	// (unappliable), for those whose descriptor lists them.
+	args map[string]*argFields
 
 	// Guarded by s.mu.
 	pending   map[[16]byte]*execution // proposed here, not applied yet
@@ -95,6 +98,19 @@ func (s *Server) newReplicated(reg *registered) (*replicated, error) {
 		cfg:     cfg,
 		parkFor: 5 * cfg.ElectionTimeout,
 		pending: make(map[[16]byte]*execution),
+	}
+	for _, m := range reg.desc.Methods {
+		if m.Mode != ModeScatter || len(m.Schema.Fields) == 0 {
+			continue
+		}
+		a, err := parseArgFields(m.Name, m.Schema.Fields)
+		if err != nil {
+			return nil, err
+		}
+		if r.args == nil {
+			r.args = make(map[string]*argFields)
+		}
+		r.args[m.Name] = a
 	}
 	r.transfer, _ = reg.impl.(StateTransfer)
 	snapEvery := uint64(cfg.SnapshotEvery)
@@ -205,14 +221,20 @@ func failedAt(a *transport.Attempt, node string) bool {
 }
 
 // unappliable returns the refusal of e's write when a voter, as the
-// membership advertises it, does not serve its method with the same
-// compatibility version and arguments as this leader: an older build
-// lacking the method, or one that reads its arguments otherwise, would
-// stop at the entry or apply it differently. The write is then not
-// proposed, and nothing ran anywhere. A voter that is not a live member,
-// or advertises nothing for the service (a release before schema
-// identity), is not checked: it finds out when it applies the entry, and
-// stops there if it cannot (see apply.go). Called with s.mu held.
+// membership advertises it, cannot apply it as this leader does: an older
+// build lacking the method, or one that reads its arguments otherwise and
+// does not know a field the write carries (or knows it with a kind that
+// cannot hold its value), would stop at the entry or apply it
+// differently. A voter that advertises the leader's own arguments
+// (the same ServedMethod) can apply every write of the method, and its
+// check ends there; only a voter of another version costs a walk over
+// the write's arguments. The write is then not proposed, and nothing ran
+// anywhere. A voter that is not a live member, or advertises nothing for
+// the service (a release before schema identity), is not checked: it
+// finds out when it applies the entry, and stops there if it cannot (see
+// apply.go); one that advertises its methods but not their argument
+// fields (the release before this check) must advertise the same
+// arguments. Called with s.mu held.
 func (r *replicated) unappliable(e *execution) *transport.Result {
 	sm := r.reg.methods[e.method.Name]
 	ms := r.s.membership()
@@ -233,10 +255,10 @@ func (r *replicated) unappliable(e *execution) *transport.Result {
 			same, known := mb.appliesAs(r.name, sm.advertised)
 			switch {
 			case !known || same:
-			case mb.servesMethod(r.name, sm.advertised):
-				why = fmt.Sprintf("voter %s serves %s.%s with other arguments (another version of the service)", name, r.name, e.method.Name)
-			default:
+			case !mb.servesMethod(r.name, sm.advertised):
 				why = fmt.Sprintf("voter %s does not serve %s.%s (a version of the service without it)", name, r.name, e.method.Name)
+			default:
+				why = r.otherArguments(e, mb)
 			}
 			break
 		}
@@ -248,6 +270,34 @@ func (r *replicated) unappliable(e *execution) *transport.Result {
 	r.s.countRefusal(sm, r.name, e.method.Name, codeVotersCannotApply)
 	return &transport.Result{Status: transport.StatusFail, Code: codeVotersCannotApply,
 		Message: why + ": the write was not proposed; it can be once every voter runs a version that applies it"}
+}
+
+// otherArguments returns why voter mb, which serves e's method with other
+// arguments than this leader, cannot apply e's write; "" if it can: it
+// knows every field the write's arguments carry, each with a kind that
+// holds the value sent.
+func (r *replicated) otherArguments(e *execution, mb *Member) string {
+	a := r.args[e.method.Name]
+	ws := mb.argFieldsOf(r.name)
+	// The walk reads protobuf's wire format: the generated codec's, not
+	// another one a server may be configured with.
+	if a == nil || len(ws) == 0 || r.s.cfg.Codec.Name() != "binary" {
+		return fmt.Sprintf("voter %s serves %s.%s with other arguments (another version of the service)", mb.Name, r.name, e.method.Name)
+	}
+	u, found := a.unknownTo(e.payload, ws)
+	if !found {
+		return ""
+	}
+	where := r.name + "." + e.method.Name
+	switch {
+	case u.malformed:
+		return fmt.Sprintf("the arguments of this write to %s are not in protobuf's wire format, so that this node cannot tell whether voter %s, which serves the method with other arguments, can apply it", where, mb.Name)
+	case u.unknownHere:
+		return fmt.Sprintf("this node, the leader, does not know %s, which the write to %s carries (a client of a newer version)", u.String(), where)
+	case u.value != "":
+		return fmt.Sprintf("voter %s knows %s, which the write to %s carries, with a kind that cannot hold its value %s (it runs another version of the service)", mb.Name, u.String(), where, u.value)
+	}
+	return fmt.Sprintf("voter %s does not know %s, which the write to %s carries (it runs another version of the service)", mb.Name, u.String(), where)
 }
 
 // propose hands e's write to raft. Called with s.mu held.

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -8,13 +9,16 @@ import (
 	"testing/synctest"
 
 	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/codec"
 	"github.com/ffgen/ffgen/runtime/fftest"
 )
 
 // counterVersions are three builds of the counter service during
 // rollouts: v1, v2 with a replicated write Add2 added, and v3 whose Add
 // reads its arguments otherwise (its schema's argument fingerprint
-// differs, as a field added to them makes it).
+// differs, as a field added to them makes it) and lists none of their
+// fields, as a node of the release before the leader checked them: every
+// voter must then advertise the same fingerprint.
 func counterVersions() map[string]*runtime.ServiceDesc {
 	add2 := counterMethod("Add", runtime.ModeScatter, false)
 	add2.Name = "Add2"
@@ -173,5 +177,170 @@ func TestRoutingFollowsAdvertisedMethods(t *testing.T) {
 		if !errors.Is(err, runtime.ErrUnimplemented) || runtime.MaybeExecuted(err) {
 			t.Errorf("a method no node serves: %v, want ErrUnimplemented, not executed", err)
 		}
+	})
+}
+
+// putArgs are the arguments of test.Counter.Put in protobuf's wire
+// format, as ffgen generates them, in two versions: v1 carries Account (1)
+// and Amount (2) as an int32; v2 widens Amount to an int64 and adds Note
+// (3), which it applies as part of the key.
+type putArgs struct {
+	Account string
+	Amount  int64
+	Note    string
+	bits    int // Amount's width in this version
+}
+
+func (a *putArgs) AppendFF(b []byte) []byte {
+	if a.Account != "" {
+		b = codec.AppendStringField(b, 1, a.Account)
+	}
+	if a.Amount != 0 {
+		b = codec.AppendVarintField(b, 2, a.Amount)
+	}
+	if a.Note != "" {
+		b = codec.AppendStringField(b, 3, a.Note)
+	}
+	return b
+}
+
+func (a *putArgs) UnmarshalFF(b []byte) error {
+	bits := a.bits
+	*a = putArgs{bits: bits}
+	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, b []byte) (n int, err error) {
+		switch {
+		case num == 1:
+			a.Account, n, err = codec.ConsumeStringField(b, typ)
+		case num == 2:
+			a.Amount, n, err = codec.ConsumeVarintField(b, typ, bits)
+		case num == 3 && bits == 64:
+			a.Note, n, err = codec.ConsumeStringField(b, typ)
+		default:
+			n, err = codec.SkipField(b, num, typ)
+		}
+		return n, err
+	})
+}
+
+// putVersions are the counter service with Put at v1 and at v2 (see
+// putArgs), each descriptor listing the fields its arguments can carry as
+// ffgen generates them.
+func putVersions() map[string]*runtime.ServiceDesc {
+	put := func(bits int, fields ...string) *runtime.MethodDesc {
+		m := counterMethod("Put", runtime.ModeScatter, false)
+		m.Schema = runtime.MethodSchema{Args: uint64(bits), Fields: fields}
+		m.Entities = func(args codec.Message, dst []string) []string {
+			return append(dst, args.(*putArgs).Account)
+		}
+		m.NewArgs = func() codec.Message { return &putArgs{bits: bits} }
+		m.Handle = func(ctx context.Context, impl any, args codec.Message) (codec.Message, error) {
+			a := args.(*putArgs)
+			key := a.Account
+			if a.Note != "" {
+				key += "#" + a.Note
+			}
+			v, err := impl.(*counter).Add(ctx, key, a.Amount)
+			return &ledgerInt64Result{R0: v}, err
+		}
+		return m
+	}
+	return map[string]*runtime.ServiceDesc{
+		"v1": {Name: "test.Counter", Methods: []*runtime.MethodDesc{counterAdd, counterGet, counterReadNow,
+			put(32, "(Put) 1 account bytes", "(Put) 2 amount int32")}},
+		"v2": {Name: "test.Counter", Methods: []*runtime.MethodDesc{counterAdd, counterGet, counterReadNow,
+			put(64, "(Put) 1 account bytes", "(Put) 2 amount int64", "(Put) 3 note bytes")}},
+	}
+}
+
+// During a rollout that changes a replicated write's arguments, the leader
+// decides write by write, as protobuf would or better: a write whose
+// arguments carry only fields every voter knows, with values their kinds
+// hold, is proposed; one that sets the new field, or a widened field to a
+// value an old voter cannot hold, is refused, typed and not executed,
+// naming the voter and the field (protobuf would let the old voter drop
+// the field or wrap the value, and the replicas drift). Once the voter is
+// upgraded, the same writes go through on every replica.
+func TestReplicationWriteChecksTheFieldsItCarries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		versions := putVersions()
+		build := map[string]string{}
+		e := &replEnv{Cluster: fftest.New(t, fftest.Config{PerGroup: 2}), counters: map[string]*counter{}}
+		victim := e.Nodes[len(e.Nodes)/2].Name
+		for _, n := range e.Nodes {
+			build[n.Name] = "v2"
+		}
+		build[victim] = "v1"
+		e.ServeVersions(t, func(n *fftest.Node) *runtime.ServiceDesc { return versions[build[n.Name]] },
+			func(n *fftest.Node) any {
+				c := newCounter(n.Name)
+				e.counters[n.Name] = c
+				return c
+			})
+		e.client = e.newClient(t)
+		ctx := t.Context()
+		for e.leader(t) == victim {
+			e.Restart(t, victim)
+			e.WaitConverged(t)
+		}
+		put := func(version string, a putArgs) error {
+			var res ledgerInt64Result
+			return e.client.Invoke(ctx, methodOf(versions[version], "Put"), &a, &res)
+		}
+		equal := func(want map[string]int64) {
+			t.Helper()
+			e.WaitConverged(t)
+			for _, n := range e.Nodes {
+				if got := e.counters[n.Name].state(); fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("replica %s (%s) holds %v, want %v", n.Name, build[n.Name], got, want)
+				}
+			}
+		}
+
+		// Writes that leave the new field unset, from either version, and
+		// a widened field's value that an int32 holds: accepted.
+		if err := put("v2", putArgs{Account: "a", Amount: 5}); err != nil {
+			t.Fatalf("v2 write without the new field: %v", err)
+		}
+		if err := put("v1", putArgs{Account: "a", Amount: -7}); err != nil {
+			t.Fatalf("v1 write: %v", err)
+		}
+		if err := put("v2", putArgs{Account: "b", Amount: 1<<31 - 1}); err != nil {
+			t.Fatalf("v2 write of the largest int32: %v", err)
+		}
+		equal(map[string]int64{"a": -2, "b": 1<<31 - 1})
+
+		// The new field set, or a value only the wider kind holds:
+		// refused, not executed, naming the voter and the field.
+		for _, tc := range []struct {
+			args putArgs
+			want string
+		}{
+			{putArgs{Account: "a", Amount: 1, Note: "n"}, "does not know field note (3) of (Put)"},
+			{putArgs{Account: "a", Amount: 5_000_000_000}, "amount (2) of (Put), which the write to test.Counter.Put carries, with a kind that cannot hold its value 5000000000"},
+			{putArgs{Account: "a", Amount: -1<<31 - 1}, "cannot hold its value -2147483649"},
+		} {
+			err := put("v2", tc.args)
+			if !errors.Is(err, runtime.ErrVotersCannotApply) || runtime.MaybeExecuted(err) {
+				t.Fatalf("v2 write %+v with voter %s at v1: %v (maybe executed %v), want ErrVotersCannotApply, not executed",
+					tc.args, victim, err, runtime.MaybeExecuted(err))
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "voter "+victim) {
+				t.Errorf("error %q does not name voter %s and say %q", err, victim, tc.want)
+			}
+		}
+		equal(map[string]int64{"a": -2, "b": 1<<31 - 1})
+		e.check(t)
+
+		// The voter is upgraded: the same writes go through.
+		build[victim] = "v2"
+		e.Restart(t, victim)
+		e.WaitConverged(t)
+		if err := put("v2", putArgs{Account: "a", Amount: 1, Note: "n"}); err != nil {
+			t.Fatalf("the new field once every voter knows it: %v", err)
+		}
+		if err := put("v2", putArgs{Account: "a", Amount: 5_000_000_000}); err != nil {
+			t.Fatalf("an int64 once every voter holds it: %v", err)
+		}
+		equal(map[string]int64{"a": 4_999_999_998, "a#n": 1, "b": 1<<31 - 1})
 	})
 }

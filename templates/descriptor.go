@@ -79,6 +79,14 @@ func (g *gen) schema(m *model.Method) jen.Code {
 		d = append(d, kv("Compat", jen.Lit(int(m.Schema.Compat))))
 	}
 	d = append(d, kv("Args", jen.Id(fmt.Sprintf("%#016x", m.Schema.Args))))
+	if len(m.Schema.Fields) > 0 {
+		var fs []jen.Code
+		for _, f := range m.Schema.Fields {
+			fs = append(fs, jen.Lit(f))
+		}
+		d = append(d, kv("Fields", jen.Index().String().Values(multiline(fs)...)))
+		return rt("MethodSchema").Values(multiline(d)...)
+	}
 	return rt("MethodSchema").Values(d...)
 }
 

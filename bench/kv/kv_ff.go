@@ -39,7 +39,13 @@ var kVPutDesc = &runtime.MethodDesc{
 		}
 		return &kVPutReply{}, nil
 	},
-	Schema: runtime.MethodSchema{Args: 0x6ce5b5babc1dd5c9},
+	Schema: runtime.MethodSchema{
+		Args: 0x6ce5b5babc1dd5c9,
+		Fields: []string{
+			"(Put) 1 key bytes",
+			"(Put) 2 value bytes",
+		},
+	},
 }
 
 // KVClient calls KV through a runtime.Client; it implements KV.

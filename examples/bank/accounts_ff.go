@@ -60,7 +60,14 @@ var accountsOpenDesc = &runtime.MethodDesc{
 		}
 		return &accountsOpenReply{R0: r0}, nil
 	},
-	Schema: runtime.MethodSchema{Args: 0x7b7f462cbd926ecb},
+	Schema: runtime.MethodSchema{
+		Args: 0x7c9b1e56ec2ef798,
+		Fields: []string{
+			"(Open) 1 req struct OpenRequest",
+			"OpenRequest 1 AccountID bytes",
+			"OpenRequest 2 Initial int32",
+		},
+	},
 }
 
 var accountsDepositDesc = &runtime.MethodDesc{
@@ -88,7 +95,14 @@ var accountsDepositDesc = &runtime.MethodDesc{
 		}
 		return &accountsDepositReply{R0: r0}, nil
 	},
-	Schema: runtime.MethodSchema{Args: 0xae31a439044faa93},
+	Schema: runtime.MethodSchema{
+		Args: 0xae31a439044faa93,
+		Fields: []string{
+			"(Deposit) 1 req struct DepositRequest",
+			"DepositRequest 1 AccountID bytes",
+			"DepositRequest 2 Amount int64",
+		},
+	},
 }
 
 var accountsWithdrawDesc = &runtime.MethodDesc{
@@ -117,7 +131,14 @@ var accountsWithdrawDesc = &runtime.MethodDesc{
 		}
 		return &accountsWithdrawReply{R0: r0}, nil
 	},
-	Schema: runtime.MethodSchema{Args: 0x59511333fce0cd23},
+	Schema: runtime.MethodSchema{
+		Args: 0x59511333fce0cd23,
+		Fields: []string{
+			"(Withdraw) 1 req struct WithdrawRequest",
+			"WithdrawRequest 1 AccountID bytes",
+			"WithdrawRequest 2 Amount int64",
+		},
+	},
 }
 
 var accountsTransferDesc = &runtime.MethodDesc{
@@ -147,7 +168,16 @@ var accountsTransferDesc = &runtime.MethodDesc{
 		}
 		return &accountsTransferReply{R0: r0}, nil
 	},
-	Schema: runtime.MethodSchema{Args: 0x8d319de3e54355ad},
+	Schema: runtime.MethodSchema{
+		Args: 0x17f65c801013dc26,
+		Fields: []string{
+			"(Transfer) 1 req struct TransferRequest",
+			"TransferRequest 1 From bytes",
+			"TransferRequest 2 To bytes",
+			"TransferRequest 3 Amount int64",
+			"TransferRequest 4 Reference bytes",
+		},
+	},
 }
 
 var accountsBalanceDesc = &runtime.MethodDesc{
@@ -664,7 +694,7 @@ func accountsAppendOpenRequest(b []byte, num codec.Number, omit bool, v *OpenReq
 		b = codec.AppendStringField(b, 1, v.AccountID)
 	}
 	if v.Initial != 0 {
-		b = codec.AppendVarintField(b, 2, v.Initial)
+		b = codec.AppendVarintField(b, 2, int64(v.Initial))
 	}
 	return codec.EndMessage(b, mark, num, omit)
 }
@@ -680,11 +710,11 @@ func accountsReadOpenRequest(b []byte, v *OpenRequest) error {
 			v.AccountID = x
 			return n, nil
 		case 2:
-			x, n, err := codec.ConsumeVarintField(in, typ, 64)
+			x, n, err := codec.ConsumeVarintField(in, typ, 32)
 			if err != nil {
 				return 0, codec.WrapField("Initial", err)
 			}
-			v.Initial = x
+			v.Initial = int32(x)
 			return n, nil
 		}
 		return codec.SkipField(in, num, typ)
@@ -801,6 +831,9 @@ func accountsAppendTransferRequest(b []byte, num codec.Number, omit bool, v *Tra
 	if v.Amount != 0 {
 		b = codec.AppendVarintField(b, 3, v.Amount)
 	}
+	if v.Reference != "" {
+		b = codec.AppendStringField(b, 4, v.Reference)
+	}
 	return codec.EndMessage(b, mark, num, omit)
 }
 
@@ -828,6 +861,13 @@ func accountsReadTransferRequest(b []byte, v *TransferRequest) error {
 			}
 			v.Amount = x
 			return n, nil
+		case 4:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Reference", err)
+			}
+			v.Reference = x
+			return n, nil
 		}
 		return codec.SkipField(in, num, typ)
 	})
@@ -835,11 +875,11 @@ func accountsReadTransferRequest(b []byte, v *TransferRequest) error {
 
 // The schema ffgen checks the next generation of this file against:
 // field numbers, kinds, modes, entities and declared errors.
-// ffgen:schema {"struct":"OpenRequest","fields":[{"name":"AccountID","num":1,"kind":"string"},{"name":"Initial","num":2,"kind":"int64"}]}
+// ffgen:schema {"struct":"OpenRequest","fields":[{"name":"AccountID","num":1,"kind":"string"},{"name":"Initial","num":2,"kind":"int32"}]}
 // ffgen:schema {"struct":"Balance","fields":[{"name":"AccountID","num":1,"kind":"string"},{"name":"Amount","num":2,"kind":"int64"}]}
 // ffgen:schema {"struct":"DepositRequest","fields":[{"name":"AccountID","num":1,"kind":"string"},{"name":"Amount","num":2,"kind":"int64"}]}
 // ffgen:schema {"struct":"WithdrawRequest","fields":[{"name":"AccountID","num":1,"kind":"string"},{"name":"Amount","num":2,"kind":"int64"}]}
-// ffgen:schema {"struct":"TransferRequest","fields":[{"name":"From","num":1,"kind":"string"},{"name":"To","num":2,"kind":"string"},{"name":"Amount","num":3,"kind":"int64"}]}
+// ffgen:schema {"struct":"TransferRequest","fields":[{"name":"From","num":1,"kind":"string"},{"name":"To","num":2,"kind":"string"},{"name":"Amount","num":3,"kind":"int64"},{"name":"Reference","num":4,"kind":"string"}]}
 // ffgen:schema {"method":"Open","mode":"scatter","entity":"req.AccountID","params":[{"name":"req","num":1,"kind":"struct OpenRequest"}],"results":[{"num":1,"kind":"struct Balance"}],"errors":["ErrAccountExists","ErrAccountClosed","ErrInvalidRequest"]}
 // ffgen:schema {"method":"Deposit","mode":"scatter","entity":"req.AccountID","params":[{"name":"req","num":1,"kind":"struct DepositRequest"}],"results":[{"num":1,"kind":"struct Balance"}],"errors":["ErrUnknownAccount","ErrAccountClosed","ErrInvalidRequest"]}
 // ffgen:schema {"method":"Withdraw","mode":"scatter","entity":"req.AccountID","params":[{"name":"req","num":1,"kind":"struct WithdrawRequest"}],"results":[{"num":1,"kind":"struct Balance"}],"errors":["ErrInsufficientFunds","ErrUnknownAccount","ErrAccountClosed","ErrInvalidRequest"]}

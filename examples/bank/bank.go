@@ -71,7 +71,7 @@ type Accounts interface {
 // OpenRequest opens an account.
 type OpenRequest struct {
 	AccountID string
-	Initial   int64 // in cents, zero or more
+	Initial   int32 // in cents, zero or more
 }
 
 // DepositRequest adds money to an account.
@@ -90,6 +90,9 @@ type WithdrawRequest struct {
 type TransferRequest struct {
 	From, To string
 	Amount   int64 // in cents, positive
+	// Reference is the payer's reference for the transfer, for its
+	// caller's records; the ledger does not keep it.
+	Reference string
 }
 
 // Balance is an account's balance after an operation.

@@ -156,8 +156,8 @@ func (l *Ledger) Open(ctx context.Context, req OpenRequest) (Balance, error) {
 			}
 			return Balance{}, ErrAccountExists
 		}
-		l.accounts[req.AccountID] = &account{balance: req.Initial}
-		return Balance{AccountID: req.AccountID, Amount: req.Initial}, nil
+		l.accounts[req.AccountID] = &account{balance: int64(req.Initial)}
+		return Balance{AccountID: req.AccountID, Amount: int64(req.Initial)}, nil
 	})
 }
 

@@ -32,7 +32,7 @@ func newTestLedger(remember int) *Ledger {
 
 func mustOpen(t *testing.T, l *Ledger, id string, initial int64) {
 	t.Helper()
-	if _, err := l.Open(context.Background(), OpenRequest{AccountID: id, Initial: initial}); err != nil {
+	if _, err := l.Open(context.Background(), OpenRequest{AccountID: id, Initial: int32(initial)}); err != nil {
 		t.Fatalf("Open(%s): %v", id, err)
 	}
 }

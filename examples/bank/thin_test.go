@@ -210,7 +210,7 @@ func TestThinClientsFollowTheClusterWithoutJoiningIt(t *testing.T) {
 	ids := make([]string, len(clients))
 	eachClient(t, clients, func(i int, c *thinClient) error {
 		ids[i] = fmt.Sprintf("thin-%02d", i)
-		if _, err := c.accts.Open(ctx, bank.OpenRequest{AccountID: ids[i], Initial: int64(100 + i)}); err != nil {
+		if _, err := c.accts.Open(ctx, bank.OpenRequest{AccountID: ids[i], Initial: int32(100 + i)}); err != nil {
 			return err
 		}
 		// The read may go to a follower, which runs the Open a network

@@ -132,6 +132,9 @@ func (b *builder) evolve(file *model.File) {
 			}
 		}
 		m.Schema = model.Schema{Compat: e.Compat, Args: argsFingerprint(&e, structs)}
+		if m.Mode == model.Scatter {
+			m.Schema.Fields = argFields(&e, structs)
+		}
 		methods = append(methods, e)
 	}
 	lines = append(lines, methods...)
@@ -309,6 +312,16 @@ func (b *builder) compareMethod(svc *model.Service, m *model.Method, old, cur *s
 // names are left out (a rename that keeps the number reads the same), and
 // so are results and declared errors, which a replica does not apply.
 func argsFingerprint(m *schemaEntry, structs map[string]*schemaEntry) uint64 {
+	kinds := make([]string, len(m.Params))
+	for i, p := range m.Params {
+		kinds[i] = p.Kind
+	}
+	return kindsFingerprint(kinds, structs)
+}
+
+// kindsFingerprint hashes kinds and the numbers and kinds of the fields of
+// every struct they reach.
+func kindsFingerprint(kinds []string, structs map[string]*schemaEntry) uint64 {
 	h := fnv.New64a()
 	seen := map[string]bool{}
 	var visit func(kind string)
@@ -328,11 +341,70 @@ func argsFingerprint(m *schemaEntry, structs map[string]*schemaEntry) uint64 {
 			h.Write([]byte{'}'})
 		}
 	}
-	for _, p := range m.Params {
-		visit(p.Kind)
+	for _, k := range kinds {
+		visit(k)
 	}
 	return h.Sum64()
 }
+
+// argFields is runtime.MethodSchema.Fields for the replicated write m
+// records: every field its arguments can carry, "scope number name
+// kind", the parameters in scope "(Method)" and each struct's fields in
+// its own, the struct's name without spaces. A voter of another version
+// can apply a write as sent when it knows each field the write carries
+// with a kind that reads its value alike, so the kinds are the wire's:
+// strings and byte slices are both bytes, int is int64. A kind the run
+// time does not look into (a slice, a map, a pointer) that holds structs
+// ends with their fingerprint, so that it is the same on both sides only
+// if they are.
+func argFields(m *schemaEntry, structs map[string]*schemaEntry) []string {
+	var out []string
+	seen := map[string]bool{}
+	var visit func(scope string, fs []schemaField)
+	visit = func(scope string, fs []schemaField) {
+		for _, f := range fs {
+			name := f.Name
+			if name == "" {
+				name = "_"
+			}
+			kind := wireKind(f.Kind)
+			st, isStruct := strings.CutPrefix(f.Kind, "struct ")
+			switch {
+			case isStruct && structs[st] != nil:
+				kind = "struct " + noSpace(st)
+			case len(structsIn(f.Kind, structs)) > 0:
+				kind = fmt.Sprintf("%s #%016x", f.Kind, kindsFingerprint([]string{f.Kind}, structs))
+			}
+			out = append(out, fmt.Sprintf("%s %d %s %s", scope, f.Num, name, kind))
+			if isStruct && structs[st] != nil && !seen[st] {
+				seen[st] = true
+				visit(noSpace(st), structs[st].Fields)
+			}
+		}
+	}
+	visit("("+m.Method+")", m.Params)
+	return out
+}
+
+// wireKind is the kind a value of kind k has on the wire, for kinds whose
+// values two versions read alike.
+func wireKind(k string) string {
+	switch k {
+	case "string":
+		return "bytes"
+	case "int":
+		return "int64"
+	case "uint", "uintptr":
+		return "uint64"
+	case "byte":
+		return "uint8"
+	case "rune":
+		return "int32"
+	}
+	return k
+}
+
+func noSpace(s string) string { return strings.ReplaceAll(s, " ", "") }
 
 // structsIn returns the recorded structs a kind names ("struct T",
 // "[]struct T", "map[string]*struct T", …), sorted.

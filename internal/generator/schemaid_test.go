@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -89,5 +90,48 @@ func TestSchemaIdentity(t *testing.T) {
 	}
 	if v := gen(broken, false); v["Drop"] != v3["Drop"] {
 		t.Errorf("the next generation lost the compatibility version: %s, was %s", v["Drop"], v3["Drop"])
+	}
+}
+
+// A replicated write's descriptor lists the fields its arguments can
+// carry with the kinds the wire gives them: the run time compares them
+// with what each voter knows, write by write.
+func TestArgFields(t *testing.T) {
+	structs := map[string]*schemaEntry{
+		"Order": {Struct: "Order", Fields: []schemaField{
+			{Name: "ID", Num: 1, Kind: "string"},
+			{Name: "Qty", Num: 3, Kind: "int"},
+			{Name: "Lines", Num: 4, Kind: "[]struct Line"},
+			{Name: "Next", Num: 5, Kind: "struct Order"},
+		}},
+		"Line": {Struct: "Line", Fields: []schemaField{{Name: "SKU", Num: 1, Kind: "[]byte"}}},
+	}
+	m := &schemaEntry{Method: "Place", Params: []schemaField{
+		{Name: "o", Num: 1, Kind: "struct Order"},
+		{Num: 2, Kind: "uint"},
+	}}
+	got := argFields(m, structs)
+	want := []string{
+		"(Place) 1 o struct Order",
+		"Order 1 ID bytes",
+		"Order 3 Qty int64",
+		"Order 4 Lines []struct Line #",
+		"Order 5 Next struct Order",
+		"(Place) 2 _ uint64",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("argFields = %q, want %q", got, want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("argFields[%d] = %q, want %q", i, got[i], want[i])
+		}
+	}
+	// A slice of structs carries their fingerprint: a field added to Line
+	// changes it.
+	before := got[3]
+	structs["Line"].Fields = append(structs["Line"].Fields, schemaField{Name: "Qty", Num: 2, Kind: "int32"})
+	if after := argFields(m, structs)[3]; after == before {
+		t.Errorf("a field added to Line left %q as it was", after)
 	}
 }

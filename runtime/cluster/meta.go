@@ -54,19 +54,33 @@ const (
 
 // encode returns the compact binary form: version, flags, group, RPC
 // address, then the count and names of the services, each length-prefixed,
-// the entries of their methods among them (methodsMark). Methods that do
-// not fit memberlist's limit are left out: peers then take the node to
-// serve every method of its services, as before schema identity.
+// the entries of their methods among them (methodsMark). What does not fit
+// memberlist's limit is left out: first the words of the replicated
+// writes' argument fields (a leader then asks this node's writes to carry
+// the same arguments as its own), then the methods (peers then take the
+// node to serve every method of its services, as before schema identity).
 func (m nodeMeta) encode() ([]byte, error) {
 	if len(m.Methods) > 0 {
-		if b, err := m.encodeWith(true); err == nil {
+		if b, err := m.encodeWith(m.Methods); err == nil {
+			return b, nil
+		}
+		if b, err := m.encodeWith(withoutArgFields(m.Methods)); err == nil {
 			return b, nil
 		}
 	}
-	return m.encodeWith(false)
+	return m.encodeWith(nil)
 }
 
-func (m nodeMeta) encodeWith(methods bool) ([]byte, error) {
+// withoutArgFields returns methods without the words of argument fields.
+func withoutArgFields(methods map[string][]runtime.ServedMethod) map[string][]runtime.ServedMethod {
+	out := make(map[string][]runtime.ServedMethod, len(methods))
+	for svc, ws := range methods {
+		out[svc] = slices.DeleteFunc(slices.Clone(ws), runtime.ServedMethod.ArgField)
+	}
+	return out
+}
+
+func (m nodeMeta) encodeWith(methods map[string][]runtime.ServedMethod) ([]byte, error) {
 	var flags byte
 	if m.Leaving {
 		flags |= metaLeaving
@@ -78,16 +92,14 @@ func (m nodeMeta) encodeWith(methods bool) ([]byte, error) {
 	b = codec.AppendString(b, m.Group)
 	b = codec.AppendString(b, m.RPCAddr)
 	var entries []string
-	if methods {
-		for _, svc := range slices.Sorted(maps.Keys(m.Methods)) {
-			ws := m.Methods[svc]
-			e := make([]byte, 0, len(svc)+2+8*len(ws))
-			e = append(append(append(e, methodsMark...), svc...), methodsMark...)
-			for _, w := range ws {
-				e = binary.BigEndian.AppendUint64(e, uint64(w))
-			}
-			entries = append(entries, string(e))
+	for _, svc := range slices.Sorted(maps.Keys(methods)) {
+		ws := methods[svc]
+		e := make([]byte, 0, len(svc)+2+8*len(ws))
+		e = append(append(append(e, methodsMark...), svc...), methodsMark...)
+		for _, w := range ws {
+			e = binary.BigEndian.AppendUint64(e, uint64(w))
 		}
+		entries = append(entries, string(e))
 	}
 	b = codec.AppendUvarint(b, uint64(len(m.Services)+len(entries)))
 	for _, s := range m.Services {

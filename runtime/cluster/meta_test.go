@@ -59,7 +59,19 @@ func TestMetaMethodsReadByThePreviousRelease(t *testing.T) {
 	if len(names) != 2 || names[0] != "bank.Accounts" || !strings.HasPrefix(names[1], methodsMark) {
 		t.Errorf("the previous release reads services %q", names)
 	}
-	// Methods that do not fit are left out, not the node.
+	// Argument fields that do not fit are left out first, then methods;
+	// never the node.
+	fields := make([]runtime.ServedMethod, memberlist.MetaMaxSize/8)
+	for i := range fields {
+		fields[i] = runtime.ServedMethod(0xffffffff00000000 | uint64(i))
+	}
+	m.Methods["bank.Accounts"] = append([]runtime.ServedMethod{7, 9}, fields...)
+	if b, err = m.encode(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decodeMeta(b); err != nil || !reflect.DeepEqual(got.Methods["bank.Accounts"], []runtime.ServedMethod{7, 9}) {
+		t.Errorf("oversized argument fields: %+v, %v; want the methods without them", got, err)
+	}
 	m.Methods["bank.Accounts"] = make([]runtime.ServedMethod, memberlist.MetaMaxSize/8)
 	if b, err = m.encode(); err != nil {
 		t.Fatal(err)

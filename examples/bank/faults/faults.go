@@ -57,7 +57,7 @@ var faults = []fault{
 	{name: "group-loss", about: "SIGKILL both nodes of the leader's group, start them again", run: groupLoss},
 	{name: "group-loss-tiebreaker", about: "the same with a tie-breaker node t1 in group t: a majority stays", tieBreaker: true, run: groupLoss},
 	{name: "rolling-restart-all", about: "SIGTERM, start, wait ready: every node in turn, the leader among them", run: rollingRestart("a1", "a2", "b1", "b2")},
-	{name: "mixed-versions", about: "upgrade b1, then b2, to the next version of the service (a field, a method, a declared error added) and run both versions to the end; a writer of each version",
+	{name: "mixed-versions", about: "upgrade b1, then b2, to the next version of the service (a request field added in the middle, one widened from int32 to int64, one turned from string to bytes; a result field added and one removed; a method and a declared error added) and run both versions to the end; a writer of each version",
 		severalWriters: true, nextVersion: true, run: upgrade("b1", "b2")},
 }
 

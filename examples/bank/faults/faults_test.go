@@ -74,17 +74,24 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-// TestMixedVersions runs the bank service at v1 and at v2 (a field, a
-// method and a declared error added; examples/bank/internal/v2) in one
-// cluster under load, over real processes: b1 and b2 are upgraded while a
-// v1 and a v2 writer run, and both versions serve until the audit. Every
+// TestMixedVersions runs the bank service at v1 and at v2 (a request
+// field added in the middle, one widened from int32 to int64, one turned
+// from string to bytes, a result field added and one removed, a method and
+// a declared error added; examples/bank/internal/v2) in one cluster under
+// load, over real processes: the writers of both versions send transfers
+// with a reference (a string in v1, bytes in v2) and v2 leaves the memo it
+// added unset, so that their transfers and opens go through the leader's
+// field check, write by write. b1 and b2 are upgraded while a v1 and a
+// v2 writer run, and both versions serve until the audit. Every
 // node's audit passes (no acknowledged write lost, applied twice or
 // contradicted: no replica drifts), the history is not found
 // non-linearizable, the v2 writer's calls of the new method succeed once
 // v2 nodes serve it (before, they are refused as not implemented, and
 // while the only v2 nodes restart, they may fail), and once both v2 nodes
 // are up, clients of each version get what they expect from either
-// version's nodes (checkVersions, which fails the row otherwise).
+// version's nodes, and the writes that set what a v1 voter cannot apply
+// are refused, not executed (checkVersions, which fails the row
+// otherwise).
 func TestMixedVersions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and builds two versions of the bank; about half a minute")

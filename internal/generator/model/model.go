@@ -101,6 +101,8 @@ type Method struct {
 type Schema struct {
 	Compat uint32 // raised when a break of the method is accepted
 	Args   uint64 // fingerprint of what the arguments carry
+	// Fields are the fields a replicated write's arguments can carry.
+	Fields []string
 }
 
 // Var is a parameter or result; Name is "" or "_" when the source gives none.

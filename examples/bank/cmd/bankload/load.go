@@ -184,7 +184,7 @@ func (c *caller) one() {
 	case opTransfer:
 		to := c.accounts[c.partner(ai)]
 		op.Kind, op.Accounts = history.Transfer, append(op.Accounts, to)
-		b, err = c.writes.Transfer(ctx, bank.TransferRequest{From: a, To: to, Amount: amt})
+		b, err = c.writes.Transfer(ctx, bank.Transfer(a, to, amt, op.ID[:8]))
 		c.log.add(id, kindNames[kind], b.Amount, err, delta{a, -amt}, delta{to, amt})
 	}
 	op.Return = history.Now()

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	mrand "math/rand/v2"
 	"os"
 	"strconv"
@@ -121,8 +122,8 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 	if c.mgmt == "" {
 		return fail(errors.New("-mgmt is required"))
 	}
-	if c.accounts < 2 || c.callers < 1 || c.readPct < 0 || c.readPct > 100 || c.initial < 0 || c.rate < 0 || c.transferGroup < 0 || c.transferGroup == 1 {
-		return fail(errors.New("want -accounts >= 2, -callers >= 1, 0 <= -reads <= 100, -initial >= 0, -rate >= 0, -transfer-group 0 or >= 2"))
+	if c.accounts < 2 || c.callers < 1 || c.readPct < 0 || c.readPct > 100 || c.initial < 0 || c.initial > math.MaxInt32 || c.rate < 0 || c.transferGroup < 0 || c.transferGroup == 1 {
+		return fail(errors.New("want -accounts >= 2, -callers >= 1, 0 <= -reads <= 100, 0 <= -initial <= 2147483647, -rate >= 0, -transfer-group 0 or >= 2"))
 	}
 	settings, err := runtime.SettingsFromEnv(runtime.DefaultSettings())
 	if err != nil {
@@ -400,7 +401,7 @@ func openAll(ctx context.Context, a *bank.AccountsClient, log *writeLog, hist *h
 			for id := range work {
 				op := newOpID()
 				h := history.Op{Client: i, ID: hex.EncodeToString(op[:]), Kind: history.Open, Accounts: []string{id}, Amount: initial, Invoke: history.Now()}
-				b, err := a.Open(runtime.WithOperationID(ctx, op), bank.OpenRequest{AccountID: id, Initial: initial})
+				b, err := a.Open(runtime.WithOperationID(ctx, op), bank.OpenRequest{AccountID: id, Initial: bank.Cents(initial)})
 				h.Return = history.Now()
 				h.Outcome, h.Balance, h.Error = historyOutcome(b, err)
 				hist.Record(h)

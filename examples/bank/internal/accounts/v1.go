@@ -33,6 +33,15 @@ var (
 	ErrLedgerBusy        = bank.ErrLedgerBusy
 )
 
+// Cents is the kind of an opening balance: an int32 in this version.
+type Cents = int32
+
+// Transfer is the request to move amount from one account to another
+// under the payer's reference: a string in this version.
+func Transfer(from, to string, amount int64, reference string) TransferRequest {
+	return TransferRequest{From: from, To: to, Amount: amount, Reference: reference}
+}
+
 // NewMethods calls what this version added on an account it opened; the
 // first version added nothing.
 func NewMethods(ctx context.Context, c *AccountsClient, id string) (called bool, err error) {

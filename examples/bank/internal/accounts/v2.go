@@ -34,6 +34,18 @@ var (
 	ErrLedgerBusy        = bank.ErrLedgerBusy
 )
 
+// Cents is the kind of an opening balance: widened to an int64 in this
+// version.
+type Cents = int64
+
+// Transfer is the request to move amount from one account to another
+// under the payer's reference: bytes in this version. It leaves Memo,
+// which this version added, empty: while a voter of the first version
+// remains, a transfer that sets it is refused.
+func Transfer(from, to string, amount int64, reference string) TransferRequest {
+	return TransferRequest{From: from, To: to, Amount: amount, Reference: []byte(reference)}
+}
+
 // NewMethods calls Exists, which this version added, on an account it
 // opened: it must say the account exists. Until a node of this version
 // serves it, the call is refused (runtime.ErrUnimplemented, not executed).

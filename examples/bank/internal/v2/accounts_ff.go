@@ -62,7 +62,14 @@ var accountsOpenDesc = &runtime.MethodDesc{
 		}
 		return &accountsOpenReply{R0: r0}, nil
 	},
-	Schema: runtime.MethodSchema{Args: 0x7b7f462cbd926ecb},
+	Schema: runtime.MethodSchema{
+		Args: 0x7b7f462cbd926ecb,
+		Fields: []string{
+			"(Open) 1 req struct OpenRequest",
+			"OpenRequest 1 AccountID bytes",
+			"OpenRequest 2 Initial int64",
+		},
+	},
 }
 
 var accountsDepositDesc = &runtime.MethodDesc{
@@ -90,7 +97,14 @@ var accountsDepositDesc = &runtime.MethodDesc{
 		}
 		return &accountsDepositReply{R0: r0}, nil
 	},
-	Schema: runtime.MethodSchema{Args: 0xae31a439044faa93},
+	Schema: runtime.MethodSchema{
+		Args: 0xae31a439044faa93,
+		Fields: []string{
+			"(Deposit) 1 req struct DepositRequest",
+			"DepositRequest 1 AccountID bytes",
+			"DepositRequest 2 Amount int64",
+		},
+	},
 }
 
 var accountsWithdrawDesc = &runtime.MethodDesc{
@@ -119,7 +133,14 @@ var accountsWithdrawDesc = &runtime.MethodDesc{
 		}
 		return &accountsWithdrawReply{R0: r0}, nil
 	},
-	Schema: runtime.MethodSchema{Args: 0x59511333fce0cd23},
+	Schema: runtime.MethodSchema{
+		Args: 0x59511333fce0cd23,
+		Fields: []string{
+			"(Withdraw) 1 req struct WithdrawRequest",
+			"WithdrawRequest 1 AccountID bytes",
+			"WithdrawRequest 2 Amount int64",
+		},
+	},
 }
 
 var accountsTransferDesc = &runtime.MethodDesc{
@@ -149,7 +170,17 @@ var accountsTransferDesc = &runtime.MethodDesc{
 		}
 		return &accountsTransferReply{R0: r0}, nil
 	},
-	Schema: runtime.MethodSchema{Args: 0x8d319de3e54355ad},
+	Schema: runtime.MethodSchema{
+		Args: 0x348e5a08c96f57fe,
+		Fields: []string{
+			"(Transfer) 1 req struct TransferRequest",
+			"TransferRequest 1 From bytes",
+			"TransferRequest 2 To bytes",
+			"TransferRequest 3 Amount int64",
+			"TransferRequest 4 Reference bytes",
+			"TransferRequest 5 Memo bytes",
+		},
+	},
 }
 
 var accountsBalanceDesc = &runtime.MethodDesc{
@@ -787,9 +818,6 @@ func accountsReadOpenRequest(b []byte, v *OpenRequest) error {
 
 func accountsAppendBalance(b []byte, num codec.Number, omit bool, v *Balance) []byte {
 	b, mark := codec.BeginMessage(b, num)
-	if v.AccountID != "" {
-		b = codec.AppendStringField(b, 1, v.AccountID)
-	}
 	if v.Amount != 0 {
 		b = codec.AppendVarintField(b, 2, v.Amount)
 	}
@@ -802,13 +830,6 @@ func accountsAppendBalance(b []byte, num codec.Number, omit bool, v *Balance) []
 func accountsReadBalance(b []byte, v *Balance) error {
 	return codec.DecodeMessage(b, func(num codec.Number, typ codec.WireType, in []byte) (int, error) {
 		switch num {
-		case 1:
-			x, n, err := codec.ConsumeStringField(in, typ)
-			if err != nil {
-				return 0, codec.WrapField("AccountID", err)
-			}
-			v.AccountID = x
-			return n, nil
 		case 2:
 			x, n, err := codec.ConsumeVarintField(in, typ, 64)
 			if err != nil {
@@ -902,8 +923,14 @@ func accountsAppendTransferRequest(b []byte, num codec.Number, omit bool, v *Tra
 	if v.To != "" {
 		b = codec.AppendStringField(b, 2, v.To)
 	}
+	if v.Memo != "" {
+		b = codec.AppendStringField(b, 5, v.Memo)
+	}
 	if v.Amount != 0 {
 		b = codec.AppendVarintField(b, 3, v.Amount)
+	}
+	if len(v.Reference) != 0 {
+		b = codec.AppendBytesField(b, 4, v.Reference)
 	}
 	return codec.EndMessage(b, mark, num, omit)
 }
@@ -925,12 +952,26 @@ func accountsReadTransferRequest(b []byte, v *TransferRequest) error {
 			}
 			v.To = x
 			return n, nil
+		case 5:
+			x, n, err := codec.ConsumeStringField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Memo", err)
+			}
+			v.Memo = x
+			return n, nil
 		case 3:
 			x, n, err := codec.ConsumeVarintField(in, typ, 64)
 			if err != nil {
 				return 0, codec.WrapField("Amount", err)
 			}
 			v.Amount = x
+			return n, nil
+		case 4:
+			x, n, err := codec.ConsumeBytesField(in, typ)
+			if err != nil {
+				return 0, codec.WrapField("Reference", err)
+			}
+			v.Reference = append([]byte(nil), x...)
 			return n, nil
 		}
 		return codec.SkipField(in, num, typ)
@@ -940,10 +981,10 @@ func accountsReadTransferRequest(b []byte, v *TransferRequest) error {
 // The schema ffgen checks the next generation of this file against:
 // field numbers, kinds, modes, entities and declared errors.
 // ffgen:schema {"struct":"OpenRequest","fields":[{"name":"AccountID","num":1,"kind":"string"},{"name":"Initial","num":2,"kind":"int64"}]}
-// ffgen:schema {"struct":"Balance","fields":[{"name":"AccountID","num":1,"kind":"string"},{"name":"Amount","num":2,"kind":"int64"},{"name":"Currency","num":3,"kind":"string"}]}
+// ffgen:schema {"struct":"Balance","fields":[{"name":"Amount","num":2,"kind":"int64"},{"name":"Currency","num":3,"kind":"string"}],"reserved":[{"name":"AccountID","num":1,"kind":"string"}]}
 // ffgen:schema {"struct":"DepositRequest","fields":[{"name":"AccountID","num":1,"kind":"string"},{"name":"Amount","num":2,"kind":"int64"}]}
 // ffgen:schema {"struct":"WithdrawRequest","fields":[{"name":"AccountID","num":1,"kind":"string"},{"name":"Amount","num":2,"kind":"int64"}]}
-// ffgen:schema {"struct":"TransferRequest","fields":[{"name":"From","num":1,"kind":"string"},{"name":"To","num":2,"kind":"string"},{"name":"Amount","num":3,"kind":"int64"}]}
+// ffgen:schema {"struct":"TransferRequest","fields":[{"name":"From","num":1,"kind":"string"},{"name":"To","num":2,"kind":"string"},{"name":"Amount","num":3,"kind":"int64"},{"name":"Reference","num":4,"kind":"bytes"},{"name":"Memo","num":5,"kind":"string"}]}
 // ffgen:schema {"method":"Open","mode":"scatter","entity":"req.AccountID","params":[{"name":"req","num":1,"kind":"struct OpenRequest"}],"results":[{"num":1,"kind":"struct Balance"}],"errors":["ErrAccountExists","ErrAccountClosed","ErrInvalidRequest"]}
 // ffgen:schema {"method":"Deposit","mode":"scatter","entity":"req.AccountID","params":[{"name":"req","num":1,"kind":"struct DepositRequest"}],"results":[{"num":1,"kind":"struct Balance"}],"errors":["ErrUnknownAccount","ErrAccountClosed","ErrInvalidRequest"]}
 // ffgen:schema {"method":"Withdraw","mode":"scatter","entity":"req.AccountID","params":[{"name":"req","num":1,"kind":"struct WithdrawRequest"}],"results":[{"num":1,"kind":"struct Balance"}],"errors":["ErrInsufficientFunds","ErrUnknownAccount","ErrAccountClosed","ErrInvalidRequest"]}

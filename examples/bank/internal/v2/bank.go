@@ -1,8 +1,11 @@
 // Package bank is the next version of the bank example's Accounts service
 // (package github.com/ffgen/ffgen/examples/bank), as a team would ship it
-// during a rolling deploy: Balance gains a field (Currency), Accounts a
-// method (Exists), and Balance and Exists a declared error
-// (ErrInvalidID). Its generated code was generated from the first
+// during a rolling deploy, with a change of each kind the codec absorbs:
+// Balance gains a field (Currency) and loses one (AccountID, whose number
+// stays reserved), TransferRequest gains a field in the middle (Memo) and
+// carries Reference as bytes rather than a string, OpenRequest.Initial is
+// widened from an int32 to an int64, Accounts gains a method (Exists),
+// and Balance and Exists a declared error (ErrInvalidID). Its generated code was generated from the first
 // version's (the recorded schema keeps the field numbers), and banknode
 // and bankload built with -tags bankv2 serve and call it: the
 // mixed-version test runs both versions in one cluster. It implements the
@@ -84,7 +87,11 @@ type Accounts interface {
 // OpenRequest opens an account.
 type OpenRequest struct {
 	AccountID string
-	Initial   int64 // in cents, zero or more
+	// Initial is widened in this version (an int32 in the first): while
+	// a voter of the first version remains, the leader refuses an Open
+	// whose Initial does not fit an int32 (runtime.ErrVotersCannotApply)
+	// rather than have that voter fail to apply it.
+	Initial int64 // in cents, zero or more
 }
 
 // DepositRequest adds money to an account.
@@ -102,13 +109,24 @@ type WithdrawRequest struct {
 // TransferRequest moves money between two different accounts.
 type TransferRequest struct {
 	From, To string
-	Amount   int64 // in cents, positive
+	// Memo is new in this version, a note to the payee that the ledger
+	// does not keep. While a voter of the first version remains, a
+	// transfer that sets it is refused (runtime.ErrVotersCannotApply: that
+	// voter would skip it); one that leaves it empty goes through.
+	Memo   string
+	Amount int64 // in cents, positive
+	// Reference is the first version's string, carried as bytes: the
+	// wire holds both alike.
+	Reference []byte
 }
 
 // Balance is an account's balance after an operation.
+//
+// AccountID is gone in this version (the caller knows which account it
+// asked about): its number stays reserved, and a client of the first
+// version gets it empty from a node of this one.
 type Balance struct {
-	AccountID string
-	Amount    int64 // in cents
+	Amount int64 // in cents
 	// Currency is new in this version: a node of the first version does
 	// not send it, and its clients skip it.
 	Currency string

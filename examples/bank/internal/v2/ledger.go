@@ -3,6 +3,7 @@ package bank
 import (
 	"context"
 	"errors"
+	"math"
 
 	v1 "github.com/ffgen/ffgen/examples/bank"
 )
@@ -17,11 +18,16 @@ var (
 )
 
 func balance(b v1.Balance, err error) (Balance, error) {
-	return Balance{AccountID: b.AccountID, Amount: b.Amount, Currency: Currency}, err
+	return Balance{Amount: b.Amount, Currency: Currency}, err
 }
 
 func (l Ledger) Open(ctx context.Context, req OpenRequest) (Balance, error) {
-	return balance(l.Ledger.Open(ctx, v1.OpenRequest(req)))
+	// The ledger underneath is the first version's, whose opening
+	// balances are int32s.
+	if req.Initial > math.MaxInt32 {
+		return Balance{}, ErrInvalidRequest
+	}
+	return balance(l.Ledger.Open(ctx, v1.OpenRequest{AccountID: req.AccountID, Initial: int32(req.Initial)}))
 }
 
 func (l Ledger) Deposit(ctx context.Context, req DepositRequest) (Balance, error) {
@@ -33,7 +39,7 @@ func (l Ledger) Withdraw(ctx context.Context, req WithdrawRequest) (Balance, err
 }
 
 func (l Ledger) Transfer(ctx context.Context, req TransferRequest) (Balance, error) {
-	return balance(l.Ledger.Transfer(ctx, v1.TransferRequest(req)))
+	return balance(l.Ledger.Transfer(ctx, v1.TransferRequest{From: req.From, To: req.To, Amount: req.Amount, Reference: string(req.Reference)}))
 }
 
 func (l Ledger) Balance(ctx context.Context, id string) (Balance, error) {

@@ -107,7 +107,14 @@ var accountsDepositDesc = &runtime.MethodDesc{
 		}
 		return &accountsDepositReply{R0: r0}, nil
 	},
-	Schema: runtime.MethodSchema{Args: 0xae31a439044faa93},
+	Schema: runtime.MethodSchema{
+		Args: 0xae31a439044faa93,
+		Fields: []string{
+			"(Deposit) 1 req struct DepositRequest",
+			"DepositRequest 1 AccountID bytes",
+			"DepositRequest 2 Amount int64",
+		},
+	},
 }
 
 var accountsTransferDesc = &runtime.MethodDesc{
@@ -131,7 +138,15 @@ var accountsTransferDesc = &runtime.MethodDesc{
 		}
 		return &accountsTransferReply{R0: r0}, nil
 	},
-	Schema: runtime.MethodSchema{Args: 0x8d319de3e54355ad},
+	Schema: runtime.MethodSchema{
+		Args: 0x8d319de3e54355ad,
+		Fields: []string{
+			"(Transfer) 1 req struct TransferRequest",
+			"TransferRequest 1 From bytes",
+			"TransferRequest 2 To bytes",
+			"TransferRequest 3 Amount int64",
+		},
+	},
 }
 
 var accountsBalanceDesc = &runtime.MethodDesc{

@@ -82,7 +82,13 @@ var ledgerDepositDesc = &runtime.MethodDesc{
 		}
 		return &ledgerDepositReply{R0: r0}, nil
 	},
-	Schema: runtime.MethodSchema{Args: 0x737c501574fb00a1},
+	Schema: runtime.MethodSchema{
+		Args: 0x737c501574fb00a1,
+		Fields: []string{
+			"(Deposit) 1 id bytes",
+			"(Deposit) 2 amount int64",
+		},
+	},
 }
 
 var ledgerCloseDesc = &runtime.MethodDesc{
