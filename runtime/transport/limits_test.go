@@ -297,8 +297,10 @@ func TestTCPHandshakeLimitSaysSo(t *testing.T) {
 	if _, err := newTCP(t, "client", nil).Dial(t.Context(), l.Addr(), newRecorder()); !errors.Is(err, ErrAtLimit) {
 		t.Errorf("dial past the handshake limit: %v, want ErrAtLimit", err)
 	}
-	if n := tr.NodeStats().HandshakeLimit; n == 0 {
-		t.Error("nothing counted as refused at the handshake limit")
+	// On a busy machine the accept loop may shed it for the accept rate
+	// instead: the dialer is told the same.
+	if st := tr.NodeStats(); st.HandshakeLimit+st.AcceptRateLimit == 0 {
+		t.Error("nothing counted as refused at the handshake limit or the accept rate")
 	}
 }
 

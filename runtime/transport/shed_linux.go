@@ -20,10 +20,15 @@ type shedder struct {
 	refuse func(addr string)
 	slot   bool
 	fn     func(fd uintptr)
+	// tell, if set, takes a shed connection's descriptor to tell its
+	// dialer that the node is at its limit, and reports whether it took
+	// it; it declines past a bound, and the connection is closed as is.
+	tell func(fd int) bool
 }
 
-// newShedder returns a shedder for nl, or nil where nl is no TCP listener.
-func newShedder(nl net.Listener) *shedder {
+// newShedder returns a shedder for nl, or nil where nl is no TCP listener;
+// tell is its tell.
+func newShedder(nl net.Listener, tell func(fd int) bool) *shedder {
 	tl, ok := nl.(*net.TCPListener)
 	if !ok {
 		return nil
@@ -32,7 +37,7 @@ func newShedder(nl net.Listener) *shedder {
 	if err != nil {
 		return nil
 	}
-	s := &shedder{rc: rc}
+	s := &shedder{rc: rc, tell: tell}
 	s.fn = s.drainFD
 	return s
 }
@@ -64,7 +69,9 @@ func (s *shedder) drainFD(fd uintptr) {
 			// handles.
 			return
 		}
-		syscall.Close(nfd)
+		if s.tell == nil || !s.tell(nfd) {
+			syscall.Close(nfd)
+		}
 		s.refuse(sockaddrString(sa))
 	}
 }

@@ -8,6 +8,6 @@ import "net"
 // net.Conn of them; elsewhere they are accepted and closed.
 type shedder struct{}
 
-func newShedder(net.Listener) *shedder { return nil }
+func newShedder(net.Listener, func(fd int) bool) *shedder { return nil }
 
 func (s *shedder) drain(func() bool, func(string)) bool { return false }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -315,7 +316,7 @@ func (l *tcpListener) Close() error {
 func (l *tcpListener) acceptLoop() {
 	defer l.wg.Done()
 	g := l.t.g
-	p := pacer{slots: g.shakes, wait: l.t.cfg.HandshakeWait, rate: l.t.rate, g: g, addr: l.Addr(), done: l.done, shed: newShedder(l.nl)}
+	p := pacer{slots: g.shakes, wait: l.t.cfg.HandshakeWait, rate: l.t.rate, g: g, addr: l.Addr(), done: l.done, shed: newShedder(l.nl, l.tellShedFD)}
 	var delay time.Duration
 	for {
 		slot, stop := p.before()
@@ -397,6 +398,37 @@ func (l *tcpListener) refuseAtLimit(nc net.Conn) {
 		nc.Close()
 		return
 	}
+	l.tellAtLimit(nc)
+}
+
+// tellShedFD tells the dialer of fd, a connection the shedder took from
+// the backlog, that the node is at its limit, as refuseShed does, while
+// fewer than maxAtLimitHellos are being told; it reports whether it took
+// fd (closing it is then its business).
+func (l *tcpListener) tellShedFD(fd int) bool {
+	if l.t.serverTLS != nil {
+		return false
+	}
+	select {
+	case l.atLimit <- struct{}{}:
+	default:
+		return false
+	}
+	f := os.NewFile(uintptr(fd), "shed")
+	nc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		<-l.atLimit
+		return true
+	}
+	l.tellAtLimit(nc)
+	return true
+}
+
+// tellAtLimit sends nc's dialer the Hello that says the node is at its
+// limit, and closes nc, on a goroutine of its own; the caller holds one
+// of atLimit's tokens for it.
+func (l *tcpListener) tellAtLimit(nc net.Conn) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
