@@ -330,8 +330,8 @@ func TestTCPHandshakeSlotsComeBack(t *testing.T) {
 		holders = append(holders, c)
 	}
 	waitFor(t, "both slots taken", func() bool { return tr.NodeStats().Handshakes == 2 })
-	if _, err := tr.Dial(t.Context(), l.Addr(), newRecorder()); !errors.Is(err, ErrRefused) {
-		t.Fatalf("dial with every slot held: %v, want ErrRefused", err)
+	if _, err := tr.Dial(t.Context(), l.Addr(), newRecorder()); !errors.Is(err, ErrAtLimit) {
+		t.Fatalf("dial with every slot held: %v, want ErrAtLimit (the node says it is at its limit)", err)
 	}
 	// The node counts a refusal once the connection is closed.
 	waitFor(t, "the refusal counted", func() bool { return tr.NodeStats().HandshakeLimit == 1 })
