@@ -183,23 +183,7 @@ func killRestart(name string) func(context.Context, *env) error {
 
 func rollingRestart(names ...string) func(context.Context, *env) error {
 	return func(ctx context.Context, e *env) error {
-		if err := e.at(ctx, e.start()); err != nil {
-			return err
-		}
-		for _, name := range names {
-			n := e.Node(name)
-			if err := e.Terminate(n, 30*time.Second); err != nil {
-				return err
-			}
-			if err := e.restart(n); err != nil {
-				return err
-			}
-			if err := e.WaitReady(ctx, catchUpBound, n); err != nil {
-				return err
-			}
-			e.note("%s ready %.1fs after its start", n.Name, time.Since(n.Started()).Seconds())
-		}
-		return nil
+		return e.roll(ctx, names, "", func(*testbed.Node) {})
 	}
 }
 
@@ -209,25 +193,36 @@ func rollingRestart(names ...string) func(context.Context, *env) error {
 // versions under load until the audit.
 func upgrade(names ...string) func(context.Context, *env) error {
 	return func(ctx context.Context, e *env) error {
-		if err := e.at(ctx, e.start()); err != nil {
+		err := e.roll(ctx, names, " upgraded:", func(n *testbed.Node) { n.UseBinDir(e.suite.NextBinDir) })
+		if err != nil {
 			return err
-		}
-		for _, name := range names {
-			n := e.Node(name)
-			if err := e.Terminate(n, 30*time.Second); err != nil {
-				return err
-			}
-			n.UseBinDir(e.suite.NextBinDir)
-			if err := e.restart(n); err != nil {
-				return err
-			}
-			if err := e.WaitReady(ctx, catchUpBound, n); err != nil {
-				return err
-			}
-			e.note("%s upgraded: ready %.1fs after its start", n.Name, time.Since(n.Started()).Seconds())
 		}
 		return checkVersions(ctx, e)
 	}
+}
+
+// roll stops the named nodes one at a time (SIGTERM), prepares each
+// (before), starts it again and waits until it is ready, noting how long
+// it took, with what after its name.
+func (e *env) roll(ctx context.Context, names []string, what string, before func(*testbed.Node)) error {
+	if err := e.at(ctx, e.start()); err != nil {
+		return err
+	}
+	for _, name := range names {
+		n := e.Node(name)
+		if err := e.Terminate(n, 30*time.Second); err != nil {
+			return err
+		}
+		before(n)
+		if err := e.restart(n); err != nil {
+			return err
+		}
+		if err := e.WaitReady(ctx, catchUpBound, n); err != nil {
+			return err
+		}
+		e.note("%s%s ready %.1fs after its start", n.Name, what, time.Since(n.Started()).Seconds())
+	}
+	return nil
 }
 
 func freeze(name string) func(context.Context, *env) error {

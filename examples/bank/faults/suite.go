@@ -330,7 +330,7 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 	}
 	for _, p := range sums {
 		var sum cli.Summary
-		if err := readJSON(p, &sum); err != nil {
+		if err := testbed.ReadJSON(p, &sum); err != nil {
 			return errors.Join(faultErr, err)
 		}
 		row.Ops += sum.Operations
@@ -362,7 +362,7 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 	err := s.bankload(ctx, e, dir, "audit", "-audit-only", strings.Join(logs, ","), "-mgmt", strings.Join(e.MgmtAddrs(), ","),
 		"-require-all", "-audit-timeout", s.AuditTimeout.String(), "-json", auditPath)
 	var audit cli.Summary
-	if rerr := readJSON(auditPath, &audit); rerr != nil {
+	if rerr := testbed.ReadJSON(auditPath, &audit); rerr != nil {
 		return errors.Join(faultErr, err, rerr)
 	}
 	row.Lost, row.AppliedTwice, row.Contradicting = audit.Lost, audit.AppliedTwice, audit.Contradicting
@@ -457,35 +457,8 @@ func (s *Suite) bankloadIn(ctx context.Context, e *env, bin, dir, name string, g
 	}
 	defer f.Close()
 	cmd.Stdout, cmd.Stderr = f, f
-	if err := runCmd(ctx, cmd); err != nil {
+	if err := testbed.Run(ctx, cmd); err != nil {
 		return fmt.Errorf("bankload %s: %w (see %s)", name, err, outPath)
-	}
-	return nil
-}
-
-// runCmd runs cmd, interrupting it if ctx ends.
-func runCmd(ctx context.Context, cmd *exec.Cmd) error {
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		cmd.Process.Signal(os.Interrupt)
-		return errors.Join(ctx.Err(), <-done)
-	}
-}
-
-func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
 }

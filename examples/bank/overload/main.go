@@ -22,7 +22,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -215,13 +214,13 @@ func (c config) one(ctx context.Context, dir string, d time.Duration, res *resul
 	}
 	defer out.Close()
 	cmd.Stdout, cmd.Stderr = out, out
-	runErr := runCmd(ctx, cmd)
+	runErr := testbed.Run(ctx, cmd)
 	res.loadAfter = loadAvg()
 	res.nodesAlive = true
 	for _, n := range cl.Nodes {
 		res.nodesAlive = res.nodesAlive && n.Running()
 	}
-	if err := readJSON(filepath.Join(dir, "summary.json"), &res.sum); err != nil {
+	if err := testbed.ReadJSON(filepath.Join(dir, "summary.json"), &res.sum); err != nil {
 		return errors.Join(runErr, err)
 	}
 	var exit *exec.ExitError
@@ -385,31 +384,4 @@ func counts(m map[string]uint64) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
-}
-
-// runCmd runs cmd, interrupting it if ctx ends.
-func runCmd(ctx context.Context, cmd *exec.Cmd) error {
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		cmd.Process.Signal(os.Interrupt)
-		return errors.Join(ctx.Err(), <-done)
-	}
-}
-
-func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
 }
