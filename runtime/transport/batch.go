@@ -33,20 +33,9 @@ func (s *stream) crowdedWithin(d time.Duration) bool {
 	return at != 0 && time.Now().UnixNano()-at < int64(d)
 }
 
-// writeSoonLocked starts a flusher for the queue unless a writer is at it
-// already. Called with s.mu held; it unlocks it.
-func (s *stream) writeSoonLocked() {
-	if s.writing || len(s.pending) == 0 {
-		s.mu.Unlock()
-		return
-	}
-	s.writing = true
-	s.mu.Unlock()
-	go s.flushSoon()
-}
-
-// flushSoon lets the goroutines ready to run go first, so that what they
-// send joins the queue, and then writes the queue.
+// flushSoon is the flusher of a crowded connection (see Send): it lets the
+// goroutines ready to run go first, so that what they send joins the
+// queue, and then writes the queue. Its starter set writing for it.
 func (s *stream) flushSoon() {
 	runtime.Gosched()
 	s.mu.Lock()

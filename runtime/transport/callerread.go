@@ -83,15 +83,21 @@ type callerReads struct {
 	// read goroutine holds the turn, do not contend for mu.
 	free atomic.Bool
 
+	// mu guards the following, and changes to free.
 	mu      sync.Mutex
-	reading bool          // a caller reads: Interrupt may stop it
-	lazy    *time.Timer   // starts a read goroutine when the turn stays free
-	lazyDue time.Time     // when lazy fires; zero while it rests
-	freedAt time.Time     // when the turn was last left free
-	after   time.Duration // lazyReadAfter; tests lengthen it
-	turn    readTurn      // the turn of whichever caller reads
-	dec     Decoder       // the callers' decoder: one reads at a time
-	wake    func()        // interrupt, bound once
+	reading bool      // a caller reads: Interrupt may stop it
+	lazyDue time.Time // when lazy fires; zero while it rests
+	freedAt time.Time // when the turn was last left free
+
+	// Set when the connection's callerReads is made, and not changed
+	// after (tests lengthen after before any caller reads).
+	lazy  *time.Timer   // starts a read goroutine when the turn stays free
+	after time.Duration // lazyReadAfter
+	turn  readTurn      // the turn of whichever caller reads
+	wake  func()        // interrupt, bound once
+
+	// dec is the callers' decoder, owned by the caller that holds turn.
+	dec Decoder
 }
 
 // Expect implements CallerReadConn.
@@ -181,6 +187,8 @@ func (s *stream) ReadFor(ctx context.Context, w Waiter, until time.Time) bool {
 		cr.free.Store(false)
 		next := s.newTurn()
 		cr.mu.Unlock()
+		// The reader, taking over from this caller: it holds the new
+		// turn, and with it fr.
 		go s.readLoop(next)
 	} else {
 		cr.freed()
@@ -272,5 +280,7 @@ func (s *stream) lazyRead(cr *callerReads) {
 	cr.free.Store(false)
 	next := s.newTurn()
 	cr.mu.Unlock()
+	// The reader, on the timer's goroutine: it holds the new turn, and
+	// with it fr.
 	s.readLoop(next)
 }

@@ -38,8 +38,8 @@ const (
 
 // freeOSMemory returns freed memory to the operating system. Two
 // collections: the first moves pooled chunks to the pools' victim caches,
-// the second frees them. Replaced in tests.
-var freeOSMemory = func() {
+// the second frees them.
+func freeOSMemory() {
 	runtime.GC()
 	debug.FreeOSMemory()
 }
@@ -101,11 +101,17 @@ type NodeStats struct {
 // buffered bytes, counts what it refuses, logs it at a bounded rate, and
 // gives memory back to the operating system once a burst of connections
 // has gone.
+//
+// Its two locks, logMu and relMu, are never held together.
 type guard struct {
+	// Set when the transport is made, and not changed after.
 	maxConns    int64 // <= 0: no limit
 	maxBuffered int64 // <= 0: no limit
 	shakes      *handshakeSlots
 	log         *slog.Logger
+	// freeMemory returns freed memory to the operating system: freeOSMemory,
+	// or, in tests, a count of the releases.
+	freeMemory func()
 
 	conns    atomic.Int64
 	buffered atomic.Int64
@@ -113,10 +119,12 @@ type guard struct {
 	paced    atomic.Uint64
 	counts   [numRefusals]atomic.Uint64
 
+	// logMu guards the following, the log lines' pacing.
 	logMu      sync.Mutex
 	lastLog    [numLogSlots]time.Time
 	suppressed [numLogSlots]int
 
+	// relMu guards the following, the return of memory.
 	relMu        sync.Mutex
 	peak         int64 // footprint high-water mark since the last release
 	refusedSince int   // refusals since the last release
@@ -126,7 +134,7 @@ type guard struct {
 }
 
 func newGuard(maxConns int, maxBuffered int64, log *slog.Logger) *guard {
-	return &guard{maxConns: int64(maxConns), maxBuffered: maxBuffered, shakes: newHandshakeSlots(0), log: log}
+	return &guard{maxConns: int64(maxConns), maxBuffered: maxBuffered, shakes: newHandshakeSlots(0), log: log, freeMemory: freeOSMemory}
 }
 
 // admit takes a connection slot; false means the node is full.
@@ -293,7 +301,7 @@ func (g *guard) release() {
 		return
 	}
 	g.relMu.Unlock()
-	freeOSMemory()
+	g.freeMemory()
 	g.relMu.Lock()
 	g.lastRelease = time.Now()
 	g.peak = g.footprint()

@@ -70,31 +70,8 @@ func (errHandedOverT) Error() string { return "transport: reading handed over" }
 // Queue implements InlineConn.
 func (s *stream) Queue(f Frame) error {
 	s.mu.Lock()
-	if err := s.appendLocked(f); err != nil {
-		return err
-	}
-	s.mu.Unlock()
-	return nil
-}
-
-// flushQueued writes what Queue left waiting, unless a writer is already
-// at it.
-func (s *stream) flushQueued() {
-	s.mu.Lock()
-	s.writeLocked()
-}
-
-// buffered reports whether a whole frame beyond the one being handled has
-// been read: the reader has more to handle before it waits for the
-// network. Part of a frame does not count: the reader will wait for the
-// rest of it, and what is queued should not wait with it.
-func (r *frameReader) buffered() bool {
-	rest := r.buf[r.r+r.consume : r.w]
-	if len(rest) < 4 {
-		return false
-	}
-	n, err := FrameLen(rest, r.max)
-	return err != nil || len(rest) >= 4+n // a bad length is handled at once
+	defer s.mu.Unlock()
+	return s.appendLocked(f)
 }
 
 // RunInline implements InlineConn.
@@ -156,5 +133,7 @@ func (s *stream) overran() {
 	next := s.newTurn()
 	s.lendMu.Unlock()
 	s.flushQueued()
+	// The reader, taking over from the one running the overrun work: it
+	// holds the new turn, and with it fr.
 	go s.readLoop(next)
 }

@@ -148,10 +148,8 @@ func TestStreamWriteStall(t *testing.T) {
 func TestGuardReturnsMemoryAfterBurst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var released atomic.Int32
-		saved := freeOSMemory
-		freeOSMemory = func() { released.Add(1) }
-		t.Cleanup(func() { freeOSMemory = saved })
 		g := newGuard(0, 0, discard)
+		g.freeMemory = func() { released.Add(1) }
 		burst := func() {
 			for range 1000 {
 				g.admit()

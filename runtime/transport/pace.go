@@ -86,6 +86,8 @@ func (s *handshakeSlots) end() {
 // faster than the rate for rateShedAfter does the pacer shed the backlog,
 // and from then on every connection that finds no token, until one finds
 // a token to spare.
+//
+// A pacer has no lock: its listener's accept loop owns it.
 type pacer struct {
 	slots    *handshakeSlots
 	wait     time.Duration

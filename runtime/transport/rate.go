@@ -27,9 +27,10 @@ const rateShedAfter = time.Second
 // shared machine, holds up established connections' calls. A rate spreads
 // the same work over a longer time, thinly enough to leave them alone.
 type acceptBucket struct {
-	rate  float64 // tokens a second
-	burst float64
+	rate  float64 // tokens a second; set once
+	burst float64 // set once
 
+	// mu guards the following.
 	mu     sync.Mutex
 	tokens float64
 	last   time.Time

@@ -11,7 +11,7 @@ import (
 // listening socket: accept4 and close, with no net.Conn, no registration
 // with the poller and no socket options, which are most of what accepting
 // costs. A storm the node sheds then costs it two system calls a
-// connection.
+// connection. It has no lock: the accept loop owns it.
 type shedder struct {
 	rc syscall.RawConn
 	// The arguments and result of one drain; fn is bound once, as a

@@ -77,7 +77,8 @@ type TCPConfig struct {
 	AcceptBurst int
 }
 
-// TCP is a Transport over TCP, with TLS 1.3 or later when configured.
+// TCP is a Transport over TCP, with TLS 1.3 or later when configured. Its
+// fields are set by NewTCP and not changed after.
 type TCP struct {
 	cfg       TCPConfig
 	serverTLS *tls.Config
@@ -242,6 +243,7 @@ func (t *TCP) Listen(addr string, h Handler) (Listener, error) {
 	}
 	l := &tcpListener{t: t, nl: nl, h: h, done: make(chan struct{}), atLimit: make(chan struct{}, maxAtLimitHellos)}
 	l.wg.Add(1)
+	// The accept loop: it owns nl's accepting and the pacer.
 	go l.acceptLoop()
 	return l, nil
 }
@@ -286,12 +288,18 @@ func tune(nc net.Conn) net.Conn {
 	return wrapTCP(nc)
 }
 
+// tcpListener is a Listener of a TCP transport. Its goroutines: the accept
+// loop (acceptLoop), a handshake per accepted connection (serve), which
+// becomes the connection's stream, and a teller per connection refused at
+// the limit (tellAtLimit).
 type tcpListener struct {
-	t    *TCP
-	nl   net.Listener
-	h    Handler
+	// Set by Listen and not changed after.
+	t  *TCP
+	nl net.Listener
+	h  Handler
+
 	once sync.Once
-	done chan struct{}
+	done chan struct{}  // closed by Close
 	wg   sync.WaitGroup // the accept loop and handshakes in progress
 	// atLimit holds a token per connection being told that the node is
 	// at its connection limit (refuseAtLimit).
@@ -360,6 +368,8 @@ func (l *tcpListener) acceptLoop() {
 		}
 		g.shakes.begin()
 		l.wg.Add(1)
+		// The handshake of nc: it owns nc, a handshake slot and a
+		// connection slot, and hands them to the stream it starts.
 		go l.serve(nc)
 	}
 }
@@ -425,39 +435,43 @@ func (l *tcpListener) tellShedFD(fd int) bool {
 	return true
 }
 
-// tellAtLimit sends nc's dialer the Hello that says the node is at its
-// limit, and closes nc, on a goroutine of its own; the caller holds one
-// of atLimit's tokens for it.
+// tellAtLimit starts the teller of nc, accepted past a limit; the caller
+// holds one of atLimit's tokens for it.
 func (l *tcpListener) tellAtLimit(nc net.Conn) {
 	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		defer func() { <-l.atLimit }()
-		defer nc.Close()
-		cfg := l.t.cfg
-		deadline := time.Now().Add(min(cfg.HandshakeTimeout, time.Second))
-		nc.SetDeadline(deadline)
-		if l.t.serverTLS != nil {
-			tc := tls.Server(nc, l.t.serverTLS)
-			if err := tc.Handshake(); err != nil {
-				return
-			}
-			nc = tc
-		}
-		out, err := AppendFrame(nil, &Hello{Version: Version, Node: cfg.Node, Group: cfg.Group, MaxFrame: uint32(cfg.MaxFrameSize),
-			Revision: Revision, Caps: Caps | CapAtLimit}, cfg.MaxFrameSize)
-		if err != nil {
+	// The teller: it owns nc and the caller's atLimit token.
+	go l.sayAtLimit(nc)
+}
+
+// sayAtLimit is the teller of nc: it sends nc's dialer the Hello that says
+// the node is at its limit, closes nc, and gives its atLimit token back.
+func (l *tcpListener) sayAtLimit(nc net.Conn) {
+	defer l.wg.Done()
+	defer func() { <-l.atLimit }()
+	defer nc.Close()
+	cfg := l.t.cfg
+	deadline := time.Now().Add(min(cfg.HandshakeTimeout, time.Second))
+	nc.SetDeadline(deadline)
+	if l.t.serverTLS != nil {
+		tc := tls.Server(nc, l.t.serverTLS)
+		if err := tc.Handshake(); err != nil {
 			return
 		}
-		if _, err := nc.Write(out); err != nil {
-			return
-		}
-		if cw, ok := nc.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		}
-		nc.SetReadDeadline(time.Now().Add(atLimitLinger))
-		io.CopyN(io.Discard, nc, 16<<10)
-	}()
+		nc = tc
+	}
+	out, err := AppendFrame(nil, &Hello{Version: Version, Node: cfg.Node, Group: cfg.Group, MaxFrame: uint32(cfg.MaxFrameSize),
+		Revision: Revision, Caps: Caps | CapAtLimit}, cfg.MaxFrameSize)
+	if err != nil {
+		return
+	}
+	if _, err := nc.Write(out); err != nil {
+		return
+	}
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	nc.SetReadDeadline(time.Now().Add(atLimitLinger))
+	io.CopyN(io.Discard, nc, 16<<10)
 }
 
 // serve runs the handshakes of one accepted connection, which holds one of
