@@ -5,6 +5,9 @@ import (
 	goruntime "runtime"
 	"testing"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 )
 
 // While the connection is crowded, frames sent back to back leave in one
@@ -24,12 +27,12 @@ func TestCrowdedConnectionBatchesSends(t *testing.T) {
 		t.Helper()
 		before := s.Stats().Writes
 		for i := first; i < first+n; i++ {
-			if err := s.Send(&Cancel{Call: i}); err != nil {
+			if err := s.Send(&frame.Cancel{Call: i}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		for i := first; i < first+n; i++ {
-			if got := rec.next(t).f.(*Cancel).Call; got != i {
+			if got := rec.next(t).f.(*frame.Cancel).Call; got != i {
 				t.Fatalf("received frame %d, want %d", got, i)
 			}
 		}
@@ -50,18 +53,18 @@ func TestCrowdedConnectionBatchesSends(t *testing.T) {
 // more frames wait behind it.
 func TestRefusedInlineWorkCrowdsTheConnection(t *testing.T) {
 	crowded := make(chan bool, 16)
-	srv := newFuncHandler(func(c Conn, f Frame) {
-		c.(InlineConn).RunInline(work(func() {}), quickGrace)
+	srv := newFuncHandler(func(c Conn, f frame.Frame) {
+		c.(conncap.InlineConn).RunInline(work(func() {}), quickGrace)
 		crowded <- c.(*stream).crowdedWithin(time.Hour)
 	})
 	l := listen(t, newTCP(t, "server", nil), srv)
 	raw := rawHello(t, l.Addr())
 
-	writeFrames(t, raw, &Cancel{Call: 1})
+	writeFrames(t, raw, &frame.Cancel{Call: 1})
 	if receive(t, crowded, "frame 1") {
 		t.Fatal("crowded after a frame that came alone")
 	}
-	writeFrames(t, raw, &Cancel{Call: 2}, &Cancel{Call: 3})
+	writeFrames(t, raw, &frame.Cancel{Call: 2}, &frame.Cancel{Call: 3})
 	for i := 2; i <= 3; i++ {
 		if !receive(t, crowded, fmt.Sprintf("frame %d", i)) {
 			t.Fatalf("frame %d: not crowded after work was refused while a frame waited", i)

@@ -7,78 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sort"
 	"sync"
 	"testing"
+
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 )
-
-func sortedSamples() ([]string, map[string]Frame) {
-	frames := sampleFrames()
-	names := make([]string, 0, len(frames))
-	for name := range frames {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names, frames
-}
-
-func BenchmarkEncode(b *testing.B) {
-	names, frames := sortedSamples()
-	for _, name := range names {
-		f := frames[name]
-		b.Run(name, func(b *testing.B) {
-			buf := make([]byte, 0, 1024)
-			b.ReportAllocs()
-			for b.Loop() {
-				buf, _ = AppendFrame(buf[:0], f, 0)
-			}
-			b.SetBytes(int64(len(buf)))
-		})
-	}
-}
-
-func BenchmarkDecode(b *testing.B) {
-	names, frames := sortedSamples()
-	for _, name := range names {
-		p := encode(b, frames[name])
-		b.Run(name, func(b *testing.B) {
-			var d Decoder
-			b.ReportAllocs()
-			b.SetBytes(int64(len(p)))
-			for b.Loop() {
-				if _, err := d.Decode(p); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-// Heartbeats are the most frequent frame: one per connection per interval
-// whatever the load, so their hot path must not allocate.
-func TestHeartbeatAllocs(t *testing.T) {
-	hb := &Heartbeat{Items: make([]HeartbeatItem, 64)}
-	for i := range hb.Items {
-		hb.Items[i] = HeartbeatItem{Call: uint64(i) << 20, Progress: []byte("step")}
-	}
-	buf := make([]byte, 0, 4096)
-	var err error
-	if n := testing.AllocsPerRun(100, func() {
-		buf, err = AppendFrame(buf[:0], hb, 0)
-	}); n != 0 || err != nil {
-		t.Errorf("heartbeat encode: %v allocs/op, error %v; want 0", n, err)
-	}
-	var d Decoder
-	p := buf[4:]
-	if n := testing.AllocsPerRun(100, func() {
-		f, err := d.Decode(p)
-		if err != nil || len(f.(*Heartbeat).Items) != 64 {
-			t.Fatalf("decode: %v, %v", f, err)
-		}
-	}); n != 0 {
-		t.Errorf("heartbeat decode: %v allocs/op; want 0", n)
-	}
-}
 
 // Send encodes into the connection's own buffers: no allocation once they
 // have grown.
@@ -86,9 +20,9 @@ func TestStreamSendAllocs(t *testing.T) {
 	a, b := net.Pipe()
 	go io.Copy(io.Discard, b)
 	cfg := Config{Logger: discard}.WithDefaults()
-	s := newStream(a, newFrameReader(a, cfg.MaxFrameSize, nil), Hello{Node: "peer"}, cfg, newRecorder(), nil, 0, nil)
+	s := newStream(a, newFrameReader(a, cfg.MaxFrameSize, nil), frame.Hello{Node: "peer"}, cfg, newRecorder(), nil, 0, nil)
 	defer s.Close()
-	hb := &Heartbeat{Items: []HeartbeatItem{{Call: 1}, {Call: 2}}}
+	hb := &frame.Heartbeat{Items: []frame.HeartbeatItem{{Call: 1}, {Call: 2}}}
 	if n := testing.AllocsPerRun(1000, func() {
 		if err := s.Send(hb); err != nil {
 			t.Fatal(err)
@@ -133,13 +67,13 @@ func runStreams(b *testing.B, streams int, roundTrip func(stream int)) {
 
 type echoHandler struct{}
 
-func (echoHandler) HandleFrame(c Conn, f Frame) { c.Send(f) }
-func (echoHandler) HandleClose(Conn, error)     {}
+func (echoHandler) HandleFrame(c Conn, f frame.Frame) { c.Send(f) }
+func (echoHandler) HandleClose(Conn, error)           {}
 
 type pongHandler struct{ done []chan struct{} }
 
-func (h *pongHandler) HandleFrame(_ Conn, f Frame) {
-	if r, ok := f.(*Result); ok {
+func (h *pongHandler) HandleFrame(_ Conn, f frame.Frame) {
+	if r, ok := f.(*frame.Result); ok {
 		h.done[r.Call] <- struct{}{}
 	}
 }
@@ -148,10 +82,10 @@ func (h *pongHandler) HandleClose(Conn, error) {}
 func benchTransport(b *testing.B, streams int) {
 	l := listen(b, newTCP(b, "server", nil), echoHandler{})
 	h := &pongHandler{done: make([]chan struct{}, streams)}
-	frames := make([]*Result, streams)
+	frames := make([]*frame.Result, streams)
 	for s := range streams {
 		h.done[s] = make(chan struct{}, 1)
-		frames[s] = &Result{Call: uint64(s), Payload: make([]byte, pingPayload)}
+		frames[s] = &frame.Result{Call: uint64(s), Payload: make([]byte, pingPayload)}
 	}
 	c, err := newTCP(b, "client", nil).Dial(context.Background(), l.Addr(), h)
 	if err != nil {
@@ -165,14 +99,14 @@ func benchTransport(b *testing.B, streams int) {
 		<-h.done[s]
 	})
 	b.StopTimer()
-	if st := c.(StatsConn).Stats(); st.FramesSent > 0 {
+	if st := c.(conncap.StatsConn).Stats(); st.FramesSent > 0 {
 		b.ReportMetric(float64(st.FramesSent)/float64(st.Writes), "frames/write")
 	}
 }
 
 // rawFrameLen is the size the transport's ping frame takes on the wire.
 var rawFrameLen = func() int {
-	b, _ := AppendFrame(nil, &Result{Call: 63, Payload: make([]byte, pingPayload)}, 0)
+	b, _ := frame.Append(nil, &frame.Result{Call: 63, Payload: make([]byte, pingPayload)}, 0)
 	return len(b)
 }()
 

@@ -6,6 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 )
 
 // A caller waiting alone for its answer can read the connection itself,
@@ -24,36 +27,6 @@ import (
 // a read goroutine at once; that goroutine in turn leaves it free once no
 // answer is awaited, nothing is left to read, and no answer was read
 // beside others for lazyReadAfter.
-
-// CallerReadConn is a Conn that the goroutines waiting for its frames can
-// read themselves. TCP connections implement it; clients discover it with a
-// type assertion, and use the read goroutine of other Conns as before.
-type CallerReadConn interface {
-	Conn
-	// Expect adds delta to the answers awaited on the connection: +1 when
-	// a caller starts to wait for one, -1 once it has been handed to the
-	// caller or the caller gave up. A read goroutine leaves the reading
-	// free only when none is awaited.
-	Expect(delta int)
-	// ReadFor, when no other goroutine reads the connection, reads and
-	// handles its frames on the calling goroutine until w.Ready(), until
-	// passes or ctx ends, and returns true; when another goroutine reads,
-	// it returns false at once and the caller waits as before. Frames are
-	// handled by the connection's Handler exactly as its read goroutine
-	// would, the connection's end (HandleClose) included. A large frame is
-	// left to a read goroutine. Either way w's owner then waits as before,
-	// for the frames it expects, its timer or ctx. w counts among the
-	// answers Expect counts until it is ready.
-	ReadFor(ctx context.Context, w Waiter, until time.Time) bool
-}
-
-// Waiter is a caller waiting for an answer.
-type Waiter interface {
-	// Ready reports whether the answer has been handed over.
-	Ready() bool
-}
-
-var _ CallerReadConn = (*stream)(nil)
 
 // lazyReadAfter is how long the reading stays free before a read
 // goroutine takes it: the next call of a caller that calls in a loop
@@ -97,10 +70,10 @@ type callerReads struct {
 	wake  func()        // interrupt, bound once
 
 	// dec is the callers' decoder, owned by the caller that holds turn.
-	dec Decoder
+	dec frame.Decoder
 }
 
-// Expect implements CallerReadConn.
+// Expect implements conncap.CallerReadConn.
 func (s *stream) Expect(delta int) {
 	s.callerReads().expect.Add(int32(delta))
 }
@@ -111,6 +84,8 @@ func (s *stream) callerReads() *callerReads {
 	}
 	cr := &callerReads{after: lazyReadAfter}
 	cr.wake = func() { s.interrupt(cr) }
+	// The lazy reader timer: each firing runs lazyRead on a goroutine of
+	// its own, which becomes the reader if no caller took the turn.
 	cr.lazy = time.AfterFunc(time.Hour, func() { s.lazyRead(cr) })
 	cr.lazy.Stop()
 	if !s.cr.CompareAndSwap(nil, cr) {
@@ -119,8 +94,8 @@ func (s *stream) callerReads() *callerReads {
 	return cr
 }
 
-// ReadFor implements CallerReadConn.
-func (s *stream) ReadFor(ctx context.Context, w Waiter, until time.Time) bool {
+// ReadFor implements conncap.CallerReadConn.
+func (s *stream) ReadFor(ctx context.Context, w conncap.Waiter, until time.Time) bool {
 	cr := s.cr.Load()
 	if cr == nil || !cr.free.Load() || w.Ready() {
 		return false
@@ -145,7 +120,7 @@ func (s *stream) ReadFor(ctx context.Context, w Waiter, until time.Time) bool {
 	}
 	var err error
 	for err == nil && !w.Ready() {
-		var f Frame
+		var f frame.Frame
 		var size int
 		if f, size, err = readFrame(s.fr, &cr.dec); err == nil {
 			s.callerFrames.Add(1)

@@ -8,9 +8,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 )
 
-// answers is a client's Handler as the runtime's: a Result hands its call's
+// answers is a client's ConnHandler as the runtime's: a Result hands its call's
 // waiter the answer, settling it with the connection first.
 type answers struct {
 	mu      sync.Mutex
@@ -37,12 +40,12 @@ func (a *answers) expect(c Conn, call uint64) *waiter {
 	a.mu.Lock()
 	a.waiters[call] = w
 	a.mu.Unlock()
-	c.(CallerReadConn).Expect(1)
+	c.(conncap.CallerReadConn).Expect(1)
 	return w
 }
 
-func (a *answers) HandleFrame(c Conn, f Frame) {
-	r, ok := f.(*Result)
+func (a *answers) HandleFrame(c Conn, f frame.Frame) {
+	r, ok := f.(*frame.Result)
 	if !ok {
 		return
 	}
@@ -57,19 +60,19 @@ func (a *answers) HandleFrame(c Conn, f Frame) {
 	cr := s.cr.Load()
 	w.byCaller.Store(cr != nil && s.turn.Load() == &cr.turn)
 	w.payload = bytes.Clone(r.Payload)
-	c.(CallerReadConn).Expect(-1)
+	c.(conncap.CallerReadConn).Expect(-1)
 	w.ready.Store(true)
 	close(w.done)
 }
 
 func (a *answers) HandleClose(c Conn, err error) { a.closes <- err }
 
-// resultEcho is a server's Handler that sends every Result back and
+// resultEcho is a server's ConnHandler that sends every Result back and
 // ignores other frames: a Cancel is a request it never answers.
 type resultEcho struct{ conns chan Conn }
 
-func (e *resultEcho) HandleFrame(c Conn, f Frame) {
-	if _, ok := f.(*Result); ok {
+func (e *resultEcho) HandleFrame(c Conn, f frame.Frame) {
+	if _, ok := f.(*frame.Result); ok {
 		if err := c.Send(f); err != nil {
 			panic(err)
 		}
@@ -135,10 +138,10 @@ func waitDone(t *testing.T, w *waiter) {
 func (e *callerEnv) call(t *testing.T, call uint64, payload []byte) (*waiter, bool) {
 	t.Helper()
 	w := e.a.expect(e.c, call)
-	if err := e.c.Send(&Result{Call: call, Status: StatusOK, Payload: payload}); err != nil {
+	if err := e.c.Send(&frame.Result{Call: call, Status: frame.StatusOK, Payload: payload}); err != nil {
 		t.Fatal(err)
 	}
-	read := e.c.(CallerReadConn).ReadFor(context.Background(), w, time.Now().Add(waitLimit))
+	read := e.c.(conncap.CallerReadConn).ReadFor(context.Background(), w, time.Now().Add(waitLimit))
 	waitDone(t, w)
 	if !bytes.Equal(w.payload, payload) {
 		t.Fatalf("call %d answered %d bytes, want %d", call, len(w.payload), len(payload))
@@ -259,10 +262,10 @@ func TestCallerReadStopsAtDeadlineAndContextTLS(t *testing.T) {
 
 func stopAndGoOn(t *testing.T, e *callerEnv) {
 	e.warm(t)
-	rc := e.c.(CallerReadConn)
+	rc := e.c.(conncap.CallerReadConn)
 
 	w := e.a.expect(e.c, 1)
-	if err := e.c.Send(&Cancel{Call: 1}); err != nil { // never answered
+	if err := e.c.Send(&frame.Cancel{Call: 1}); err != nil { // never answered
 		t.Fatal(err)
 	}
 	if !rc.ReadFor(context.Background(), w, time.Now().Add(20*time.Millisecond)) {
@@ -278,7 +281,7 @@ func stopAndGoOn(t *testing.T, e *callerEnv) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	w = e.a.expect(e.c, 2)
-	if err := e.c.Send(&Cancel{Call: 2}); err != nil {
+	if err := e.c.Send(&frame.Cancel{Call: 2}); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -335,7 +338,7 @@ func TestCallerReadHandsOverToReader(t *testing.T) {
 	// awaited side by side: as if that were long ago, it rests at the
 	// next answer.
 	e.s.crowdAt.Store(0)
-	if err := e.c.Send(&Result{Call: 2, Status: StatusOK, Payload: []byte("b")}); err != nil {
+	if err := e.c.Send(&frame.Result{Call: 2, Status: frame.StatusOK, Payload: []byte("b")}); err != nil {
 		t.Fatal(err)
 	}
 	waitDone(t, wb)
@@ -385,11 +388,13 @@ func TestCallerReadCloseWhileReading(t *testing.T) {
 	e := newCallerEnv(t, time.Hour)
 	e.warm(t)
 	w := e.a.expect(e.c, 1)
-	if err := e.c.Send(&Cancel{Call: 1}); err != nil {
+	if err := e.c.Send(&frame.Cancel{Call: 1}); err != nil {
 		t.Fatal(err)
 	}
 	returned := make(chan bool, 1)
-	go func() { returned <- e.c.(CallerReadConn).ReadFor(context.Background(), w, time.Now().Add(time.Hour)) }()
+	go func() {
+		returned <- e.c.(conncap.CallerReadConn).ReadFor(context.Background(), w, time.Now().Add(time.Hour))
+	}()
 	eventually(t, "the caller reads", func() bool {
 		e.cr.mu.Lock()
 		defer e.cr.mu.Unlock()

@@ -6,45 +6,9 @@ import (
 	"io"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/internal/frame/frametest"
 )
-
-// FuzzDecode feeds arbitrary bytes to the decoder: it must never panic,
-// and a frame it accepts must survive re-encoding unchanged.
-func FuzzDecode(f *testing.F) {
-	for _, fr := range sampleFrames() {
-		b, err := AppendFrame(nil, fr, 0)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b[4:])
-	}
-	f.Add([]byte{})
-	f.Add([]byte{Version, byte(TypeHeartbeat), 0xff, 0xff, 0xff, 0xff, 0x0f})
-
-	f.Fuzz(func(t *testing.T, p []byte) {
-		var d Decoder
-		got, err := d.Decode(p)
-		if err != nil {
-			if !isProtocolError(err) {
-				t.Fatalf("Decode error %v matches no protocol sentinel", err)
-			}
-			return
-		}
-		again, err := AppendFrame(nil, got, 1<<30)
-		if err != nil {
-			t.Fatalf("re-encoding %#v: %v", got, err)
-		}
-		// A fresh decoder: d's heartbeat would alias the one being compared.
-		back, err := Decode(again[4:])
-		if err != nil {
-			t.Fatalf("decoding the re-encoded %#v: %v", got, err)
-		}
-		if diff := cmp.Diff(got, back, frameOpts); diff != "" {
-			t.Fatalf("re-encode round trip mismatch (-first +second):\n%s", diff)
-		}
-	})
-}
 
 // FuzzConn feeds an arbitrary byte stream to a connection's read path, as
 // a peer would send it: the Hello exchange, then frame after frame until
@@ -52,23 +16,23 @@ func FuzzDecode(f *testing.F) {
 // why, and never hold more buffer than the bytes that arrived justify or
 // the node's budget allows; everything charged is given back at the end.
 func FuzzConn(f *testing.F) {
-	hello, err := AppendFrame(nil, &Hello{Version: Version, Node: "peer", Group: "g", MaxFrame: 1 << 16}, 0)
+	hello, err := frame.Append(nil, &frame.Hello{Version: frame.Version, Node: "peer", Group: "g", MaxFrame: 1 << 16}, 0)
 	if err != nil {
 		f.Fatal(err)
 	}
 	stream := append([]byte(nil), hello...)
-	for _, fr := range sampleFrames() {
-		if fr.Type() == TypeHello {
+	for _, fr := range frametest.Samples() {
+		if fr.Type() == frame.TypeHello {
 			continue
 		}
-		if stream, err = AppendFrame(stream, fr, 0); err != nil {
+		if stream, err = frame.Append(stream, fr, 0); err != nil {
 			f.Fatal(err)
 		}
 	}
 	f.Add(stream)
 	f.Add(hello)
 	f.Add(append(hello[:len(hello):len(hello)], 0xff, 0xff, 0xff, 0xff))
-	f.Add(append(hello[:len(hello):len(hello)], 0, 0, 0xff, 0, Version, byte(TypeResult), 1, 2, 3))
+	f.Add(append(hello[:len(hello):len(hello)], 0, 0, 0xff, 0, frame.Version, byte(frame.TypeResult), 1, 2, 3))
 	f.Add(append(hello[:len(hello):len(hello)], hello...))
 	f.Add([]byte{0x16, 0x03, 0x01, 0x00, 0xa5, 0x01})
 	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
@@ -90,7 +54,7 @@ func FuzzConn(f *testing.F) {
 		}
 		_, err := readHello(fr)
 		if err == nil {
-			err = readFrames(fr, func(f Frame, size int) bool {
+			err = readFrames(fr, func(f frame.Frame, size int) bool {
 				if size > maxFrame+4 {
 					t.Fatalf("a %d-byte frame passed a %d-byte limit", size, maxFrame)
 				}
@@ -98,7 +62,7 @@ func FuzzConn(f *testing.F) {
 			})
 		}
 		switch {
-		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), isProtocolError(err),
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), frame.IsInvalid(err),
 			errors.Is(err, ErrOverloaded), errors.Is(err, ErrTLS):
 		default:
 			t.Fatalf("the stream ended with %v, which names no cause", err)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/runtime/codec"
+
+	"github.com/ffgen/ffgen/internal/frame"
 )
 
 // handshake exchanges Hello frames on nc within timeout and returns the
@@ -14,15 +16,15 @@ import (
 // the peer sent right after its Hello). Both sides write before reading, so
 // the write runs beside the read: on an unbuffered conn neither would finish
 // alone. g, if not nil, is charged for the reader's buffer.
-func handshake(nc net.Conn, cfg Config, timeout time.Duration, g *guard) (Hello, *frameReader, error) {
+func handshake(nc net.Conn, cfg Config, timeout time.Duration, g *guard) (frame.Hello, *frameReader, error) {
 	if timeout > 0 {
 		if err := nc.SetDeadline(time.Now().Add(timeout)); err != nil {
-			return Hello{}, nil, err
+			return frame.Hello{}, nil, err
 		}
 	}
-	out, err := AppendFrame(nil, &Hello{Version: Version, Node: cfg.Node, Group: cfg.Group, MaxFrame: uint32(cfg.MaxFrameSize), Revision: Revision, Caps: Caps}, cfg.MaxFrameSize)
+	out, err := frame.Append(nil, hello(cfg, frame.Caps), cfg.MaxFrameSize)
 	if err != nil {
-		return Hello{}, nil, err
+		return frame.Hello{}, nil, err
 	}
 	written := make(chan error, 1)
 	// The hello writer: it owns nc's write side until it sends on written.
@@ -38,16 +40,21 @@ func handshake(nc net.Conn, cfg Config, timeout time.Duration, g *guard) (Hello,
 	switch {
 	case rerr != nil:
 		fr.release()
-		return Hello{}, nil, rerr
+		return frame.Hello{}, nil, rerr
 	case werr != nil:
 		fr.release()
-		return Hello{}, nil, werr
+		return frame.Hello{}, nil, werr
 	}
 	if err := nc.SetDeadline(time.Time{}); err != nil {
 		fr.release()
-		return Hello{}, nil, err
+		return frame.Hello{}, nil, err
 	}
 	return peer, fr, nil
+}
+
+// hello is the Hello this node sends, announcing caps.
+func hello(cfg Config, caps uint64) *frame.Hello {
+	return &frame.Hello{Version: frame.Version, Node: cfg.Node, Group: cfg.Group, MaxFrame: uint32(cfg.MaxFrameSize), Revision: frame.Revision, Caps: caps}
 }
 
 // writeHello is the handshake's hello writer: it writes out to nc and
@@ -59,31 +66,31 @@ func writeHello(nc net.Conn, out []byte, written chan<- error) {
 
 // readHello reads the peer's Hello, the first frame of the connection, and
 // names what the peer speaks when it is not this protocol.
-func readHello(fr *frameReader) (Hello, error) {
+func readHello(fr *frameReader) (frame.Hello, error) {
 	p, err := fr.next()
 	if err != nil {
 		if fr.looksLikeTLS() {
-			return Hello{}, fmt.Errorf("%w: the peer speaks TLS and this side does not: configure TLS on both ends or on neither", ErrTLS)
+			return frame.Hello{}, fmt.Errorf("%w: the peer speaks TLS and this side does not: configure TLS on both ends or on neither", ErrTLS)
 		}
 		if line, ok := fr.httpAnswer(); ok {
-			return Hello{}, fmt.Errorf("%w: it answers in HTTP (%q): it is an HTTP port, such as a node's management address; "+
+			return frame.Hello{}, fmt.Errorf("%w: it answers in HTTP (%q): it is an HTTP port, such as a node's management address; "+
 				"give the node's RPC address (the one its server listens on, cluster.Config.RPCAddr)", ErrNotRPC, line)
 		}
-		return Hello{}, err
+		return frame.Hello{}, err
 	}
-	f, err := Decode(p)
+	f, err := frame.Decode(p)
 	if err != nil {
-		return Hello{}, helloError(p, err)
+		return frame.Hello{}, helloError(p, err)
 	}
-	h, ok := f.(*Hello)
+	h, ok := f.(*frame.Hello)
 	if !ok {
-		return Hello{}, fmt.Errorf("%w: first frame is %s, want hello", ErrMalformedFrame, f.Type())
+		return frame.Hello{}, fmt.Errorf("%w: first frame is %s, want hello", ErrMalformedFrame, f.Type())
 	}
-	if h.Version < Version {
-		return Hello{}, fmt.Errorf("%w: %s, this node %d revision %d", ErrBadVersion, h, Version, Revision)
+	if h.Version < frame.Version {
+		return frame.Hello{}, fmt.Errorf("%w: %s, this node %d revision %d", ErrBadVersion, h, frame.Version, frame.Revision)
 	}
-	if h.Caps&CapAtLimit != 0 {
-		return Hello{}, fmt.Errorf("%w (peer %q)", ErrAtLimit, h.Node)
+	if h.Caps&frame.CapAtLimit != 0 {
+		return frame.Hello{}, fmt.Errorf("%w (peer %q)", ErrAtLimit, h.Node)
 	}
 	return *h, nil
 }
@@ -92,11 +99,11 @@ func readHello(fr *frameReader) (Hello, error) {
 // a Hello of another protocol version still starts with the version and
 // the sender's name, whatever follows.
 func helloError(p []byte, err error) error {
-	if len(p) < 2 || FrameType(p[1]) != TypeHello {
+	if len(p) < 2 || frame.Type(p[1]) != frame.TypeHello {
 		return err
 	}
 	r := codec.NewReader(p[2:])
-	h := Hello{Version: r.Byte(), Node: r.String()}
+	h := frame.Hello{Version: r.Byte(), Node: r.String()}
 	if r.Err() != nil {
 		return err
 	}
@@ -107,7 +114,7 @@ func helloError(p []byte, err error) error {
 	if r.Len() > 0 {
 		h.Revision = uint32(r.Uvarint())
 	}
-	return fmt.Errorf("%s, this node %d revision %d, and it cannot read the peer's hello: %w", &h, Version, Revision, err)
+	return fmt.Errorf("%s, this node %d revision %d, and it cannot read the peer's hello: %w", &h, frame.Version, frame.Revision, err)
 }
 
 // looksLikeTLS reports whether the bytes received so far start a TLS

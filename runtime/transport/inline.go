@@ -2,6 +2,9 @@ package transport
 
 import (
 	"time"
+
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 )
 
 // Work a frame starts (a request's handler, say) can run on the
@@ -15,36 +18,6 @@ import (
 // Acknowledgements and other frames a handler sends on the way are queued
 // rather than written: they go out with the next write, often the result
 // of the work itself, or when the reader has handled what it has read.
-
-// InlineConn is a Conn whose read goroutine can run the work a frame starts.
-// TCP connections implement it; handlers discover it with a type assertion.
-type InlineConn interface {
-	Conn
-	// Queue adds f to the frames waiting to be written, without writing:
-	// f goes out with the connection's next write, and at the latest once
-	// the read goroutine has handled the frames it has read. Call it only
-	// from HandleFrame. It fails as Send does.
-	Queue(f Frame) error
-	// RunInline, called from HandleFrame, runs w.Run on the read
-	// goroutine and returns true; or, when more frames are already read
-	// and waiting, returns false at once, and the caller runs w elsewhere.
-	// Should w run longer than grace, reading goes on on a new goroutine
-	// meanwhile, and queued frames are written: a slow w delays the
-	// frames behind it by grace at most. Call it at most once per
-	// HandleFrame, after the frame's contents are no longer needed: the
-	// new goroutine reuses the read buffer.
-	RunInline(w interface{ Run() }, grace time.Duration) bool
-}
-
-// An Overrunner is work for RunInline that wants to know when it overran
-// its grace, while it still runs: a server learns at once that a method it
-// took for quick is not, instead of when the handler returns, which for a
-// handler that waits on something may be much later, after many more calls
-// have each held the reader for a grace of their own. Overran is called
-// with the connection's lending lock held: it must not block.
-type Overrunner interface{ Overran() }
-
-var _ InlineConn = (*stream)(nil)
 
 // readTurn identifies one read goroutine of a stream; stream.turn points
 // at the one that reads now. The field keeps it from being zero-sized:
@@ -67,14 +40,14 @@ type errHandedOverT struct{}
 
 func (errHandedOverT) Error() string { return "transport: reading handed over" }
 
-// Queue implements InlineConn.
-func (s *stream) Queue(f Frame) error {
+// Queue implements conncap.InlineConn.
+func (s *stream) Queue(f frame.Frame) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.appendLocked(f)
 }
 
-// RunInline implements InlineConn.
+// RunInline implements conncap.InlineConn.
 func (s *stream) RunInline(w interface{ Run() }, grace time.Duration) bool {
 	if s.fr.buffered() {
 		s.crowded()
@@ -92,6 +65,8 @@ func (s *stream) RunInline(w interface{ Run() }, grace time.Duration) bool {
 	if due := s.lendAt.Add(grace); s.lendDue.IsZero() || due.Before(s.lendDue) {
 		s.lendDue = due
 		if s.lendTimer == nil {
+			// The overrun timer: each firing runs overran on a goroutine
+			// of its own, which may start a reader.
 			s.lendTimer = time.AfterFunc(grace, s.overran)
 		} else {
 			s.lendTimer.Reset(grace)
@@ -126,7 +101,7 @@ func (s *stream) overran() {
 		return
 	}
 	s.lending = false
-	if o, ok := s.lendWork.(Overrunner); ok {
+	if o, ok := s.lendWork.(conncap.Overrunner); ok {
 		o.Overran()
 	}
 	s.lendWork = nil

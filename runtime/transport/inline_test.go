@@ -13,6 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 )
 
 // The grace the tests lend the reader for: short for work that blocks, so
@@ -25,16 +28,16 @@ const (
 
 // funcHandler runs frame for every frame and records each HandleClose.
 type funcHandler struct {
-	frame  func(c Conn, f Frame)
+	frame  func(c Conn, f frame.Frame)
 	closes chan closed
 	closed atomic.Int32
 }
 
-func newFuncHandler(frame func(c Conn, f Frame)) *funcHandler {
+func newFuncHandler(frame func(c Conn, f frame.Frame)) *funcHandler {
 	return &funcHandler{frame: frame, closes: make(chan closed, 8)}
 }
 
-func (h *funcHandler) HandleFrame(c Conn, f Frame) { h.frame(c, f) }
+func (h *funcHandler) HandleFrame(c Conn, f frame.Frame) { h.frame(c, f) }
 
 func (h *funcHandler) HandleClose(c Conn, err error) {
 	h.closed.Add(1)
@@ -108,8 +111,8 @@ func TestRunInlineHandsOverReading(t *testing.T) {
 	frames := make(chan handled, 1024)
 	blocked := make(chan uint64, 1)
 	release := make(chan struct{}, 1)
-	srv := newFuncHandler(func(c Conn, f Frame) {
-		call := f.(*Cancel).Call
+	srv := newFuncHandler(func(c Conn, f frame.Frame) {
+		call := f.(*frame.Cancel).Call
 		h := handled{call: call, g: goid()}
 		var ranOn uint64
 		w, grace := work(func() { ranOn = goid() }), quickGrace
@@ -121,7 +124,7 @@ func TestRunInlineHandsOverReading(t *testing.T) {
 				<-release
 			}, inlineGrace
 		}
-		h.inline = c.(InlineConn).RunInline(w, grace)
+		h.inline = c.(conncap.InlineConn).RunInline(w, grace)
 		h.ranOn = ranOn
 		frames <- h
 	})
@@ -130,7 +133,7 @@ func TestRunInlineHandsOverReading(t *testing.T) {
 
 	send := func(call uint64) {
 		t.Helper()
-		if err := c.Send(&Cancel{Call: call}); err != nil {
+		if err := c.Send(&frame.Cancel{Call: call}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -204,8 +207,8 @@ func TestRunInlineHandsOverTwice(t *testing.T) {
 	frames := make(chan handled, 256)
 	blocked := make(chan uint64, 2)
 	release := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
-	srv := newFuncHandler(func(c Conn, f Frame) {
-		call := f.(*Cancel).Call
+	srv := newFuncHandler(func(c Conn, f frame.Frame) {
+		call := f.(*frame.Cancel).Call
 		w, grace := work(func() {}), quickGrace
 		switch call {
 		case 0:
@@ -221,7 +224,7 @@ func TestRunInlineHandsOverTwice(t *testing.T) {
 				<-release[call]
 			}
 		}
-		c.(InlineConn).RunInline(w, grace)
+		c.(conncap.InlineConn).RunInline(w, grace)
 		frames <- handled{call: call, g: goid()}
 	})
 	l := listen(t, newTCP(t, "server", nil), srv)
@@ -229,7 +232,7 @@ func TestRunInlineHandsOverTwice(t *testing.T) {
 	send := func(from, to uint64) {
 		t.Helper()
 		for i := from; i <= to; i++ {
-			if err := c.Send(&Cancel{Call: i}); err != nil {
+			if err := c.Send(&frame.Cancel{Call: i}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -287,15 +290,15 @@ func TestRunInlineHandsOverTwice(t *testing.T) {
 func TestRunInlineCloseWhileWorkBlocks(t *testing.T) {
 	blocked := make(chan uint64, 1)
 	release := make(chan struct{})
-	srv := newFuncHandler(func(c Conn, f Frame) {
-		c.(InlineConn).RunInline(work(func() {
+	srv := newFuncHandler(func(c Conn, f frame.Frame) {
+		c.(conncap.InlineConn).RunInline(work(func() {
 			blocked <- goid()
 			<-release
 		}), inlineGrace)
 	})
 	l := listen(t, newTCP(t, "server", nil), srv)
 	c := dial(t, newTCP(t, "client", nil), l.Addr(), newRecorder())
-	if err := c.Send(&Cancel{Call: 1}); err != nil {
+	if err := c.Send(&frame.Cancel{Call: 1}); err != nil {
 		t.Fatal(err)
 	}
 	old := receive(t, blocked, "the blocking work to start")
@@ -314,12 +317,12 @@ func TestRunInlineCloseWhileWorkBlocks(t *testing.T) {
 
 // writeFrames writes fs to nc in one write: on loopback they arrive
 // together, and the reader reads them in one go.
-func writeFrames(t *testing.T, nc net.Conn, fs ...Frame) {
+func writeFrames(t *testing.T, nc net.Conn, fs ...frame.Frame) {
 	t.Helper()
 	var b []byte
 	for _, f := range fs {
 		var err error
-		if b, err = AppendFrame(b, f, 0); err != nil {
+		if b, err = frame.Append(b, f, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -338,14 +341,14 @@ func newRawReader(nc net.Conn) *rawReader {
 	return &rawReader{nc: nc, fr: newFrameReader(nc, DefaultMaxFrameSize, nil)}
 }
 
-func (r *rawReader) next(t *testing.T) Frame {
+func (r *rawReader) next(t *testing.T) frame.Frame {
 	t.Helper()
 	r.nc.SetReadDeadline(time.Now().Add(waitLimit))
 	p, err := r.fr.next()
 	if err != nil {
 		t.Fatalf("reading what the node sent: %v", err)
 	}
-	f, err := Decode(p)
+	f, err := frame.Decode(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,10 +365,10 @@ func TestRunInlineRefusedWhileFramesWait(t *testing.T) {
 		ranInline bool
 	}
 	got := make(chan lent, 16)
-	srv := newFuncHandler(func(c Conn, f Frame) {
+	srv := newFuncHandler(func(c Conn, f frame.Frame) {
 		ran := false
-		ok := c.(InlineConn).RunInline(work(func() { ran = true }), quickGrace)
-		got <- lent{f.(*Cancel).Call, ok, ran}
+		ok := c.(conncap.InlineConn).RunInline(work(func() { ran = true }), quickGrace)
+		got <- lent{f.(*frame.Cancel).Call, ok, ran}
 	})
 	l := listen(t, newTCP(t, "server", nil), srv)
 	raw := rawHello(t, l.Addr())
@@ -378,9 +381,9 @@ func TestRunInlineRefusedWhileFramesWait(t *testing.T) {
 			}
 		}
 	}
-	writeFrames(t, raw, &Cancel{Call: 1}, &Cancel{Call: 2}, &Cancel{Call: 3})
+	writeFrames(t, raw, &frame.Cancel{Call: 1}, &frame.Cancel{Call: 2}, &frame.Cancel{Call: 3})
 	check(lent{1, false, false}, lent{2, false, false}, lent{3, true, true})
-	writeFrames(t, raw, &Cancel{Call: 4})
+	writeFrames(t, raw, &frame.Cancel{Call: 4})
 	check(lent{4, true, true})
 }
 
@@ -388,34 +391,34 @@ func TestRunInlineRefusedWhileFramesWait(t *testing.T) {
 // the reader has handled what it read: the replies to a batch leave in one
 // write.
 func TestQueueFlushedAfterTheBatch(t *testing.T) {
-	srv := newFuncHandler(func(c Conn, f Frame) {
-		if err := c.(InlineConn).Queue(&Cancel{Call: 1000 + f.(*Cancel).Call}); err != nil {
+	srv := newFuncHandler(func(c Conn, f frame.Frame) {
+		if err := c.(conncap.InlineConn).Queue(&frame.Cancel{Call: 1000 + f.(*frame.Cancel).Call}); err != nil {
 			panic(err)
 		}
 	})
 	l := listen(t, newTCP(t, "server", nil), srv)
 	cli := newRecorder()
 	c := dial(t, newTCP(t, "client", nil), l.Addr(), cli)
-	if err := c.Send(&Cancel{Call: 1}); err != nil {
+	if err := c.Send(&frame.Cancel{Call: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if got := cli.next(t).f.(*Cancel).Call; got != 1001 {
+	if got := cli.next(t).f.(*frame.Cancel).Call; got != 1001 {
 		t.Fatalf("reply %d, want 1001", got)
 	}
 
 	// A batch of frames read at once: the replies wait for its end.
 	conns := make(chan Conn, 8)
-	srv2 := newFuncHandler(func(c Conn, f Frame) {
-		if err := c.(InlineConn).Queue(&Cancel{Call: 1000 + f.(*Cancel).Call}); err != nil {
+	srv2 := newFuncHandler(func(c Conn, f frame.Frame) {
+		if err := c.(conncap.InlineConn).Queue(&frame.Cancel{Call: 1000 + f.(*frame.Cancel).Call}); err != nil {
 			panic(err)
 		}
 		conns <- c
 	})
 	raw := rawHello(t, listen(t, newTCP(t, "server2", nil), srv2).Addr())
 	rr := newRawReader(raw)
-	writeFrames(t, raw, &Cancel{Call: 1}, &Cancel{Call: 2}, &Cancel{Call: 3})
+	writeFrames(t, raw, &frame.Cancel{Call: 1}, &frame.Cancel{Call: 2}, &frame.Cancel{Call: 3})
 	for want := uint64(1001); want <= 1003; want++ {
-		if got := rr.next(t).(*Cancel).Call; got != want {
+		if got := rr.next(t).(*frame.Cancel).Call; got != want {
 			t.Fatalf("reply %d, want %d", got, want)
 		}
 	}
@@ -423,9 +426,9 @@ func TestQueueFlushedAfterTheBatch(t *testing.T) {
 	// are counted, so is every write that carried them.
 	var replies []byte
 	for call := uint64(1001); call <= 1003; call++ {
-		replies, _ = AppendFrame(replies, &Cancel{Call: call}, 0)
+		replies, _ = frame.Append(replies, &frame.Cancel{Call: call}, 0)
 	}
-	st := receive(t, conns, "the server's conn").(StatsConn)
+	st := receive(t, conns, "the server's conn").(conncap.StatsConn)
 	waitFor(t, "the server to count the bytes it sent", func() bool { return st.Stats().BytesSent == uint64(len(replies)) })
 	if got := st.Stats(); got.FramesSent != 3 || got.Writes != 1 {
 		t.Errorf("server sent %d frames in %d writes, want 3 in 1", got.FramesSent, got.Writes)
@@ -437,9 +440,9 @@ func TestQueueFlushedAfterTheBatch(t *testing.T) {
 func TestQueueFlushedByTheHandover(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
-	srv := newFuncHandler(func(c Conn, f Frame) {
-		ic := c.(InlineConn)
-		if err := ic.Queue(&Cancel{Call: 1000 + f.(*Cancel).Call}); err != nil {
+	srv := newFuncHandler(func(c Conn, f frame.Frame) {
+		ic := c.(conncap.InlineConn)
+		if err := ic.Queue(&frame.Cancel{Call: 1000 + f.(*frame.Cancel).Call}); err != nil {
 			panic(err)
 		}
 		ic.RunInline(work(func() { <-release }), inlineGrace)
@@ -447,10 +450,10 @@ func TestQueueFlushedByTheHandover(t *testing.T) {
 	l := listen(t, newTCP(t, "server", nil), srv)
 	cli := newRecorder()
 	c := dial(t, newTCP(t, "client", nil), l.Addr(), cli)
-	if err := c.Send(&Cancel{Call: 1}); err != nil {
+	if err := c.Send(&frame.Cancel{Call: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if got := cli.next(t).f.(*Cancel).Call; got != 1001 {
+	if got := cli.next(t).f.(*frame.Cancel).Call; got != 1001 {
 		t.Fatalf("reply %d, want 1001", got)
 	}
 }
@@ -459,21 +462,21 @@ func TestQueueFlushedByTheHandover(t *testing.T) {
 // fails with ErrClosed.
 func TestQueueAndClose(t *testing.T) {
 	afterClose := make(chan error, 1)
-	srv := newFuncHandler(func(c Conn, f Frame) {
-		ic := c.(InlineConn)
-		if err := ic.Queue(&Cancel{Call: 1000 + f.(*Cancel).Call}); err != nil {
+	srv := newFuncHandler(func(c Conn, f frame.Frame) {
+		ic := c.(conncap.InlineConn)
+		if err := ic.Queue(&frame.Cancel{Call: 1000 + f.(*frame.Cancel).Call}); err != nil {
 			panic(err)
 		}
 		c.Close()
-		afterClose <- ic.Queue(&Cancel{Call: 2000})
+		afterClose <- ic.Queue(&frame.Cancel{Call: 2000})
 	})
 	l := listen(t, newTCP(t, "server", nil), srv)
 	cli := newRecorder()
 	c := dial(t, newTCP(t, "client", nil), l.Addr(), cli)
-	if err := c.Send(&Cancel{Call: 1}); err != nil {
+	if err := c.Send(&frame.Cancel{Call: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if got := cli.next(t).f.(*Cancel).Call; got != 1001 {
+	if got := cli.next(t).f.(*frame.Cancel).Call; got != 1001 {
 		t.Fatalf("reply %d, want 1001", got)
 	}
 	if err := receive(t, afterClose, "Queue after Close"); !errors.Is(err, ErrClosed) {
@@ -491,26 +494,26 @@ func TestQueueAndClose(t *testing.T) {
 // once: the reader waits for the rest of that frame, and the queued one
 // must not wait with it.
 func TestQueueNotHeldBackByAPartialFrame(t *testing.T) {
-	srv := newFuncHandler(func(c Conn, f Frame) {
-		if err := c.(InlineConn).Queue(&Cancel{Call: 1000 + f.(*Cancel).Call}); err != nil {
+	srv := newFuncHandler(func(c Conn, f frame.Frame) {
+		if err := c.(conncap.InlineConn).Queue(&frame.Cancel{Call: 1000 + f.(*frame.Cancel).Call}); err != nil {
 			panic(err)
 		}
 	})
 	raw := rawHello(t, listen(t, newTCP(t, "server", nil), srv).Addr())
 	rr := newRawReader(raw)
-	b, _ := AppendFrame(nil, &Cancel{Call: 1}, 0)
-	second, _ := AppendFrame(nil, &Cancel{Call: 2}, 0)
+	b, _ := frame.Append(nil, &frame.Cancel{Call: 1}, 0)
+	second, _ := frame.Append(nil, &frame.Cancel{Call: 2}, 0)
 	b = append(b, second[:len(second)-1]...) // all of the second frame but its last byte
 	if _, err := raw.Write(b); err != nil {
 		t.Fatal(err)
 	}
-	if got := rr.next(t).(*Cancel).Call; got != 1001 {
+	if got := rr.next(t).(*frame.Cancel).Call; got != 1001 {
 		t.Fatalf("reply %d, want 1001", got)
 	}
 	if _, err := raw.Write(second[len(second)-1:]); err != nil {
 		t.Fatal(err)
 	}
-	if got := rr.next(t).(*Cancel).Call; got != 1002 {
+	if got := rr.next(t).(*frame.Cancel).Call; got != 1002 {
 		t.Fatalf("reply %d, want 1002", got)
 	}
 }
@@ -544,21 +547,21 @@ func TestRunInlineTellsOverrunnerOnce(t *testing.T) {
 	quick := &overrunWork{release: make(chan struct{}), started: make(chan struct{})}
 	close(quick.release)
 	done := make(chan bool, 2)
-	srv := newFuncHandler(func(c Conn, f Frame) {
+	srv := newFuncHandler(func(c Conn, f frame.Frame) {
 		w := quick
-		if f.(*Cancel).Call == 1 {
+		if f.(*frame.Cancel).Call == 1 {
 			w = slow
 		}
-		done <- c.(InlineConn).RunInline(w, inlineGrace)
+		done <- c.(conncap.InlineConn).RunInline(w, inlineGrace)
 	})
 	l := listen(t, newTCP(t, "server", nil), srv)
 	c := dial(t, newTCP(t, "client", nil), l.Addr(), newRecorder())
-	if err := c.Send(&Cancel{Call: 1}); err != nil {
+	if err := c.Send(&frame.Cancel{Call: 1}); err != nil {
 		t.Fatal(err)
 	}
 	receive(t, slow.started, "the slow work to start")
 	waitFor(t, "the slow work to hear it overran", func() bool { return slow.told.Load() > 0 })
-	if err := c.Send(&Cancel{Call: 2}); err != nil {
+	if err := c.Send(&frame.Cancel{Call: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if !receive(t, done, "the quick work to end") {
@@ -584,9 +587,9 @@ func TestQueueFlushedDuringALongBatch(t *testing.T) {
 	const n = 32
 	seen := make(chan struct{})
 	before := make(chan bool, 1)
-	srv := newFuncHandler(func(c Conn, f Frame) {
-		call := f.(*Cancel).Call
-		if err := c.(InlineConn).Queue(&Cancel{Call: 1000 + call}); err != nil {
+	srv := newFuncHandler(func(c Conn, f frame.Frame) {
+		call := f.(*frame.Cancel).Call
+		if err := c.(conncap.InlineConn).Queue(&frame.Cancel{Call: 1000 + call}); err != nil {
 			panic(err)
 		}
 		time.Sleep(time.Millisecond) // each frame's work
@@ -603,12 +606,12 @@ func TestQueueFlushedDuringALongBatch(t *testing.T) {
 	rr := newRawReader(raw)
 	var b []byte
 	for call := uint64(1); call <= n; call++ {
-		b, _ = AppendFrame(b, &Cancel{Call: call}, 0)
+		b, _ = frame.Append(b, &frame.Cancel{Call: call}, 0)
 	}
 	if _, err := raw.Write(b); err != nil {
 		t.Fatal(err)
 	}
-	if got := rr.next(t).(*Cancel).Call; got != 1001 {
+	if got := rr.next(t).(*frame.Cancel).Call; got != 1001 {
 		t.Fatalf("reply %d, want 1001", got)
 	}
 	close(seen)

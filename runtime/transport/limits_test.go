@@ -13,19 +13,21 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/frame"
 )
 
 // pipeStream runs the Hello exchange over net.Pipe and returns the node's
 // stream and the peer's raw end, which has read the node's Hello. idle is
 // the stream's idle timeout; the stream ends the test's way on cleanup.
-func pipeStream(t *testing.T, cfg Config, h Handler, g *guard, idle time.Duration) (*stream, net.Conn) {
+func pipeStream(t *testing.T, cfg Config, h ConnHandler, g *guard, idle time.Duration) (*stream, net.Conn) {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = discard
 	}
 	cfg = cfg.WithDefaults()
 	node, raw := net.Pipe()
-	hello, err := AppendFrame(nil, &Hello{Version: Version, Node: "peer", Group: "g"}, 0)
+	hello, err := frame.Append(nil, &frame.Hello{Version: frame.Version, Node: "peer", Group: "g"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func TestStreamFrameTimeout(t *testing.T) {
 		_, raw := pipeStream(t, Config{FrameTimeout: 5 * time.Second}, rec, g, -1)
 		start := time.Now()
 		part := binary.BigEndian.AppendUint32(nil, 1<<20)
-		part = append(part, Version, byte(TypeResult))
+		part = append(part, frame.Version, byte(frame.TypeResult))
 		part = append(part, make([]byte, 100<<10)...)
 		go raw.Write(part)
 		cl := rec.nextClose(t)
@@ -86,7 +88,7 @@ func TestStreamIdleTimeout(t *testing.T) {
 		s, raw := pipeStream(t, Config{}, rec, g, idle)
 		go io.Copy(io.Discard, raw)
 		start := time.Now()
-		cancel, err := AppendFrame(nil, &Cancel{Call: 1}, 0)
+		cancel, err := frame.Append(nil, &frame.Cancel{Call: 1}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +97,7 @@ func TestStreamIdleTimeout(t *testing.T) {
 		raw.Write(cancel)
 		rec.next(t)
 		time.Sleep(40 * time.Second)
-		if err := s.Send(&Cancel{Call: 2}); err != nil {
+		if err := s.Send(&frame.Cancel{Call: 2}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(40 * time.Second)
@@ -114,7 +116,7 @@ func TestStreamIdleTimeout(t *testing.T) {
 		if quiet := time.Since(last); quiet != idle {
 			t.Errorf("closed %v after the last frame (%v after the start), want the idle timeout %v", quiet, time.Since(start), idle)
 		}
-		if err := s.Send(&Cancel{Call: 3}); !errors.Is(err, ErrClosed) || !errors.Is(err, ErrIdle) {
+		if err := s.Send(&frame.Cancel{Call: 3}); !errors.Is(err, ErrClosed) || !errors.Is(err, ErrIdle) {
 			t.Errorf("Send after the idle close: %v, want ErrClosed wrapping ErrIdle", err)
 		}
 		if n := g.stats().IdleClosed; n != 1 {
@@ -130,7 +132,7 @@ func TestStreamWriteStall(t *testing.T) {
 		rec := newRecorder()
 		s, _ := pipeStream(t, Config{FrameTimeout: 5 * time.Second}, rec, nil, -1)
 		start := time.Now()
-		if err := s.Send(&Cancel{Call: 1}); err != nil {
+		if err := s.Send(&frame.Cancel{Call: 1}); err != nil {
 			t.Fatal(err)
 		}
 		cl := rec.nextClose(t)
@@ -259,8 +261,8 @@ func TestTCPMaxConns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read on the connection past the limit: %v, want a Hello and EOF", err)
 	}
-	f, err := Decode(got[4:])
-	if h, ok := f.(*Hello); err != nil || !ok || h.Caps&CapAtLimit == 0 {
+	f, err := frame.Decode(got[4:])
+	if h, ok := f.(*frame.Hello); err != nil || !ok || h.Caps&frame.CapAtLimit == 0 {
 		t.Errorf("the connection past the limit got %v (%v), want a Hello with CapAtLimit", f, err)
 	}
 	// A dialer of this package names it.
@@ -273,7 +275,7 @@ func TestTCPMaxConns(t *testing.T) {
 	raws[0].Close()
 	waitFor(t, "a slot to free", func() bool { return tr.NodeStats().Conns == 1 })
 	c := dial(t, newTCP(t, "client", nil), l.Addr(), newRecorder())
-	if err := c.Send(&Cancel{Call: 1}); err != nil {
+	if err := c.Send(&frame.Cancel{Call: 1}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -320,12 +322,12 @@ func TestTCPHostileConnectionsLeaveOthersAlone(t *testing.T) {
 	cli := newRecorder()
 	honest := dial(t, newTCP(t, "client", nil), l.Addr(), cli)
 
-	hello, err := AppendFrame(nil, &Hello{Version: Version, Node: "hostile", Group: "x"}, 0)
+	hello, err := frame.Append(nil, &frame.Hello{Version: frame.Version, Node: "hostile", Group: "x"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	stalled := binary.BigEndian.AppendUint32(append([]byte(nil), hello...), 4<<20)
-	stalled = append(stalled, Version, byte(TypeResult))
+	stalled = append(stalled, frame.Version, byte(frame.TypeResult))
 	stalled = append(stalled, make([]byte, 256<<10)...)
 	kinds := map[string][]byte{
 		"no hello":         nil,
@@ -348,10 +350,10 @@ func TestTCPHostileConnectionsLeaveOthersAlone(t *testing.T) {
 		}
 	}
 	for i := range uint64(200) {
-		if err := honest.Send(&Attempt{Call: i, Service: "s", Method: "m", Payload: make([]byte, 1000)}); err != nil {
+		if err := honest.Send(&frame.Attempt{Call: i, Service: "s", Method: "m", Payload: make([]byte, 1000)}); err != nil {
 			t.Fatalf("honest Send %d: %v", i, err)
 		}
-		if got := cli.next(t); got.f.(*Attempt).Call != i {
+		if got := cli.next(t); got.f.(*frame.Attempt).Call != i {
 			t.Fatalf("honest frame %d came back as %+v", i, got.f)
 		}
 	}
@@ -367,7 +369,7 @@ func TestTCPHostileConnectionsLeaveOthersAlone(t *testing.T) {
 	if st.FrameTimeouts+st.BufferLimit != perKind || st.BadFrames != perKind || st.HandshakeFailures != 3*perKind || st.BufferedBytes != 0 {
 		t.Errorf("node stats %+v: want the stalled frames timed out or over the buffer limit, the bad frames and failed hellos counted, nothing buffered", st)
 	}
-	if err := honest.Send(&Cancel{Call: 1}); err != nil {
+	if err := honest.Send(&frame.Cancel{Call: 1}); err != nil {
 		t.Fatalf("honest connection after the attack: %v", err)
 	}
 	cli.next(t)
@@ -453,7 +455,7 @@ func TestTCPVersionMismatchIsNamed(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		old, _ := AppendFrame(nil, &Hello{Version: 0, Node: "old", Group: "g"}, 0)
+		old, _ := frame.Append(nil, &frame.Hello{Version: 0, Node: "old", Group: "g"}, 0)
 		c.Write(old)
 		io.Copy(io.Discard, c)
 	}()

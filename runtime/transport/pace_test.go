@@ -13,6 +13,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/frame"
 )
 
 // pipeListener is a net.Listener over net.Pipe whose backlog holds
@@ -59,7 +61,7 @@ func (l *pipeListener) dial(t *testing.T) net.Conn {
 }
 
 // listenPipe runs tr's accept loop over a pipeListener.
-func listenPipe(t *testing.T, tr *TCP, h Handler) *pipeListener {
+func listenPipe(t *testing.T, tr *TCP, h ConnHandler) *pipeListener {
 	pl := newPipeListener()
 	l := &tcpListener{t: tr, nl: pl, h: h, done: make(chan struct{})}
 	l.wg.Add(1)
@@ -70,7 +72,7 @@ func listenPipe(t *testing.T, tr *TCP, h Handler) *pipeListener {
 
 // greet does a peer's half of the Hello exchange on c.
 func greet(c net.Conn) error {
-	b, _ := AppendFrame(nil, &Hello{Version: Version, Node: "peer", Group: "g"}, 0)
+	b, _ := frame.Append(nil, &frame.Hello{Version: frame.Version, Node: "peer", Group: "g"}, 0)
 	written := make(chan error, 1)
 	go func() {
 		_, err := c.Write(b)
@@ -265,10 +267,10 @@ func TestTCPHandshakeStormLeavesEstablishedAlone(t *testing.T) {
 		})
 	}
 	for i := range uint64(200) {
-		if err := honest.Send(&Attempt{Call: i, Service: "s", Method: "m", Payload: make([]byte, 100)}); err != nil {
+		if err := honest.Send(&frame.Attempt{Call: i, Service: "s", Method: "m", Payload: make([]byte, 100)}); err != nil {
 			t.Fatalf("honest Send %d during the storm: %v", i, err)
 		}
-		if got := cli.next(t); got.f.(*Attempt).Call != i {
+		if got := cli.next(t); got.f.(*frame.Attempt).Call != i {
 			t.Fatalf("honest frame %d came back as %+v", i, got.f)
 		}
 		if st := tr.NodeStats(); st.Handshakes > slots {
@@ -290,7 +292,7 @@ func TestTCPHandshakeStormLeavesEstablishedAlone(t *testing.T) {
 			if _, err := io.ReadFull(c, body); err != nil {
 				t.Fatalf("a storm connection's Hello: %v", err)
 			}
-			if h, ok := mustDecode(t, body).(*Hello); ok && h.Caps&CapAtLimit != 0 {
+			if h, ok := mustDecode(t, body).(*frame.Hello); ok && h.Caps&frame.CapAtLimit != 0 {
 				shed++ // told the node is at its limit, then closed
 			} else {
 				greeted++ // in a slot: the node sent its Hello
@@ -308,7 +310,7 @@ func TestTCPHandshakeStormLeavesEstablishedAlone(t *testing.T) {
 	if st.Handshakes != slots || st.Paced == 0 || st.Conns != slots+1 {
 		t.Errorf("node stats %+v: want %d handshakes held, accepts paced, the honest connection and the held ones open", st, slots)
 	}
-	if err := honest.Send(&Cancel{Call: 1}); err != nil {
+	if err := honest.Send(&frame.Cancel{Call: 1}); err != nil {
 		t.Fatalf("honest connection after the storm: %v", err)
 	}
 	cli.next(t)
@@ -340,7 +342,7 @@ func TestTCPHandshakeSlotsComeBack(t *testing.T) {
 	}
 	waitFor(t, "the slots freed", func() bool { return tr.NodeStats().Handshakes == 0 })
 	c := dial(t, newTCP(t, "client", nil), l.Addr(), newRecorder())
-	if err := c.Send(&Cancel{Call: 1}); err != nil {
+	if err := c.Send(&frame.Cancel{Call: 1}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -380,7 +382,7 @@ func TestTCPReconnectStormWithDefaults(t *testing.T) {
 					return
 				}
 				defer c.Close()
-				if err := c.Send(&Cancel{Call: 1}); err != nil {
+				if err := c.Send(&frame.Cancel{Call: 1}); err != nil {
 					errs <- err
 					return
 				}
@@ -407,9 +409,9 @@ func logsOnce(t *testing.T, out string, lines ...string) {
 }
 
 // mustDecode decodes a frame's body (version onwards).
-func mustDecode(t *testing.T, body []byte) Frame {
+func mustDecode(t *testing.T, body []byte) frame.Frame {
 	t.Helper()
-	f, err := Decode(body)
+	f, err := frame.Decode(body)
 	if err != nil {
 		t.Fatalf("decoding %x: %v", body, err)
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/frame"
 )
 
 const (
@@ -118,7 +120,7 @@ func (r *frameReader) next() ([]byte, error) {
 			return nil, err
 		}
 	}
-	n, err := FrameLen(r.buf[r.r:r.w], r.max)
+	n, err := frame.Len(r.buf[r.r:r.w], r.max)
 	if err != nil {
 		return nil, err
 	}
@@ -390,13 +392,6 @@ func unexpectedEOF(err error) error {
 	return err
 }
 
-// isProtocolError reports whether err means the peer sent bytes that are
-// not a valid frame, as opposed to the connection failing.
-func isProtocolError(err error) bool {
-	return errors.Is(err, ErrMalformedFrame) || errors.Is(err, ErrBadVersion) ||
-		errors.Is(err, ErrUnknownType) || errors.Is(err, ErrFrameTooLarge)
-}
-
 // buffered reports whether a whole frame beyond the one being handled has
 // been read: the reader has more to handle before it waits for the
 // network. Part of a frame does not count: the reader will wait for the
@@ -406,15 +401,15 @@ func (r *frameReader) buffered() bool {
 	if len(rest) < 4 {
 		return false
 	}
-	n, err := FrameLen(rest, r.max)
+	n, err := frame.Len(rest, r.max)
 	return err != nil || len(rest) >= 4+n // a bad length is handled at once
 }
 
 // readFrames decodes the frames that follow the Hello exchange and hands
 // each to handle with its size on the wire, until the stream fails or
 // handle returns false (then it returns errHandedOver).
-func readFrames(fr *frameReader, handle func(f Frame, size int) bool) error {
-	var d Decoder
+func readFrames(fr *frameReader, handle func(f frame.Frame, size int) bool) error {
+	var d frame.Decoder
 	for {
 		f, size, err := readFrame(fr, &d)
 		if err != nil {
@@ -428,7 +423,7 @@ func readFrames(fr *frameReader, handle func(f Frame, size int) bool) error {
 
 // readFrame reads and decodes the next frame, and returns it with its size
 // on the wire.
-func readFrame(fr *frameReader, d *Decoder) (Frame, int, error) {
+func readFrame(fr *frameReader, d *frame.Decoder) (frame.Frame, int, error) {
 	p, err := fr.next()
 	if err != nil {
 		return nil, 0, err
@@ -437,7 +432,7 @@ func readFrame(fr *frameReader, d *Decoder) (Frame, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	if f.Type() == TypeHello {
+	if f.Type() == frame.TypeHello {
 		return nil, 0, fmt.Errorf("%w: hello after the handshake", ErrMalformedFrame)
 	}
 	return f, len(p) + 4, nil

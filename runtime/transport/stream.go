@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 )
 
 const (
@@ -52,8 +55,8 @@ const (
 type stream struct {
 	// Set by newStream and not changed after.
 	nc       net.Conn
-	h        Handler
-	peer     Hello
+	h        ConnHandler
+	peer     frame.Hello
 	cfg      Config
 	g        *guard   // nil: no node-wide limits (dialed streams in tests)
 	maxFrame int      // the smaller of our limit and the peer's
@@ -104,13 +107,18 @@ type stream struct {
 	callerFrames               atomic.Uint64
 }
 
-var _ StatsConn = (*stream)(nil)
+// The optional capabilities of a TCP connection.
+var (
+	_ conncap.InlineConn     = (*stream)(nil)
+	_ conncap.CallerReadConn = (*stream)(nil)
+	_ conncap.StatsConn      = (*stream)(nil)
+)
 
 // newStream starts the read loop of a connection whose Hello exchange is
 // done. cfg must have its defaults applied. idle is the idle timeout of
 // this side (<= 0: none); onClose, if set, runs when the connection has
 // ended.
-func newStream(nc net.Conn, fr *frameReader, peer Hello, cfg Config, h Handler, g *guard, idle time.Duration, onClose func()) *stream {
+func newStream(nc net.Conn, fr *frameReader, peer frame.Hello, cfg Config, h ConnHandler, g *guard, idle time.Duration, onClose func()) *stream {
 	s := &stream{
 		nc:       nc,
 		fr:       fr,
@@ -158,13 +166,13 @@ func (s *stream) stillBusy(lastRecv time.Time) (time.Time, bool) {
 }
 
 // Peer returns the Hello the peer sent.
-func (s *stream) Peer() Hello { return s.peer }
+func (s *stream) Peer() frame.Hello { return s.peer }
 
 // Send queues f for writing and, if no other goroutine is writing, writes
 // it without waiting for the socket. It fails with ErrQueueFull when the
 // queue already holds SendQueueBytes, with ErrClosed after the connection
 // ended, and with ErrFrameTooLarge for a frame over MaxFrameSize.
-func (s *stream) Send(f Frame) error {
+func (s *stream) Send(f frame.Frame) error {
 	s.mu.Lock()
 	if err := s.appendLocked(f); err != nil {
 		s.mu.Unlock()
@@ -187,12 +195,12 @@ func (s *stream) Send(f Frame) error {
 }
 
 // appendLocked encodes f at the end of the queue. Called with s.mu held.
-func (s *stream) appendLocked(f Frame) error {
+func (s *stream) appendLocked(f frame.Frame) error {
 	if s.closing {
 		return s.closedErrorLocked()
 	}
 	start := len(s.pending)
-	b, err := AppendFrame(s.pending, f, s.maxFrame)
+	b, err := frame.Append(s.pending, f, s.maxFrame)
 	if err != nil {
 		if s.maxFrame < s.cfg.MaxFrameSize {
 			return fmt.Errorf("%w (the limit of %s)", err, s.desc)
@@ -412,8 +420,8 @@ func (s *stream) fail(err error) {
 }
 
 // Stats reports what the connection has done so far.
-func (s *stream) Stats() Stats {
-	return Stats{
+func (s *stream) Stats() conncap.Stats {
+	return conncap.Stats{
 		FramesSent:     s.framesSent.Load(),
 		FramesReceived: s.framesReceived.Load(),
 		BytesSent:      s.bytesSent.Load(),
@@ -433,7 +441,7 @@ func (s *stream) readLoop(me *readTurn) {
 	crowded := false    // other answers were awaited beside the ones just read
 	var batch time.Time // when the reader last wrote what handlers queued
 	handled := 0        // frames handled since
-	err := readFrames(s.fr, func(f Frame, size int) bool {
+	err := readFrames(s.fr, func(f frame.Frame, size int) bool {
 		crowded = crowded || s.awaited() > 1
 		s.handle(f, size)
 		if s.turn.Load() != me {
@@ -478,7 +486,7 @@ const (
 )
 
 // handle hands a frame read to the handler.
-func (s *stream) handle(f Frame, size int) {
+func (s *stream) handle(f frame.Frame, size int) {
 	s.framesReceived.Add(1)
 	s.bytesReceived.Add(uint64(size))
 	s.h.HandleFrame(s, f)
@@ -510,7 +518,7 @@ func (s *stream) readFailed(err error) error {
 	addr := s.nc.RemoteAddr().String()
 	log := s.cfg.Logger.With("peer", s.peer.Node, "addr", addr)
 	switch {
-	case isProtocolError(err):
+	case frame.IsInvalid(err):
 		err = fmt.Errorf("from %s: %w", s.desc, err)
 		s.refuse(refusedBadFrame, addr, err, log, "transport: closing connection after a bad frame")
 	case errors.Is(err, ErrFrameTimeout):
@@ -545,10 +553,10 @@ func (s *stream) readFailed(err error) error {
 // node's: a peer of an older revision closes the connection on a frame it
 // cannot read, and the cause is best named where it shows.
 func (s *stream) revisionHint() string {
-	if s.peer.Revision == Revision {
+	if s.peer.Revision == frame.Revision {
 		return ""
 	}
-	return fmt.Sprintf(" (%s, this node %d revision %d: a peer of an older revision closes the connection on a frame it cannot read)", &s.peer, Version, Revision)
+	return fmt.Sprintf(" (%s, this node %d revision %d: a peer of an older revision closes the connection on a frame it cannot read)", &s.peer, frame.Version, frame.Revision)
 }
 
 // refuse counts and logs, at a bounded rate, a connection ended for cause;

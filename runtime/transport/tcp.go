@@ -11,6 +11,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 )
 
 // Defaults for TCPConfig.
@@ -150,7 +153,7 @@ func (t *TCP) NodeStats() NodeStats { return t.g.stats() }
 // Dial connects to addr, runs the TLS handshake if configured, and exchanges
 // Hello frames. A failure to connect wraps ErrRefused; a TLS failure,
 // ErrTLS; a peer that speaks another protocol or version, ErrProtocol.
-func (t *TCP) Dial(ctx context.Context, addr string, h Handler) (Conn, error) {
+func (t *TCP) Dial(ctx context.Context, addr string, h ConnHandler) (Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.DialTimeout)
 	defer cancel()
 	d := net.Dialer{KeepAlive: t.cfg.KeepAlive}
@@ -159,7 +162,7 @@ func (t *TCP) Dial(ctx context.Context, addr string, h Handler) (Conn, error) {
 		return nil, fmt.Errorf("%w: dialing %s: %w", ErrRefused, addr, err)
 	}
 	nc = tune(nc)
-	dialConnected(ctx) // a slow handshake from here on is a busy peer (ErrHelloLate)
+	conncap.DialConnected(ctx) // a slow handshake from here on is a busy peer (ErrHelloLate)
 	if t.clientTLS != nil {
 		c := t.clientTLS
 		if c.ServerName == "" && !c.InsecureSkipVerify {
@@ -207,7 +210,7 @@ func dialHelloError(addr string, err error, usesTLS bool) error {
 		return fmt.Errorf("%w: %s rejected this node: %w", ErrTLS, addr, err)
 	case errors.Is(err, ErrNotRPC):
 		return fmt.Errorf("%w: %s: %w", ErrProtocol, addr, err)
-	case isProtocolError(err):
+	case frame.IsInvalid(err):
 		return fmt.Errorf("%w: hello exchange with %s: %w", ErrProtocol, addr, err)
 	case !usesTLS && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)):
 		return fmt.Errorf("%w: hello exchange with %s: the peer closed the connection before its hello, "+
@@ -232,7 +235,7 @@ func tlsHint(err error) string {
 // Listen accepts connections at addr ("host:port"; port 0 picks one).
 // Without TLS it refuses, with ErrInsecureListen, any address that is not
 // loopback, unless AllowPlaintext is set.
-func (t *TCP) Listen(addr string, h Handler) (Listener, error) {
+func (t *TCP) Listen(addr string, h ConnHandler) (Listener, error) {
 	if err := t.checkPlaintext(addr); err != nil {
 		return nil, err
 	}
@@ -296,7 +299,7 @@ type tcpListener struct {
 	// Set by Listen and not changed after.
 	t  *TCP
 	nl net.Listener
-	h  Handler
+	h  ConnHandler
 
 	once sync.Once
 	done chan struct{}  // closed by Close
@@ -459,8 +462,7 @@ func (l *tcpListener) sayAtLimit(nc net.Conn) {
 		}
 		nc = tc
 	}
-	out, err := AppendFrame(nil, &Hello{Version: Version, Node: cfg.Node, Group: cfg.Group, MaxFrame: uint32(cfg.MaxFrameSize),
-		Revision: Revision, Caps: Caps | CapAtLimit}, cfg.MaxFrameSize)
+	out, err := frame.Append(nil, hello(cfg.Config, frame.Caps|frame.CapAtLimit), cfg.MaxFrameSize)
 	if err != nil {
 		return
 	}

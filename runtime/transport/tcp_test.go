@@ -15,6 +15,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/internal/frame/frametest"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 )
 
 // waitLimit bounds every wait in socket tests: generous, since it only
@@ -24,7 +28,7 @@ const waitLimit = 10 * time.Second
 // received is one frame a recorder saw, copied out of the read buffer.
 type received struct {
 	c Conn
-	f Frame
+	f frame.Frame
 }
 
 type closed struct {
@@ -32,7 +36,7 @@ type closed struct {
 	err error
 }
 
-// recorder is a Handler that copies every frame to a channel.
+// recorder is a ConnHandler that copies every frame to a channel.
 type recorder struct {
 	frames chan received
 	closes chan closed
@@ -43,7 +47,7 @@ func newRecorder() *recorder {
 	return &recorder{frames: make(chan received, 1<<16), closes: make(chan closed, 64)}
 }
 
-func (r *recorder) HandleFrame(c Conn, f Frame) {
+func (r *recorder) HandleFrame(c Conn, f frame.Frame) {
 	if r.echo {
 		if err := c.Send(f); err != nil {
 			panic(err)
@@ -77,12 +81,12 @@ func (r *recorder) nextClose(t testing.TB) closed {
 }
 
 // cloneFrame copies f out of the buffers it aliases.
-func cloneFrame(f Frame) Frame {
-	b, err := AppendFrame(nil, f, 1<<30)
+func cloneFrame(f frame.Frame) frame.Frame {
+	b, err := frame.Append(nil, f, 1<<30)
 	if err != nil {
 		panic(err)
 	}
-	g, err := Decode(b[4:])
+	g, err := frame.Decode(b[4:])
 	if err != nil {
 		panic(err)
 	}
@@ -135,7 +139,7 @@ func newTCP(t testing.TB, node string, edit func(*TCPConfig)) *TCP {
 	return tr
 }
 
-func listen(t testing.TB, tr Transport, h Handler) Listener {
+func listen(t testing.TB, tr Transport, h ConnHandler) Listener {
 	t.Helper()
 	l, err := tr.Listen("127.0.0.1:0", h)
 	if err != nil {
@@ -145,7 +149,7 @@ func listen(t testing.TB, tr Transport, h Handler) Listener {
 	return l
 }
 
-func dial(t testing.TB, tr Transport, addr string, h Handler) Conn {
+func dial(t testing.TB, tr Transport, addr string, h ConnHandler) Conn {
 	t.Helper()
 	c, err := tr.Dial(context.Background(), addr, h)
 	if err != nil {
@@ -161,18 +165,18 @@ func TestTCPRoundTrip(t *testing.T) {
 	cli := newRecorder()
 	c := dial(t, newTCP(t, "client", nil), l.Addr(), cli)
 
-	if got, want := c.Peer(), (Hello{Version: Version, Node: "server", Group: "g-server", MaxFrame: DefaultMaxFrameSize, Revision: Revision, Caps: Caps}); got != want {
+	if got, want := c.Peer(), (frame.Hello{Version: frame.Version, Node: "server", Group: "g-server", MaxFrame: DefaultMaxFrameSize, Revision: frame.Revision, Caps: frame.Caps}); got != want {
 		t.Errorf("client sees peer %+v, want %+v", got, want)
 	}
-	for name, f := range sampleFrames() {
-		if f.Type() == TypeHello {
+	for name, f := range frametest.Samples() {
+		if f.Type() == frame.TypeHello {
 			continue
 		}
 		if err := c.Send(f); err != nil {
 			t.Fatalf("Send(%s): %v", name, err)
 		}
 		got := srv.next(t)
-		if diff := cmp.Diff(f, got.f, frameOpts); diff != "" {
+		if diff := cmp.Diff(f, got.f, frametest.Opts); diff != "" {
 			t.Errorf("%s mismatch (-sent +received):\n%s", name, diff)
 		}
 		if p := got.c.Peer(); p.Node != "client" || p.Group != "g-client" {
@@ -182,7 +186,7 @@ func TestTCPRoundTrip(t *testing.T) {
 		if err := got.c.Send(f); err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(f, cli.next(t).f, frameOpts); diff != "" {
+		if diff := cmp.Diff(f, cli.next(t).f, frametest.Opts); diff != "" {
 			t.Errorf("%s mismatch server to client:\n%s", name, diff)
 		}
 	}
@@ -203,7 +207,7 @@ func TestTCPConcurrentStreamsInOrder(t *testing.T) {
 		wg.Go(func() {
 			payload := []byte(fmt.Sprintf("sender %d", g))
 			for i := range perSender {
-				if err := c.Send(&Result{Call: uint64(g)<<32 | uint64(i), Payload: payload}); err != nil {
+				if err := c.Send(&frame.Result{Call: uint64(g)<<32 | uint64(i), Payload: payload}); err != nil {
 					errs <- err
 					return
 				}
@@ -217,7 +221,7 @@ func TestTCPConcurrentStreamsInOrder(t *testing.T) {
 	}
 	next := make([]uint64, senders)
 	for range senders * perSender {
-		r := srv.next(t).f.(*Result)
+		r := srv.next(t).f.(*frame.Result)
 		g, i := r.Call>>32, r.Call&(1<<32-1)
 		if i != next[g] {
 			t.Fatalf("sender %d: got frame %d, want %d", g, i, next[g])
@@ -227,7 +231,7 @@ func TestTCPConcurrentStreamsInOrder(t *testing.T) {
 		}
 		next[g]++
 	}
-	st := c.(StatsConn).Stats()
+	st := c.(conncap.StatsConn).Stats()
 	if st.FramesSent != senders*perSender || st.Writes == 0 || st.Writes > st.FramesSent {
 		t.Errorf("stats %+v", st)
 	}
@@ -238,11 +242,11 @@ func TestTCPConcurrentStreamsInOrder(t *testing.T) {
 func TestStreamCoalescesWrites(t *testing.T) {
 	a, b := net.Pipe()
 	cfg := Config{Logger: discard}.WithDefaults()
-	s := newStream(a, newFrameReader(a, cfg.MaxFrameSize, nil), Hello{Node: "peer"}, cfg, newRecorder(), nil, 0, nil)
+	s := newStream(a, newFrameReader(a, cfg.MaxFrameSize, nil), frame.Hello{Node: "peer"}, cfg, newRecorder(), nil, 0, nil)
 	defer s.Close()
 	const n = 100
 	for i := range n {
-		if err := s.Send(&Cancel{Call: uint64(i)}); err != nil {
+		if err := s.Send(&frame.Cancel{Call: uint64(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -254,11 +258,11 @@ func TestStreamCoalescesWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := Decode(p)
+		f, err := frame.Decode(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := f.(*Cancel).Call; got != uint64(i) {
+		if got := f.(*frame.Cancel).Call; got != uint64(i) {
 			t.Fatalf("frame %d has call %d", i, got)
 		}
 	}
@@ -267,14 +271,14 @@ func TestStreamCoalescesWrites(t *testing.T) {
 	}
 }
 
-// blocker is a Handler that blocks on its first frame until released.
+// blocker is a ConnHandler that blocks on its first frame until released.
 type blocker struct {
 	got     chan struct{}
 	release chan struct{}
 	once    sync.Once
 }
 
-func (b *blocker) HandleFrame(Conn, Frame) {
+func (b *blocker) HandleFrame(Conn, frame.Frame) {
 	b.once.Do(func() { close(b.got) })
 	<-b.release
 }
@@ -294,7 +298,7 @@ func TestTCPStuckPeerDoesNotBlockOthers(t *testing.T) {
 	toStuck := dial(t, tr, stuckL.Addr(), cli)
 	toFine := dial(t, tr, fineL.Addr(), cli)
 
-	big := &Result{Payload: make([]byte, 16<<10)}
+	big := &frame.Result{Payload: make([]byte, 16<<10)}
 	var err error
 	// Kernel buffers take a few MiB before the queue can fill.
 	for i := 0; i < 20000 && err == nil; i++ {
@@ -309,14 +313,14 @@ func TestTCPStuckPeerDoesNotBlockOthers(t *testing.T) {
 	if !strings.Contains(err.Error(), `"stuck"`) {
 		t.Errorf("error %q does not name the peer", err)
 	}
-	if st := toStuck.(StatsConn).Stats(); st.QueueFull == 0 {
+	if st := toStuck.(conncap.StatsConn).Stats(); st.QueueFull == 0 {
 		t.Errorf("stats %+v count no dropped frame", st)
 	}
 	for i := range 10 {
-		if err := toFine.Send(&Cancel{Call: uint64(i)}); err != nil {
+		if err := toFine.Send(&frame.Cancel{Call: uint64(i)}); err != nil {
 			t.Fatal(err)
 		}
-		if got := cli.next(t).f.(*Cancel).Call; got != uint64(i) {
+		if got := cli.next(t).f.(*frame.Cancel).Call; got != uint64(i) {
 			t.Fatalf("echo %d, want %d", got, i)
 		}
 	}
@@ -331,7 +335,7 @@ func rawHello(t *testing.T, addr string) net.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	b, _ := AppendFrame(nil, &Hello{Version: Version, Node: "raw"}, 0)
+	b, _ := frame.Append(nil, &frame.Hello{Version: frame.Version, Node: "raw"}, 0)
 	if _, err := nc.Write(b); err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +344,7 @@ func rawHello(t *testing.T, addr string) net.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f, err := Decode(p); err != nil || f.Type() != TypeHello {
+	if f, err := frame.Decode(p); err != nil || f.Type() != frame.TypeHello {
 		t.Fatalf("server's first frame: %v, %v", f, err)
 	}
 	return nc
@@ -354,7 +358,7 @@ func TestTCPMalformedFrameClosesOnlyThatConn(t *testing.T) {
 	cli := newRecorder()
 	good := dial(t, newTCP(t, "client", nil), l.Addr(), cli)
 
-	frame := func(body ...byte) []byte {
+	wire := func(body ...byte) []byte {
 		return append([]byte{0, 0, 0, byte(len(body))}, body...)
 	}
 	tests := []struct {
@@ -362,11 +366,11 @@ func TestTCPMalformedFrameClosesOnlyThatConn(t *testing.T) {
 		raw  []byte
 		want error
 	}{
-		{"bad version", frame(9, byte(TypeCancel), 1), ErrBadVersion},
-		{"unknown type", frame(Version, 77), ErrUnknownType},
-		{"malformed body", frame(Version, byte(TypeResult), 1, 9), ErrMalformedFrame},
-		{"short length", frame(Version), ErrMalformedFrame},
-		{"second hello", frame(Version, byte(TypeHello), 1, 0, 0), ErrMalformedFrame},
+		{"bad version", wire(9, byte(frame.TypeCancel), 1), ErrBadVersion},
+		{"unknown type", wire(frame.Version, 77), ErrUnknownType},
+		{"malformed body", wire(frame.Version, byte(frame.TypeResult), 1, 9), ErrMalformedFrame},
+		{"short length", wire(frame.Version), ErrMalformedFrame},
+		{"second hello", wire(frame.Version, byte(frame.TypeHello), 1, 0, 0), ErrMalformedFrame},
 		{"2 GiB length prefix", []byte{0x80, 0, 0, 0}, ErrFrameTooLarge},
 	}
 	for i, tt := range tests {
@@ -386,14 +390,14 @@ func TestTCPMalformedFrameClosesOnlyThatConn(t *testing.T) {
 			if _, err := io.ReadAll(nc); err != nil {
 				t.Errorf("reading after the bad frame: %v, want EOF", err)
 			}
-			if err := cl.c.Send(&Cancel{}); !errors.Is(err, ErrClosed) {
+			if err := cl.c.Send(&frame.Cancel{}); !errors.Is(err, ErrClosed) {
 				t.Errorf("Send on the closed conn: %v, want ErrClosed", err)
 			}
 			// ...and the other connection carries on.
-			if err := good.Send(&Cancel{Call: uint64(i)}); err != nil {
+			if err := good.Send(&frame.Cancel{Call: uint64(i)}); err != nil {
 				t.Fatal(err)
 			}
-			if got := cli.next(t).f.(*Cancel).Call; got != uint64(i) {
+			if got := cli.next(t).f.(*frame.Cancel).Call; got != uint64(i) {
 				t.Errorf("echo %d, want %d", got, i)
 			}
 			srv.next(t)
@@ -413,7 +417,7 @@ func TestTCPClose(t *testing.T) {
 
 	const n = 500
 	for i := range n {
-		if err := c.Send(&Cancel{Call: uint64(i)}); err != nil {
+		if err := c.Send(&frame.Cancel{Call: uint64(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -422,7 +426,7 @@ func TestTCPClose(t *testing.T) {
 	}
 	// Queued frames were flushed before the close.
 	for i := range n {
-		if got := srv.next(t).f.(*Cancel).Call; got != uint64(i) {
+		if got := srv.next(t).f.(*frame.Cancel).Call; got != uint64(i) {
 			t.Fatalf("frame %d has call %d", i, got)
 		}
 	}
@@ -435,7 +439,7 @@ func TestTCPClose(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	if err := c.Send(&Cancel{}); !errors.Is(err, ErrClosed) {
+	if err := c.Send(&frame.Cancel{}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Send after Close: %v, want ErrClosed", err)
 	}
 	select {
@@ -448,10 +452,10 @@ func TestTCPClose(t *testing.T) {
 func TestTCPSendTooLarge(t *testing.T) {
 	l := listen(t, newTCP(t, "server", nil), newRecorder())
 	c := dial(t, newTCP(t, "client", func(c *TCPConfig) { c.MaxFrameSize = 1 << 10 }), l.Addr(), newRecorder())
-	if err := c.Send(&Result{Payload: make([]byte, 2<<10)}); !errors.Is(err, ErrFrameTooLarge) {
+	if err := c.Send(&frame.Result{Payload: make([]byte, 2<<10)}); !errors.Is(err, ErrFrameTooLarge) {
 		t.Errorf("Send of an oversized frame: %v, want ErrFrameTooLarge", err)
 	}
-	if err := c.Send(&Cancel{}); err != nil {
+	if err := c.Send(&frame.Cancel{}); err != nil {
 		t.Errorf("Send after a rejected frame: %v", err)
 	}
 }
@@ -520,65 +524,6 @@ func TestTCPDialRefused(t *testing.T) {
 	_, err = newTCP(t, "client", nil).Dial(context.Background(), addr, newRecorder())
 	if !errors.Is(err, ErrRefused) {
 		t.Errorf("Dial to a closed port: %v, want ErrRefused", err)
-	}
-}
-
-func TestTCPPoolReconnectsAfterRestart(t *testing.T) {
-	srvT := newTCP(t, "server", nil)
-	srv := newRecorder()
-	srv.echo = true
-	l := listen(t, srvT, srv)
-	addr := l.Addr()
-
-	cli := newRecorder()
-	pool := NewPool(newTCP(t, "client", nil), cli, PoolConfig{BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond})
-	defer pool.Close()
-	roundTrip := func(call uint64) Conn {
-		t.Helper()
-		c, err := pool.Get(context.Background(), addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Send(&Cancel{Call: call}); err != nil {
-			t.Fatal(err)
-		}
-		if got := cli.next(t).f.(*Cancel).Call; got != call {
-			t.Fatalf("echo %d, want %d", got, call)
-		}
-		return c
-	}
-	first := roundTrip(1)
-	serverSide := srv.next(t).c
-
-	// The server goes away: listener and connection.
-	l.Close()
-	serverSide.Close()
-	if cl := cli.nextClose(t); cl.c != first || !errors.Is(cl.err, ErrClosed) {
-		t.Fatalf("pool handler saw close of %v with %v", cl.c, cl.err)
-	}
-	if _, err := pool.Get(context.Background(), addr); !errors.Is(err, ErrRefused) {
-		t.Fatalf("Get with the server down: %v, want ErrRefused", err)
-	}
-
-	l2, err := srvT.Listen(addr, srv)
-	if err != nil {
-		t.Fatalf("restarting the listener on %s: %v", addr, err)
-	}
-	defer l2.Close()
-	var second Conn
-	for deadline := time.Now().Add(waitLimit); ; time.Sleep(time.Millisecond) {
-		if second, err = pool.Get(context.Background(), addr); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no reconnect: %v", err)
-		}
-	}
-	if second == first {
-		t.Fatal("pool returned the closed connection")
-	}
-	if c := roundTrip(2); c != second {
-		t.Errorf("pool changed connection again")
 	}
 }
 

@@ -1,13 +1,15 @@
 // Package transport carries the fast-failover protocol's frames between
-// nodes: a versioned, length-prefixed binary format (frame.go), TCP with
-// optional TLS (tcp.go), and a pool that keeps one connection per peer
-// (pool.go). The in-memory network with switchable faults that tests run
-// on is not part of this package; tests of services reach it through
-// runtime/fftest.
+// nodes: TCP with optional TLS (tcp.go), which reads frames off each
+// connection (reader.go) after a Hello exchange (handshake.go) and writes
+// them without a writer goroutine (stream.go). The frames themselves, their
+// format and encoding, are the module's internal/frame. The in-memory
+// network with switchable faults that tests run on is not part of this
+// package; tests of services reach it through runtime/fftest.
 //
 // The Transport interface is small on purpose. Capabilities that not every
-// transport has are optional interfaces, discovered with a type assertion, as
-// in hashicorp/memberlist.
+// transport has, and that only the runtime uses, are optional interfaces
+// (runtime/internal/conncap), discovered with a type assertion, as in
+// hashicorp/memberlist.
 package transport
 
 import (
@@ -16,6 +18,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/frame"
 )
 
 // Transport makes connections. Dialing and listening both exchange Hello
@@ -23,24 +27,25 @@ import (
 type Transport interface {
 	// Dial connects to the node listening at addr. h receives the frames
 	// that arrive on the connection.
-	Dial(ctx context.Context, addr string, h Handler) (Conn, error)
+	Dial(ctx context.Context, addr string, h ConnHandler) (Conn, error)
 	// Listen accepts connections at addr; h receives the frames of every
 	// accepted connection.
-	Listen(addr string, h Handler) (Listener, error)
+	Listen(addr string, h ConnHandler) (Listener, error)
 }
 
-// Handler receives the frames of a connection. For one connection, calls
-// come in arrival order, one at a time, from the goroutine that reads it;
-// a handler must not block for long, or it stalls that connection (never
-// others). The one exception is work handed to InlineConn.RunInline: once
-// it overruns its grace, the next frames are handled by another goroutine
-// while the call that started it lasts.
-type Handler interface {
+// ConnHandler receives the frames of a connection, and its end. For one
+// connection, calls come in arrival order, one at a time, from the
+// goroutine that reads it; a handler must not block for long, or it stalls
+// that connection (never others). The one exception is work handed to
+// conncap.InlineConn's RunInline: once it overruns its grace, the next
+// frames are handled by another goroutine while the call that started it
+// lasts.
+type ConnHandler interface {
 	// HandleFrame is called for each frame after the Hello exchange. A
 	// *Heartbeat, *Attempt or *Result, and the byte slices of any frame,
 	// are valid only during the call, and, if the call runs work with
 	// RunInline, only until then: copy what must outlive it.
-	HandleFrame(c Conn, f Frame)
+	HandleFrame(c Conn, f frame.Frame)
 	// HandleClose is called once when the connection ends, with the reason
 	// (nil after a local Close).
 	HandleClose(c Conn, err error)
@@ -51,9 +56,9 @@ type Conn interface {
 	// Send encodes f and queues it for writing; f may be reused when Send
 	// returns. It never blocks on the network: when the connection's queue
 	// is full it returns an error matching ErrQueueFull and drops the frame.
-	Send(f Frame) error
+	Send(f frame.Frame) error
 	// Peer is the Hello the other side sent.
-	Peer() Hello
+	Peer() frame.Hello
 	// Close closes the connection; queued frames are flushed first on a
 	// best-effort basis.
 	Close() error
@@ -65,6 +70,19 @@ type Listener interface {
 	Addr() string
 	Close() error
 }
+
+// Errors of the frame format: of a frame this node was sent, or would
+// send, that it cannot take. Each is wrapped with detail; ErrProtocol
+// wraps the first three when the peer's Hello shows them.
+var (
+	ErrBadVersion     = frame.ErrBadVersion
+	ErrUnknownType    = frame.ErrUnknownType
+	ErrMalformedFrame = frame.ErrMalformed
+	ErrFrameTooLarge  = frame.ErrTooLarge
+)
+
+// DefaultMaxFrameSize is Config.MaxFrameSize's default.
+const DefaultMaxFrameSize = frame.DefaultMaxSize
 
 // Errors a Conn or Transport returns; match them with errors.Is.
 var (
@@ -93,14 +111,14 @@ var (
 	// limit on connections or on buffered bytes is reached.
 	ErrOverloaded = errors.New("transport: node at its connection or buffer limit")
 	// ErrAtLimit is the error of a dial that the node refused at its
-	// connection limit, saying so in its Hello (CapAtLimit): it is busy,
+	// connection limit, saying so in its Hello: it is busy,
 	// not gone. It matches ErrOverloaded.
 	ErrAtLimit = fmt.Errorf("%w: the node refused the connection at its connection limit", ErrOverloaded)
-	// ErrHelloLate is the error of a Pool.Get whose context ended while
-	// the dial it waited for had connected and was waiting for the
-	// peer's Hello: the node accepted the connection and is slow to
-	// answer, busy rather than gone. The dial goes on, bounded by the
-	// handshake timeout; a later Get waits for it.
+	// ErrHelloLate is the error of a wait for a pooled connection whose
+	// context ended while the dial it waited for had connected and was
+	// waiting for the peer's Hello: the node accepted the connection and
+	// is slow to answer, busy rather than gone. The dial goes on, bounded
+	// by the handshake timeout; a later call waits for it.
 	ErrHelloLate = errors.New("transport: the peer accepted the connection and has not said hello yet")
 	// ErrInsecureListen refuses a plaintext listener beyond loopback.
 	ErrInsecureListen = errors.New("transport: refusing to listen beyond loopback without TLS")
@@ -165,18 +183,20 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Stats counts what one connection did. Conns that can report it implement
-// StatsConn.
-type Stats struct {
-	FramesSent, FramesReceived uint64
-	BytesSent, BytesReceived   uint64
-	Writes                     uint64 // write calls to the network: coalescing makes this < FramesSent
-	QueueFull                  uint64 // frames dropped because the send queue was full
-	CallerReads                uint64 // frames read by a caller awaiting one, not by a read goroutine (CallerReadConn)
-}
+// Defaults for PoolConfig.
+const (
+	DefaultPoolDialTimeout = 2 * time.Second
+	DefaultBackoffMin      = 50 * time.Millisecond
+	DefaultBackoffMax      = 5 * time.Second
+)
 
-// StatsConn is a Conn that reports Stats.
-type StatsConn interface {
-	Conn
-	Stats() Stats
+// PoolConfig configures the pool of connections a client keeps, one per
+// node it calls (runtime.ClientConfig.Pool).
+type PoolConfig struct {
+	// DialTimeout bounds one dial. Default DefaultPoolDialTimeout.
+	DialTimeout time.Duration
+	// BackoffMin is the wait after the first failed dial to an address;
+	// each further failure doubles it, up to BackoffMax. A success resets
+	// it. Defaults DefaultBackoffMin and DefaultBackoffMax.
+	BackoffMin, BackoffMax time.Duration
 }

@@ -1,4 +1,8 @@
-package transport
+// Package frame is the wire format of the fast-failover protocol: the
+// frames nodes exchange, each a length-prefixed, versioned binary record,
+// their encoding (Append) and their decoding (Decoder). Reading frames off
+// a connection, with its limits and deadlines, is runtime/transport's.
+package frame
 
 import (
 	"encoding/binary"
@@ -28,9 +32,9 @@ const (
 	// in which fields added or removed by another version are skipped.
 	CapTaggedPayloads uint64 = 1 << 0
 	// CapAtLimit, in the Hello of a node that accepted a connection past
-	// its connection limit (TCPConfig.MaxConns): the node is busy, not
+	// its connection limit (transport.TCPConfig.MaxConns): the node is busy, not
 	// gone, and closes the connection right after the Hello. A dialer
-	// reports ErrAtLimit, which its runtime neither suspects the node for
+	// reports transport.ErrAtLimit, which its runtime neither suspects the node for
 	// nor fails over on; a peer that predates it sees a closed
 	// connection, as it did before.
 	CapAtLimit uint64 = 1 << 1
@@ -43,25 +47,25 @@ const Caps = CapTaggedPayloads
 // what follows it (version, type and body), then the version and type bytes.
 const HeaderSize = 6
 
-// DefaultMaxFrameSize bounds one frame (header excluded) unless configured.
-const DefaultMaxFrameSize = 4 << 20
+// DefaultMaxSize bounds one frame (header excluded) unless configured.
+const DefaultMaxSize = 4 << 20
 
-// FrameType names the kind of a frame.
-type FrameType uint8
+// Type names the kind of a frame.
+type Type uint8
 
 // The frame types. Values are part of the wire format.
 const (
-	TypeHello     FrameType = 1
-	TypeAttempt   FrameType = 2
-	TypeHeartbeat FrameType = 3
-	TypeResult    FrameType = 4
-	TypeCancel    FrameType = 5
-	TypeRedirect  FrameType = 6
-	TypeReplica   FrameType = 7
-	TypeAck       FrameType = 8
+	TypeHello     Type = 1
+	TypeAttempt   Type = 2
+	TypeHeartbeat Type = 3
+	TypeResult    Type = 4
+	TypeCancel    Type = 5
+	TypeRedirect  Type = 6
+	TypeReplica   Type = 7
+	TypeAck       Type = 8
 )
 
-func (t FrameType) String() string {
+func (t Type) String() string {
 	switch t {
 	case TypeHello:
 		return "hello"
@@ -86,18 +90,28 @@ func (t FrameType) String() string {
 // Frame is one protocol message: *Hello, *Attempt, *Heartbeat, *Result,
 // *Cancel, *Redirect, *Replica or *Ack.
 type Frame interface {
-	Type() FrameType
+	Type() Type
 	appendBody(b []byte) []byte
 	decodeBody(r *codec.Reader)
 }
 
-// Errors from decoding. Each is wrapped with detail; match with errors.Is.
+// Errors from encoding and decoding. Each is wrapped with detail; match
+// with errors.Is. runtime/transport gives them to users under its own
+// names (transport.ErrFrameTooLarge and so on), so their text names it.
 var (
-	ErrFrameTooLarge  = errors.New("transport: frame exceeds the maximum frame size")
-	ErrBadVersion     = errors.New("transport: unsupported protocol version")
-	ErrUnknownType    = errors.New("transport: unknown frame type")
-	ErrMalformedFrame = errors.New("transport: malformed frame")
+	ErrTooLarge    = errors.New("transport: frame exceeds the maximum frame size")
+	ErrBadVersion  = errors.New("transport: unsupported protocol version")
+	ErrUnknownType = errors.New("transport: unknown frame type")
+	ErrMalformed   = errors.New("transport: malformed frame")
 )
+
+// IsInvalid reports whether err means that bytes are not a frame this
+// node accepts (malformed, of another version, of an unknown type, or too
+// large), as opposed to the connection carrying them failing.
+func IsInvalid(err error) bool {
+	return errors.Is(err, ErrMalformed) || errors.Is(err, ErrBadVersion) ||
+		errors.Is(err, ErrUnknownType) || errors.Is(err, ErrTooLarge)
+}
 
 // Hello opens every connection, in both directions.
 type Hello struct {
@@ -248,7 +262,7 @@ type Ack struct {
 }
 
 // Replica carries one message of the replication protocol between servers
-// (runtime/replica_wire.go defines the kinds and their bodies): the
+// (runtime/internal/replica/wire.go defines the kinds and their bodies): the
 // transport moves it without reading it, so the protocol can grow without
 // a frame type per message.
 type Replica struct {
@@ -257,14 +271,14 @@ type Replica struct {
 	Body    []byte
 }
 
-func (*Hello) Type() FrameType     { return TypeHello }
-func (*Replica) Type() FrameType   { return TypeReplica }
-func (*Attempt) Type() FrameType   { return TypeAttempt }
-func (*Heartbeat) Type() FrameType { return TypeHeartbeat }
-func (*Result) Type() FrameType    { return TypeResult }
-func (*Cancel) Type() FrameType    { return TypeCancel }
-func (*Redirect) Type() FrameType  { return TypeRedirect }
-func (*Ack) Type() FrameType       { return TypeAck }
+func (*Hello) Type() Type     { return TypeHello }
+func (*Replica) Type() Type   { return TypeReplica }
+func (*Attempt) Type() Type   { return TypeAttempt }
+func (*Heartbeat) Type() Type { return TypeHeartbeat }
+func (*Result) Type() Type    { return TypeResult }
+func (*Cancel) Type() Type    { return TypeCancel }
+func (*Redirect) Type() Type  { return TypeRedirect }
+func (*Ack) Type() Type       { return TypeAck }
 
 func (f *Hello) appendBody(b []byte) []byte {
 	b = append(b, f.Version)
@@ -470,36 +484,36 @@ func uint32From(r *codec.Reader) uint32 {
 	return uint32(v)
 }
 
-// AppendFrame appends f with its header to b. It fails with ErrFrameTooLarge,
+// Append appends f with its header to b. It fails with ErrTooLarge,
 // leaving b as it was, if the frame would exceed max bytes (0 means
-// DefaultMaxFrameSize).
-func AppendFrame(b []byte, f Frame, max int) ([]byte, error) {
+// DefaultMaxSize).
+func Append(b []byte, f Frame, max int) ([]byte, error) {
 	if max <= 0 {
-		max = DefaultMaxFrameSize
+		max = DefaultMaxSize
 	}
 	start := len(b)
 	b = append(b, 0, 0, 0, 0, Version, byte(f.Type()))
 	b = f.appendBody(b)
 	n := len(b) - start - 4
 	if n > max {
-		return b[:start], fmt.Errorf("%w: %s frame of %d bytes, limit %d", ErrFrameTooLarge, f.Type(), n, max)
+		return b[:start], fmt.Errorf("%w: %s frame of %d bytes, limit %d", ErrTooLarge, f.Type(), n, max)
 	}
 	binary.BigEndian.PutUint32(b[start:], uint32(n))
 	return b, nil
 }
 
-// FrameLen reads the length prefix at the start of hdr (at least 4 bytes) and
+// Len reads the length prefix at the start of hdr (at least 4 bytes) and
 // checks it against max before anyone allocates for the frame.
-func FrameLen(hdr []byte, max int) (int, error) {
+func Len(hdr []byte, max int) (int, error) {
 	if max <= 0 {
-		max = DefaultMaxFrameSize
+		max = DefaultMaxSize
 	}
 	n := binary.BigEndian.Uint32(hdr)
 	if n < 2 {
-		return 0, fmt.Errorf("%w: length %d is shorter than a frame header", ErrMalformedFrame, n)
+		return 0, fmt.Errorf("%w: length %d is shorter than a frame header", ErrMalformed, n)
 	}
 	if uint64(n) > uint64(max) {
-		return 0, fmt.Errorf("%w: length prefix says %d bytes, limit %d", ErrFrameTooLarge, n, max)
+		return 0, fmt.Errorf("%w: length prefix says %d bytes, limit %d", ErrTooLarge, n, max)
 	}
 	return int(n), nil
 }
@@ -523,13 +537,13 @@ type Decoder struct {
 // body, without the length prefix.
 func (d *Decoder) Decode(p []byte) (Frame, error) {
 	if len(p) < 2 {
-		return nil, fmt.Errorf("%w: %d bytes is shorter than a frame header", ErrMalformedFrame, len(p))
+		return nil, fmt.Errorf("%w: %d bytes is shorter than a frame header", ErrMalformed, len(p))
 	}
 	if p[0] != Version {
 		return nil, fmt.Errorf("%w: frame version %d, this node speaks %d", ErrBadVersion, p[0], Version)
 	}
 	var f Frame
-	switch t := FrameType(p[1]); t {
+	switch t := Type(p[1]); t {
 	case TypeHello:
 		f = new(Hello)
 	case TypeAttempt:
@@ -558,7 +572,7 @@ func (d *Decoder) Decode(p []byte) (Frame, error) {
 	d.r.Reset(p[2:])
 	f.decodeBody(&d.r)
 	if err := d.r.Done(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrMalformedFrame, f.Type(), err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, f.Type(), err)
 	}
 	return f, nil
 }

@@ -1,4 +1,7 @@
-package transport
+// Package pool keeps the connections of a client, or of a server to its
+// peers: one per peer address, over any transport.Transport, redialed
+// after a close and backed off after a failed dial.
+package pool
 
 import (
 	"context"
@@ -7,37 +10,25 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
+	"github.com/ffgen/ffgen/runtime/transport"
 )
 
-// Defaults for PoolConfig.
-const (
-	DefaultPoolDialTimeout = 2 * time.Second
-	DefaultBackoffMin      = 50 * time.Millisecond
-	DefaultBackoffMax      = 5 * time.Second
-)
-
-// PoolConfig configures a Pool.
-type PoolConfig struct {
-	// DialTimeout bounds one dial. Default DefaultPoolDialTimeout.
-	DialTimeout time.Duration
-	// BackoffMin is the wait after the first failed dial to an address;
-	// each further failure doubles it, up to BackoffMax. A success resets
-	// it. Defaults DefaultBackoffMin and DefaultBackoffMax.
-	BackoffMin, BackoffMax time.Duration
-}
-
-// Pool keeps one connection per peer address over any Transport. A
+// Pool keeps one connection per peer address over any transport. A
 // connection that closes is dropped and the next Get redials it. After a
 // failed dial, Gets for that address fail at once until the backoff window
 // ends, so callers fail over instead of waiting on a dead peer.
 type Pool struct {
-	t   Transport
-	h   Handler
-	cfg PoolConfig
-
+	// Set by New and not changed after.
+	t      transport.Transport
+	h      transport.ConnHandler
+	cfg    transport.PoolConfig
 	ctx    context.Context // cancelled by Close, ending dials in progress
 	cancel context.CancelFunc
 
+	// mu guards the following, and every poolPeer's fields.
 	mu     sync.Mutex
 	peers  map[string]*poolPeer
 	closed bool
@@ -45,11 +36,12 @@ type Pool struct {
 	// live maps addresses to their connections, replaced whole whenever
 	// one comes or goes, so that Lookup, on every call's path, takes no
 	// lock that every caller shares.
-	live atomic.Pointer[map[string]Conn]
+	live atomic.Pointer[map[string]transport.Conn]
 }
 
+// poolPeer is one address's connection, or its dial; Pool.mu guards it.
 type poolPeer struct {
-	conn      Conn
+	conn      transport.Conn
 	dialing   chan struct{} // closed when the dial in progress ends
 	connected bool          // the dial in progress has connected and waits for the peer's Hello
 	err       error         // the last dial's error, while backing off
@@ -57,17 +49,17 @@ type poolPeer struct {
 	failures  int
 }
 
-// NewPool returns a Pool that dials with t; h receives the frames and the
+// New returns a Pool that dials with t; h receives the frames and the
 // close of every pooled connection.
-func NewPool(t Transport, h Handler, cfg PoolConfig) *Pool {
+func New(t transport.Transport, h transport.ConnHandler, cfg transport.PoolConfig) *Pool {
 	if cfg.DialTimeout <= 0 {
-		cfg.DialTimeout = DefaultPoolDialTimeout
+		cfg.DialTimeout = transport.DefaultPoolDialTimeout
 	}
 	if cfg.BackoffMin <= 0 {
-		cfg.BackoffMin = DefaultBackoffMin
+		cfg.BackoffMin = transport.DefaultBackoffMin
 	}
 	if cfg.BackoffMax < cfg.BackoffMin {
-		cfg.BackoffMax = max(DefaultBackoffMax, cfg.BackoffMin)
+		cfg.BackoffMax = max(transport.DefaultBackoffMax, cfg.BackoffMin)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Pool{t: t, h: h, cfg: cfg, ctx: ctx, cancel: cancel, peers: make(map[string]*poolPeer)}
@@ -79,12 +71,12 @@ func NewPool(t Transport, h Handler, cfg PoolConfig) *Pool {
 // connected, while it waits for the peer's Hello, fails with ErrHelloLate.
 // Within the backoff window after a failed dial, Get fails at once with
 // an error wrapping the dial's error.
-func (p *Pool) Get(ctx context.Context, addr string) (Conn, error) {
+func (p *Pool) Get(ctx context.Context, addr string) (transport.Conn, error) {
 	for {
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
-			return nil, fmt.Errorf("%w: pool is closed", ErrClosed)
+			return nil, fmt.Errorf("%w: pool is closed", transport.ErrClosed)
 		}
 		pp := p.peers[addr]
 		if pp == nil {
@@ -103,6 +95,8 @@ func (p *Pool) Get(ctx context.Context, addr string) (Conn, error) {
 				return nil, fmt.Errorf("transport: %s: not redialing for another %v after: %w", addr, wait.Round(time.Millisecond), err)
 			}
 			pp.dialing = make(chan struct{})
+			// The dialer of addr: it owns the dial and ends it by
+			// closing pp.dialing.
 			go p.dial(addr, pp)
 		}
 		done := pp.dialing
@@ -115,7 +109,7 @@ func (p *Pool) Get(ctx context.Context, addr string) (Conn, error) {
 			connected := pp.dialing == done && pp.connected
 			p.mu.Unlock()
 			if connected {
-				return nil, fmt.Errorf("transport: waiting for a connection to %s: %w: %w", addr, ErrHelloLate, context.Cause(ctx))
+				return nil, fmt.Errorf("transport: waiting for a connection to %s: %w: %w", addr, transport.ErrHelloLate, context.Cause(ctx))
 			}
 			return nil, fmt.Errorf("transport: waiting for a connection to %s: %w", addr, context.Cause(ctx))
 		}
@@ -134,7 +128,7 @@ func (p *Pool) Get(ctx context.Context, addr string) (Conn, error) {
 
 func (p *Pool) dial(addr string, pp *poolPeer) {
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
-	ctx = context.WithValue(ctx, connectedKey{}, func() {
+	ctx = conncap.WithDialConnected(ctx, func() {
 		p.mu.Lock()
 		pp.connected = true
 		p.mu.Unlock()
@@ -156,7 +150,7 @@ func (p *Pool) dial(addr string, pp *poolPeer) {
 	pp.err, pp.failures, pp.retryAt = nil, 0, time.Time{}
 	switch {
 	case p.closed:
-		go c.Close()
+		go c.Close() // closing flushes; not under p.mu
 	case h.closed:
 		// It closed before Dial returned; HandleClose found nothing to drop.
 	default:
@@ -165,22 +159,9 @@ func (p *Pool) dial(addr string, pp *poolPeer) {
 	}
 }
 
-// connectedKey is the context key of the function a Transport's Dial
-// calls once it has connected and waits for the peer's Hello: a peer that
-// accepted the connection is there, and a late Hello says it is busy
-// (ErrHelloLate), not gone.
-type connectedKey struct{}
-
-// dialConnected tells the waiters of a dial with ctx that it connected.
-func dialConnected(ctx context.Context) {
-	if f, ok := ctx.Value(connectedKey{}).(func()); ok {
-		f()
-	}
-}
-
 // publishLocked replaces the live map. Called with p.mu held.
 func (p *Pool) publishLocked() {
-	m := make(map[string]Conn, len(p.peers))
+	m := make(map[string]transport.Conn, len(p.peers))
 	if !p.closed {
 		for addr, pp := range p.peers {
 			if pp.conn != nil {
@@ -206,7 +187,7 @@ func (p *Pool) backoff(n int) time.Duration {
 }
 
 // drop forgets c if it is addr's current connection.
-func (p *Pool) drop(addr string, c Conn, h *pooledHandler) {
+func (p *Pool) drop(addr string, c transport.Conn, h *pooledHandler) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h.closed = true
@@ -224,7 +205,7 @@ func (p *Pool) drop(addr string, c Conn, h *pooledHandler) {
 // Discard forgets c if it is addr's connection, so that the next Get
 // dials, without waiting for c to report its close: for a caller that
 // found c closing, as a connection closed for idleness is.
-func (p *Pool) Discard(addr string, c Conn) {
+func (p *Pool) Discard(addr string, c transport.Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if pp := p.peers[addr]; pp != nil && pp.conn == c {
@@ -235,7 +216,7 @@ func (p *Pool) Discard(addr string, c Conn) {
 
 // Lookup returns the live connection to addr, or nil, without dialing: the
 // fast path that spares callers a dial context when a connection exists.
-func (p *Pool) Lookup(addr string) Conn {
+func (p *Pool) Lookup(addr string) transport.Conn {
 	if m := p.live.Load(); m != nil {
 		return (*m)[addr]
 	}
@@ -243,10 +224,10 @@ func (p *Pool) Lookup(addr string) Conn {
 }
 
 // Conns returns the live connections.
-func (p *Pool) Conns() []Conn {
+func (p *Pool) Conns() []transport.Conn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var cs []Conn
+	var cs []transport.Conn
 	for _, pp := range p.peers {
 		if pp.conn != nil {
 			cs = append(cs, pp.conn)
@@ -266,7 +247,7 @@ func (p *Pool) Close() error {
 	p.closed = true
 	p.publishLocked()
 	p.cancel()
-	var cs []Conn
+	var cs []transport.Conn
 	for _, pp := range p.peers {
 		if pp.conn != nil {
 			cs = append(cs, pp.conn)
@@ -279,20 +260,20 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-var _ Handler = (*pooledHandler)(nil)
+var _ transport.ConnHandler = (*pooledHandler)(nil)
 
 // pooledHandler forwards a pooled connection's events to the pool's
 // handler, dropping the connection from the pool first when it closes.
 type pooledHandler struct {
 	pool   *Pool
 	addr   string
-	h      Handler
+	h      transport.ConnHandler
 	closed bool // guarded by pool.mu
 }
 
-func (h *pooledHandler) HandleFrame(c Conn, f Frame) { h.h.HandleFrame(c, f) }
+func (h *pooledHandler) HandleFrame(c transport.Conn, f frame.Frame) { h.h.HandleFrame(c, f) }
 
-func (h *pooledHandler) HandleClose(c Conn, err error) {
+func (h *pooledHandler) HandleClose(c transport.Conn, err error) {
 	h.pool.drop(h.addr, c, h)
 	h.h.HandleClose(c, err)
 }

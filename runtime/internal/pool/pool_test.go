@@ -1,18 +1,83 @@
-package transport
+package pool
 
 import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 var errDial = errors.New("no route to peer")
+
+// waitLimit bounds the waits over a real socket: generous, since it only
+// turns a hang into a failure.
+const waitLimit = 10 * time.Second
+
+// recorder hands the frames and the closes of its connections to
+// channels, and sends every frame back if echo is set.
+type recorder struct {
+	frames chan received
+	closes chan closed
+	echo   bool
+}
+
+type received struct {
+	c transport.Conn
+	f frame.Frame
+}
+
+type closed struct {
+	c   transport.Conn
+	err error
+}
+
+func newRecorder() *recorder {
+	return &recorder{frames: make(chan received, 64), closes: make(chan closed, 64)}
+}
+
+func (r *recorder) HandleFrame(c transport.Conn, f frame.Frame) {
+	if r.echo {
+		c.Send(f)
+	}
+	r.frames <- received{c, f}
+}
+
+func (r *recorder) HandleClose(c transport.Conn, err error) { r.closes <- closed{c, err} }
+
+// await waits for what ch brings over a real socket.
+func await[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitLimit):
+		t.Fatalf("nothing came in %v", waitLimit)
+		panic("unreachable")
+	}
+}
+
+// newTCP is a TCP transport of the node named node whose handshakes wait
+// up to waitLimit.
+func newTCP(t *testing.T, node string) *transport.TCP {
+	t.Helper()
+	tr, err := transport.NewTCP(transport.TCPConfig{
+		Config:           transport.Config{Node: node, Group: "g-" + node, Logger: slog.New(slog.DiscardHandler)},
+		HandshakeTimeout: waitLimit,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
 
 // fakeTransport dials fakeConns; a test decides when each dial ends and
 // whether it fails.
@@ -22,7 +87,7 @@ type fakeTransport struct {
 	fail    atomic.Bool
 }
 
-func (f *fakeTransport) Dial(ctx context.Context, addr string, h Handler) (Conn, error) {
+func (f *fakeTransport) Dial(ctx context.Context, addr string, h transport.ConnHandler) (transport.Conn, error) {
 	f.dials.Add(1)
 	if f.release != nil {
 		select {
@@ -37,36 +102,36 @@ func (f *fakeTransport) Dial(ctx context.Context, addr string, h Handler) (Conn,
 	return &fakeConn{addr: addr, h: h}, nil
 }
 
-func (f *fakeTransport) Listen(string, Handler) (Listener, error) {
+func (f *fakeTransport) Listen(string, transport.ConnHandler) (transport.Listener, error) {
 	return nil, errors.New("fake transport does not listen")
 }
 
 type fakeConn struct {
 	addr string
-	h    Handler
+	h    transport.ConnHandler
 	once sync.Once
 }
 
-func (c *fakeConn) Send(Frame) error { return nil }
-func (c *fakeConn) Peer() Hello      { return Hello{Node: c.addr} }
+func (c *fakeConn) Send(frame.Frame) error { return nil }
+func (c *fakeConn) Peer() frame.Hello      { return frame.Hello{Node: c.addr} }
 func (c *fakeConn) Close() error {
 	c.once.Do(func() { c.h.HandleClose(c, nil) })
 	return nil
 }
 
 var (
-	_ Transport = (*fakeTransport)(nil)
-	_ Conn      = (*fakeConn)(nil)
+	_ transport.Transport = (*fakeTransport)(nil)
+	_ transport.Conn      = (*fakeConn)(nil)
 )
 
 func TestPoolSharesOneDial(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ft := &fakeTransport{release: make(chan struct{})}
-		p := NewPool(ft, newRecorder(), PoolConfig{})
+		p := New(ft, newRecorder(), transport.PoolConfig{})
 		defer p.Close()
 
 		const callers = 10
-		conns := make(chan Conn, callers)
+		conns := make(chan transport.Conn, callers)
 		for range callers {
 			go func() {
 				c, err := p.Get(context.Background(), "a:1")
@@ -99,7 +164,7 @@ func TestPoolSharesOneDial(t *testing.T) {
 func TestPoolGetContextEndsOnlyTheWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ft := &fakeTransport{release: make(chan struct{})}
-		p := NewPool(ft, newRecorder(), PoolConfig{})
+		p := New(ft, newRecorder(), transport.PoolConfig{})
 		defer p.Close()
 
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
@@ -123,7 +188,7 @@ func TestPoolBackoff(t *testing.T) {
 		const lo, hi = 100 * time.Millisecond, time.Second
 		ft := &fakeTransport{}
 		ft.fail.Store(true)
-		p := NewPool(ft, newRecorder(), PoolConfig{BackoffMin: lo, BackoffMax: hi})
+		p := New(ft, newRecorder(), transport.PoolConfig{BackoffMin: lo, BackoffMax: hi})
 		defer p.Close()
 		ctx := context.Background()
 
@@ -174,7 +239,7 @@ func TestPoolRedialsAfterClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ft := &fakeTransport{}
 		h := newRecorder()
-		p := NewPool(ft, h, PoolConfig{})
+		p := New(ft, h, transport.PoolConfig{})
 		defer p.Close()
 		ctx := context.Background()
 
@@ -208,7 +273,7 @@ func TestPoolDiscard(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ft := &fakeTransport{}
 		h := newRecorder()
-		p := NewPool(ft, h, PoolConfig{})
+		p := New(ft, h, transport.PoolConfig{})
 		defer p.Close()
 		ctx := context.Background()
 		first, err := p.Get(ctx, "a:1")
@@ -234,15 +299,15 @@ func TestPoolDiscard(t *testing.T) {
 func TestPoolForwardsFrames(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newRecorder()
-		p := NewPool(&fakeTransport{}, h, PoolConfig{})
+		p := New(&fakeTransport{}, h, transport.PoolConfig{})
 		defer p.Close()
 		c, err := p.Get(context.Background(), "a:1")
 		if err != nil {
 			t.Fatal(err)
 		}
 		fc := c.(*fakeConn)
-		fc.h.HandleFrame(c, &Cancel{Call: 5})
-		if got := <-h.frames; got.c != c || got.f.(*Cancel).Call != 5 {
+		fc.h.HandleFrame(c, &frame.Cancel{Call: 5})
+		if got := <-h.frames; got.c != c || got.f.(*frame.Cancel).Call != 5 {
 			t.Errorf("handler got %v", got)
 		}
 	})
@@ -252,7 +317,7 @@ func TestPoolClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ft := &fakeTransport{}
 		h := newRecorder()
-		p := NewPool(ft, h, PoolConfig{})
+		p := New(ft, h, transport.PoolConfig{})
 		c, err := p.Get(context.Background(), "a:1")
 		if err != nil {
 			t.Fatal(err)
@@ -272,7 +337,7 @@ func TestPoolClose(t *testing.T) {
 		if err := <-errs; !errors.Is(err, context.Canceled) {
 			t.Errorf("Get during Close: %v, want a cancelled dial", err)
 		}
-		if _, err := p.Get(context.Background(), "a:1"); !errors.Is(err, ErrClosed) {
+		if _, err := p.Get(context.Background(), "a:1"); !errors.Is(err, transport.ErrClosed) {
 			t.Errorf("Get after Close: %v, want ErrClosed", err)
 		}
 		if err := p.Close(); err != nil {
@@ -296,7 +361,7 @@ func TestPoolHelloLate(t *testing.T) {
 			accepted <- nc
 		}
 	}()
-	p := NewPool(newTCP(t, "client", func(c *TCPConfig) { c.HandshakeTimeout = waitLimit }), newRecorder(), PoolConfig{DialTimeout: waitLimit})
+	p := New(newTCP(t, "client"), newRecorder(), transport.PoolConfig{DialTimeout: waitLimit})
 	defer p.Close()
 	ctx, cancel := context.WithCancel(t.Context())
 	connected := func() bool {
@@ -313,12 +378,12 @@ func TestPoolHelloLate(t *testing.T) {
 		accepted <- nc
 		cancel()
 	}()
-	if _, err := p.Get(ctx, nl.Addr().String()); !errors.Is(err, ErrHelloLate) {
+	if _, err := p.Get(ctx, nl.Addr().String()); !errors.Is(err, transport.ErrHelloLate) {
 		t.Fatalf("Get that gave up while the peer's Hello was late: %v, want ErrHelloLate", err)
 	}
 	nc := <-accepted
 	defer nc.Close()
-	hello, err := AppendFrame(nil, &Hello{Version: Version, Node: "slow", Group: "g", Revision: Revision, Caps: Caps}, DefaultMaxFrameSize)
+	hello, err := frame.Append(nil, &frame.Hello{Version: frame.Version, Node: "slow", Group: "g", Revision: frame.Revision, Caps: frame.Caps}, transport.DefaultMaxFrameSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,5 +397,69 @@ func TestPoolHelloLate(t *testing.T) {
 	}
 	if c.Peer().Node != "slow" {
 		t.Errorf("connected to %q, want slow", c.Peer().Node)
+	}
+}
+
+// A pooled TCP connection to a server that restarts is redialed.
+func TestPoolReconnectsAfterRestart(t *testing.T) {
+	srvT := newTCP(t, "server")
+	srv := newRecorder()
+	srv.echo = true
+	l, err := srvT.Listen("127.0.0.1:0", srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	addr := l.Addr()
+
+	cli := newRecorder()
+	p := New(newTCP(t, "client"), cli, transport.PoolConfig{BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond})
+	defer p.Close()
+	roundTrip := func(call uint64) transport.Conn {
+		t.Helper()
+		c, err := p.Get(context.Background(), addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Send(&frame.Cancel{Call: call}); err != nil {
+			t.Fatal(err)
+		}
+		if got := await(t, cli.frames).f.(*frame.Cancel).Call; got != call {
+			t.Fatalf("echo %d, want %d", got, call)
+		}
+		return c
+	}
+	first := roundTrip(1)
+	serverSide := await(t, srv.frames).c
+
+	// The server goes away: listener and connection.
+	l.Close()
+	serverSide.Close()
+	if cl := await(t, cli.closes); cl.c != first || !errors.Is(cl.err, transport.ErrClosed) {
+		t.Fatalf("pool handler saw close of %v with %v", cl.c, cl.err)
+	}
+	if _, err := p.Get(context.Background(), addr); !errors.Is(err, transport.ErrRefused) {
+		t.Fatalf("Get with the server down: %v, want transport.ErrRefused", err)
+	}
+
+	l2, err := srvT.Listen(addr, srv)
+	if err != nil {
+		t.Fatalf("restarting the listener on %s: %v", addr, err)
+	}
+	defer l2.Close()
+	var second transport.Conn
+	for deadline := time.Now().Add(waitLimit); ; time.Sleep(time.Millisecond) {
+		if second, err = p.Get(context.Background(), addr); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no reconnect: %v", err)
+		}
+	}
+	if second == first {
+		t.Fatal("pool returned the closed connection")
+	}
+	if c := roundTrip(2); c != second {
+		t.Errorf("pool changed connection again")
 	}
 }

@@ -1,0 +1,79 @@
+package transport
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/ffgen/ffgen/internal/frame/frametest"
+	"github.com/ffgen/ffgen/runtime/codec"
+
+	"github.com/ffgen/ffgen/internal/frame"
+)
+
+// A peer of another protocol version is named with what it speaks, on the
+// side that reads its Hello, even when the Hello itself is laid out
+// differently after the sender's name.
+func TestHelloMismatchNamesBothVersions(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		// Protocol 2: another version byte, and a body this node cannot read.
+		body := append([]byte{2}, codec.AppendString(nil, "next")...)
+		body = append(body, 0xff, 0xff)
+		hello := append([]byte{0, 0, 0, byte(len(body) + 2), 2, byte(frame.TypeHello)}, body...)
+		c.Write(hello)
+		io.Copy(io.Discard, c)
+	}()
+	_, err = newTCP(t, "client", nil).Dial(context.Background(), ln.Addr().String(), newRecorder())
+	if !errors.Is(err, ErrProtocol) || !errors.Is(err, ErrBadVersion) || errors.Is(err, ErrRefused) ||
+		!strings.Contains(err.Error(), `peer "next" speaks protocol 2`) || !strings.Contains(err.Error(), "this node 1 revision 1") {
+		t.Errorf("Dial to a protocol-2 node: %v, want ErrProtocol naming both versions", err)
+	}
+}
+
+// A node of the release before revisions reads this node's Hello as
+// malformed (its revision and capabilities are trailing bytes to it) and
+// closes the connection right after its own Hello: the dialer, which reads
+// that Hello, names both revisions when the connection ends.
+func TestOlderRevisionClosingIsNamed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		old, _ := hex.DecodeString(frametest.PreviousRelease[0].Hex)
+		c.Write(old)
+		// It reads the Hello, finds trailing bytes, and closes.
+		buf := make([]byte, 64)
+		c.Read(buf)
+		c.Close()
+	}()
+	rec := newRecorder()
+	conn, err := newTCP(t, "client", nil).Dial(context.Background(), ln.Addr().String(), rec)
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	defer conn.Close()
+	cl := rec.nextClose(t)
+	if !strings.Contains(cl.err.Error(), `peer "a1" speaks protocol 1 revision 0, this node 1 revision 1`) {
+		t.Errorf("close: %v, want both revisions named", cl.err)
+	}
+}
