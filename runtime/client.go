@@ -44,7 +44,7 @@ type ClientConfig struct {
 // It is safe for concurrent use.
 type Client struct {
 	cfg    ClientConfig
-	router *Router
+	router *router
 	pool   *transport.Pool
 	budget *budget
 	unsub  func()
@@ -99,14 +99,14 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Membership == nil {
 		return nil, errors.New("ffgen: NewClient: no Membership")
 	}
-	if err := cfg.Settings.validateForClient(); err != nil {
+	if err := cfg.Settings.Validate(); err != nil {
 		return nil, fmt.Errorf("ffgen: NewClient: %w", err)
 	}
 	withDefaults(&cfg.Codec, &cfg.Metrics, &cfg.Logger)
 	cfg.Limit.withDefaults()
 	c := &Client{
 		cfg:      cfg,
-		router:   NewRouter(cfg.Settings.Groups),
+		router:   newRouter(cfg.Settings.Groups),
 		budget:   newBudget(cfg.Settings.Budget),
 		suspects: make(map[string]time.Time),
 		strikes:  make(map[string]strike),
@@ -123,7 +123,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // view and came back, a new incarnation) is no longer suspected: the
 // membership has just vouched for it. Calls are serialized by Subscribe.
 func (c *Client) membershipChanged(ms []Member) {
-	c.router.Update(ms)
+	c.router.update(ms)
 	seen := make(map[string]bool, len(ms))
 	for _, m := range ms {
 		seen[m.Name] = true
@@ -190,7 +190,7 @@ func (c *Client) invoke(ctx context.Context, m *MethodDesc, args, reply codec.Me
 		rand.Read(op.id[:])
 		// Nobody else knows the ID, and attempts that go to distinct
 		// groups never come back to a node: it need not remember.
-		op.noRepeat = m.Mode == ModeFailover && s.MaxFailovers < len(c.router.Groups())
+		op.noRepeat = m.Mode == ModeFailover && s.MaxFailovers < len(c.router.groups)
 	}
 	if c.closed.Load() {
 		return op.fail(ReasonClosed, ErrClientClosed)
@@ -231,10 +231,10 @@ func (c *Client) settingsFor(m *MethodDesc) (Settings, error) {
 		ms := v.(methodSettings)
 		return ms.s, ms.err
 	}
-	err := c.cfg.Settings.ValidateMethod(m)
-	s := c.cfg.Settings.ForMethod(m)
+	err := c.cfg.Settings.validateMethod(m)
+	s := c.cfg.Settings.forMethod(m)
 	if err != nil {
-		err = fmt.Errorf("ffgen: %s.%s: %w", m.Service, m.Name, err)
+		err = fmt.Errorf("ffgen: %w", err)
 	}
 	c.settings.Store(m, methodSettings{s, err})
 	return s, err

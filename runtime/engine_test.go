@@ -62,16 +62,11 @@ func newEnvOf(t *testing.T, cfg fftest.Config, desc *runtime.ServiceDesc) *env {
 // owners returns the entity's owner in each group, in failover order.
 func (e *env) owners(t *testing.T, entity string) []string {
 	t.Helper()
-	r := e.client.Router()
-	var out []string
-	for _, g := range r.GroupOrder(entity, nil) {
-		m, ok := r.Owner("test.Ledger", g, entity, nil)
-		if !ok {
-			t.Fatalf("no owner for %q in group %d", entity, g)
-		}
-		out = append(out, m.Name)
+	own := e.Owners("test.Ledger", entity)
+	if len(own) != len(e.Settings.Groups) {
+		t.Fatalf("owners of %q = %v, want one in each of %d groups", entity, own, len(e.Settings.Groups))
 	}
-	return out
+	return own
 }
 
 func TestHealthyCallGoesToPrimary(t *testing.T) {

@@ -46,7 +46,7 @@ type operation struct {
 // flags is FlagScatter for a replicated write, which goes to the service's
 // raft leader (leaderhint.go) and then the same way.
 func (op *operation) sequential(ctx context.Context, flags transport.AttemptFlags) error {
-	order := op.c.router.GroupOrder(op.key, op.groupBuf[:0])
+	order := op.c.router.groupOrder(op.key, op.groupBuf[:0])
 	var last outcome
 	routed := false
 	for n := 0; n <= op.s.MaxFailovers; n++ {
@@ -138,7 +138,7 @@ func paidFailover(r Reason) bool {
 // last one goes to a suspected owner rather than fail without trying.
 func (op *operation) try(ctx context.Context, order []int, n int, flags transport.AttemptFlags, lastChance bool) outcome {
 	group := order[n%len(order)]
-	groupName := op.c.router.Groups()[group]
+	groupName := op.c.router.groups[group]
 	member, reason := op.pick(group, lastChance)
 	if flags&transport.FlagScatter != 0 && n == 0 {
 		if m, ok := op.c.leaderHint(op.m.Service); ok {
@@ -184,7 +184,7 @@ func (op *operation) pick(group int, ignoreSuspicion bool) (Member, Reason) {
 // one starts when the previous fails over or after delay without an answer.
 // The first final answer wins; the others are cancelled.
 func (op *operation) concurrent(ctx context.Context, delay time.Duration) error {
-	order := op.c.router.GroupOrder(op.key, op.groupBuf[:0])
+	order := op.c.router.groupOrder(op.key, op.groupBuf[:0])
 	ctx, cancel := context.WithDeadline(ctx, op.deadline)
 	defer cancel()
 	results := make(chan outcome, op.s.MaxFailovers+1)

@@ -667,14 +667,15 @@ func (s *Server) handled(sm *servedMethod, status, code string, ran time.Duratio
 	s.cfg.Metrics.Handled(sm.desc.Service, sm.desc.Name, status, code, ran)
 }
 
-// MinHeartbeatInterval is the shortest heartbeat interval a client may ask for.
-const MinHeartbeatInterval = time.Millisecond
+// minHeartbeatInterval is the shortest heartbeat interval a client may ask
+// for: a shorter one would have the server spend its time heartbeating.
+const minHeartbeatInterval = time.Millisecond
 
 func (s *Server) clampInterval(d time.Duration) time.Duration {
 	if d <= 0 {
 		return s.cfg.Settings.HeartbeatInterval
 	}
-	return max(d, MinHeartbeatInterval)
+	return max(d, minHeartbeatInterval)
 }
 
 func (s *Server) connLocked(c transport.Conn) *serverConn {

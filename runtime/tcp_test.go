@@ -104,14 +104,12 @@ func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPCon
 }
 
 func (e *tcpEnv) owners(tb testing.TB, entity string) []string {
-	r := e.client.Router()
 	var out []string
-	for _, g := range r.GroupOrder(entity, nil) {
-		m, ok := r.Owner(ledgerDesc.Name, g, entity, nil)
-		if !ok {
-			tb.Fatalf("no owner in group %d", g)
-		}
+	for _, m := range runtime.Route(e.s.Groups, e.members.Members(), ledgerDesc.Name, entity) {
 		out = append(out, m.Name)
+	}
+	if len(out) != len(e.s.Groups) {
+		tb.Fatalf("owners of %q = %v, want one in each of %d groups", entity, out, len(e.s.Groups))
 	}
 	return out
 }

@@ -309,13 +309,9 @@ func (n *Node) Member() runtime.Member {
 // client passes over the nodes it suspects). A group with no node serving
 // service is left out.
 func (c *Cluster) Owners(service, entity string) []string {
-	r := runtime.NewRouter(c.Settings.Groups)
-	r.Update(c.Members.Members())
 	var out []string
-	for _, g := range r.GroupOrder(entity, nil) {
-		if m, ok := r.Owner(service, g, entity, nil); ok {
-			out = append(out, m.Name)
-		}
+	for _, m := range runtime.Route(c.Settings.Groups, c.Members.Members(), service, entity) {
+		out = append(out, m.Name)
 	}
 	return out
 }
