@@ -291,19 +291,6 @@ func (h *history) end(i int, v int64, err error) {
 	}
 }
 
-// acknowledged counts the writes that succeeded.
-func (h *history) acknowledged() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, op := range h.ops {
-		if op.Input.(counterIn).kind == "Add" && op.Output != nil && op.Output.(counterOut) == (counterOut{value: op.Output.(counterOut).value}) {
-			n++
-		}
-	}
-	return n
-}
-
 // counterModel: each key is a register changed by Add, which returns the
 // new value, and read by Get and ReadNow. Get is a default read, which may
 // be stale: only the linearizable ReadNow is held to the model's current

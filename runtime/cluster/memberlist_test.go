@@ -328,7 +328,7 @@ func TestStartRejects(t *testing.T) {
 		{"metadata over the limit", func(c *Config) { c.Services = long }, "limit 512", ErrMetaTooLarge},
 		{"no name", func(c *Config) { c.Name = "" }, "missing Name", nil},
 		{"no group", func(c *Config) { c.Group = "" }, "missing Group", nil},
-		{"group not among the groups", func(c *Config) { c.Group, c.Groups = "zzz", []string{"a", "b"} }, `Group "zzz" is not one of the failure groups [a b]`, nil},
+		{"group not among the groups", func(c *Config) { c.Group, c.Groups = "zzz", []string{"a", "b"} }, `the node's Group "zzz" is not one of the failure groups [a b]`, nil},
 		{"bad key", func(c *Config) { c.SecretKey = []byte("short") }, "SecretKey is 5 bytes", nil},
 		{"bad backoff", func(c *Config) { c.JoinRetryMax = time.Nanosecond }, "join backoff", nil},
 		{"bad preset", func(c *Config) { c.Preset = 7 }, "preset(7)", nil},
