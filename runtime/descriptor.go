@@ -25,8 +25,11 @@ const (
 	// leader acknowledges it once a majority of the voters hold it, and
 	// every node applies it in log order (see ReplicationConfig).
 	ModeScatter
-	// ModeHedge starts the next group's attempt after MethodDesc.Hedge
-	// if no reply came; the loser is cancelled.
+	// ModeHedge follows the same group order as ModeFailover, but starts
+	// the next attempt MethodDesc.Hedge after the previous one if no final
+	// answer has come by then (heartbeats are no answer), or at once when
+	// the running one fails over; the first final answer wins and the
+	// other attempts are cancelled.
 	ModeHedge
 )
 
@@ -72,7 +75,7 @@ type MethodDesc struct {
 	Service string // equal to the owning ServiceDesc.Name; Register checks it
 	Name    string
 	Mode    Mode
-	Hedge   time.Duration // ModeHedge: delay before the next group is tried
+	Hedge   time.Duration // ModeHedge: how long an attempt runs alone before the next one starts
 	Hold    bool          // wait until no operation runs on the entity
 	// Linearizable marks a read (not ModeScatter) of a replicated service
 	// whose caller must see every write acknowledged before it called,

@@ -34,7 +34,7 @@ type operation struct {
 
 	trackPrev, trackNext *operation // the other operations in its shard of the client's table; guarded by the shard's lock
 
-	mu       sync.Mutex // guards the fields below: hedge and scatter legs run concurrently
+	mu       sync.Mutex // guards the fields below: a hedge's attempts run concurrently, and InFlight reads them
 	history  []historyEntry
 	last     []byte // progress
 	node     string // node of the latest attempt, for InFlight
