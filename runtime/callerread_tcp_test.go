@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
@@ -118,11 +119,8 @@ func blockedCall(t *testing.T, e *tcpEnv, ctx context.Context) (done chan error,
 		before := callerReads(e.client)
 		done = make(chan error, 1)
 		go func() { _, err := e.ledger.Add(ctx, "acct", 1); done <- err }()
-		bound := time.Now().Add(e.s.HeartbeatTimeout / 2)
-		for callerReads(e.client) < before+2 && time.Now().Before(bound) {
-			time.Sleep(time.Millisecond) // polling a condition
-		}
-		if callerReads(e.client) >= before+2 {
+		// Nothing signals a frame its caller read: the count says so.
+		if testkit.Within(e.s.HeartbeatTimeout/2, func() bool { return callerReads(e.client) >= before+2 }) {
 			t.Cleanup(func() { closeOnce(rel) })
 			return done, func() { closeOnce(rel) }
 		}

@@ -38,6 +38,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
@@ -54,11 +55,11 @@ func TestDetectionNode(t *testing.T) {
 		t.Skip("a server process of TestDetection")
 	}
 	name, group, _ := strings.Cut(spec, ",")
-	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: name, Group: group, Logger: quietLogger()}})
+	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: name, Group: group, Logger: testkit.Logger(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := runtime.NewServer(runtime.ServerConfig{Logger: quietLogger()})
+	srv := runtime.NewServer(runtime.ServerConfig{Logger: testkit.Logger(t)})
 	var out sync.Mutex
 	say := func(format string, args ...any) {
 		out.Lock()
@@ -395,11 +396,11 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 }
 
 func detectClient(t *testing.T, members *runtime.StaticMembership, s runtime.Settings, m runtime.Metrics) *runtime.Client {
-	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: quietLogger()}})
+	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: testkit.Logger(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := runtime.NewClient(runtime.ClientConfig{Transport: tp, Membership: members, Settings: s, Metrics: m, Logger: quietLogger()})
+	c, err := runtime.NewClient(runtime.ClientConfig{Transport: tp, Membership: members, Settings: s, Metrics: m, Logger: testkit.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/fftest"
 )
@@ -128,7 +129,7 @@ func TestDurableNodeRestartsAsTheSameMember(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		victim := otherThan(e.names(), e.leader(t))[0]
+		victim := otherThan(e.names(), e.Leader(t, counterDesc.Name))[0]
 		before := e.Node(victim).Server.Replication()[0]
 		e.Kill(t, victim)
 		for i := range 20 {
@@ -157,7 +158,7 @@ func TestDurableNodeRestartsAsTheSameMember(t *testing.T) {
 func TestDurableRefusesForeignDirectories(t *testing.T) {
 	dir := t.TempDir()
 	register := func(cfg runtime.ServerConfig, svc *runtime.ServiceDesc) error {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = testkit.Logger(t)
 		s := runtime.NewServer(cfg)
 		defer s.Close()
 		return s.Register(svc, newCounter(cfg.Node))
@@ -231,7 +232,7 @@ func TestDurableCorruptFileRejoinsFromPeers(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		victim := otherThan(e.names(), e.leader(t))[0]
+		victim := otherThan(e.names(), e.Leader(t, counterDesc.Name))[0]
 		e.Kill(t, victim)
 		path := filepath.Join(dirs[victim], counterDesc.Name, "raft.db")
 		flipRecordBytes(t, path)

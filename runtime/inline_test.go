@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	goruntime "runtime"
 	"slices"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 	"github.com/ffgen/ffgen/runtime/transport"
@@ -44,27 +46,14 @@ func onReadGoroutine() bool {
 	}
 }
 
-// receive waits for a value from ch.
-func receive[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitLimit):
-		t.Fatalf("timed out waiting for %s", what)
-		var zero T
-		return zero
-	}
-}
-
 // watchedClient is a second client of e whose attempts log records.
 func watchedClient(t *testing.T, e *tcpEnv) (*ledgerClient, *runtime.Client, *attemptLog) {
 	log := new(attemptLog)
-	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "watched", Group: "clients", Logger: quietLogger()}})
+	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "watched", Group: "clients", Logger: testkit.Logger(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := runtime.NewClient(runtime.ClientConfig{Transport: tp, Membership: e.members, Settings: e.s, Logger: quietLogger(),
+	c, err := runtime.NewClient(runtime.ClientConfig{Transport: tp, Membership: e.members, Settings: e.s, Logger: testkit.Logger(t),
 		AttemptInterceptors: []runtime.AttemptInterceptor{log.intercept}})
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +146,7 @@ func TestTCPInlineHandlerThatBlocksDelaysNoOtherCall(t *testing.T) {
 	release := make(chan struct{})
 	e.ledgers[own[0]].setHook(blockingHook("slow", inline, release))
 	slow := goAdd(x, "slow", 5)
-	if !receive(t, inline, "the slow handler to start") {
+	if !testkit.Receive(t, inline, "the slow handler to start") {
 		t.Fatal("the slow handler ran on a worker, not inline: the test covers nothing")
 	}
 	for want := int64(1); want <= 3; want++ {
@@ -173,7 +162,7 @@ func TestTCPInlineHandlerThatBlocksDelaysNoOtherCall(t *testing.T) {
 		}
 	}
 	close(release)
-	if r := receive(t, slow, "Add(slow) after its release"); r.err != nil || r.balance != 5 {
+	if r := testkit.Receive(t, slow, "Add(slow) after its release"); r.err != nil || r.balance != 5 {
 		t.Fatalf("Add(slow) = %d, %v; want 5", r.balance, r.err)
 	}
 	want := []string{own[0] + " none", own[0] + " none", own[0] + " none", own[0] + " none"}
@@ -208,16 +197,16 @@ func TestTCPInlineOverrunMarksTheMethodSlowAtOnce(t *testing.T) {
 		return first(ctx, acct, n)
 	})
 	slow := goAdd(x, "slow", 5)
-	if !receive(t, inline, "the first handler to start") {
+	if !testkit.Receive(t, inline, "the first handler to start") {
 		t.Fatal("the first handler ran on a worker, not inline: the test covers nothing")
 	}
 	// A call answered while the first blocks: the reading was handed on,
 	// so the first has overrun.
-	if r := receive(t, goAdd(x, fast, 1), "Add("+fast+")"); r.err != nil || r.balance != 1 {
+	if r := testkit.Receive(t, goAdd(x, fast, 1), "Add("+fast+")"); r.err != nil || r.balance != 1 {
 		t.Fatalf("Add(%s) = %d, %v; want 1", fast, r.balance, r.err)
 	}
 	other := goAdd(x, second, 7)
-	if receive(t, inline, "the second handler to start") {
+	if testkit.Receive(t, inline, "the second handler to start") {
 		t.Error("the second blocking call ran inline: the first one's overrun was not counted")
 	}
 	close(release)
@@ -225,7 +214,7 @@ func TestTCPInlineOverrunMarksTheMethodSlowAtOnce(t *testing.T) {
 		ch   <-chan addResult
 		want int64
 	}{{slow, 5}, {other, 7}} {
-		if r := receive(t, c.ch, "a blocked call after its release"); r.err != nil || r.balance != c.want {
+		if r := testkit.Receive(t, c.ch, "a blocked call after its release"); r.err != nil || r.balance != c.want {
 			t.Errorf("blocked Add = %d, %v; want %d", r.balance, r.err, c.want)
 		}
 	}
@@ -249,7 +238,7 @@ func TestTCPInlineHandlerPanics(t *testing.T) {
 	if got, err := x.Add(t.Context(), "boom", 1); err != nil || got != 1 {
 		t.Fatalf("Add = %d, %v; want the secondary's 1", got, err)
 	}
-	if !receive(t, inline, "the handler to run") {
+	if !testkit.Receive(t, inline, "the handler to run") {
 		t.Fatal("the panicking handler ran on a worker, not inline: the test covers nothing")
 	}
 	attempts, errs := log.take()
@@ -290,14 +279,14 @@ func TestTCPInlineHandlerIsCancelled(t *testing.T) {
 		_, err := e.ledger.Add(ctx, "acct", 1)
 		done <- err
 	}()
-	if !receive(t, inline, "the handler to start") {
+	if !testkit.Receive(t, inline, "the handler to start") {
 		t.Fatal("the handler ran on a worker, not inline: the test covers nothing")
 	}
 	cancel()
-	if err := receive(t, done, "Add to end"); !errors.Is(err, context.Canceled) {
+	if err := testkit.Receive(t, done, "Add to end"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Add after its context was cancelled: %v, want context.Canceled", err)
 	}
-	if err := receive(t, ended, "the handler to be stopped"); !errors.Is(err, context.Canceled) {
+	if err := testkit.Receive(t, ended, "the handler to be stopped"); !errors.Is(err, context.Canceled) {
 		t.Errorf("the handler's context ended with %v, want Canceled (not its deadline)", err)
 	}
 }
@@ -317,26 +306,21 @@ func TestTCPInlineLongHandlerIsNotFailedOver(t *testing.T) {
 	release := make(chan struct{})
 	e.ledgers[own[0]].setHook(blockingHook("acct", inline, release))
 	done := goAdd(x, "acct", 7)
-	if !receive(t, inline, "the handler to start") {
+	if !testkit.Receive(t, inline, "the handler to start") {
 		t.Fatal("the handler ran on a worker, not inline: the test covers nothing")
 	}
 	// The handler runs until the client has watched the attempt stay on
 	// the owner for twice the heartbeat timeout.
-	for bound := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) { // polling a condition
+	testkit.Until(t, fmt.Sprintf("the handler to run for %v", 2*s.HeartbeatTimeout), func() bool {
 		ops := c.InFlight()
 		if len(ops) != 1 || ops[0].Attempt > 0 {
 			attempts, _ := log.take()
 			t.Fatalf("in flight while the handler runs: %+v; attempts %q", ops, attempts)
 		}
-		if time.Since(ops[0].Started) > 2*s.HeartbeatTimeout {
-			break
-		}
-		if time.Now().After(bound) {
-			t.Fatalf("the handler did not run for %v within a minute", 2*s.HeartbeatTimeout)
-		}
-	}
+		return time.Since(ops[0].Started) > 2*s.HeartbeatTimeout
+	})
 	close(release)
-	r := receive(t, done, "the call to end")
+	r := testkit.Receive(t, done, "the call to end")
 	attempts, _ := log.take()
 	if r.err != nil || r.balance != 7 {
 		t.Fatalf("Add = %d, %v; want 7; attempts %q", r.balance, r.err, attempts)
@@ -374,7 +358,7 @@ func TestTCPInlineHandlerAckArrivesWhileItRuns(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	e.ledgers[own[0]].setHook(blockingHook("acct", inline, release))
-	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "raw", Group: "clients", Logger: quietLogger()}})
+	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "raw", Group: "clients", Logger: testkit.Logger(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,15 +385,15 @@ func TestTCPInlineHandlerAckArrivesWhileItRuns(t *testing.T) {
 	if err := conn.Send(a); err != nil {
 		t.Fatal(err)
 	}
-	if !receive(t, inline, "the handler to start") {
+	if !testkit.Receive(t, inline, "the handler to start") {
 		t.Fatal("the handler ran on a worker, not inline: the test covers nothing")
 	}
-	f := receive(t, got, "the ack")
+	f := testkit.Receive(t, got, "the ack")
 	if ack, ok := f.(*transport.Ack); !ok || ack.Call != 1 {
 		t.Fatalf("first frame while the handler runs: %T %+v, want the ack of call 1", f, f)
 	}
 	release <- struct{}{}
-	f = receive(t, got, "the result")
+	f = testkit.Receive(t, got, "the result")
 	if r, ok := f.(*transport.Result); !ok || r.Call != 1 || r.Status != transport.StatusOK {
 		t.Fatalf("frame after the release: %T %+v, want call 1's result, ok", f, f)
 	}

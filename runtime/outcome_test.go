@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/fftest"
 )
@@ -102,8 +102,7 @@ func TestCancelledOperationWasDelivered(t *testing.T) {
 // waitTransfers waits until every node's ledger has run n transfers.
 func waitTransfers(t *testing.T, e *env, n int) {
 	t.Helper()
-	for range 100 {
-		done := true
+	ran := func() bool {
 		for _, l := range e.ledgers {
 			l.mu.Lock()
 			got := 0
@@ -113,14 +112,15 @@ func waitTransfers(t *testing.T, e *env, n int) {
 				}
 			}
 			l.mu.Unlock()
-			done = done && got == n
+			if got != n {
+				return false
+			}
 		}
-		if done {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+		return true
 	}
-	t.Fatalf("not every replica ran %d transfers within 10s", n)
+	if !testkit.Within(10*time.Second, ran) {
+		t.Fatalf("not every replica ran %d transfers within 10s", n)
+	}
 }
 
 // An attempt whose time runs out while the handler runs is an attempt
@@ -240,10 +240,10 @@ func TestCancelDuringBudgetWaitIsCancelled(t *testing.T) {
 // suspected, nothing delivered.
 func TestInvokeAfterClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs logBuffer
+		var logs testkit.LogBuffer
 		e := &env{Cluster: fftest.New(t, fftest.Config{}), ledgers: map[string]*memLedger{}}
 		e.Serve(t, ledgerDesc, func(n *fftest.Node) any { return newMemLedger(n.Name) })
-		c := e.Client(t, func(cfg *runtime.ClientConfig) { cfg.Logger = logs.logger() })
+		c := e.Client(t, func(cfg *runtime.ClientConfig) { cfg.Logger = logs.Logger() })
 		synctest.Wait()
 		c.Close()
 		start := time.Now()
@@ -315,34 +315,14 @@ func TestSentinelErrorsArePrefixed(t *testing.T) {
 	}
 }
 
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// logger writes text records into l.
-func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
-
 // The suspicion warning names the suspected node as the peer: a client's
 // logger that carries its own node attribute does not get a second one.
 func TestSuspicionLogNamesThePeer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs logBuffer
+		var logs testkit.LogBuffer
 		e := &env{Cluster: fftest.New(t, fftest.Config{}), ledgers: map[string]*memLedger{}}
 		e.Serve(t, ledgerDesc, func(n *fftest.Node) any { return newMemLedger(n.Name) })
-		c := e.Client(t, func(cfg *runtime.ClientConfig) { cfg.Logger = logs.logger().With("node", "client1") })
+		c := e.Client(t, func(cfg *runtime.ClientConfig) { cfg.Logger = logs.Logger().With("node", "client1") })
 		synctest.Wait()
 		e.client = c
 		own := e.owners(t, "acct")

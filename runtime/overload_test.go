@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/fftest"
 	"github.com/ffgen/ffgen/runtime/transport"
@@ -141,12 +142,12 @@ func TestConnectionLimitIsNotDeath(t *testing.T) {
 	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
 		t.Fatal(err)
 	}
-	ctp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "late", Group: "clients", Logger: quietLogger()}})
+	ctp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "late", Group: "clients", Logger: testkit.Logger(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := &failoverCounter{}
-	late, err := runtime.NewClient(runtime.ClientConfig{Transport: ctp, Membership: e.members, Settings: e.s, Metrics: m, Logger: quietLogger()})
+	late, err := runtime.NewClient(runtime.ClientConfig{Transport: ctp, Membership: e.members, Settings: e.s, Metrics: m, Logger: testkit.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -201,22 +201,6 @@ func (e *replEnv) add(ctx context.Context, key string, delta int64) (int64, erro
 	return e.call(ctx, e.client, counterAdd, key, delta)
 }
 
-// leader waits for a node that leads the counter and returns its name.
-func (e *replEnv) leader(t *testing.T) string {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		for _, n := range e.Nodes {
-			for _, st := range n.Server.Replication() {
-				if st.Leading {
-					return n.Name
-				}
-			}
-		}
-	}
-	t.Fatal("no leader within 30s")
-	return ""
-}
-
 // check asserts what every replication test must end with: the replicas
 // that serve hold the same state, no write ran twice anywhere, and the
 // history is linearizable.

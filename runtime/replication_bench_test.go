@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
@@ -125,11 +126,11 @@ func writeCluster(b *testing.B) (*ledgerClient, []*runtime.Server, *writeMetrics
 	var servers []*runtime.Server
 	var ms []runtime.Member
 	for _, name := range names {
-		tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: name, Group: name[:1], Logger: quietLogger()}})
+		tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: name, Group: name[:1], Logger: testkit.Logger(b)}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv := runtime.NewServer(runtime.ServerConfig{Settings: s, Logger: quietLogger(), Node: name, Membership: members,
+		srv := runtime.NewServer(runtime.ServerConfig{Settings: s, Logger: testkit.Logger(b), Node: name, Membership: members,
 			Replication: runtime.ReplicationConfig{Voters: names}})
 		l := newMemLedger(name)
 		l.lean = true
@@ -151,26 +152,25 @@ func writeCluster(b *testing.B) (*ledgerClient, []*runtime.Server, *writeMetrics
 			srv.Shutdown(ctx)
 		}
 	})
-	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
-		var notReady error
+	var notReady error
+	ready := func() bool {
+		notReady = nil
 		for _, srv := range servers {
 			if err := srv.Ready(); err != nil {
 				notReady = err
 			}
 		}
-		if notReady == nil {
-			break
-		}
-		if time.Since(start) > 30*time.Second {
-			b.Fatalf("replicas not ready within 30s: %v", notReady)
-		}
+		return notReady == nil
 	}
-	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: quietLogger()}})
+	if !testkit.Within(30*time.Second, ready) {
+		b.Fatalf("replicas not ready within 30s: %v", notReady)
+	}
+	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: testkit.Logger(b)}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	cm := new(writeMetrics)
-	c, err := runtime.NewClient(runtime.ClientConfig{Transport: tp, Membership: members, Settings: s, Logger: quietLogger(), Metrics: cm})
+	c, err := runtime.NewClient(runtime.ClientConfig{Transport: tp, Membership: members, Settings: s, Logger: testkit.Logger(b), Metrics: cm})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func TestReplicationWriteWaitsForEveryVoter(t *testing.T) {
 				// The victim must not lead: it would answer a method it
 				// lacks as not implemented, before any voter check. A
 				// restart makes it a new member, which the others lead.
-				for e.leader(t) == victim {
+				for e.Leader(t, counterDesc.Name) == victim {
 					e.Restart(t, victim)
 					e.WaitConverged(t)
 				}
@@ -278,7 +278,7 @@ func TestReplicationWriteChecksTheFieldsItCarries(t *testing.T) {
 			})
 		e.client = e.newClient(t)
 		ctx := t.Context()
-		for e.leader(t) == victim {
+		for e.Leader(t, counterDesc.Name) == victim {
 			e.Restart(t, victim)
 			e.WaitConverged(t)
 		}

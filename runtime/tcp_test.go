@@ -5,22 +5,17 @@ package runtime_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"io"
-	"log/slog"
-	"math/big"
 	"net"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/cluster"
 	"github.com/ffgen/ffgen/runtime/codec"
@@ -37,8 +32,6 @@ type tcpEnv struct {
 	ledger     *ledgerClient
 	s          runtime.Settings
 }
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // newTCPEnv starts one node per group and a client; edit, if given,
 // adjusts every transport's configuration.
@@ -58,7 +51,7 @@ func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPCon
 	var ms []runtime.Member
 	for _, g := range s.Groups {
 		name := g + "1"
-		cfg := transport.TCPConfig{Config: transport.Config{Node: name, Group: g, Logger: quietLogger()}}
+		cfg := transport.TCPConfig{Config: transport.Config{Node: name, Group: g, Logger: testkit.Logger(tb)}}
 		for _, f := range edit {
 			f(&cfg)
 		}
@@ -66,7 +59,7 @@ func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPCon
 		if err != nil {
 			tb.Fatal(err)
 		}
-		srv := runtime.NewServer(runtime.ServerConfig{Settings: s, Logger: quietLogger()})
+		srv := runtime.NewServer(runtime.ServerConfig{Settings: s, Logger: testkit.Logger(tb)})
 		l := newMemLedger(name)
 		if err := srv.Register(plainLedgerDesc, l); err != nil {
 			tb.Fatal(err)
@@ -79,7 +72,7 @@ func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPCon
 		ms = append(ms, runtime.Member{Name: name, Group: g, Addr: ln.Addr(), Services: []string{ledgerDesc.Name}})
 	}
 	e.members.Set(ms)
-	ccfg := transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: quietLogger()}}
+	ccfg := transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: testkit.Logger(tb)}}
 	for _, f := range edit {
 		f(&ccfg)
 	}
@@ -87,7 +80,7 @@ func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPCon
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e.client, err = runtime.NewClient(runtime.ClientConfig{Transport: ctp, Membership: e.members, Settings: s, Logger: quietLogger()})
+	e.client, err = runtime.NewClient(runtime.ClientConfig{Transport: ctp, Membership: e.members, Settings: s, Logger: testkit.Logger(tb)})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -238,20 +231,13 @@ func TestTCPLongOperationDoesNotFailOver(t *testing.T) {
 	})
 	done := make(chan error, 1)
 	go func() { _, err := e.ledger.Add(t.Context(), "acct", 1); done <- err }()
-	bound := time.Now().Add(time.Minute)
-	for {
+	testkit.Until(t, fmt.Sprintf("the operation to run on %s for %v", own[0], 2*s.HeartbeatTimeout), func() bool {
 		ops := e.client.InFlight()
-		if len(ops) == 1 && ops[0].Node == own[0] && ops[0].Attempt == 0 && time.Since(ops[0].Started) > 2*s.HeartbeatTimeout {
-			break
-		}
 		if len(ops) == 1 && ops[0].Attempt > 0 {
 			t.Fatalf("failed over to %s while %s heartbeated", ops[0].Node, own[0])
 		}
-		if time.Now().After(bound) {
-			t.Fatalf("the operation did not run on %s for %v within a minute: %+v", own[0], 2*s.HeartbeatTimeout, ops)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition
-	}
+		return len(ops) == 1 && ops[0].Node == own[0] && ops[0].Attempt == 0 && time.Since(ops[0].Started) > 2*s.HeartbeatTimeout
+	})
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -349,15 +335,15 @@ func TestTCPHostileConnectionsDoNotDisturbCalls(t *testing.T) {
 // with reasons that say why, not as refused connections: TLS on the nodes
 // and none on the client, or another protocol version.
 func TestTCPMismatchedNodesNameTheCause(t *testing.T) {
-	cert := selfSigned(t)
+	cert := testkit.SelfSigned(t) // nobody trusts it
 	tlsNode, err := transport.NewTCP(transport.TCPConfig{
-		Config: transport.Config{Node: "tls", Group: "a", Logger: quietLogger()},
+		Config: transport.Config{Node: "tls", Group: "a", Logger: testkit.Logger(t)},
 		TLS:    &tls.Config{Certificates: []tls.Certificate{cert}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := runtime.NewServer(runtime.ServerConfig{Settings: patientSettings(), Logger: quietLogger()})
+	srv := runtime.NewServer(runtime.ServerConfig{Settings: patientSettings(), Logger: testkit.Logger(t)})
 	if err := srv.Register(ledgerDesc, newMemLedger("tls")); err != nil {
 		t.Fatal(err)
 	}
@@ -412,27 +398,6 @@ func TestTCPMismatchedNodesNameTheCause(t *testing.T) {
 			}
 		}
 	}
-}
-
-// selfSigned returns a certificate for 127.0.0.1 that nobody trusts.
-func selfSigned(t *testing.T) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "node"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
 type bigArgs struct{ N int64 }
@@ -506,11 +471,7 @@ func TestTCPIdleConnectionIsRedialed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The client's side, at half the timeout, closes first.
-	for deadline := time.Now().Add(10 * time.Second); node.NodeStats().Conns != 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the idle connection to %s was never closed: %+v", own[0], node.NodeStats())
-		}
-	}
+	testkit.Until(t, "the idle connection to "+own[0]+" to close", func() bool { return node.NodeStats().Conns == 0 })
 	if n := node.NodeStats().IdleClosed; n != 0 {
 		t.Errorf("the node closed %d idle connections itself; the client should have, first", n)
 	}

@@ -5,6 +5,8 @@ import (
 	goruntime "runtime"
 	"testing"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/testkit"
 )
 
 // While the connection is crowded, frames sent back to back leave in one
@@ -58,12 +60,12 @@ func TestRefusedInlineWorkCrowdsTheConnection(t *testing.T) {
 	raw := rawHello(t, l.Addr())
 
 	writeFrames(t, raw, &Cancel{Call: 1})
-	if receive(t, crowded, "frame 1") {
+	if testkit.Receive(t, crowded, "frame 1") {
 		t.Fatal("crowded after a frame that came alone")
 	}
 	writeFrames(t, raw, &Cancel{Call: 2}, &Cancel{Call: 3})
 	for i := 2; i <= 3; i++ {
-		if !receive(t, crowded, fmt.Sprintf("frame %d", i)) {
+		if !testkit.Receive(t, crowded, fmt.Sprintf("frame %d", i)) {
 			t.Fatalf("frame %d: not crowded after work was refused while a frame waited", i)
 		}
 	}

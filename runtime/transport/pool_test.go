@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/testkit"
 )
 
 var errDial = errors.New("no route to peer")
@@ -307,9 +309,7 @@ func TestPoolHelloLate(t *testing.T) {
 	}
 	go func() {
 		nc := <-accepted
-		for !connected() { // the dial connected: the Hello is what is late
-			time.Sleep(time.Millisecond)
-		}
+		testkit.Within(testkit.Bound, connected) // the dial connected: the Hello is what is late
 		accepted <- nc
 		cancel()
 	}()
