@@ -28,7 +28,7 @@ func BenchmarkInvokeTCP(b *testing.B) {
 		b.Run(fmt.Sprintf("ffgen/callers=%d", callers), func(b *testing.B) {
 			e := newTCPEnv(b, testSettings())
 			for _, l := range e.ledgers {
-				l.lean = true
+				l.Lean = true
 			}
 			ctx := context.Background()
 			if _, err := e.ledger.Add(ctx, "warm", 1); err != nil {
@@ -79,7 +79,7 @@ func runCallers(b *testing.B, callers int, call func(i int) error) {
 	wg.Wait()
 }
 
-// RPCLedger is the net/rpc twin of memLedger.Add.
+// RPCLedger is the net/rpc twin of testledger.Mem.Add.
 type RPCLedger struct {
 	mu  sync.Mutex
 	bal map[string]int64
@@ -222,8 +222,8 @@ func holdOps(b *testing.B, e *tcpEnv, n int) (release func()) {
 	unblock := make(chan struct{})
 	var running atomic.Int64
 	for _, l := range e.ledgers {
-		l.lean = true
-		l.leanHold = func(account string) {
+		l.Lean = true
+		l.LeanHold = func(account string) {
 			if strings.HasPrefix(account, "held-") {
 				running.Add(1)
 				<-unblock

@@ -73,7 +73,7 @@ func TestTCPCallAllocs(t *testing.T) {
 	}
 	e := newTCPEnv(t, patientSettings())
 	for _, l := range e.ledgers {
-		l.lean = true
+		l.Lean = true
 	}
 	cancelable, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -104,11 +104,11 @@ func blockedCall(t *testing.T, e *tcpEnv, ctx context.Context) (done chan error,
 	own := e.owners(t, "acct")
 	for try := 0; try < 20; try++ {
 		rel := make(chan struct{})
-		e.ledgers[own[0]].setHook(nil)
+		e.ledgers[own[0]].SetHook(nil)
 		if _, err := e.ledger.Add(context.Background(), "acct", 0); err != nil {
 			t.Fatal(err)
 		}
-		e.ledgers[own[0]].setHook(func(hctx context.Context, _ string, _ int64) error {
+		e.ledgers[own[0]].SetHook(func(hctx context.Context, _ string, _ int64) error {
 			select {
 			case <-rel:
 				return nil
@@ -210,7 +210,7 @@ func TestTCPCallerReadingFailsOverWhenNodePauses(t *testing.T) {
 	if !e.client.Suspected(own[0]) {
 		t.Errorf("the paused node is not suspected")
 	}
-	if n := e.ledgers[own[1]].executions(); n != 1 {
+	if n := e.ledgers[own[1]].Executions(); n != 1 {
 		t.Errorf("%s ran %d times, want 1", own[1], n)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestAttemptIsAcknowledgedOnArrival(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
-		e.ledgers["a1"].setHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
+		e.ledgers["a1"].SetHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
 		var mu sync.Mutex
 		var got []string
 		h := frameFunc(func(f transport.Frame) {
@@ -40,7 +41,7 @@ func TestAttemptIsAcknowledgedOnArrival(t *testing.T) {
 		}
 		defer c.Close()
 		attempt := func(call uint64, op byte, account string, flags transport.AttemptFlags) {
-			args := (&ledgerAddArgs{Account: account, Amount: 1}).AppendFF(nil)
+			args := (&testledger.AddArgs{Account: account, Amount: 1}).AppendFF(nil)
 			if err := c.Send(&transport.Attempt{Call: call, OpID: [16]byte{op}, Timeout: time.Second, Heartbeat: time.Hour,
 				Service: "test.Ledger", Method: "Add", Entities: []string{account}, Flags: flags, Payload: args}); err != nil {
 				t.Fatal(err)
@@ -67,7 +68,7 @@ func TestAckedAttemptIsAcknowledged(t *testing.T) {
 		s.MaxFailovers = 0
 		e := newEnv(t, fftest.Config{Settings: s})
 		own := e.owners(t, "acct")
-		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			synctest.Wait() // the ack has reached the client
 			e.Net.Pause(own[0])
 			<-ctx.Done()
@@ -125,7 +126,7 @@ func TestSuspicionIsProportionate(t *testing.T) {
 		}
 
 		// A broken connection is no stall.
-		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			e.Net.ResetNode(own[0])
 			<-ctx.Done()
 			return ctx.Err()
@@ -147,7 +148,7 @@ func TestSuspicionIsProportionate(t *testing.T) {
 func TestHeartbeatStandsForAllAttemptsOfClientsThatCountIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
-		e.ledgers["a1"].setHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
+		e.ledgers["a1"].SetHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
 		var mu sync.Mutex
 		var beats []transport.Heartbeat
 		h := frameFunc(func(f transport.Frame) {
@@ -164,7 +165,7 @@ func TestHeartbeatStandsForAllAttemptsOfClientsThatCountIt(t *testing.T) {
 		defer c.Close()
 		const interval = 50 * time.Millisecond
 		attempt := func(call uint64, account string, flags transport.AttemptFlags) {
-			args := (&ledgerAddArgs{Account: account, Amount: 1}).AppendFF(nil)
+			args := (&testledger.AddArgs{Account: account, Amount: 1}).AppendFF(nil)
 			if err := c.Send(&transport.Attempt{Call: call, OpID: [16]byte{byte(call)}, Timeout: time.Second, Heartbeat: interval,
 				Service: "test.Ledger", Method: "Add", Entities: []string{account}, Flags: flags, Payload: args}); err != nil {
 				t.Fatal(err)
@@ -197,7 +198,7 @@ func TestHeartbeatShortcutMissesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		progress := make(chan string)
-		e.ledgers["a1"].setHook(func(ctx context.Context, account string, _ int64) error {
+		e.ledgers["a1"].SetHook(func(ctx context.Context, account string, _ int64) error {
 			if account == "x" {
 				for {
 					select {
@@ -236,7 +237,7 @@ func TestHeartbeatShortcutMissesNothing(t *testing.T) {
 		defer c.Close()
 		const interval = 50 * time.Millisecond
 		attempt := func(call uint64, account string, timeout time.Duration, flags transport.AttemptFlags) {
-			args := (&ledgerAddArgs{Account: account, Amount: 1}).AppendFF(nil)
+			args := (&testledger.AddArgs{Account: account, Amount: 1}).AppendFF(nil)
 			if err := c.Send(&transport.Attempt{Call: call, OpID: [16]byte{byte(call)}, Timeout: timeout, Heartbeat: interval,
 				Service: "test.Ledger", Method: "Add", Entities: []string{account}, Flags: flags, Payload: args}); err != nil {
 				t.Fatal(err)
@@ -320,7 +321,7 @@ func TestOverrunHandlerIsNotVouchedForByAll(t *testing.T) {
 		if other == "" {
 			t.Fatal("no second account with the same owner")
 		}
-		e.ledgers[own].setHook(func(ctx context.Context, account string, _ int64) error {
+		e.ledgers[own].SetHook(func(ctx context.Context, account string, _ int64) error {
 			if account == "stuck" {
 				time.Sleep(3 * time.Second) // ignores its context
 				return nil

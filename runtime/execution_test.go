@@ -9,6 +9,7 @@ import (
 
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -40,7 +41,7 @@ func dialRaw(t *testing.T, e *env, node string) *rawConn {
 }
 
 func (r *rawConn) attempt(call uint64, op byte, account string) {
-	args := (&ledgerAddArgs{Account: account, Amount: 1}).AppendFF(nil)
+	args := (&testledger.AddArgs{Account: account, Amount: 1}).AppendFF(nil)
 	if err := r.c.Send(&transport.Attempt{Call: call, OpID: [16]byte{op}, Timeout: time.Minute, Heartbeat: time.Second,
 		Service: "test.Ledger", Method: "Add", Entities: []string{account}, Payload: args}); err != nil {
 		r.t.Fatal(err)
@@ -69,7 +70,7 @@ func TestCancelledExecutionRerunsForALateJoiner(t *testing.T) {
 		stopping := make(chan struct{})
 		goOn := make(chan struct{})
 		var runs int
-		e.ledgers["a1"].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers["a1"].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			runs++
 			if runs > 1 {
 				return nil // the rerun completes
@@ -105,7 +106,7 @@ func TestCancelledQueuedExecutionLeavesItsQueue(t *testing.T) {
 		release := make(chan struct{})
 		ran := map[string]int{}
 		var mu sync.Mutex
-		e.ledgers["a1"].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers["a1"].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			mu.Lock()
 			ran[runtime.AttemptFrom(ctx).OpIDString()[:2]]++
 			first := len(ran) == 1 && ran["01"] == 1

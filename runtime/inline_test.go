@@ -23,6 +23,7 @@ import (
 	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -47,7 +48,7 @@ func onReadGoroutine() bool {
 }
 
 // watchedClient is a second client of e whose attempts log records.
-func watchedClient(t *testing.T, e *tcpEnv) (*ledgerClient, *runtime.Client, *attemptLog) {
+func watchedClient(t *testing.T, e *tcpEnv) (*testledger.Client, *runtime.Client, *attemptLog) {
 	log := new(attemptLog)
 	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "watched", Group: "clients", Logger: testkit.Logger(t)}})
 	if err != nil {
@@ -59,7 +60,7 @@ func watchedClient(t *testing.T, e *tcpEnv) (*ledgerClient, *runtime.Client, *at
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return newLedgerClient(c), c, log
+	return testledger.NewClient(c), c, log
 }
 
 // attemptLog records every attempt a client makes and how it ended.
@@ -107,7 +108,7 @@ type addResult struct {
 	err     error
 }
 
-func goAdd(x *ledgerClient, account string, amount int64) <-chan addResult {
+func goAdd(x *testledger.Client, account string, amount int64) <-chan addResult {
 	done := make(chan addResult, 1)
 	go func() {
 		got, err := x.Add(context.Background(), account, amount)
@@ -144,7 +145,7 @@ func TestTCPInlineHandlerThatBlocksDelaysNoOtherCall(t *testing.T) {
 	x, _, log := watchedClient(t, e)
 	inline := make(chan bool, 1)
 	release := make(chan struct{})
-	e.ledgers[own[0]].setHook(blockingHook("slow", inline, release))
+	e.ledgers[own[0]].SetHook(blockingHook("slow", inline, release))
 	slow := goAdd(x, "slow", 5)
 	if !testkit.Receive(t, inline, "the slow handler to start") {
 		t.Fatal("the slow handler ran on a worker, not inline: the test covers nothing")
@@ -169,7 +170,7 @@ func TestTCPInlineHandlerThatBlocksDelaysNoOtherCall(t *testing.T) {
 	if got, _ := log.take(); !slices.Equal(got, want) {
 		t.Errorf("attempts %q, want each answered by %s at once: %q", got, own[0], want)
 	}
-	if got := e.ledgers[own[0]].balances(); got["slow"] != 5 || got[fast] != 3 {
+	if got := e.ledgers[own[0]].Balances(); got["slow"] != 5 || got[fast] != 3 {
 		t.Errorf("balances on %s %v, want slow 5, %s 3", own[0], got, fast)
 	}
 }
@@ -190,7 +191,7 @@ func TestTCPInlineOverrunMarksTheMethodSlowAtOnce(t *testing.T) {
 	release := make(chan struct{})
 	first := blockingHook("slow", inline, release)
 	then := blockingHook(second, inline, release)
-	e.ledgers[own[0]].setHook(func(ctx context.Context, acct string, n int64) error {
+	e.ledgers[own[0]].SetHook(func(ctx context.Context, acct string, n int64) error {
 		if acct == second {
 			return then(ctx, acct, n)
 		}
@@ -228,7 +229,7 @@ func TestTCPInlineHandlerPanics(t *testing.T) {
 	x, _, log := watchedClient(t, e)
 	inline := make(chan bool, 1)
 	var once sync.Once
-	e.ledgers[own[0]].setHook(func(context.Context, string, int64) error {
+	e.ledgers[own[0]].SetHook(func(context.Context, string, int64) error {
 		once.Do(func() {
 			inline <- onReadGoroutine()
 			panic("ledger corrupted")
@@ -267,7 +268,7 @@ func TestTCPInlineHandlerIsCancelled(t *testing.T) {
 	own := e.owners(t, "acct")
 	inline := make(chan bool, 1)
 	ended := make(chan error, 1)
-	e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+	e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 		inline <- onReadGoroutine()
 		<-ctx.Done()
 		ended <- ctx.Err()
@@ -304,7 +305,7 @@ func TestTCPInlineLongHandlerIsNotFailedOver(t *testing.T) {
 	x, c, log := watchedClient(t, e)
 	inline := make(chan bool, 1)
 	release := make(chan struct{})
-	e.ledgers[own[0]].setHook(blockingHook("acct", inline, release))
+	e.ledgers[own[0]].SetHook(blockingHook("acct", inline, release))
 	done := goAdd(x, "acct", 7)
 	if !testkit.Receive(t, inline, "the handler to start") {
 		t.Fatal("the handler ran on a worker, not inline: the test covers nothing")
@@ -328,7 +329,7 @@ func TestTCPInlineLongHandlerIsNotFailedOver(t *testing.T) {
 	if want := []string{own[0] + " none"}; !slices.Equal(attempts, want) {
 		t.Errorf("attempts %q, want one: %q", attempts, want)
 	}
-	if n := e.ledgers[own[1]].executions(); n != 0 {
+	if n := e.ledgers[own[1]].Executions(); n != 0 {
 		t.Errorf("the secondary ran %d times", n)
 	}
 }
@@ -357,7 +358,7 @@ func TestTCPInlineHandlerAckArrivesWhileItRuns(t *testing.T) {
 	inline := make(chan bool, 1)
 	release := make(chan struct{})
 	defer close(release)
-	e.ledgers[own[0]].setHook(blockingHook("acct", inline, release))
+	e.ledgers[own[0]].SetHook(blockingHook("acct", inline, release))
 	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "raw", Group: "clients", Logger: testkit.Logger(t)}})
 	if err != nil {
 		t.Fatal(err)
@@ -374,12 +375,12 @@ func TestTCPInlineHandlerAckArrivesWhileItRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	payload, err := codec.Binary.Append(nil, &ledgerAddArgs{Account: "acct", Amount: 3})
+	payload, err := codec.Binary.Append(nil, &testledger.AddArgs{Account: "acct", Amount: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := &transport.Attempt{Call: 1, Timeout: 5 * time.Minute, Heartbeat: time.Minute,
-		Service: ledgerDesc.Name, Method: ledgerAdd.Name, Entities: []string{"acct"},
+		Service: testledger.Desc.Name, Method: testledger.AddMethod.Name, Entities: []string{"acct"},
 		Flags: transport.FlagAck, Payload: payload}
 	rand.Read(a.OpID[:])
 	if err := conn.Send(a); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 )
 
 // counter is one node's replica of the counter service.
@@ -119,11 +120,11 @@ func counterMethod(name string, mode runtime.Mode, linearizable bool) *runtime.M
 			Decode: func(string, []byte) error { return errCounterBusy },
 		}}}
 	m.Entities = func(args codec.Message, dst []string) []string {
-		return append(dst, args.(*ledgerAddArgs).Account)
+		return append(dst, args.(*testledger.AddArgs).Account)
 	}
-	m.NewArgs = func() codec.Message { return new(ledgerAddArgs) }
+	m.NewArgs = func() codec.Message { return new(testledger.AddArgs) }
 	m.Handle = func(ctx context.Context, impl any, args codec.Message) (codec.Message, error) {
-		a := args.(*ledgerAddArgs)
+		a := args.(*testledger.AddArgs)
 		var c *counter
 		switch x := impl.(type) {
 		case *counter:
@@ -138,7 +139,7 @@ func counterMethod(name string, mode runtime.Mode, linearizable bool) *runtime.M
 		} else {
 			v, err = c.Get(ctx, a.Account)
 		}
-		return &ledgerInt64Result{R0: v}, err
+		return &testledger.Int64Result{R0: v}, err
 	}
 	return m
 }
@@ -191,8 +192,8 @@ func newReplEnv(t *testing.T, cfg fftest.Config, snapshots bool) *replEnv {
 // call invokes m and records it in the history.
 func (e *replEnv) call(ctx context.Context, c *runtime.Client, m *runtime.MethodDesc, key string, delta int64) (int64, error) {
 	op := e.hist.begin(ctx, m.Name, key, delta)
-	var res ledgerInt64Result
-	err := c.Invoke(ctx, m, &ledgerAddArgs{Account: key, Amount: delta}, &res)
+	var res testledger.Int64Result
+	err := c.Invoke(ctx, m, &testledger.AddArgs{Account: key, Amount: delta}, &res)
 	e.hist.end(op, res.R0, err)
 	return res.R0, err
 }

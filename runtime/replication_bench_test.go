@@ -10,6 +10,7 @@ import (
 
 	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -119,7 +120,7 @@ func writeTerm(servers []*runtime.Server) uint64 {
 // writeCluster starts four replicas of the ledger, waits until each of
 // them is ready (the group has elected a leader), and returns a client
 // whose Add is a scatter write.
-func writeCluster(b *testing.B) (*ledgerClient, []*runtime.Server, *writeMetrics) {
+func writeCluster(b *testing.B) (*testledger.Client, []*runtime.Server, *writeMetrics) {
 	s := testSettings()
 	names := []string{"a1", "a2", "b1", "b2"}
 	members := runtime.NewStaticMembership()
@@ -132,9 +133,9 @@ func writeCluster(b *testing.B) (*ledgerClient, []*runtime.Server, *writeMetrics
 		}
 		srv := runtime.NewServer(runtime.ServerConfig{Settings: s, Logger: testkit.Logger(b), Node: name, Membership: members,
 			Replication: runtime.ReplicationConfig{Voters: names}})
-		l := newMemLedger(name)
-		l.lean = true
-		if err := srv.Register(ledgerDesc, l); err != nil {
+		l := testledger.NewMem(name)
+		l.Lean = true
+		if err := srv.Register(testledger.Desc, l); err != nil {
 			b.Fatal(err)
 		}
 		ln, err := srv.Serve(tp, "127.0.0.1:0")
@@ -142,7 +143,7 @@ func writeCluster(b *testing.B) (*ledgerClient, []*runtime.Server, *writeMetrics
 			b.Fatal(err)
 		}
 		servers = append(servers, srv)
-		ms = append(ms, runtime.Member{Name: name, Group: name[:1], Addr: ln.Addr(), Services: []string{ledgerDesc.Name}})
+		ms = append(ms, runtime.Member{Name: name, Group: name[:1], Addr: ln.Addr(), Services: []string{testledger.Desc.Name}})
 	}
 	members.Set(ms)
 	b.Cleanup(func() {
@@ -175,8 +176,8 @@ func writeCluster(b *testing.B) (*ledgerClient, []*runtime.Server, *writeMetrics
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
-	lc := newLedgerClient(c)
-	lc.add = scatterAdd()
+	lc := testledger.NewClient(c)
+	lc.AddMethod = scatterAdd()
 	if _, err := lc.Add(context.Background(), "warm", 1); err != nil {
 		b.Fatal(err)
 	}

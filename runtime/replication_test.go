@@ -15,6 +15,7 @@ import (
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 )
 
 // The sequences that lost, doubled or skipped acknowledged writes under
@@ -459,7 +460,7 @@ func TestReplicationUndecodableEntryStopsTheReplica(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		newer := &runtime.MethodDesc{}
 		*newer = *counterAdd
-		newer.NewArgs = func() codec.Message { return new(ledgerTransferArgs) } // reads a field more
+		newer.NewArgs = func() codec.Message { return new(testledger.TransferArgs) } // reads a field more
 		e := &replEnv{counters: map[string]*counter{}}
 		// b2 runs the newer build. It never leads (a tie-breaker), so
 		// every write reaches it through the log, and no client calls it.

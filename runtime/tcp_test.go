@@ -19,17 +19,18 @@ import (
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/cluster"
 	"github.com/ffgen/ffgen/runtime/codec"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 type tcpEnv struct {
 	members *runtime.StaticMembership
-	ledgers map[string]*memLedger
+	ledgers map[string]*testledger.Mem
 	servers map[string]*runtime.Server
 	// transports are the nodes' transports, for their counters.
 	transports map[string]*transport.TCP
 	client     *runtime.Client
-	ledger     *ledgerClient
+	ledger     *testledger.Client
 	s          runtime.Settings
 }
 
@@ -42,7 +43,7 @@ func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPCon
 	}
 	e := &tcpEnv{
 		members: runtime.NewStaticMembership(),
-		ledgers: map[string]*memLedger{},
+		ledgers: map[string]*testledger.Mem{},
 		servers: map[string]*runtime.Server{},
 		s:       s,
 
@@ -60,8 +61,8 @@ func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPCon
 			tb.Fatal(err)
 		}
 		srv := runtime.NewServer(runtime.ServerConfig{Settings: s, Logger: testkit.Logger(tb)})
-		l := newMemLedger(name)
-		if err := srv.Register(plainLedgerDesc, l); err != nil {
+		l := testledger.NewMem(name)
+		if err := srv.Register(testledger.PlainDesc, l); err != nil {
 			tb.Fatal(err)
 		}
 		ln, err := srv.Serve(tp, "127.0.0.1:0")
@@ -69,7 +70,7 @@ func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPCon
 			tb.Fatal(err)
 		}
 		e.ledgers[name], e.servers[name], e.transports[name] = l, srv, tp
-		ms = append(ms, runtime.Member{Name: name, Group: g, Addr: ln.Addr(), Services: []string{ledgerDesc.Name}})
+		ms = append(ms, runtime.Member{Name: name, Group: g, Addr: ln.Addr(), Services: []string{testledger.Desc.Name}})
 	}
 	e.members.Set(ms)
 	ccfg := transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: testkit.Logger(tb)}}
@@ -84,7 +85,7 @@ func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPCon
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e.ledger = newLedgerClient(e.client)
+	e.ledger = testledger.NewClient(e.client)
 	tb.Cleanup(func() {
 		e.client.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -98,7 +99,7 @@ func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPCon
 
 func (e *tcpEnv) owners(tb testing.TB, entity string) []string {
 	var out []string
-	for _, m := range runtime.Route(e.s.Groups, e.members.Members(), ledgerDesc.Name, entity) {
+	for _, m := range runtime.Route(e.s.Groups, e.members.Members(), testledger.Desc.Name, entity) {
 		out = append(out, m.Name)
 	}
 	if len(out) != len(e.s.Groups) {
@@ -127,18 +128,18 @@ func TestTCPCallsAndDeclaredErrors(t *testing.T) {
 	if got, err := e.ledger.Add(t.Context(), "acct", 5); err != nil || got != 5 {
 		t.Fatalf("Add = %d, %v", got, err)
 	}
-	if _, err := e.ledger.Transfer(t.Context(), "acct", "other", 50); !errors.As(err, new(*LimitError)) {
+	if _, err := e.ledger.Transfer(t.Context(), "acct", "other", 50); !errors.As(err, new(*testledger.LimitError)) {
 		t.Fatalf("Transfer over the limit: %v, want *LimitError", err)
 	}
 	own := e.owners(t, "acct")
-	e.ledgers[own[0]].setHook(func(context.Context, string, int64) error { return ErrBusy })
+	e.ledgers[own[0]].SetHook(func(context.Context, string, int64) error { return testledger.ErrBusy })
 	if got, err := e.ledger.Add(t.Context(), "acct", 1); err != nil || got != 1 {
 		t.Fatalf("Add after ErrBusy = %d, %v; want the secondary's fresh balance 1", got, err)
 	}
 	for _, l := range e.ledgers {
-		l.setHook(func(context.Context, string, int64) error { return ErrRejected })
+		l.SetHook(func(context.Context, string, int64) error { return testledger.ErrRejected })
 	}
-	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != ErrRejected {
+	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != testledger.ErrRejected {
 		t.Fatalf("err = %v, want ErrRejected", err)
 	}
 }
@@ -150,7 +151,7 @@ func TestTCPKilledPrimaryFailsOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The primary dies mid-operation: its connections drop.
-	e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+	e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 		go e.servers[own[0]].Close()
 		<-ctx.Done()
 		return ctx.Err()
@@ -221,7 +222,7 @@ func TestTCPLongOperationDoesNotFailOver(t *testing.T) {
 	e := newTCPEnv(t, s)
 	own := e.owners(t, "acct")
 	release := make(chan struct{})
-	e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+	e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 		select {
 		case <-release:
 			return nil
@@ -242,7 +243,7 @@ func TestTCPLongOperationDoesNotFailOver(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if n := e.ledgers[own[1]].executions(); n != 0 {
+	if n := e.ledgers[own[1]].Executions(); n != 0 {
 		t.Errorf("secondary ran %d times: a heartbeating node was failed over", n)
 	}
 }
@@ -282,11 +283,11 @@ func TestTCPOversizedPayloadFailsWithoutFailover(t *testing.T) {
 			t.Errorf("%s fell behind for a write nobody got: %v", name, err)
 		}
 	}
-	before := e.ledgers[own[0]].executions()
+	before := e.ledgers[own[0]].Executions()
 	if got, err := e.ledger.Add(t.Context(), "acct", 1); err != nil || got != 2 {
 		t.Fatalf("Add after the oversized one = %d, %v; want 2", got, err)
 	}
-	if after := e.ledgers[own[0]].executions(); after != before+1 {
+	if after := e.ledgers[own[0]].Executions(); after != before+1 {
 		t.Errorf("primary %s ran %d more times, want 1: the connection should have stayed up", own[0], after-before)
 	}
 }
@@ -320,10 +321,10 @@ func TestTCPHostileConnectionsDoNotDisturbCalls(t *testing.T) {
 			t.Fatalf("Add %d = %d, %v", i, got, err)
 		}
 	}
-	if n := e.ledgers[own[0]].executions(); n != 50 {
+	if n := e.ledgers[own[0]].Executions(); n != 50 {
 		t.Errorf("primary %s ran %d of 50 calls", own[0], n)
 	}
-	if n := e.ledgers[own[1]].executions(); n != 0 {
+	if n := e.ledgers[own[1]].Executions(); n != 0 {
 		t.Errorf("secondary %s ran %d calls: something failed over", own[1], n)
 	}
 	if e.client.Suspected(own[0]) {
@@ -344,7 +345,7 @@ func TestTCPMismatchedNodesNameTheCause(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := runtime.NewServer(runtime.ServerConfig{Settings: patientSettings(), Logger: testkit.Logger(t)})
-	if err := srv.Register(ledgerDesc, newMemLedger("tls")); err != nil {
+	if err := srv.Register(testledger.Desc, testledger.NewMem("tls")); err != nil {
 		t.Fatal(err)
 	}
 	tl, err := srv.Serve(tlsNode, "127.0.0.1:0")
@@ -478,7 +479,7 @@ func TestTCPIdleConnectionIsRedialed(t *testing.T) {
 	if got, err := e.ledger.Add(t.Context(), "acct", 1); err != nil || got != 2 {
 		t.Fatalf("Add after the idle close = %d, %v; want 2 from %s", got, err, own[0])
 	}
-	if n := e.ledgers[own[1]].executions(); n != 0 {
+	if n := e.ledgers[own[1]].Executions(); n != 0 {
 		t.Errorf("secondary ran %d calls", n)
 	}
 }
@@ -534,8 +535,8 @@ func TestTCPServedCountsWithoutStats(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.ledgers[own[0]].setHook(func(context.Context, string, int64) error { return ErrRejected })
-	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != ErrRejected {
+	e.ledgers[own[0]].SetHook(func(context.Context, string, int64) error { return testledger.ErrRejected })
+	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != testledger.ErrRejected {
 		t.Fatalf("err = %v, want ErrRejected", err)
 	}
 	srv := e.servers[own[0]]
