@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"sync"
@@ -70,11 +71,7 @@ func (c *counter) setHook(h func(ctx context.Context, key string) error) {
 func (c *counter) state() map[string]int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]int64, len(c.vals))
-	for k, v := range c.vals {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(c.vals)
 }
 
 // twice lists the writes that ran more than once here.

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -324,11 +325,7 @@ type memState struct {
 func (l *Mem) Balances() map[string]int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make(map[string]int64, len(l.bal))
-	for k, v := range l.bal {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(l.bal)
 }
 
 // SetHook sets the hook Add runs first; nil removes it.
