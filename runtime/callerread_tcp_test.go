@@ -215,25 +215,6 @@ func TestTCPCallerReadingFailsOverWhenNodePauses(t *testing.T) {
 	}
 }
 
-func (e *tcpEnv) memberAddr(node string) string {
-	for _, m := range e.members.Members() {
-		if m.Name == node {
-			return m.Addr
-		}
-	}
-	return ""
-}
-
-func (e *tcpEnv) setAddr(node, addr string) {
-	ms := e.members.Members()
-	for i := range ms {
-		if ms[i].Name == node {
-			ms[i].Addr = addr
-		}
-	}
-	e.members.Set(ms)
-}
-
 // pausingProxy forwards connections to a node until paused; then nothing
 // more reaches the client, as from a stopped process.
 type pausingProxy struct {

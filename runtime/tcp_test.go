@@ -108,6 +108,27 @@ func (e *tcpEnv) owners(tb testing.TB, entity string) []string {
 	return out
 }
 
+// memberAddr is node's address as the membership lists it.
+func (e *tcpEnv) memberAddr(node string) string {
+	for _, m := range e.members.Members() {
+		if m.Name == node {
+			return m.Addr
+		}
+	}
+	return ""
+}
+
+// setAddr lists node at addr, as if it had moved there.
+func (e *tcpEnv) setAddr(node, addr string) {
+	ms := e.members.Members()
+	for i := range ms {
+		if ms[i].Name == node {
+			ms[i].Addr = addr
+		}
+	}
+	e.members.Set(ms)
+}
+
 func testSettings() runtime.Settings {
 	s := runtime.DefaultSettings()
 	s.Groups = []string{"a", "b"}
@@ -191,13 +212,7 @@ func TestTCPFrozenNodeFailsOverOnHeartbeatTimeout(t *testing.T) {
 			go io.Copy(io.Discard, c) // reads everything, answers nothing
 		}
 	}()
-	ms := e.members.Members()
-	for i := range ms {
-		if ms[i].Name == own[0] {
-			ms[i].Addr = frozen.Addr().String()
-		}
-	}
-	e.members.Set(ms)
+	e.setAddr(own[0], frozen.Addr().String())
 	start := time.Now()
 	got, err := e.ledger.Add(t.Context(), "acct", 3)
 	if err != nil || got != 3 {
@@ -298,12 +313,7 @@ func TestTCPOversizedPayloadFailsWithoutFailover(t *testing.T) {
 func TestTCPHostileConnectionsDoNotDisturbCalls(t *testing.T) {
 	e := newTCPEnv(t, patientSettings())
 	own := e.owners(t, "acct")
-	var addr string
-	for _, m := range e.members.Members() {
-		if m.Name == own[0] {
-			addr = m.Addr
-		}
-	}
+	addr := e.memberAddr(own[0])
 	hello, _ := transport.AppendFrame(nil, &transport.Hello{Version: transport.Version, Node: "hostile", Group: "x"}, 0)
 	stalled := append(append([]byte(nil), hello...), 0, 0x40, 0, 0, transport.Version, byte(transport.TypeAttempt))
 	for _, b := range [][]byte{nil, stalled, []byte("\x00\x00\x00\x05\x09junk"), append(append([]byte(nil), hello...), 0xff, 0xff, 0xff, 0xff)} {
