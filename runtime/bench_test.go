@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
@@ -247,13 +248,13 @@ func holdOps(b *testing.B, e *tcpEnv, n int) (release func()) {
 				}
 			})
 		}
-		for running.Load() < int64(min(started+step, n)) {
+		testkit.Until(b, "the held operations to start", func() bool {
 			if failed.Load() > 0 {
 				release()
 				b.Fatalf("%d of the held operations failed; the first: %v", failed.Load(), firstErr.Load())
 			}
-			time.Sleep(time.Millisecond)
-		}
+			return running.Load() >= int64(min(started+step, n))
+		})
 	}
 	return release
 }
