@@ -432,7 +432,11 @@ func (s *Server) handleClose(c transport.Conn, err error) {
 func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	s.mu.Lock()
 	sc := s.connLocked(c)
-	if s.joinLocked(sc, a) || s.answeredLocked(c, a) {
+	if r, seen := s.seenLocked(sc, a); seen {
+		s.mu.Unlock()
+		if r != nil {
+			s.send(c, r)
+		}
 		return
 	}
 	reg := s.services[a.Service]
@@ -504,7 +508,11 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	s.mu.Lock()
 	// Another attempt of the operation may have come in meanwhile, on
 	// another connection, and started it or even finished it.
-	if s.joinLocked(sc, a) || s.answeredLocked(c, a) {
+	if r, seen := s.seenLocked(sc, a); seen {
+		s.mu.Unlock()
+		if r != nil {
+			s.send(c, r)
+		}
 		return
 	}
 	if s.closed {
@@ -568,34 +576,27 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	}
 }
 
-// joinLocked adds the attempt as another waiter of its operation, if the
-// operation is queued or running here. Called with s.mu held; it unlocks
-// it when it returns true.
-func (s *Server) joinLocked(sc *serverConn, a *transport.Attempt) bool {
-	e := s.execs[a.OpID]
-	if e == nil {
-		return false
+// seenLocked takes attempt a on if its operation is known here already.
+// Queued or running, the operation gets a as another waiter (r is nil).
+// Completed, its remembered result is returned in r, addressed to a, for
+// the caller to send once it has unlocked s.mu. Called with s.mu held.
+func (s *Server) seenLocked(sc *serverConn, a *transport.Attempt) (r *transport.Result, seen bool) {
+	if e := s.execs[a.OpID]; e != nil {
+		// A repeat of a queued operation, or of a running one (one being
+		// stopped for want of waiters runs again).
+		e.fire(evJoin)
+		e.remember.Store(true) // asked for twice: it may be asked for again
+		e.addWaiter(sc, a)
+		return nil, true
 	}
-	// The same operation is queued or running: this attempt joins it (and
-	// one being stopped for want of waiters runs again).
-	e.fire(evJoin)
-	e.remember.Store(true) // asked for twice: it may be asked for again
-	e.addWaiter(sc, a)
-	s.mu.Unlock()
-	return true
-}
-
-// answeredLocked answers the attempt from the result cache, if its
-// operation completed here. Called with s.mu held; it unlocks it when it
-// returns true.
-func (s *Server) answeredLocked(c transport.Conn, a *transport.Attempt) bool {
-	r, ok := s.results.get(a.OpID, time.Now())
+	cached, ok := s.results.get(a.OpID, time.Now())
 	if !ok {
-		return false
+		return nil, false
 	}
-	s.mu.Unlock()
-	s.sendCached(c, a.Call, r)
-	return true
+	// The copy escapes here, on the rare hit, not on every attempt.
+	res := cached
+	res.Call = a.Call
+	return &res, true
 }
 
 // answer ends e, which never ran, with res for every waiter. Called with
@@ -712,13 +713,6 @@ func (s *Server) cancelCall(c transport.Conn, call uint64) {
 			e.end(nil, nil) // it never ran: it leaves its queues now
 		}
 	}
-}
-
-// sendCached answers a repeated attempt from memory. The copy escapes here,
-// on the rare hit, not in arrive on every attempt.
-func (s *Server) sendCached(c transport.Conn, call uint64, r transport.Result) {
-	r.Call = call
-	s.send(c, &r)
 }
 
 func (s *Server) send(c transport.Conn, f transport.Frame) {
