@@ -15,43 +15,52 @@ import (
 // execution is one operation on this server, shared by every attempt of it
 // that arrives while it is queued or running (each attempt is a waiter).
 type execution struct {
+	// Set when e is made, before another goroutine can reach it, and read
+	// only after.
 	s        *Server
 	method   *MethodDesc
 	sm       *servedMethod // how long its handler runs (to run quick ones inline), and its counts
 	impl     any
 	args     codec.Message
 	info     AttemptInfo // embedded: one allocation fewer per attempt
-	res      transport.Result
-	actx     attemptCtx
 	entities []string
-	timeout  time.Duration
-	arrived  time.Time
 	hold     bool
 	scatter  bool
-	inline   bool // arrive runs it on the connection's read goroutine; guarded by s.mu
+	payload  []byte // the encoded arguments, kept for replication
+	entBuf   [2]string
+
 	// remember: an attempt may ask for the result again, so the result
 	// goes to the result cache. Set when the execution is made, or later by
 	// an attempt that joins it while its handler runs: atomic, since the
 	// handler's goroutine reads it without the server's lock.
 	remember atomic.Bool
-	entBuf   [2]string
-	// queues[i] is entities[i]'s queue while e is queued in them (set by
-	// schedule, dropped by release): on a server with thousands of
-	// entities busy, each lookup in the server's map is a cache miss.
-	// Guarded by s.mu.
-	queues   []*entityQueue
-	queueBuf [2]*entityQueue
-	resBuf   [64]byte // the encoded result, when it is not remembered
-	progress progressCell
-	payload  []byte    // the encoded arguments, kept for replication
-	apply    *applying // set while a committed replicated write runs
+	progress progressCell // its own lock: the handler writes, the ticker reads
 
-	// Guarded by s.mu.
+	// Owned by the goroutine that runs the handler: one at a time, since a
+	// rerun starts only once the run before it has ended. res is the
+	// result it answers with; an execution that ends without running
+	// answers with a result of its own (expire), so res has no other
+	// writer.
+	res    transport.Result
+	actx   attemptCtx // the first run's context (newCtx)
+	resBuf [64]byte   // the encoded result, when it is not remembered
+
+	// s.mu guards the following. The handler's goroutine reads arrived,
+	// timeout and apply without it as it runs: they are written before
+	// the run starts, and not while it runs.
 	state    execState // changed only by fire (execstate.go)
 	waiters  []waiter
 	waitBuf  [1]waiter
 	deadline time.Time   // heartbeats stop here, even if the handler does not
 	ctx      *attemptCtx // the handler's, once it runs: cancelled to stop it
+	arrived  time.Time   // the attempt's time counts from here; a rerun restarts it
+	timeout  time.Duration
+	apply    *applying // set while a committed replicated write runs
+	// queues[i] is entities[i]'s queue while e is queued in them (set by
+	// schedule, dropped by release): on a server with thousands of
+	// entities busy, each lookup in the server's map is a cache miss.
+	queues   []*entityQueue
+	queueBuf [2]*entityQueue
 }
 
 type waiter struct {

@@ -54,8 +54,8 @@ func (e *execution) Run() { e.run() }
 // the connection would wait that long in total.
 func (e *execution) Overran() { e.sm.pace.observe(overranWeight) }
 
-// runInline runs e, which arrive started, on sc's read goroutine if the
-// connection can spare it, and on a worker if not.
+// runInline runs e, which arrive started (enqueue), on sc's read goroutine
+// if the connection can spare it, and on a worker if not.
 func (s *Server) runInline(sc *serverConn, e *execution) {
 	if !sc.inline.RunInline(e, inlineGrace) {
 		s.start(e)

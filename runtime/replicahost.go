@@ -557,12 +557,9 @@ func (h *replicaHost) Apply(index uint64, cmd *replica.Command, recorded *transp
 	ap.err = nil
 	e.apply = ap
 	e.timeout = applyTimeout
-	e.inline = true
-	s.schedule(e)
-	inline := e.inline && e.state == stateRunning
-	e.inline = false
+	started := s.enqueue(e)
 	s.mu.Unlock()
-	if inline {
+	if started {
 		e.run()
 	}
 	out := <-ap.done

@@ -566,10 +566,11 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	}
 	s.execs[a.OpID] = e
 	e.addWaiter(sc, a)
-	e.inline = sc.inline != nil && sm.pace.quick()
-	s.schedule(e)
-	inline := e.inline && e.state == stateRunning
-	e.inline = false
+	started := s.enqueue(e)
+	inline := started && sc.inline != nil && sm.pace.quick()
+	if started && !inline {
+		s.start(e)
+	}
 	s.mu.Unlock()
 	if inline {
 		s.runInline(sc, e)

@@ -35,9 +35,6 @@ func (w *workers) close() { w.once.Do(func() { close(w.stop) }) }
 // start runs e on an idle worker, or on a new one. It never blocks, so it
 // may be called with s.mu held.
 func (s *Server) start(e *execution) {
-	if e.inline {
-		return // arrive runs it (inline.go)
-	}
 	select {
 	case s.workers.handoff <- e:
 	default:
