@@ -146,7 +146,7 @@ func (e *execution) run() {
 	if !started {
 		*r = notStarted("attempt cancelled or expired before it ran")
 		s.countRefusal(e.sm, e.method.Service, e.method.Name, r.Code)
-		e.finish(evStopped, r, nil)
+		e.endRun(evStopped, r, nil)
 		return
 	}
 	m, sm := e.method, e.sm
@@ -160,9 +160,9 @@ func (e *execution) run() {
 	s.cfg.Metrics.ServerAttempt(m.Service, m.Name, -1)
 	switch fwd := asForward(err); {
 	case fwd != nil:
-		if rd, ok := e.redirect(fwd); ok {
+		if rd, ok := e.resolveForward(fwd); ok {
 			s.handled(sm, "forwarded", "", ran)
-			e.finish(evReturned, nil, rd)
+			e.endRun(evReturned, nil, rd)
 			return
 		}
 		err = fmt.Errorf("forward to %s: node unknown", fwd.Node)
@@ -172,16 +172,16 @@ func (e *execution) run() {
 		// The engine ended the handler (a cancel, the attempt
 		// timeout, a shutdown): its error says nothing about the
 		// operation, so the answer is Failover, and not remembered.
-		// Counted before finish: a rerun it starts owns e.res.
+		// Counted before endRun: a rerun it starts owns e.res.
 		s.handled(sm, "failover", codeTimeout, ran)
 		*r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "handler stopped: " + err.Error()}
-		e.finish(evStopped, r, nil)
+		e.endRun(evStopped, r, nil)
 		return
 	default:
 		*r = e.safeResult(res, err)
 		e.handled(r, ran)
 	}
-	e.finish(evReturned, r, nil)
+	e.endRun(evReturned, r, nil)
 }
 
 // handled reports a handler run that ended with r to the metrics.
@@ -209,8 +209,8 @@ func asForward(err error) *ForwardError {
 	return nil
 }
 
-// redirect resolves the node a handler forwarded to.
-func (e *execution) redirect(fwd *ForwardError) (*transport.Redirect, bool) {
+// resolveForward finds the address of the node a handler forwarded to.
+func (e *execution) resolveForward(fwd *ForwardError) (*transport.Redirect, bool) {
 	if e.s.cfg.Membership == nil {
 		return nil, false
 	}
@@ -288,9 +288,9 @@ func statusOf(d Directive) transport.Status {
 	return transport.StatusFail
 }
 
-// finish ends a run with ev (evStopped or evReturned): the execution runs
+// endRun ends a run with ev (evStopped or evReturned): the execution runs
 // again if it is to be rerun, or else its waiters get r or rd.
-func (e *execution) finish(ev execEvent, r *transport.Result, rd *transport.Redirect) {
+func (e *execution) endRun(ev execEvent, r *transport.Result, rd *transport.Redirect) {
 	s := e.s
 	if e.apply != nil && rd != nil {
 		e.res = transport.Result{Status: transport.StatusFail, Code: codeBadResult, Message: forwardedWrite}
@@ -308,7 +308,7 @@ func (e *execution) finish(ev execEvent, r *transport.Result, rd *transport.Redi
 	}
 	waiters := e.end(r, rd)
 	s.mu.Unlock()
-	answer(waiters, r, rd)
+	answerWaiters(waiters, r, rd)
 }
 
 // end takes e, which reached a final state, off the server: it remembers a
@@ -327,7 +327,7 @@ func (e *execution) end(r *transport.Result, rd *transport.Redirect) []waiter {
 		delete(s.execs, e.info.OpID)
 	}
 	if e.apply != nil {
-		e.apply.settle(r)
+		e.apply.report(r)
 		e.apply = nil
 	}
 	// Only completed outcomes are remembered: a Failover answer means the
@@ -342,9 +342,9 @@ func (e *execution) end(r *transport.Result, rd *transport.Redirect) []waiter {
 	return waiters
 }
 
-// answer sends waiters r, or rd. The sends are queued, never blocking, so
-// it may be called with s.mu held.
-func answer(waiters []waiter, r *transport.Result, rd *transport.Redirect) {
+// answerWaiters sends waiters r, or rd. The sends are queued, never
+// blocking, so it may be called with s.mu held.
+func answerWaiters(waiters []waiter, r *transport.Result, rd *transport.Redirect) {
 	for _, w := range waiters {
 		s := w.conn.s
 		if rd != nil {

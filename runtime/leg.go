@@ -394,7 +394,7 @@ func (w *watch) event(ev legEvent) (outcome, bool) {
 		c.alive(name)
 		return w.op.judge(w.end, ev.result, name), true
 	case ev.redirect != nil:
-		return w.redirect(ev.redirect)
+		return w.followRedirect(ev.redirect)
 	case c.closed.Load():
 		return w.end(ReasonClosed, fmt.Errorf("connection to %s closed: %w", name, ErrClientClosed)), true
 	}
@@ -402,9 +402,9 @@ func (w *watch) event(ev legEvent) (outcome, bool) {
 	return w.end(ReasonConnBroken, fmt.Errorf("connection to %s broke: %w", name, ev.err)), true
 }
 
-// redirect follows a handler that passed the attempt on: the same attempt
-// goes to the new node, whose heartbeats are watched from now on.
-func (w *watch) redirect(rd *transport.Redirect) (outcome, bool) {
+// followRedirect follows a handler that passed the attempt on: the same
+// attempt goes to the new node, whose heartbeats are watched from now on.
+func (w *watch) followRedirect(rd *transport.Redirect) (outcome, bool) {
 	c, l := w.op.c, &w.p.l
 	w.hops++
 	w.ranSomewhere = w.ranSomewhere || rd.MayHaveRun

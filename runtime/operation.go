@@ -68,7 +68,7 @@ func (op *operation) sequential(ctx context.Context, flags transport.AttemptFlag
 		}
 		last = op.try(ctx, order, n, flags, n == op.s.MaxFailovers && !routed)
 		if last.final() {
-			return op.finish(last)
+			return op.conclude(last)
 		}
 		if last.reason == ReasonTooLarge || last.reason == ReasonOverloaded {
 			// No node can take it; or the node is busy, not dead, and
@@ -215,7 +215,7 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 		case o := <-results:
 			running--
 			if o.final() {
-				return op.finish(o)
+				return op.conclude(o)
 			}
 			if last.reason != ReasonTooLarge {
 				last = o
@@ -250,8 +250,9 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 	return op.fail(last.reason, last.err)
 }
 
-// finish ends the operation with a final outcome.
-func (op *operation) finish(o outcome) error {
+// conclude ends the operation with a final outcome: its answer, or the
+// error a node declared.
+func (op *operation) conclude(o outcome) error {
 	if o.err != nil {
 		if _, isRemote := o.err.(*RemoteError); isRemote {
 			floor := Acknowledged

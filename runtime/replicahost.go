@@ -382,9 +382,9 @@ func (r *replicated) unpark(leader string, leading bool) {
 		switch {
 		case leading:
 			if res, ok := r.g.Recorded(e.info.OpID); ok {
-				r.s.answer(e, &res)
+				r.s.answerUnrun(e, &res)
 			} else if res := r.unappliable(e); res != nil {
-				r.s.answer(e, res)
+				r.s.answerUnrun(e, res)
 			} else {
 				r.propose(e)
 			}
@@ -394,7 +394,7 @@ func (r *replicated) unpark(leader string, leading bool) {
 			// make this node believe in it again) is elected.
 			r.parked = append(r.parked, p)
 		case known:
-			r.s.redirect(e, &transport.Redirect{Node: m.Name, Addr: m.Addr, MayHaveRun: p.proposed})
+			r.s.redirectUnrun(e, &transport.Redirect{Node: m.Name, Addr: m.Addr, MayHaveRun: p.proposed})
 		default:
 			r.s.refuse(e, codeNotLeader, "the leader "+leader+" is not a live member here")
 		}
@@ -494,13 +494,13 @@ type applyOutcome struct {
 	err error
 }
 
-// settle makes r the write's deterministic outcome, the same on every
-// replica: a Failover a handler returned (a declared error with the
+// report hands the apply goroutine r as the write's outcome, made the
+// same on every replica: a Failover a handler returned (a declared error with the
 // failover directive, or the method's default) is its result like any
 // other, as a Fail, since every node would answer the same. A panic, or a
 // handler stopped by a shutdown, did not apply the write: the apply
 // goroutine stops there. Called with s.mu held.
-func (ap *applying) settle(r *transport.Result) {
+func (ap *applying) report(r *transport.Result) {
 	switch {
 	case r == nil:
 	case r.Status == transport.StatusFailover && r.Code == codePanic:
@@ -538,7 +538,7 @@ func (h *replicaHost) Apply(index uint64, cmd *replica.Command, recorded *transp
 	e := r.waiting(cmd.OpID)
 	if recorded != nil {
 		if e != nil {
-			s.answer(e, recorded)
+			s.answerUnrun(e, recorded)
 		}
 		s.mu.Unlock()
 		return *recorded, nil
@@ -677,7 +677,7 @@ func (r *replicated) moveOn(e *execution, leader string, proposed bool) {
 	m, ok := r.member(leader)
 	switch {
 	case ok && leader != r.s.cfg.Node && r.routable(m):
-		r.s.redirect(e, &transport.Redirect{Node: m.Name, Addr: m.Addr, MayHaveRun: proposed})
+		r.s.redirectUnrun(e, &transport.Redirect{Node: m.Name, Addr: m.Addr, MayHaveRun: proposed})
 	case ok && leader != r.s.cfg.Node:
 		// A tie-breaker leads for a moment: the write waits for it to
 		// hand over.

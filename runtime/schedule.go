@@ -128,7 +128,7 @@ func (s *Server) expire(e *execution, why string) {
 	e.fire(evExpire)
 	res := notStarted(why)
 	s.countRefusal(e.sm, e.method.Service, e.method.Name, res.Code)
-	answer(e.end(&res, nil), &res, nil)
+	answerWaiters(e.end(&res, nil), &res, nil)
 }
 
 // notStarted is the answer to an attempt that ended here before its

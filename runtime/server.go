@@ -600,9 +600,9 @@ func (s *Server) seenLocked(sc *serverConn, a *transport.Attempt) (r *transport.
 	return &res, true
 }
 
-// answer ends e, which never ran, with res for every waiter. Called with
+// answerUnrun ends e, which never ran, with res for every waiter. Called with
 // s.mu held; the sends are queued, never blocking.
-func (s *Server) answer(e *execution, res *transport.Result) {
+func (s *Server) answerUnrun(e *execution, res *transport.Result) {
 	s.endUnrun(e, func(call uint64) transport.Frame {
 		r := *res
 		r.Call = call
@@ -610,9 +610,9 @@ func (s *Server) answer(e *execution, res *transport.Result) {
 	})
 }
 
-// redirect sends e's waiters to another node, as a handler's ForwardTo
+// redirectUnrun sends e's waiters to another node, as a handler's ForwardTo
 // does. Called with s.mu held.
-func (s *Server) redirect(e *execution, rd *transport.Redirect) {
+func (s *Server) redirectUnrun(e *execution, rd *transport.Redirect) {
 	s.endUnrun(e, func(call uint64) transport.Frame {
 		r := *rd
 		r.Call = call
@@ -636,7 +636,7 @@ func (s *Server) endUnrun(e *execution, f func(call uint64) transport.Frame) {
 // refuse answers e Failover with a code and message.
 func (s *Server) refuse(e *execution, code, msg string) {
 	s.countRefusal(e.sm, e.method.Service, e.method.Name, code)
-	s.answer(e, &transport.Result{Status: transport.StatusFailover, Code: code, Message: msg})
+	s.answerUnrun(e, &transport.Result{Status: transport.StatusFailover, Code: code, Message: msg})
 }
 
 // refusedAttempt sends r, an answer given without running anything, and
