@@ -60,12 +60,12 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 		m := &MethodDesc{Service: "svc", Name: "M"}
 		start := time.Now()
 		op := &operation{c: c, m: m, s: s, start: start, deadline: start.Add(s.OperationTimeout)}
-		watchFrom := func() (*watch, *time.Timer) {
-			p := &sent{start: time.Now(), out: outcome{member: Member{Name: "n1", Group: "a"}}, a: transport.Attempt{
+		watchFrom := func() (*sent, *time.Timer) {
+			now := time.Now()
+			w := &sent{start: now, out: outcome{member: Member{Name: "n1", Group: "a"}}, a: transport.Attempt{
 				Call: 1, Timeout: s.AttemptTimeout, Flags: transport.FlagScatter, // no cancel to send on the missing connection
-			}}
-			p.l.beat.Store(p.start.UnixNano())
-			w := &watch{op: op, ctx: context.Background(), p: p, member: p.out.member, attemptEnd: p.start.Add(s.AttemptTimeout), due: p.start.Add(s.HeartbeatTimeout)}
+			}, op: op, ctx: context.Background(), attemptEnd: now.Add(s.AttemptTimeout), due: now.Add(s.HeartbeatTimeout)}
+			w.l.beat.Store(now.UnixNano())
 			return w, time.NewTimer(time.Hour)
 		}
 
@@ -81,7 +81,7 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 		if _, ended := w.expired(timer, late); ended || w.due != late.Add(5*time.Millisecond) {
 			t.Fatalf("5ms late: ended %v, re-armed for %v after; want a 5ms grace", ended, w.due.Sub(late))
 		}
-		w.p.l.beat.Store(late.Add(time.Millisecond).UnixNano())
+		w.l.beat.Store(late.Add(time.Millisecond).UnixNano())
 		if _, ended := w.expired(timer, w.due); ended {
 			t.Fatal("a heartbeat arrived during the grace, yet the attempt ended")
 		}
