@@ -43,6 +43,7 @@ type ClientConfig struct {
 // of the fast-failover protocol for every generated typed client built on it.
 // It is safe for concurrent use.
 type Client struct {
+	// Set by NewClient, read only after.
 	cfg    ClientConfig
 	router *router
 	pool   *transport.Pool
@@ -52,22 +53,21 @@ type Client struct {
 	// failoverReporter).
 	reporter failoverReporter
 
+	// Safe for concurrent use on their own.
 	nextCall atomic.Uint64
 	closed   atomic.Bool // connections closing now are not a node's fault
+	legs     legTable    // attempts and operations in flight
+	ops      opPool      // operations to reuse
+	limits   limits      // the attempts each node is sent at once
+	latency  sync.Map    // *MethodDesc → *methodLatency, for limits
+	settings sync.Map    // *MethodDesc → methodSettings
+	leaders  sync.Map    // service → the node name a replicated write last succeeded on (leaderhint.go)
 
-	legs    legTable // attempts and operations in flight
-	ops     opPool   // operations to reuse
-	limits  limits   // the attempts each node is sent at once
-	latency sync.Map // *MethodDesc → *methodLatency, for limits
-
-	mu       sync.Mutex
+	mu       sync.Mutex           // guards the following
 	suspects map[string]time.Time // node → suspected until
-	nsuspect atomic.Int32         // len(suspects), read without the lock on every pick
 	strikes  map[string]strike    // node → its recent timeouts, which lengthen the next suspicion
 	lastView map[string]bool      // member names in the previous membership view
-
-	settings sync.Map // *MethodDesc → methodSettings
-	leaders  sync.Map // service → the node name a replicated write last succeeded on (leaderhint.go)
+	nsuspect atomic.Int32         // len(suspects): written under mu, read without it on every pick
 }
 
 var _ transport.Handler = (*clientHandler)(nil)

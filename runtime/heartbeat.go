@@ -11,21 +11,26 @@ import (
 // waits on, and the ticker that heartbeats them all in one frame per
 // interval. The ticker goroutine runs only while the connection has attempts.
 type serverConn struct {
+	// Set when the connection's first attempt arrives, read only after.
 	s      *Server
 	conn   transport.Conn
-	inline transport.InlineConn  // conn, if its read goroutine can run handlers
-	calls  map[uint64]*execution // guarded by s.mu
+	inline transport.InlineConn // conn, if its read goroutine can run handlers
 
-	// Guarded by s.mu.
+	// s.mu guards the following.
+	calls    map[uint64]*execution
 	ticking  bool
 	idle     int // ticks in a row with nothing to heartbeat
 	interval time.Duration
 	reset    chan time.Duration // a shorter interval for the running ticker
 	stop     chan struct{}
 
-	hb    transport.Heartbeat // used by the ticker goroutine only
-	quiet []uint64            // beat's calls that All stands for; used by the ticker goroutine only
-	ack   transport.Ack       // used by the connection's read goroutine only
+	// Owned by the ticker goroutine (tick).
+	hb    transport.Heartbeat
+	quiet []uint64 // beat's calls that All stands for
+
+	// Owned by the goroutine reading conn's frames (acknowledge); one
+	// that takes over from a handler run inline starts after it.
+	ack transport.Ack
 
 	// Until allUntil, and while no handler reports progress (the server's
 	// progressed stays at allEpoch), a walk of calls would find what the

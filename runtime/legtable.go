@@ -15,16 +15,16 @@ import (
 // a call needs for longer than one lookup.
 type legTable struct {
 	shards  [legShards]legShard
-	watches sync.Map // transport.Conn → *connWatch, for connections with legs
+	watches sync.Map // transport.Conn → *connWatch, for connections with legs; safe on its own
 }
 
 const legShards = 32
 
 type legShard struct {
-	mu   sync.Mutex
-	legs map[uint64]*leg
-	ops  *operation // linked by trackPrev and trackNext: a map's hashing cost every call more than two stores
-	_    [40]byte   // a cache line each: shards locked on different cores do not contend
+	mu   sync.Mutex      // guards the following, and the fields of leg and operation that say so
+	legs map[uint64]*leg // by call number
+	ops  *operation      // linked by trackPrev and trackNext: a map's hashing cost every call more than two stores
+	_    [40]byte        // a cache line each: shards locked on different cores do not contend
 }
 
 func (t *legTable) init() {

@@ -13,6 +13,7 @@ import (
 
 // operation is one Invoke: the attempts it made and what they reported.
 type operation struct {
+	// Set by Invoke's goroutine before the first attempt, read only after.
 	c        *Client
 	m        *MethodDesc
 	s        Settings
@@ -26,18 +27,19 @@ type operation struct {
 	start    time.Time
 	deadline time.Time // the operation deadline; ctx may end sooner
 
+	// Owned by Invoke's goroutine.
 	entityBuf [2]string
 	groupBuf  [8]int
-	histBuf   [2]historyEntry
 	sentBuf   sent        // the attempt in flight, for modes with one at a time
 	timer     *time.Timer // their attempt timer
 
 	trackPrev, trackNext *operation // the other operations in its shard of the client's table; guarded by the shard's lock
 
-	mu       sync.Mutex // guards the fields below: a hedge's attempts run concurrently, and InFlight reads them
+	mu       sync.Mutex // guards the following: a hedge's attempts run concurrently, and InFlight reads them
 	history  []historyEntry
-	last     []byte // progress
-	node     string // node of the latest attempt, for InFlight
+	histBuf  [2]historyEntry // history's first backing array
+	last     []byte          // progress
+	node     string          // node of the latest attempt, for InFlight
 	attempts int
 }
 
@@ -298,6 +300,8 @@ func (op *operation) errorf(r Reason, err error, floor Delivery) error {
 	return e
 }
 
+// historyEntry is an ended attempt as the operation records it: what the
+// next attempt's frame and the operation's *Error report of it.
 type historyEntry struct {
 	AttemptRecord
 	delivery Delivery

@@ -51,28 +51,29 @@ const applyTimeout = time.Duration(1<<63 - 1)
 
 // replicated is one replicated service on this server.
 type replicated struct {
+	// Set by newReplicated, read only after.
 	s        *Server
 	name     string
 	reg      *registered
 	transfer StateTransfer
 	cfg      ReplicationConfig
-	g        *replica.Group
+	g        *replica.Group // safe for concurrent use
 	// parkFor is how long a write or a read waits for an election (at
 	// most its attempt's timeout): the old leader's lease, and a split
 	// vote or a candidate whose log is behind, which another candidate
 	// must follow after a randomized election timeout.
 	parkFor time.Duration
-	// applying is the write being applied: the apply goroutine applies
-	// one at a time (Apply), so one serves them all.
-	applying applying
 	// args are what each write method's arguments can carry, by method
 	// (unappliable), for those whose descriptor lists them.
 	args map[string]*argFields
 
-	// Guarded by s.mu.
+	// s.mu guards the following.
 	pending   map[[16]byte]*execution // proposed here, not applied yet
 	parked    []parkedWrite           // waiting for a leader
 	parkTimer *time.Timer
+	// applying is the write being applied: the apply goroutine applies
+	// one at a time (Apply), so one serves them all.
+	applying applying
 }
 
 type parkedWrite struct {
@@ -483,7 +484,8 @@ func (r *replicated) awaitRead(e *execution) {
 }
 
 // applying is a committed write being applied through its handler: its
-// outcome goes back to the apply goroutine.
+// outcome goes back to the apply goroutine. s.mu guards err; done is
+// made once.
 type applying struct {
 	done chan applyOutcome
 	err  error

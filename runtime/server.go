@@ -74,8 +74,10 @@ type ServerConfig struct {
 // serializes operations per entity, heartbeats every attempt it holds, and
 // remembers results by operation ID.
 type Server struct {
-	cfg ServerConfig
+	cfg ServerConfig // set by NewServer, read only after
 
+	// mu guards the following, and the fields of execution, serverConn,
+	// entityQueue and replicated that say so.
 	mu         sync.Mutex
 	services   map[string]*registered
 	execs      map[[16]byte]*execution
@@ -87,11 +89,6 @@ type Server struct {
 	replicas   map[string]*replicated // by service, for services with scatter methods
 	closed     bool                   // no new operations
 	halted     bool                   // queued operations end without running
-	running    sync.WaitGroup
-	workers    workers // the goroutines that run handlers
-	// progressed counts the progress reports of all handlers: a
-	// connection's tick walks its calls again once it moved.
-	progressed atomic.Uint64
 
 	// peerMu guards the connections to the other servers, for
 	// replication: raft sends on them without the server's lock.
@@ -99,6 +96,13 @@ type Server struct {
 	peers   *transport.Pool           // connections this server dialed
 	dialing map[string]bool           // peer addresses being dialed
 	peerIn  map[string]transport.Conn // by node: the latest connection a peer opened to us
+
+	// Safe for concurrent use on their own.
+	running sync.WaitGroup // the handlers started and not returned
+	workers workers        // the goroutines that run handlers
+	// progressed counts the progress reports of all handlers: a
+	// connection's tick walks its calls again once it moved.
+	progressed atomic.Uint64
 	// members is the membership, read by replication without the
 	// server's lock (UseMembership may set it late).
 	members atomic.Pointer[Membership]
