@@ -24,10 +24,13 @@ type execution struct {
 	args     codec.Message
 	info     AttemptInfo // embedded: one allocation fewer per attempt
 	entities []string
-	hold     bool
-	scatter  bool
 	payload  []byte // the encoded arguments, kept for replication
 	entBuf   [2]string
+	// hold and scatter share their word with remember: an execution is
+	// allocated on every call, and a word more takes it to the next size
+	// class.
+	hold    bool
+	scatter bool
 
 	// remember: an attempt may ask for the result again, so the result
 	// goes to the result cache. Set when the execution is made, or later by

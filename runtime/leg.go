@@ -111,9 +111,8 @@ type sent struct {
 	out   outcome // the outcome so far; out.member is the redirect target once redirected
 	start time.Time
 
-	// Set by await.
+	// Set by await, which passes its ctx to the methods that need it.
 	op         *operation
-	ctx        context.Context
 	attemptEnd time.Time // the attempt timeout, counted from the send
 	due        time.Time // when the next check is due: the heartbeat deadline, the attempt's end or a grace's
 	timerAt    time.Time // when the timer is set to fire: the attempt's end, or a grace's
@@ -292,7 +291,7 @@ func (c *Client) forget(l *leg) { c.legs.remove(l) }
 // deadline passes. p.due is when the next of the two is due, as one timer
 // for both would be set: the grace of a late wake is measured from it.
 func (op *operation) await(ctx context.Context, p *sent) outcome {
-	p.op, p.ctx, p.attemptEnd = op, ctx, p.start.Add(p.a.Timeout)
+	p.op, p.attemptEnd = op, p.start.Add(p.a.Timeout)
 	defer op.c.forget(&p.l)
 	p.due = p.start.Add(min(op.s.HeartbeatTimeout, p.a.Timeout))
 	timer := op.attemptTimer(p.a.Timeout)
@@ -311,7 +310,7 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 			if p.orphaned(ev) {
 				continue
 			}
-			if o, ended := p.event(ev); ended {
+			if o, ended := p.event(ctx, ev); ended {
 				return o
 			}
 		case <-p.l.wake:
@@ -322,11 +321,11 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 			if be := time.Unix(0, p.l.beatDeadline(p.l.watch)); be.Before(p.attemptEnd) {
 				p.due = be
 			}
-			if o, ended := p.expired(timer, now); ended {
+			if o, ended := p.expired(ctx, timer, now); ended {
 				return o
 			}
 		case <-timer.C:
-			if o, ended := p.expired(timer, time.Now()); ended {
+			if o, ended := p.expired(ctx, timer, time.Now()); ended {
 				return o
 			}
 		case <-ctx.Done():
@@ -381,7 +380,7 @@ func (p *sent) orphaned(ev legEvent) bool { return ev.conn != p.l.conn }
 
 // event handles what the connection delivered: a result, a redirect, or
 // its end.
-func (p *sent) event(ev legEvent) (outcome, bool) {
+func (p *sent) event(ctx context.Context, ev legEvent) (outcome, bool) {
 	c, name := p.op.c, p.out.member.Name
 	switch {
 	case ev.result != nil:
@@ -390,7 +389,7 @@ func (p *sent) event(ev legEvent) (outcome, bool) {
 			// The node gave up on the attempt, still queued, as its time
 			// ended (or it halted first): it ends as it would have at
 			// its time, and the node ran nothing of it.
-			r, err := p.op.timeUp(p.ctx, later(time.Now(), p.attemptEnd), name, p.a.Timeout)
+			r, err := p.op.timeUp(ctx, later(time.Now(), p.attemptEnd), name, p.a.Timeout)
 			o := p.end(r, fmt.Errorf("%w (%s: %s)", err, name, ev.result.Message))
 			o.delivery = Refused
 			return o, true
@@ -399,13 +398,13 @@ func (p *sent) event(ev legEvent) (outcome, bool) {
 			// The server's own timer stopped the handler: the same
 			// moment as ours, so the attempt ends as our timer would
 			// have ended it, whichever fired first.
-			r, err := p.op.timeUp(p.ctx, now, name, p.a.Timeout)
+			r, err := p.op.timeUp(ctx, now, name, p.a.Timeout)
 			return p.end(r, err), true
 		}
 		c.alive(name)
 		return p.op.judge(p.end, ev.result, name), true
 	case ev.redirect != nil:
-		return p.followRedirect(ev.redirect)
+		return p.followRedirect(ctx, ev.redirect)
 	case c.closed.Load():
 		return p.end(ReasonClosed, fmt.Errorf("connection to %s closed: %w", name, ErrClientClosed)), true
 	}
@@ -415,7 +414,7 @@ func (p *sent) event(ev legEvent) (outcome, bool) {
 
 // followRedirect follows a handler that passed the attempt on: the same
 // attempt goes to the new node, whose heartbeats are watched from now on.
-func (p *sent) followRedirect(rd *transport.Redirect) (outcome, bool) {
+func (p *sent) followRedirect(ctx context.Context, rd *transport.Redirect) (outcome, bool) {
 	c, l := p.op.c, &p.l
 	p.hops++
 	p.ranSomewhere = p.ranSomewhere || rd.MayHaveRun
@@ -432,7 +431,7 @@ func (p *sent) followRedirect(rd *transport.Redirect) (outcome, bool) {
 		// believes in): the next attempt's node hears that it failed.
 		return p.unsent(rd, p.end(ReasonSuspected, fmt.Errorf("redirected to %s, which is suspected", rd.Node))), true
 	}
-	nc, err := p.op.dial(p.ctx, rd.Addr)
+	nc, err := p.op.dial(ctx, rd.Addr)
 	if err != nil {
 		r := dialReason(err)
 		if r == ReasonOverloaded {
@@ -462,12 +461,12 @@ func (p *sent) unsent(rd *transport.Redirect, o outcome) outcome {
 
 // expired handles the timer or the alarm at now: the attempt's time is
 // up, or the heartbeat's, or a heartbeat moved the deadline on.
-func (p *sent) expired(timer *time.Timer, now time.Time) (outcome, bool) {
+func (p *sent) expired(ctx context.Context, timer *time.Timer, now time.Time) (outcome, bool) {
 	s, l := p.op.s, &p.l
 	beatEnd := time.Unix(0, l.lastBeat(l.watch)).Add(s.HeartbeatTimeout)
 	switch {
 	case !now.Before(p.attemptEnd):
-		r, err := p.op.timeUp(p.ctx, now, p.out.member.Name, p.a.Timeout)
+		r, err := p.op.timeUp(ctx, now, p.out.member.Name, p.a.Timeout)
 		return p.end(r, err), true
 	case !now.Before(beatEnd):
 		if g := p.recheck(now); g > 0 {

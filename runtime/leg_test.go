@@ -64,25 +64,25 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 			now := time.Now()
 			w := &sent{start: now, out: outcome{member: Member{Name: "n1", Group: "a"}}, a: transport.Attempt{
 				Call: 1, Timeout: s.AttemptTimeout, Flags: transport.FlagScatter, // no cancel to send on the missing connection
-			}, op: op, ctx: context.Background(), attemptEnd: now.Add(s.AttemptTimeout), due: now.Add(s.HeartbeatTimeout)}
+			}, op: op, attemptEnd: now.Add(s.AttemptTimeout), due: now.Add(s.HeartbeatTimeout)}
 			w.l.beat.Store(now.UnixNano())
 			return w, time.NewTimer(time.Hour)
 		}
 
 		// On time: a heartbeat timeout.
 		w, timer := watchFrom()
-		if o, ended := w.expired(timer, w.due); !ended || o.reason != ReasonHeartbeatTimeout {
+		if o, ended := w.expired(context.Background(), timer, w.due); !ended || o.reason != ReasonHeartbeatTimeout {
 			t.Fatalf("on time: ended %v, reason %s; want a heartbeat timeout", ended, o.reason)
 		}
 
 		// 5ms late, and a heartbeat arrives during the grace.
 		w, timer = watchFrom()
 		late := w.due.Add(5 * time.Millisecond)
-		if _, ended := w.expired(timer, late); ended || w.due != late.Add(5*time.Millisecond) {
+		if _, ended := w.expired(context.Background(), timer, late); ended || w.due != late.Add(5*time.Millisecond) {
 			t.Fatalf("5ms late: ended %v, re-armed for %v after; want a 5ms grace", ended, w.due.Sub(late))
 		}
 		w.l.beat.Store(late.Add(time.Millisecond).UnixNano())
-		if _, ended := w.expired(timer, w.due); ended {
+		if _, ended := w.expired(context.Background(), timer, w.due); ended {
 			t.Fatal("a heartbeat arrived during the grace, yet the attempt ended")
 		}
 		if want := late.Add(time.Millisecond + s.HeartbeatTimeout); w.due != want {
@@ -93,10 +93,10 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 		// of grace.
 		w, timer = watchFrom()
 		late = w.due.Add(s.HeartbeatInterval)
-		if _, ended := w.expired(timer, late); ended || w.due.Sub(late) != s.HeartbeatInterval {
+		if _, ended := w.expired(context.Background(), timer, late); ended || w.due.Sub(late) != s.HeartbeatInterval {
 			t.Fatalf("an interval late: ended %v, grace %v; want %v", ended, w.due.Sub(late), s.HeartbeatInterval)
 		}
-		if o, ended := w.expired(timer, w.due); !ended || o.reason != ReasonHeartbeatTimeout {
+		if o, ended := w.expired(context.Background(), timer, w.due); !ended || o.reason != ReasonHeartbeatTimeout {
 			t.Fatalf("after the grace: ended %v, reason %s; want a heartbeat timeout", ended, o.reason)
 		}
 		if !c.Suspected("n1") {
@@ -108,7 +108,7 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 		w, timer = watchFrom()
 		graces := 0
 		for {
-			o, ended := w.expired(timer, w.due.Add(s.HeartbeatInterval))
+			o, ended := w.expired(context.Background(), timer, w.due.Add(s.HeartbeatInterval))
 			if ended {
 				if o.reason != ReasonHeartbeatTimeout {
 					t.Fatalf("reason %s, want heartbeat timeout", o.reason)
@@ -125,7 +125,7 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 		// client): a heartbeat timeout of grace, not none.
 		w, timer = watchFrom()
 		late = w.due.Add(3 * s.HeartbeatTimeout)
-		if _, ended := w.expired(timer, late); ended || w.due.Sub(late) != s.HeartbeatTimeout {
+		if _, ended := w.expired(context.Background(), timer, late); ended || w.due.Sub(late) != s.HeartbeatTimeout {
 			t.Errorf("3 heartbeat timeouts late: ended %v, grace %v; want %v", ended, w.due.Sub(late), s.HeartbeatTimeout)
 		}
 	})
