@@ -27,7 +27,7 @@ func TestCallAllocs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		for _, l := range e.ledgers {
-			l.lean = true
+			l.Lean = true
 		}
 		ctx := context.Background()
 		if _, err := e.ledger.Add(ctx, "acct", 1); err != nil {
@@ -63,7 +63,7 @@ func TestHeartbeatAllocs(t *testing.T) {
 		releaseOnce := sync.OnceFunc(func() { close(release) })
 		defer releaseOnce()
 		for _, l := range e.ledgers {
-			l.setHook(func(context.Context, string, int64) error {
+			l.SetHook(func(context.Context, string, int64) error {
 				<-release
 				return nil
 			})

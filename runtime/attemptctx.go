@@ -15,10 +15,11 @@ import (
 // closes it, only when the handler asks for Done: most never do, and Err
 // reads the clock instead.
 type attemptCtx struct {
+	// Set by newCtx before the handler runs, read only after.
 	info     *AttemptInfo
 	deadline time.Time
 
-	mu    sync.Mutex
+	mu    sync.Mutex    // guards the following
 	done  chan struct{} // made by the first Done
 	err   error
 	timer *time.Timer // closes done at the deadline

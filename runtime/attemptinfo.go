@@ -57,7 +57,7 @@ func ReportProgress(ctx context.Context, p []byte) {
 // progress goes out once per waiter, and a lost frame is repaired by the
 // next change.
 type progressCell struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards value, and version's changes
 	value   []byte
 	version atomic.Uint64 // read without the lock on every heartbeat
 }

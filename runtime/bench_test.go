@@ -16,8 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
-	"github.com/ffgen/ffgen/runtime/transport"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 )
 
 // BenchmarkInvokeTCP is one full call (client, loopback TCP, server
@@ -28,7 +29,7 @@ func BenchmarkInvokeTCP(b *testing.B) {
 		b.Run(fmt.Sprintf("ffgen/callers=%d", callers), func(b *testing.B) {
 			e := newTCPEnv(b, testSettings())
 			for _, l := range e.ledgers {
-				l.lean = true
+				l.Lean = true
 			}
 			ctx := context.Background()
 			if _, err := e.ledger.Add(ctx, "warm", 1); err != nil {
@@ -79,7 +80,7 @@ func runCallers(b *testing.B, callers int, call func(i int) error) {
 	wg.Wait()
 }
 
-// RPCLedger is the net/rpc twin of memLedger.Add.
+// RPCLedger is the net/rpc twin of testledger.Mem.Add.
 type RPCLedger struct {
 	mu  sync.Mutex
 	bal map[string]int64
@@ -177,10 +178,10 @@ func BenchmarkInFlightHeartbeats(b *testing.B) {
 // serverConns finds the servers' side of the client's connections through
 // the client's pool connections' peers: each server has one connection to
 // the client, so the client's received counts mirror the servers' sent ones.
-func serverConns(e *tcpEnv) []transport.StatsConn {
-	var out []transport.StatsConn
+func serverConns(e *tcpEnv) []conncap.StatsConn {
+	var out []conncap.StatsConn
 	for _, c := range e.client.Conns() {
-		if sc, ok := c.(transport.StatsConn); ok {
+		if sc, ok := c.(conncap.StatsConn); ok {
 			out = append(out, receivedAsSent{sc})
 		}
 	}
@@ -189,11 +190,11 @@ func serverConns(e *tcpEnv) []transport.StatsConn {
 
 // receivedAsSent reports a client connection's received counts as the
 // server side's sent counts.
-type receivedAsSent struct{ transport.StatsConn }
+type receivedAsSent struct{ conncap.StatsConn }
 
-func (r receivedAsSent) Stats() transport.Stats {
+func (r receivedAsSent) Stats() conncap.Stats {
 	st := r.StatsConn.Stats()
-	return transport.Stats{FramesSent: st.FramesReceived, BytesSent: st.BytesReceived}
+	return conncap.Stats{FramesSent: st.FramesReceived, BytesSent: st.BytesReceived}
 }
 
 // BenchmarkInvokeTCPBesideHeld is BenchmarkInvokeTCP's 64 callers while
@@ -222,8 +223,8 @@ func holdOps(b *testing.B, e *tcpEnv, n int) (release func()) {
 	unblock := make(chan struct{})
 	var running atomic.Int64
 	for _, l := range e.ledgers {
-		l.lean = true
-		l.leanHold = func(account string) {
+		l.Lean = true
+		l.LeanHold = func(account string) {
 			if strings.HasPrefix(account, "held-") {
 				running.Add(1)
 				<-unblock
@@ -247,13 +248,13 @@ func holdOps(b *testing.B, e *tcpEnv, n int) (release func()) {
 				}
 			})
 		}
-		for running.Load() < int64(min(started+step, n)) {
+		testkit.Until(b, "the held operations to start", func() bool {
 			if failed.Load() > 0 {
 				release()
 				b.Fatalf("%d of the held operations failed; the first: %v", failed.Load(), firstErr.Load())
 			}
-			time.Sleep(time.Millisecond)
-		}
+			return running.Load() >= int64(min(started+step, n))
+		})
 	}
 	return release
 }

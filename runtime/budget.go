@@ -71,8 +71,8 @@ type budget struct {
 	slack    time.Duration // (Burst-1) * interval: how far tat may run ahead of now
 	wait     time.Duration
 
-	mu  sync.Mutex
-	tat time.Time // theoretical arrival time of the next token beyond the burst
+	mu  sync.Mutex // guards tat
+	tat time.Time  // theoretical arrival time of the next token beyond the burst
 }
 
 // newBudget returns a full bucket. Settings are expected to be valid

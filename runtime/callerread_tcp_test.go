@@ -1,7 +1,7 @@
 package runtime_test
 
 // Over TCP a caller waiting alone for its answer reads the connection
-// itself (transport.CallerReadConn); the in-memory network has no such
+// itself (conncap.CallerReadConn); the in-memory network has no such
 // path, so these tests cover it: the timers, the context and Close still
 // end an attempt while its caller reads. A caller reads only when the
 // reading is free as it starts to wait, which a loaded machine can make it
@@ -17,15 +17,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
-	"github.com/ffgen/ffgen/runtime/transport"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 )
 
 // callerReads counts the frames the client's callers read themselves.
 func callerReads(c *runtime.Client) uint64 {
 	var n uint64
 	for _, conn := range c.Conns() {
-		if sc, ok := conn.(transport.StatsConn); ok {
+		if sc, ok := conn.(conncap.StatsConn); ok {
 			n += sc.Stats().CallerReads
 		}
 	}
@@ -72,7 +73,7 @@ func TestTCPCallAllocs(t *testing.T) {
 	}
 	e := newTCPEnv(t, patientSettings())
 	for _, l := range e.ledgers {
-		l.lean = true
+		l.Lean = true
 	}
 	cancelable, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -103,11 +104,11 @@ func blockedCall(t *testing.T, e *tcpEnv, ctx context.Context) (done chan error,
 	own := e.owners(t, "acct")
 	for try := 0; try < 20; try++ {
 		rel := make(chan struct{})
-		e.ledgers[own[0]].setHook(nil)
+		e.ledgers[own[0]].SetHook(nil)
 		if _, err := e.ledger.Add(context.Background(), "acct", 0); err != nil {
 			t.Fatal(err)
 		}
-		e.ledgers[own[0]].setHook(func(hctx context.Context, _ string, _ int64) error {
+		e.ledgers[own[0]].SetHook(func(hctx context.Context, _ string, _ int64) error {
 			select {
 			case <-rel:
 				return nil
@@ -118,11 +119,8 @@ func blockedCall(t *testing.T, e *tcpEnv, ctx context.Context) (done chan error,
 		before := callerReads(e.client)
 		done = make(chan error, 1)
 		go func() { _, err := e.ledger.Add(ctx, "acct", 1); done <- err }()
-		bound := time.Now().Add(e.s.HeartbeatTimeout / 2)
-		for callerReads(e.client) < before+2 && time.Now().Before(bound) {
-			time.Sleep(time.Millisecond) // polling a condition
-		}
-		if callerReads(e.client) >= before+2 {
+		// Nothing signals a frame its caller read: the count says so.
+		if testkit.Within(e.s.HeartbeatTimeout/2, func() bool { return callerReads(e.client) >= before+2 }) {
 			t.Cleanup(func() { closeOnce(rel) })
 			return done, func() { closeOnce(rel) }
 		}
@@ -212,28 +210,9 @@ func TestTCPCallerReadingFailsOverWhenNodePauses(t *testing.T) {
 	if !e.client.Suspected(own[0]) {
 		t.Errorf("the paused node is not suspected")
 	}
-	if n := e.ledgers[own[1]].executions(); n != 1 {
+	if n := e.ledgers[own[1]].Executions(); n != 1 {
 		t.Errorf("%s ran %d times, want 1", own[1], n)
 	}
-}
-
-func (e *tcpEnv) memberAddr(node string) string {
-	for _, m := range e.members.Members() {
-		if m.Name == node {
-			return m.Addr
-		}
-	}
-	return ""
-}
-
-func (e *tcpEnv) setAddr(node, addr string) {
-	ms := e.members.Members()
-	for i := range ms {
-		if ms[i].Name == node {
-			ms[i].Addr = addr
-		}
-	}
-	e.members.Set(ms)
 }
 
 // pausingProxy forwards connections to a node until paused; then nothing

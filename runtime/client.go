@@ -10,7 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime/codec"
+	"github.com/ffgen/ffgen/runtime/internal/pool"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -43,34 +45,34 @@ type ClientConfig struct {
 // of the fast-failover protocol for every generated typed client built on it.
 // It is safe for concurrent use.
 type Client struct {
+	// Set by NewClient, read only after.
 	cfg    ClientConfig
-	router *Router
-	pool   *transport.Pool
+	router *router
+	pool   *pool.Pool
 	budget *budget
 	unsub  func()
 	// reporter is the membership, if it hears of failovers (see
 	// failoverReporter).
 	reporter failoverReporter
 
+	// Safe for concurrent use on their own.
 	nextCall atomic.Uint64
 	closed   atomic.Bool // connections closing now are not a node's fault
+	legs     legTable    // attempts and operations in flight
+	ops      opPool      // operations to reuse
+	limits   limits      // the attempts each node is sent at once
+	latency  sync.Map    // *MethodDesc → *methodLatency, for limits
+	settings sync.Map    // *MethodDesc → methodSettings
+	leaders  sync.Map    // service → the node name a replicated write last succeeded on (leaderhint.go)
 
-	legs    legTable // attempts and operations in flight
-	ops     opPool   // operations to reuse
-	limits  limits   // the attempts each node is sent at once
-	latency sync.Map // *MethodDesc → *methodLatency, for limits
-
-	mu       sync.Mutex
+	mu       sync.Mutex           // guards the following
 	suspects map[string]time.Time // node → suspected until
-	nsuspect atomic.Int32         // len(suspects), read without the lock on every pick
 	strikes  map[string]strike    // node → its recent timeouts, which lengthen the next suspicion
 	lastView map[string]bool      // member names in the previous membership view
-
-	settings sync.Map // *MethodDesc → methodSettings
-	leaders  sync.Map // service → the node name a replicated write last succeeded on (leaderhint.go)
+	nsuspect atomic.Int32         // len(suspects): written under mu, read without it on every pick
 }
 
-var _ transport.Handler = (*clientHandler)(nil)
+var _ transport.ConnHandler = (*clientHandler)(nil)
 var _ InFlighter = (*Client)(nil)
 
 type methodSettings struct {
@@ -99,14 +101,14 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Membership == nil {
 		return nil, errors.New("ffgen: NewClient: no Membership")
 	}
-	if err := cfg.Settings.validateForClient(); err != nil {
+	if err := cfg.Settings.Validate(); err != nil {
 		return nil, fmt.Errorf("ffgen: NewClient: %w", err)
 	}
 	withDefaults(&cfg.Codec, &cfg.Metrics, &cfg.Logger)
 	cfg.Limit.withDefaults()
 	c := &Client{
 		cfg:      cfg,
-		router:   NewRouter(cfg.Settings.Groups),
+		router:   newRouter(cfg.Settings.Groups),
 		budget:   newBudget(cfg.Settings.Budget),
 		suspects: make(map[string]time.Time),
 		strikes:  make(map[string]strike),
@@ -114,7 +116,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	c.reporter, _ = cfg.Membership.(failoverReporter)
 	c.legs.init()
 	c.limits.cfg = cfg.Limit
-	c.pool = transport.NewPool(cfg.Transport, (*clientHandler)(c), cfg.Pool)
+	c.pool = pool.New(cfg.Transport, (*clientHandler)(c), cfg.Pool)
 	c.unsub = cfg.Membership.Subscribe(c.membershipChanged)
 	return c, nil
 }
@@ -123,7 +125,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // view and came back, a new incarnation) is no longer suspected: the
 // membership has just vouched for it. Calls are serialized by Subscribe.
 func (c *Client) membershipChanged(ms []Member) {
-	c.router.Update(ms)
+	c.router.update(ms)
 	seen := make(map[string]bool, len(ms))
 	for _, m := range ms {
 		seen[m.Name] = true
@@ -190,7 +192,7 @@ func (c *Client) invoke(ctx context.Context, m *MethodDesc, args, reply codec.Me
 		rand.Read(op.id[:])
 		// Nobody else knows the ID, and attempts that go to distinct
 		// groups never come back to a node: it need not remember.
-		op.noRepeat = m.Mode == ModeFailover && s.MaxFailovers < len(c.router.Groups())
+		op.noRepeat = m.Mode == ModeFailover && s.MaxFailovers < len(c.router.groups)
 	}
 	if c.closed.Load() {
 		return op.fail(ReasonClosed, ErrClientClosed)
@@ -216,7 +218,7 @@ func (c *Client) invoke(ctx context.Context, m *MethodDesc, args, reply codec.Me
 
 	switch m.Mode {
 	case ModeScatter:
-		err = op.sequential(ctx, transport.FlagScatter)
+		err = op.sequential(ctx, frame.FlagScatter)
 	case ModeHedge:
 		err = op.concurrent(ctx, m.Hedge)
 	default:
@@ -231,10 +233,10 @@ func (c *Client) settingsFor(m *MethodDesc) (Settings, error) {
 		ms := v.(methodSettings)
 		return ms.s, ms.err
 	}
-	err := c.cfg.Settings.ValidateMethod(m)
-	s := c.cfg.Settings.ForMethod(m)
+	err := c.cfg.Settings.validateMethod(m)
+	s := c.cfg.Settings.forMethod(m)
 	if err != nil {
-		err = fmt.Errorf("ffgen: %s.%s: %w", m.Service, m.Name, err)
+		err = fmt.Errorf("ffgen: %w", err)
 	}
 	c.settings.Store(m, methodSettings{s, err})
 	return s, err

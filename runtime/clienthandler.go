@@ -3,13 +3,14 @@ package runtime
 import (
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 // clientHandler receives the frames of the client's connections.
 type clientHandler Client
 
-func (h *clientHandler) HandleFrame(conn transport.Conn, f transport.Frame) {
+func (h *clientHandler) HandleFrame(conn transport.Conn, f frame.Frame) {
 	c := (*Client)(h)
 	c.heardFrom(conn)
 	now := time.Now().UnixNano()
@@ -18,9 +19,9 @@ func (h *clientHandler) HandleFrame(conn transport.Conn, f transport.Frame) {
 		w.frame.Store(now) // busy is not dead (leg.lastBeat)
 	}
 	switch f := f.(type) {
-	case *transport.Ack:
+	case *frame.Ack:
 		c.legs.ack(conn, f.Call, now)
-	case *transport.Heartbeat:
+	case *frame.Heartbeat:
 		if w != nil {
 			w.vouched.Store(f.All)
 			if f.All {
@@ -28,9 +29,9 @@ func (h *clientHandler) HandleFrame(conn transport.Conn, f transport.Frame) {
 			}
 		}
 		c.legs.beat(conn, f.Items, now)
-	case *transport.Result:
+	case *frame.Result:
 		c.legs.deliverResult(conn, f)
-	case *transport.Redirect:
+	case *frame.Redirect:
 		rd := *f
 		c.legs.deliver(conn, f.Call, legEvent{conn: conn, redirect: &rd})
 	default:
@@ -49,12 +50,12 @@ func (h *clientHandler) HandleClose(conn transport.Conn, err error) {
 // resultBox holds a Result copied out of the connection's read buffer and,
 // when it fits, its payload: no allocation for the common small answer.
 type resultBox struct {
-	r      transport.Result
+	r      frame.Result
 	inline [64]byte
 }
 
 // own copies f into b.
-func (b *resultBox) own(f *transport.Result) *transport.Result {
+func (b *resultBox) own(f *frame.Result) *frame.Result {
 	b.r = *f
 	if len(f.Payload) <= len(b.inline) {
 		b.r.Payload = append(b.inline[:0:len(b.inline)], f.Payload...)

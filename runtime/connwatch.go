@@ -16,8 +16,13 @@ import (
 // per heartbeat timeout for every attempt in flight just to find its
 // deadline moved, 50,000 wakeups a second for 10,000 long operations.
 type connWatch struct {
+	// Set when the watch is made, read only after.
 	conn  transport.Conn
 	timer *time.Timer // runs fire
+
+	// Stored by the connection's read goroutine, loaded by the alarm and
+	// the legs' owners.
+	//
 	// beat is when the last heartbeat for the whole connection arrived,
 	// UnixNano: it stands for every leg the server named before it
 	// (leg.lastBeat).
@@ -31,7 +36,7 @@ type connWatch struct {
 	frame   atomic.Int64
 	vouched atomic.Bool
 
-	mu sync.Mutex
+	mu sync.Mutex // guards the following, and the list links of its legs
 	// The legs waiting on conn, linked by watchPrev and watchNext, in two
 	// lists. fresh holds legs the server had not named when the alarm
 	// last looked; named, those it had, whose deadlines a heartbeat for

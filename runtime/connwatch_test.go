@@ -5,6 +5,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -83,7 +84,7 @@ func TestConnAlarmWakesEachLegAtItsDeadline(t *testing.T) {
 		check("at 100ms", long, false)
 
 		sleepUntil(start, 200*time.Millisecond)
-		lt.beat(conn, []transport.HeartbeatItem{{Call: 3}}, time.Now().UnixNano())
+		lt.beat(conn, []frame.HeartbeatItem{{Call: 3}}, time.Now().UnixNano())
 		sleepUntil(start, 250*time.Millisecond-time.Nanosecond)
 		check("before 250ms", long, false)
 		sleepUntil(start, 250*time.Millisecond)
@@ -128,7 +129,7 @@ func TestConnAlarmSleepsThroughHeartbeats(t *testing.T) {
 		lt.init()
 		conn := &fakeConn{id: 1}
 		legs := make([]*leg, 1000)
-		items := make([]transport.HeartbeatItem, len(legs))
+		items := make([]frame.HeartbeatItem, len(legs))
 		for i := range legs {
 			legs[i] = alarmLeg(&lt, conn, uint64(i+1), s.HeartbeatTimeout)
 			items[i].Call = uint64(i + 1)

@@ -38,7 +38,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -54,19 +56,19 @@ func TestDetectionNode(t *testing.T) {
 		t.Skip("a server process of TestDetection")
 	}
 	name, group, _ := strings.Cut(spec, ",")
-	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: name, Group: group, Logger: quietLogger()}})
+	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: name, Group: group, Logger: testkit.Logger(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := runtime.NewServer(runtime.ServerConfig{Logger: quietLogger()})
+	srv := runtime.NewServer(runtime.ServerConfig{Logger: testkit.Logger(t)})
 	var out sync.Mutex
 	say := func(format string, args ...any) {
 		out.Lock()
 		defer out.Unlock()
 		fmt.Printf(format+"\n", args...)
 	}
-	l := newMemLedger(name)
-	l.setHook(func(ctx context.Context, account string, amount int64) error {
+	l := testledger.NewMem(name)
+	l.SetHook(func(ctx context.Context, account string, amount int64) error {
 		if strings.HasPrefix(account, stopPrefix) {
 			if runtime.AttemptFrom(ctx).Number > 0 {
 				return nil
@@ -83,7 +85,7 @@ func TestDetectionNode(t *testing.T) {
 			return ctx.Err()
 		}
 	})
-	if err := srv.Register(ledgerDesc, l); err != nil {
+	if err := srv.Register(testledger.Desc, l); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := srv.Serve(tp, "127.0.0.1:0")
@@ -226,7 +228,7 @@ func TestDetection(t *testing.T) {
 	members := runtime.NewStaticMembership()
 	var ms []runtime.Member
 	for _, n := range nodes {
-		ms = append(ms, runtime.Member{Name: n.name, Group: n.group, Addr: n.addr, Services: []string{ledgerDesc.Name}})
+		ms = append(ms, runtime.Member{Name: n.name, Group: n.group, Addr: n.addr, Services: []string{testledger.Desc.Name}})
 	}
 	members.Set(ms)
 
@@ -318,7 +320,7 @@ func TestDetectionClient(t *testing.T) {
 	var ms []runtime.Member
 	for _, m := range f[4:] {
 		p := strings.Split(m, ",")
-		ms = append(ms, runtime.Member{Name: p[0], Group: p[1], Addr: p[2], Services: []string{ledgerDesc.Name}})
+		ms = append(ms, runtime.Member{Name: p[0], Group: p[1], Addr: p[2], Services: []string{testledger.Desc.Name}})
 	}
 	members.Set(ms)
 	fmt.Println("running")
@@ -395,11 +397,11 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 }
 
 func detectClient(t *testing.T, members *runtime.StaticMembership, s runtime.Settings, m runtime.Metrics) *runtime.Client {
-	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: quietLogger()}})
+	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: testkit.Logger(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := runtime.NewClient(runtime.ClientConfig{Transport: tp, Membership: members, Settings: s, Metrics: m, Logger: quietLogger()})
+	c, err := runtime.NewClient(runtime.ClientConfig{Transport: tp, Membership: members, Settings: s, Metrics: m, Logger: testkit.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +413,7 @@ func falseFailovers(t *testing.T, members *runtime.StaticMembership, s runtime.S
 	fc = &failoverCount{reasons: map[runtime.Reason]int{}}
 	c := detectClient(t, members, s, fc)
 	defer c.Close()
-	ledger := newLedgerClient(c)
+	ledger := testledger.NewClient(c)
 	work := int64(3 * s.HeartbeatTimeout / time.Microsecond)
 	var n, failed atomic.Int64
 	var wg sync.WaitGroup
@@ -440,7 +442,7 @@ func stopDetection(t *testing.T, nodes []*detectNode, members *runtime.StaticMem
 	s.SuspectFor = 0
 	c := detectClient(t, members, s, nil)
 	defer c.Close()
-	ledger := newLedgerClient(c)
+	ledger := testledger.NewClient(c)
 	for k := range 32 { // connections to both nodes, so the failover does not dial
 		if _, err := ledger.Add(context.Background(), fmt.Sprintf("warm-%d", k), 0); err != nil {
 			t.Fatal(err)

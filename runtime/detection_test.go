@@ -10,8 +10,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -21,14 +23,14 @@ import (
 func TestAttemptIsAcknowledgedOnArrival(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
-		e.ledgers["a1"].setHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
+		e.ledgers["a1"].SetHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
 		var mu sync.Mutex
 		var got []string
-		h := frameFunc(func(f transport.Frame) {
+		h := frameFunc(func(f frame.Frame) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch f := f.(type) {
-			case *transport.Ack:
+			case *frame.Ack:
 				got = append(got, "ack "+string(rune('0'+f.Call)))
 			default:
 				got = append(got, f.Type().String())
@@ -39,17 +41,17 @@ func TestAttemptIsAcknowledgedOnArrival(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		attempt := func(call uint64, op byte, account string, flags transport.AttemptFlags) {
-			args := (&ledgerAddArgs{Account: account, Amount: 1}).AppendFF(nil)
-			if err := c.Send(&transport.Attempt{Call: call, OpID: [16]byte{op}, Timeout: time.Second, Heartbeat: time.Hour,
+		attempt := func(call uint64, op byte, account string, flags frame.AttemptFlags) {
+			args := (&testledger.AddArgs{Account: account, Amount: 1}).AppendFF(nil)
+			if err := c.Send(&frame.Attempt{Call: call, OpID: [16]byte{op}, Timeout: time.Second, Heartbeat: time.Hour,
 				Service: "test.Ledger", Method: "Add", Entities: []string{account}, Flags: flags, Payload: args}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		attempt(1, 1, "x", transport.FlagAck) // runs
-		attempt(2, 2, "x", transport.FlagAck) // queued behind it
-		attempt(3, 1, "x", transport.FlagAck) // joins the first
-		attempt(4, 3, "y", 0)                 // an older client: no ack
+		attempt(1, 1, "x", frame.FlagAck) // runs
+		attempt(2, 2, "x", frame.FlagAck) // queued behind it
+		attempt(3, 1, "x", frame.FlagAck) // joins the first
+		attempt(4, 3, "y", 0)             // an older client: no ack
 		synctest.Wait()
 		mu.Lock()
 		defer mu.Unlock()
@@ -67,7 +69,7 @@ func TestAckedAttemptIsAcknowledged(t *testing.T) {
 		s.MaxFailovers = 0
 		e := newEnv(t, fftest.Config{Settings: s})
 		own := e.owners(t, "acct")
-		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			synctest.Wait() // the ack has reached the client
 			e.Net.Pause(own[0])
 			<-ctx.Done()
@@ -125,7 +127,7 @@ func TestSuspicionIsProportionate(t *testing.T) {
 		}
 
 		// A broken connection is no stall.
-		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			e.Net.ResetNode(own[0])
 			<-ctx.Done()
 			return ctx.Err()
@@ -141,19 +143,19 @@ func TestSuspicionIsProportionate(t *testing.T) {
 }
 
 // Attempts of a client that counts heartbeats for all of a connection
-// (transport.FlagAllBeat) are vouched for by the heartbeat's All, with no
+// (frame.FlagAllBeat) are vouched for by the heartbeat's All, with no
 // item each; attempts of an older client are listed one by one, on the
 // same connection too.
 func TestHeartbeatStandsForAllAttemptsOfClientsThatCountIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
-		e.ledgers["a1"].setHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
+		e.ledgers["a1"].SetHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
 		var mu sync.Mutex
-		var beats []transport.Heartbeat
-		h := frameFunc(func(f transport.Frame) {
-			if hb, ok := f.(*transport.Heartbeat); ok {
+		var beats []frame.Heartbeat
+		h := frameFunc(func(f frame.Frame) {
+			if hb, ok := f.(*frame.Heartbeat); ok {
 				mu.Lock()
-				beats = append(beats, transport.Heartbeat{All: hb.All, Items: slices.Clone(hb.Items)})
+				beats = append(beats, frame.Heartbeat{All: hb.All, Items: slices.Clone(hb.Items)})
 				mu.Unlock()
 			}
 		})
@@ -163,16 +165,16 @@ func TestHeartbeatStandsForAllAttemptsOfClientsThatCountIt(t *testing.T) {
 		}
 		defer c.Close()
 		const interval = 50 * time.Millisecond
-		attempt := func(call uint64, account string, flags transport.AttemptFlags) {
-			args := (&ledgerAddArgs{Account: account, Amount: 1}).AppendFF(nil)
-			if err := c.Send(&transport.Attempt{Call: call, OpID: [16]byte{byte(call)}, Timeout: time.Second, Heartbeat: interval,
+		attempt := func(call uint64, account string, flags frame.AttemptFlags) {
+			args := (&testledger.AddArgs{Account: account, Amount: 1}).AppendFF(nil)
+			if err := c.Send(&frame.Attempt{Call: call, OpID: [16]byte{byte(call)}, Timeout: time.Second, Heartbeat: interval,
 				Service: "test.Ledger", Method: "Add", Entities: []string{account}, Flags: flags, Payload: args}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		attempt(1, "x", transport.FlagAck|transport.FlagAllBeat)
-		attempt(2, "y", transport.FlagAck|transport.FlagAllBeat)
-		attempt(3, "z", transport.FlagAck) // an older client's
+		attempt(1, "x", frame.FlagAck|frame.FlagAllBeat)
+		attempt(2, "y", frame.FlagAck|frame.FlagAllBeat)
+		attempt(3, "z", frame.FlagAck) // an older client's
 		time.Sleep(3 * interval)
 		synctest.Wait()
 		mu.Lock()
@@ -197,7 +199,7 @@ func TestHeartbeatShortcutMissesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		progress := make(chan string)
-		e.ledgers["a1"].setHook(func(ctx context.Context, account string, _ int64) error {
+		e.ledgers["a1"].SetHook(func(ctx context.Context, account string, _ int64) error {
 			if account == "x" {
 				for {
 					select {
@@ -212,19 +214,19 @@ func TestHeartbeatShortcutMissesNothing(t *testing.T) {
 			return ctx.Err()
 		})
 		var mu sync.Mutex
-		var beats []transport.Heartbeat
-		results := make(map[uint64]*transport.Result)
-		h := frameFunc(func(f transport.Frame) {
+		var beats []frame.Heartbeat
+		results := make(map[uint64]*frame.Result)
+		h := frameFunc(func(f frame.Frame) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch f := f.(type) {
-			case *transport.Heartbeat:
-				hb := transport.Heartbeat{All: f.All}
+			case *frame.Heartbeat:
+				hb := frame.Heartbeat{All: f.All}
 				for _, it := range f.Items {
-					hb.Items = append(hb.Items, transport.HeartbeatItem{Call: it.Call, Progress: slices.Clone(it.Progress)})
+					hb.Items = append(hb.Items, frame.HeartbeatItem{Call: it.Call, Progress: slices.Clone(it.Progress)})
 				}
 				beats = append(beats, hb)
-			case *transport.Result:
+			case *frame.Result:
 				r := *f
 				results[f.Call] = &r
 			}
@@ -235,15 +237,15 @@ func TestHeartbeatShortcutMissesNothing(t *testing.T) {
 		}
 		defer c.Close()
 		const interval = 50 * time.Millisecond
-		attempt := func(call uint64, account string, timeout time.Duration, flags transport.AttemptFlags) {
-			args := (&ledgerAddArgs{Account: account, Amount: 1}).AppendFF(nil)
-			if err := c.Send(&transport.Attempt{Call: call, OpID: [16]byte{byte(call)}, Timeout: timeout, Heartbeat: interval,
+		attempt := func(call uint64, account string, timeout time.Duration, flags frame.AttemptFlags) {
+			args := (&testledger.AddArgs{Account: account, Amount: 1}).AppendFF(nil)
+			if err := c.Send(&frame.Attempt{Call: call, OpID: [16]byte{byte(call)}, Timeout: timeout, Heartbeat: interval,
 				Service: "test.Ledger", Method: "Add", Entities: []string{account}, Flags: flags, Payload: args}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		// take returns the heartbeats since the last call.
-		take := func() []transport.Heartbeat {
+		take := func() []frame.Heartbeat {
 			synctest.Wait()
 			mu.Lock()
 			defer mu.Unlock()
@@ -251,7 +253,7 @@ func TestHeartbeatShortcutMissesNothing(t *testing.T) {
 			beats = nil
 			return out
 		}
-		const all = transport.FlagAck | transport.FlagAllBeat
+		const all = frame.FlagAck | frame.FlagAllBeat
 		attempt(1, "x", 10*time.Second, all)
 		attempt(2, "y", 10*time.Second, all)
 		time.Sleep(4 * interval)
@@ -280,12 +282,12 @@ func TestHeartbeatShortcutMissesNothing(t *testing.T) {
 		mu.Lock()
 		r := results[4]
 		mu.Unlock()
-		if r == nil || r.Status != transport.StatusFailover || !strings.Contains(r.Message, "expired while queued") {
+		if r == nil || r.Status != frame.StatusFailover || !strings.Contains(r.Message, "expired while queued") {
 			t.Fatalf("attempt queued past its time: %+v; want it failed over as expired within an interval", r)
 		}
 
 		take()
-		attempt(3, "z", 10*time.Second, transport.FlagAck) // an older client's
+		attempt(3, "z", 10*time.Second, frame.FlagAck) // an older client's
 		time.Sleep(interval)
 		got = take()
 		if len(got) == 0 || len(got[0].Items) != 1 || got[0].Items[0].Call != 3 {
@@ -320,7 +322,7 @@ func TestOverrunHandlerIsNotVouchedForByAll(t *testing.T) {
 		if other == "" {
 			t.Fatal("no second account with the same owner")
 		}
-		e.ledgers[own].setHook(func(ctx context.Context, account string, _ int64) error {
+		e.ledgers[own].SetHook(func(ctx context.Context, account string, _ int64) error {
 			if account == "stuck" {
 				time.Sleep(3 * time.Second) // ignores its context
 				return nil

@@ -1,11 +1,8 @@
 package runtime_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +11,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/fftest"
 )
@@ -128,7 +126,7 @@ func TestDurableNodeRestartsAsTheSameMember(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		victim := otherThan(e.names(), e.leader(t))[0]
+		victim := otherThan(e.names(), e.Leader(t, counterDesc.Name))[0]
 		before := e.Node(victim).Server.Replication()[0]
 		e.Kill(t, victim)
 		for i := range 20 {
@@ -157,7 +155,7 @@ func TestDurableNodeRestartsAsTheSameMember(t *testing.T) {
 func TestDurableRefusesForeignDirectories(t *testing.T) {
 	dir := t.TempDir()
 	register := func(cfg runtime.ServerConfig, svc *runtime.ServiceDesc) error {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = testkit.Logger(t)
 		s := runtime.NewServer(cfg)
 		defer s.Close()
 		return s.Register(svc, newCounter(cfg.Node))
@@ -219,11 +217,10 @@ func TestDurableRefusesForeignDirectories(t *testing.T) {
 // with nothing acknowledged lost.
 func TestDurableCorruptFileRejoinsFromPeers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs bytes.Buffer
-		var logMu sync.Mutex
+		var logs testkit.LogBuffer
 		cfg, dirs := durableConfig(t, fftest.Config{PerGroup: 2,
 			Replication: runtime.ReplicationConfig{SnapshotEvery: 1000}})
-		cfg.Server = wrapLogger(cfg.Server, &logs, &logMu)
+		cfg.Server = wrapLogger(cfg.Server, &logs)
 		e := newReplEnv(t, cfg, true)
 		ctx := t.Context()
 		for i := range 30 {
@@ -231,16 +228,14 @@ func TestDurableCorruptFileRejoinsFromPeers(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		victim := otherThan(e.names(), e.leader(t))[0]
+		victim := otherThan(e.names(), e.Leader(t, counterDesc.Name))[0]
 		e.Kill(t, victim)
 		path := filepath.Join(dirs[victim], counterDesc.Name, "raft.db")
 		flipRecordBytes(t, path)
 		e.Start(t, victim)
 		e.WaitReady(t)
 		e.check(t)
-		logMu.Lock()
 		out := logs.String()
-		logMu.Unlock()
 		if !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "corrupt") {
 			t.Errorf("no error-level log of the corrupt file:\n%s", out)
 		}
@@ -250,25 +245,14 @@ func TestDurableCorruptFileRejoinsFromPeers(t *testing.T) {
 	})
 }
 
-// wrapLogger sends every node's log to w.
-func wrapLogger(prev func(string, *runtime.ServerConfig), w io.Writer, mu *sync.Mutex) func(string, *runtime.ServerConfig) {
+// wrapLogger sends every node's log to logs.
+func wrapLogger(prev func(string, *runtime.ServerConfig), logs *testkit.LogBuffer) func(string, *runtime.ServerConfig) {
 	return func(node string, sc *runtime.ServerConfig) {
-		sc.Logger = slog.New(slog.NewTextHandler(lockedWriter{w: w, mu: mu}, nil)).With("node", node)
+		sc.Logger = logs.Logger().With("node", node)
 		if prev != nil {
 			prev(node, sc)
 		}
 	}
-}
-
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (l lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
 }
 
 // flipRecordBytes flips bytes inside the file's stored records (the

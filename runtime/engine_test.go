@@ -14,8 +14,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -25,9 +27,9 @@ const margin = 10 * time.Millisecond
 
 type env struct {
 	*fftest.Cluster
-	ledgers map[string]*memLedger
+	ledgers map[string]*testledger.Mem
 	client  *runtime.Client
-	ledger  *ledgerClient
+	ledger  *testledger.Client
 }
 
 // newEnv serves the ledger without its replicated method (Transfer): the
@@ -35,26 +37,26 @@ type env struct {
 // stops serving on a node that loses the majority of its raft group.
 func newEnv(t *testing.T, cfg fftest.Config) *env {
 	t.Helper()
-	return newEnvOf(t, cfg, plainLedgerDesc)
+	return newEnvOf(t, cfg, testledger.PlainDesc)
 }
 
 // newReplicatedEnv serves the whole ledger: Transfer is a replicated
 // write.
 func newReplicatedEnv(t *testing.T, cfg fftest.Config) *env {
 	t.Helper()
-	return newEnvOf(t, cfg, ledgerDesc)
+	return newEnvOf(t, cfg, testledger.Desc)
 }
 
 func newEnvOf(t *testing.T, cfg fftest.Config, desc *runtime.ServiceDesc) *env {
 	t.Helper()
-	e := &env{Cluster: fftest.New(t, cfg), ledgers: map[string]*memLedger{}}
+	e := &env{Cluster: fftest.New(t, cfg), ledgers: map[string]*testledger.Mem{}}
 	e.Serve(t, desc, func(n *fftest.Node) any {
-		l := newMemLedger(n.Name)
+		l := testledger.NewMem(n.Name)
 		e.ledgers[n.Name] = l
 		return l
 	})
 	e.client = e.Client(t)
-	e.ledger = newLedgerClient(e.client)
+	e.ledger = testledger.NewClient(e.client)
 	synctest.Wait() // the client has seen the membership
 	return e
 }
@@ -62,16 +64,11 @@ func newEnvOf(t *testing.T, cfg fftest.Config, desc *runtime.ServiceDesc) *env {
 // owners returns the entity's owner in each group, in failover order.
 func (e *env) owners(t *testing.T, entity string) []string {
 	t.Helper()
-	r := e.client.Router()
-	var out []string
-	for _, g := range r.GroupOrder(entity, nil) {
-		m, ok := r.Owner("test.Ledger", g, entity, nil)
-		if !ok {
-			t.Fatalf("no owner for %q in group %d", entity, g)
-		}
-		out = append(out, m.Name)
+	own := e.Owners("test.Ledger", entity)
+	if len(own) != len(e.Settings.Groups) {
+		t.Fatalf("owners of %q = %v, want one in each of %d groups", entity, own, len(e.Settings.Groups))
 	}
-	return out
+	return own
 }
 
 func TestHealthyCallGoesToPrimary(t *testing.T) {
@@ -82,10 +79,10 @@ func TestHealthyCallGoesToPrimary(t *testing.T) {
 		if err != nil || got != 5 {
 			t.Fatalf("Add = %d, %v; want 5, nil", got, err)
 		}
-		if n := e.ledgers[own[0]].executions(); n != 1 {
+		if n := e.ledgers[own[0]].Executions(); n != 1 {
 			t.Errorf("primary %s ran %d times, want 1", own[0], n)
 		}
-		if n := e.ledgers[own[1]].executions(); n != 0 {
+		if n := e.ledgers[own[1]].Executions(); n != 0 {
 			t.Errorf("secondary %s ran %d times, want 0", own[1], n)
 		}
 	})
@@ -96,7 +93,7 @@ func TestPausedPrimaryFailsOverWithinHeartbeatTimeout(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		own := e.owners(t, "acct")
 		// The primary starts the operation, then freezes mid-way.
-		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			e.Net.Pause(own[0])
 			<-ctx.Done()
 			return ctx.Err()
@@ -121,7 +118,7 @@ func TestConnectionResetFailsOverAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		own := e.owners(t, "acct")
-		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			e.Net.ResetNode(own[0])
 			<-ctx.Done()
 			return ctx.Err()
@@ -141,13 +138,13 @@ func TestFailErrorIsReturnedWithoutFailover(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		own := e.owners(t, "acct")
 		for _, l := range e.ledgers {
-			l.setHook(func(context.Context, string, int64) error { return ErrRejected })
+			l.SetHook(func(context.Context, string, int64) error { return testledger.ErrRejected })
 		}
 		_, err := e.ledger.Add(t.Context(), "acct", 1)
-		if err != ErrRejected {
+		if err != testledger.ErrRejected {
 			t.Fatalf("err = %v, want ErrRejected itself", err)
 		}
-		if n := e.ledgers[own[1]].executions(); n != 0 {
+		if n := e.ledgers[own[1]].Executions(); n != 0 {
 			t.Errorf("secondary ran %d times after a Fail error", n)
 		}
 	})
@@ -157,7 +154,7 @@ func TestDeclaredErrorTypeCrossesTheWire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newReplicatedEnv(t, fftest.Config{})
 		_, err := e.ledger.Transfer(t.Context(), "x", "y", 10)
-		var le *LimitError
+		var le *testledger.LimitError
 		if !errors.As(err, &le) || le.Limit != 0 {
 			t.Fatalf("err = %v, want *LimitError{0}", err)
 		}
@@ -168,12 +165,12 @@ func TestFailoverErrorTriesNextGroup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		own := e.owners(t, "acct")
-		e.ledgers[own[0]].setHook(func(context.Context, string, int64) error { return ErrBusy })
+		e.ledgers[own[0]].SetHook(func(context.Context, string, int64) error { return testledger.ErrBusy })
 		got, err := e.ledger.Add(t.Context(), "acct", 3)
 		if err != nil || got != 3 {
 			t.Fatalf("Add = %d, %v", got, err)
 		}
-		if n := e.ledgers[own[1]].executions(); n != 1 {
+		if n := e.ledgers[own[1]].Executions(); n != 1 {
 			t.Errorf("secondary ran %d times, want 1", n)
 		}
 		if e.client.Suspected(own[0]) {
@@ -220,7 +217,7 @@ func TestLongOperationOnHealthyNodeDoesNotFailOver(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		own := e.owners(t, "acct")
 		work := 10 * e.Settings.HeartbeatTimeout
-		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			time.Sleep(work)
 			return nil
 		})
@@ -231,7 +228,7 @@ func TestLongOperationOnHealthyNodeDoesNotFailOver(t *testing.T) {
 		if took := time.Since(start); took != work {
 			t.Errorf("took %v, want exactly the handler's %v", took, work)
 		}
-		if n := e.ledgers[own[1]].executions(); n != 0 {
+		if n := e.ledgers[own[1]].Executions(); n != 0 {
 			t.Errorf("secondary ran %d times: a heartbeating node was failed over", n)
 		}
 	})
@@ -244,10 +241,10 @@ func TestMaxFailoversRespected(t *testing.T) {
 		e := newEnv(t, fftest.Config{Settings: s})
 		var calls atomic.Int32
 		for _, l := range e.ledgers {
-			l.setHook(func(context.Context, string, int64) error { calls.Add(1); return ErrBusy })
+			l.SetHook(func(context.Context, string, int64) error { calls.Add(1); return testledger.ErrBusy })
 		}
 		_, err := e.ledger.Add(t.Context(), "acct", 1)
-		if !errors.Is(err, ErrBusy) {
+		if !errors.Is(err, testledger.ErrBusy) {
 			t.Fatalf("err = %v, want the last failure, ErrBusy", err)
 		}
 		// Four attempts: groups retried in order, but a node answers a
@@ -267,7 +264,7 @@ func TestScatterKeepsReplicasEqual(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newReplicatedEnv(t, fftest.Config{PerGroup: 2})
 		// Fund the accounts everywhere with scatter writes.
-		e.ledger.add = scatterAdd()
+		e.ledger.AddMethod = scatterAdd()
 		for _, acct := range []string{"x", "y"} {
 			if _, err := e.ledger.Add(t.Context(), acct, 100); err != nil {
 				t.Fatal(err)
@@ -290,12 +287,12 @@ func TestScatterKeepsReplicasEqual(t *testing.T) {
 		wg.Wait()
 		e.Net.Resume(paused)
 		e.WaitConverged(t) // the paused node catches up
-		want := e.ledgers[e.Nodes[0].Name].balances()
+		want := e.ledgers[e.Nodes[0].Name].Balances()
 		if want["x"]+want["y"] != 200 {
 			t.Fatalf("money not conserved: %v", want)
 		}
 		for name, l := range e.ledgers {
-			if diff := cmp.Diff(want, l.balances()); diff != "" {
+			if diff := cmp.Diff(want, l.Balances()); diff != "" {
 				t.Errorf("replica %s differs (-%s +%s):\n%s", name, e.Nodes[0].Name, name, diff)
 			}
 			// Each entity sees the same operations in the same order on
@@ -309,11 +306,9 @@ func TestScatterKeepsReplicasEqual(t *testing.T) {
 	})
 }
 
-func entityLog(l *memLedger, entity string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func entityLog(l *testledger.Mem, entity string) []string {
 	var out []string
-	for _, op := range l.log {
+	for _, op := range l.Log() {
 		if slices.Contains(strings.Fields(op), entity) {
 			out = append(out, op)
 		}
@@ -322,13 +317,13 @@ func entityLog(l *memLedger, entity string) []string {
 }
 
 func scatterAdd() *runtime.MethodDesc {
-	m := *ledgerAdd
+	m := *testledger.AddMethod
 	m.Mode = runtime.ModeScatter
 	return &m
 }
 
 func hedgeAdd(delay time.Duration) *runtime.MethodDesc {
-	m := *ledgerAdd
+	m := *testledger.AddMethod
 	m.Mode = runtime.ModeHedge
 	m.Hedge = delay
 	return &m
@@ -339,12 +334,12 @@ func TestHedgeCancelsTheLoser(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		own := e.owners(t, "acct")
 		cancelled := make(chan error, 1)
-		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			<-ctx.Done() // slow primary: still heartbeating
 			cancelled <- ctx.Err()
 			return ctx.Err()
 		})
-		e.ledger.add = hedgeAdd(20 * time.Millisecond)
+		e.ledger.AddMethod = hedgeAdd(20 * time.Millisecond)
 		start := time.Now()
 		got, err := e.ledger.Add(t.Context(), "acct", 4)
 		if err != nil || got != 4 {
@@ -370,7 +365,7 @@ func TestPanicFailsOverAndHeldOperationSurvives(t *testing.T) {
 		own := e.owners(t, "acct")
 		primary := e.ledgers[own[0]]
 		release := make(chan struct{})
-		primary.setHook(func(context.Context, string, int64) error {
+		primary.SetHook(func(context.Context, string, int64) error {
 			<-release
 			panic("ledger corrupted")
 		})
@@ -381,7 +376,7 @@ func TestPanicFailsOverAndHeldOperationSurvives(t *testing.T) {
 		closeErr := make(chan error, 1)
 		go func() { closeErr <- e.ledger.Close(t.Context(), "acct") }()
 		synctest.Wait() // Close is held behind it
-		if got := primary.log; len(got) != 0 {
+		if got := primary.Log(); len(got) != 0 {
 			t.Fatalf("primary ran %v while an operation was running", got)
 		}
 		close(release)
@@ -392,7 +387,7 @@ func TestPanicFailsOverAndHeldOperationSurvives(t *testing.T) {
 		if err := <-closeErr; err != nil {
 			t.Fatalf("held Close: %v", err)
 		}
-		if diff := cmp.Diff([]string{"close acct"}, primary.log); diff != "" {
+		if diff := cmp.Diff([]string{"close acct"}, primary.Log()); diff != "" {
 			t.Errorf("held operation lost after the panic:\n%s", diff)
 		}
 	})
@@ -414,17 +409,17 @@ func TestHoldIsOvertakenButNotLost(t *testing.T) {
 		release()
 		wg.Wait()
 		want := []string{"add acct 1", "add acct 2", "close acct"}
-		if diff := cmp.Diff(want, primary.log); diff != "" {
+		if diff := cmp.Diff(want, primary.Log()); diff != "" {
 			t.Errorf("order (-want +got):\n%s", diff)
 		}
 	})
 }
 
 // blockFirst makes the next Add l runs wait until release is called.
-func blockFirst(l *memLedger) (release func()) {
+func blockFirst(l *testledger.Mem) (release func()) {
 	gate := make(chan struct{})
 	var first atomic.Bool
-	l.setHook(func(context.Context, string, int64) error {
+	l.SetHook(func(context.Context, string, int64) error {
 		if first.CompareAndSwap(false, true) {
 			<-gate
 		}
@@ -434,10 +429,10 @@ func blockFirst(l *memLedger) (release func()) {
 }
 
 // frames collects what a raw connection receives.
-type frames chan transport.Frame
+type frames chan frame.Frame
 
-func (f frames) HandleFrame(_ transport.Conn, fr transport.Frame) {
-	if r, ok := fr.(*transport.Result); ok {
+func (f frames) HandleFrame(_ transport.Conn, fr frame.Frame) {
+	if r, ok := fr.(*frame.Result); ok {
 		cp := *r
 		cp.Payload = append([]byte(nil), r.Payload...)
 		f <- &cp
@@ -450,15 +445,15 @@ func TestRepeatedAttemptExecutesOnce(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		node := e.Nodes[0].Name
 		gate := make(chan struct{})
-		e.ledgers[node].setHook(func(context.Context, string, int64) error { <-gate; return nil })
+		e.ledgers[node].SetHook(func(context.Context, string, int64) error { <-gate; return nil })
 		got := make(frames, 3)
 		raw := e.Net.Transport(transport.Config{Node: "raw"})
 		conn, err := raw.Dial(t.Context(), node, got)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := &transport.Attempt{OpID: [16]byte{7}, Service: "test.Ledger", Method: "Add",
-			Entities: []string{"acct"}, Payload: (&ledgerAddArgs{Account: "acct", Amount: 5}).AppendFF(nil)}
+		a := &frame.Attempt{OpID: [16]byte{7}, Service: "test.Ledger", Method: "Add",
+			Entities: []string{"acct"}, Payload: (&testledger.AddArgs{Account: "acct", Amount: 5}).AppendFF(nil)}
 		// The second copy joins the running execution; the third, after
 		// it finished, is answered from memory.
 		for call := uint64(1); call <= 3; call++ {
@@ -474,10 +469,10 @@ func TestRepeatedAttemptExecutesOnce(t *testing.T) {
 		}
 		var calls []uint64
 		for range 3 {
-			r := (<-got).(*transport.Result)
+			r := (<-got).(*frame.Result)
 			calls = append(calls, r.Call)
-			var res ledgerInt64Result
-			if r.Status != transport.StatusOK || res.UnmarshalFF(r.Payload) != nil || res.R0 != 5 {
+			var res testledger.Int64Result
+			if r.Status != frame.StatusOK || res.UnmarshalFF(r.Payload) != nil || res.R0 != 5 {
 				t.Errorf("call %d: %+v, want OK 5", r.Call, r)
 			}
 		}
@@ -485,10 +480,10 @@ func TestRepeatedAttemptExecutesOnce(t *testing.T) {
 		if diff := cmp.Diff([]uint64{1, 2, 3}, calls); diff != "" {
 			t.Errorf("answered calls:\n%s", diff)
 		}
-		if n := e.ledgers[node].executions(); n != 1 {
+		if n := e.ledgers[node].Executions(); n != 1 {
 			t.Errorf("executed %d times, want 1", n)
 		}
-		if b := e.ledgers[node].balances()["acct"]; b != 5 {
+		if b := e.ledgers[node].Balances()["acct"]; b != 5 {
 			t.Errorf("balance %d, want 5", b)
 		}
 	})
@@ -517,7 +512,7 @@ func TestProgressReachesNextAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		own := e.owners(t, "acct")
-		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			runtime.ReportProgress(ctx, []byte("step-3"))
 			time.Sleep(2 * e.Settings.HeartbeatInterval) // a heartbeat carries it
 			e.Net.Pause(own[0])
@@ -525,7 +520,7 @@ func TestProgressReachesNextAttempt(t *testing.T) {
 			return ctx.Err()
 		})
 		var seen *runtime.AttemptInfo
-		e.ledgers[own[1]].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers[own[1]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			seen = runtime.AttemptFrom(ctx)
 			return nil
 		})
@@ -548,7 +543,7 @@ func TestFailoverBudgetStopsAStorm(t *testing.T) {
 		s.Budget = runtime.BudgetSettings{Rate: 1, Burst: 3}
 		e := newEnv(t, fftest.Config{Settings: s})
 		for _, l := range e.ledgers {
-			l.setHook(func(context.Context, string, int64) error { return ErrBusy })
+			l.SetHook(func(context.Context, string, int64) error { return testledger.ErrBusy })
 		}
 		var budget int
 		for range 10 {
@@ -568,15 +563,15 @@ func TestForwardMovesTheAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		own := e.owners(t, "acct")
-		e.ledgers[own[0]].setHook(func(context.Context, string, int64) error { return runtime.ForwardTo(own[1]) })
+		e.ledgers[own[0]].SetHook(func(context.Context, string, int64) error { return runtime.ForwardTo(own[1]) })
 		got, err := e.ledger.Add(t.Context(), "acct", 2)
 		if err != nil || got != 2 {
 			t.Fatalf("Add = %d, %v", got, err)
 		}
-		if b := e.ledgers[own[1]].balances()["acct"]; b != 2 {
+		if b := e.ledgers[own[1]].Balances()["acct"]; b != 2 {
 			t.Errorf("forward target balance %d, want 2", b)
 		}
-		if b := e.ledgers[own[0]].balances()["acct"]; b != 0 {
+		if b := e.ledgers[own[0]].Balances()["acct"]; b != 0 {
 			t.Errorf("forwarding node applied the operation: balance %d", b)
 		}
 	})
@@ -586,7 +581,7 @@ func TestCallerContextEndsTheOperation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		for _, l := range e.ledgers {
-			l.setHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
+			l.SetHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 		defer cancel()
@@ -627,7 +622,7 @@ func TestExpiredQueuedAttemptDoesNotRun(t *testing.T) {
 		primary := e.ledgers[own[0]]
 		var slow atomic.Bool
 		slow.Store(true)
-		primary.setHook(func(ctx context.Context, _ string, amount int64) error {
+		primary.SetHook(func(ctx context.Context, _ string, amount int64) error {
 			if amount == 1 && slow.CompareAndSwap(true, false) {
 				time.Sleep(1500 * time.Millisecond) // ignores its context
 			}
@@ -646,7 +641,7 @@ func TestExpiredQueuedAttemptDoesNotRun(t *testing.T) {
 		}
 		wg.Wait()
 		time.Sleep(time.Second) // the slow handler finishes; the queued one would run now
-		if got := primary.balances()["acct"]; got != 1 {
+		if got := primary.Balances()["acct"]; got != 1 {
 			t.Errorf("primary balance %d: the expired queued attempt ran", got)
 		}
 	})
@@ -677,11 +672,11 @@ func TestRejoinedNodeIsNoLongerSuspected(t *testing.T) {
 		if e.client.Suspected(own[0]) {
 			t.Fatalf("%s still suspected after it rejoined the membership", own[0])
 		}
-		before := e.ledgers[own[0]].executions()
+		before := e.ledgers[own[0]].Executions()
 		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
 			t.Fatal(err)
 		}
-		if e.ledgers[own[0]].executions() != before+1 {
+		if e.ledgers[own[0]].Executions() != before+1 {
 			t.Errorf("the rejoined primary did not get the next operation")
 		}
 	})

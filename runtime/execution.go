@@ -8,50 +8,62 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime/codec"
-	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 // execution is one operation on this server, shared by every attempt of it
 // that arrives while it is queued or running (each attempt is a waiter).
 type execution struct {
+	// Set when e is made, before another goroutine can reach it, and read
+	// only after.
 	s        *Server
 	method   *MethodDesc
 	sm       *servedMethod // how long its handler runs (to run quick ones inline), and its counts
 	impl     any
 	args     codec.Message
 	info     AttemptInfo // embedded: one allocation fewer per attempt
-	res      transport.Result
-	actx     attemptCtx
 	entities []string
-	timeout  time.Duration
-	arrived  time.Time
-	hold     bool
-	scatter  bool
-	inline   bool // arrive runs it on the connection's read goroutine; guarded by s.mu
+	payload  []byte // the encoded arguments, kept for replication
+	entBuf   [2]string
+	// hold and scatter share their word with remember: an execution is
+	// allocated on every call, and a word more takes it to the next size
+	// class.
+	hold    bool
+	scatter bool
+
 	// remember: an attempt may ask for the result again, so the result
 	// goes to the result cache. Set when the execution is made, or later by
 	// an attempt that joins it while its handler runs: atomic, since the
 	// handler's goroutine reads it without the server's lock.
 	remember atomic.Bool
-	entBuf   [2]string
-	// queues[i] is entities[i]'s queue while e is queued in them (set by
-	// schedule, dropped by release): on a server with thousands of
-	// entities busy, each lookup in the server's map is a cache miss.
-	// Guarded by s.mu.
-	queues   []*entityQueue
-	queueBuf [2]*entityQueue
-	resBuf   [64]byte // the encoded result, when it is not remembered
-	progress progressCell
-	payload  []byte    // the encoded arguments, kept for replication
-	apply    *applying // set while a committed replicated write runs
+	progress progressCell // its own lock: the handler writes, the ticker reads
 
-	// Guarded by s.mu.
+	// Owned by the goroutine that runs the handler: one at a time, since a
+	// rerun starts only once the run before it has ended. res is the
+	// result it answers with; an execution that ends without running
+	// answers with a result of its own (expire), so res has no other
+	// writer.
+	res    frame.Result
+	actx   attemptCtx // the first run's context (newCtx)
+	resBuf [64]byte   // the encoded result, when it is not remembered
+
+	// s.mu guards the following. The handler's goroutine reads arrived,
+	// timeout and apply without it as it runs: they are written before
+	// the run starts, and not while it runs.
 	state    execState // changed only by fire (execstate.go)
 	waiters  []waiter
 	waitBuf  [1]waiter
 	deadline time.Time   // heartbeats stop here, even if the handler does not
 	ctx      *attemptCtx // the handler's, once it runs: cancelled to stop it
+	arrived  time.Time   // the attempt's time counts from here; a rerun restarts it
+	timeout  time.Duration
+	apply    *applying // set while a committed replicated write runs
+	// queues[i] is entities[i]'s queue while e is queued in them (set by
+	// schedule, dropped by release): on a server with thousands of
+	// entities busy, each lookup in the server's map is a cache miss.
+	queues   []*entityQueue
+	queueBuf [2]*entityQueue
 }
 
 type waiter struct {
@@ -59,7 +71,7 @@ type waiter struct {
 	call     uint64
 	progress uint64 // progress version last sent to this waiter
 	// all: the client counts a heartbeat for the whole connection as one
-	// for this call (transport.FlagAllBeat), which it has an ack for.
+	// for this call (frame.FlagAllBeat), which it has an ack for.
 	all bool
 }
 
@@ -76,11 +88,11 @@ func (e *execution) setProgress(p []byte) {
 // addWaiter makes attempt a, which arrived on sc, a waiter of e: its
 // heartbeats start, and the client hears that it arrived. Called with s.mu
 // held.
-func (e *execution) addWaiter(sc *serverConn, a *transport.Attempt) {
+func (e *execution) addWaiter(sc *serverConn, a *frame.Attempt) {
 	if e.waiters == nil {
 		e.waiters = e.waitBuf[:0]
 	}
-	const allBeat = transport.FlagAck | transport.FlagAllBeat
+	const allBeat = frame.FlagAck | frame.FlagAllBeat
 	w := waiter{conn: sc, call: a.Call, all: a.Flags&allBeat == allBeat}
 	e.waiters = append(e.waiters, w)
 	sc.calls[a.Call] = e
@@ -137,7 +149,7 @@ func (e *execution) run() {
 	if !started {
 		*r = notStarted("attempt cancelled or expired before it ran")
 		s.countRefusal(e.sm, e.method.Service, e.method.Name, r.Code)
-		e.finish(evStopped, r, nil)
+		e.endRun(evStopped, r, nil)
 		return
 	}
 	m, sm := e.method, e.sm
@@ -151,34 +163,34 @@ func (e *execution) run() {
 	s.cfg.Metrics.ServerAttempt(m.Service, m.Name, -1)
 	switch fwd := asForward(err); {
 	case fwd != nil:
-		if rd, ok := e.redirect(fwd); ok {
+		if rd, ok := e.resolveForward(fwd); ok {
 			s.handled(sm, "forwarded", "", ran)
-			e.finish(evReturned, nil, rd)
+			e.endRun(evReturned, nil, rd)
 			return
 		}
 		err = fmt.Errorf("forward to %s: node unknown", fwd.Node)
-		*r = transport.Result{Status: transport.StatusFailover, Message: err.Error()}
+		*r = frame.Result{Status: frame.StatusFailover, Message: err.Error()}
 		e.handled(r, ran)
 	case err != nil && ctx.Err() != nil:
 		// The engine ended the handler (a cancel, the attempt
 		// timeout, a shutdown): its error says nothing about the
 		// operation, so the answer is Failover, and not remembered.
-		// Counted before finish: a rerun it starts owns e.res.
+		// Counted before endRun: a rerun it starts owns e.res.
 		s.handled(sm, "failover", codeTimeout, ran)
-		*r = transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "handler stopped: " + err.Error()}
-		e.finish(evStopped, r, nil)
+		*r = frame.Result{Status: frame.StatusFailover, Code: codeTimeout, Message: "handler stopped: " + err.Error()}
+		e.endRun(evStopped, r, nil)
 		return
 	default:
 		*r = e.safeResult(res, err)
 		e.handled(r, ran)
 	}
-	e.finish(evReturned, r, nil)
+	e.endRun(evReturned, r, nil)
 }
 
 // handled reports a handler run that ended with r to the metrics.
-func (e *execution) handled(r *transport.Result, ran time.Duration) {
+func (e *execution) handled(r *frame.Result, ran time.Duration) {
 	code := r.Code
-	if code == "" && r.Status != transport.StatusOK {
+	if code == "" && r.Status != frame.StatusOK {
 		code = "undeclared"
 	}
 	e.s.handled(e.sm, r.Status.String(), code, ran)
@@ -200,15 +212,15 @@ func asForward(err error) *ForwardError {
 	return nil
 }
 
-// redirect resolves the node a handler forwarded to.
-func (e *execution) redirect(fwd *ForwardError) (*transport.Redirect, bool) {
+// resolveForward finds the address of the node a handler forwarded to.
+func (e *execution) resolveForward(fwd *ForwardError) (*frame.Redirect, bool) {
 	if e.s.cfg.Membership == nil {
 		return nil, false
 	}
 	for _, m := range e.s.cfg.Membership.Members() {
 		if m.Name == fwd.Node {
 			// The handler ran before it passed the attempt on.
-			return &transport.Redirect{Node: m.Name, Addr: m.Addr, MayHaveRun: true}, true
+			return &frame.Redirect{Node: m.Name, Addr: m.Addr, MayHaveRun: true}, true
 		}
 	}
 	return nil, false
@@ -233,58 +245,58 @@ func (p *panicError) Error() string { return fmt.Sprintf("handler panicked: %v",
 
 // safeResult is result with user code (error matchers, encoders) behind a
 // recover: a panic there must not take the node down either.
-func (e *execution) safeResult(res codec.Message, err error) (r transport.Result) {
+func (e *execution) safeResult(res codec.Message, err error) (r frame.Result) {
 	defer func() {
 		if v := recover(); v != nil {
 			e.s.cfg.Logger.Error("ffgen: mapping a handler's result panicked; answering failover",
 				"service", e.method.Service, "method", e.method.Name, "op", e.info.OpIDString(),
 				"panic", v, "stack", string(debug.Stack()))
-			r = transport.Result{Status: transport.StatusFailover, Code: codePanic, Message: fmt.Sprintf("result mapping panicked: %v", v)}
+			r = frame.Result{Status: frame.StatusFailover, Code: codePanic, Message: fmt.Sprintf("result mapping panicked: %v", v)}
 		}
 	}()
 	return e.result(res, err)
 }
 
 // result maps the handler's outcome to a Result frame.
-func (e *execution) result(res codec.Message, err error) transport.Result {
+func (e *execution) result(res codec.Message, err error) frame.Result {
 	m := e.method
 	if err == nil {
 		payload, cerr := e.s.cfg.Codec.Append(e.resultBuf(), res)
 		if cerr != nil {
-			return transport.Result{Status: transport.StatusFail, Code: codeBadResult, Message: "encode result: " + cerr.Error()}
+			return frame.Result{Status: frame.StatusFail, Code: codeBadResult, Message: "encode result: " + cerr.Error()}
 		}
-		return transport.Result{Status: transport.StatusOK, Payload: payload}
+		return frame.Result{Status: frame.StatusOK, Payload: payload}
 	}
 	var pe *panicError
 	if errors.As(err, &pe) {
-		return transport.Result{Status: transport.StatusFailover, Code: codePanic, Message: err.Error()}
+		return frame.Result{Status: frame.StatusFailover, Code: codePanic, Message: err.Error()}
 	}
 	for i := range m.Errors {
 		rule := &m.Errors[i]
 		if rule.Match(err) {
-			r := transport.Result{Status: statusOf(rule.Directive), Code: rule.Code, Message: err.Error()}
+			r := frame.Result{Status: statusOf(rule.Directive), Code: rule.Code, Message: err.Error()}
 			if rule.Encode != nil {
 				r.Payload = rule.Encode(err)
 			}
 			return r
 		}
 	}
-	return transport.Result{Status: statusOf(m.Default), Message: err.Error()}
+	return frame.Result{Status: statusOf(m.Default), Message: err.Error()}
 }
 
-func statusOf(d Directive) transport.Status {
+func statusOf(d Directive) frame.Status {
 	if d == Failover {
-		return transport.StatusFailover
+		return frame.StatusFailover
 	}
-	return transport.StatusFail
+	return frame.StatusFail
 }
 
-// finish ends a run with ev (evStopped or evReturned): the execution runs
+// endRun ends a run with ev (evStopped or evReturned): the execution runs
 // again if it is to be rerun, or else its waiters get r or rd.
-func (e *execution) finish(ev execEvent, r *transport.Result, rd *transport.Redirect) {
+func (e *execution) endRun(ev execEvent, r *frame.Result, rd *frame.Redirect) {
 	s := e.s
 	if e.apply != nil && rd != nil {
-		e.res = transport.Result{Status: transport.StatusFail, Code: codeBadResult, Message: forwardedWrite}
+		e.res = frame.Result{Status: frame.StatusFail, Code: codeBadResult, Message: forwardedWrite}
 		r, rd = &e.res, nil
 	}
 	s.mu.Lock()
@@ -299,7 +311,7 @@ func (e *execution) finish(ev execEvent, r *transport.Result, rd *transport.Redi
 	}
 	waiters := e.end(r, rd)
 	s.mu.Unlock()
-	answer(waiters, r, rd)
+	answerWaiters(waiters, r, rd)
 }
 
 // end takes e, which reached a final state, off the server: it remembers a
@@ -307,7 +319,7 @@ func (e *execution) finish(ev execEvent, r *transport.Result, rd *transport.Redi
 // operations run, and returns the waiters to answer with r or rd (at most
 // one is set: a forwarded attempt gets a Redirect and is not remembered,
 // since it did not execute here). Called with s.mu held.
-func (e *execution) end(r *transport.Result, rd *transport.Redirect) []waiter {
+func (e *execution) end(r *frame.Result, rd *frame.Redirect) []waiter {
 	s := e.s
 	waiters := e.waiters
 	e.waiters = nil
@@ -318,7 +330,7 @@ func (e *execution) end(r *transport.Result, rd *transport.Redirect) []waiter {
 		delete(s.execs, e.info.OpID)
 	}
 	if e.apply != nil {
-		e.apply.settle(r)
+		e.apply.report(r)
 		e.apply = nil
 	}
 	// Only completed outcomes are remembered: a Failover answer means the
@@ -326,16 +338,16 @@ func (e *execution) end(r *transport.Result, rd *transport.Redirect) []waiter {
 	// A replicated write's outcome is the replica's record already
 	// (replica.Group.Recorded answers its retries, on every node and
 	// after a restart): the cache would hold a second copy.
-	if r != nil && r.Status != transport.StatusFailover && e.remember.Load() && !e.scatter {
+	if r != nil && r.Status != frame.StatusFailover && e.remember.Load() && !e.scatter {
 		s.results.put(e.info.OpID, *r, time.Now())
 	}
 	s.release(e)
 	return waiters
 }
 
-// answer sends waiters r, or rd. The sends are queued, never blocking, so
-// it may be called with s.mu held.
-func answer(waiters []waiter, r *transport.Result, rd *transport.Redirect) {
+// answerWaiters sends waiters r, or rd. The sends are queued, never
+// blocking, so it may be called with s.mu held.
+func answerWaiters(waiters []waiter, r *frame.Result, rd *frame.Redirect) {
 	for _, w := range waiters {
 		s := w.conn.s
 		if rd != nil {

@@ -7,8 +7,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -18,13 +20,13 @@ type rawConn struct {
 	t       *testing.T
 	c       transport.Conn
 	mu      sync.Mutex
-	results map[uint64]transport.Status
+	results map[uint64]frame.Status
 }
 
 func dialRaw(t *testing.T, e *env, node string) *rawConn {
-	r := &rawConn{t: t, results: map[uint64]transport.Status{}}
-	h := frameFunc(func(f transport.Frame) {
-		if res, ok := f.(*transport.Result); ok {
+	r := &rawConn{t: t, results: map[uint64]frame.Status{}}
+	h := frameFunc(func(f frame.Frame) {
+		if res, ok := f.(*frame.Result); ok {
 			r.mu.Lock()
 			r.results[res.Call] = res.Status
 			r.mu.Unlock()
@@ -40,20 +42,20 @@ func dialRaw(t *testing.T, e *env, node string) *rawConn {
 }
 
 func (r *rawConn) attempt(call uint64, op byte, account string) {
-	args := (&ledgerAddArgs{Account: account, Amount: 1}).AppendFF(nil)
-	if err := r.c.Send(&transport.Attempt{Call: call, OpID: [16]byte{op}, Timeout: time.Minute, Heartbeat: time.Second,
+	args := (&testledger.AddArgs{Account: account, Amount: 1}).AppendFF(nil)
+	if err := r.c.Send(&frame.Attempt{Call: call, OpID: [16]byte{op}, Timeout: time.Minute, Heartbeat: time.Second,
 		Service: "test.Ledger", Method: "Add", Entities: []string{account}, Payload: args}); err != nil {
 		r.t.Fatal(err)
 	}
 }
 
 func (r *rawConn) cancel(call uint64) {
-	if err := r.c.Send(&transport.Cancel{Call: call}); err != nil {
+	if err := r.c.Send(&frame.Cancel{Call: call}); err != nil {
 		r.t.Fatal(err)
 	}
 }
 
-func (r *rawConn) result(call uint64) (transport.Status, bool) {
+func (r *rawConn) result(call uint64) (frame.Status, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st, ok := r.results[call]
@@ -69,7 +71,7 @@ func TestCancelledExecutionRerunsForALateJoiner(t *testing.T) {
 		stopping := make(chan struct{})
 		goOn := make(chan struct{})
 		var runs int
-		e.ledgers["a1"].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers["a1"].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			runs++
 			if runs > 1 {
 				return nil // the rerun completes
@@ -88,7 +90,7 @@ func TestCancelledExecutionRerunsForALateJoiner(t *testing.T) {
 		synctest.Wait()
 		close(goOn)
 		synctest.Wait()
-		if st, ok := r.result(2); !ok || st != transport.StatusOK || runs != 2 {
+		if st, ok := r.result(2); !ok || st != frame.StatusOK || runs != 2 {
 			t.Errorf("late joiner: result %v (%v), %d runs; want OK from a second run", st, ok, runs)
 		}
 		if _, ok := r.result(1); ok {
@@ -105,7 +107,7 @@ func TestCancelledQueuedExecutionLeavesItsQueue(t *testing.T) {
 		release := make(chan struct{})
 		ran := map[string]int{}
 		var mu sync.Mutex
-		e.ledgers["a1"].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers["a1"].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			mu.Lock()
 			ran[runtime.AttemptFrom(ctx).OpIDString()[:2]]++
 			first := len(ran) == 1 && ran["01"] == 1
@@ -135,7 +137,7 @@ func TestCancelledQueuedExecutionLeavesItsQueue(t *testing.T) {
 		if ran["01"] != 1 || ran["02"] != 1 {
 			t.Errorf("runs by operation %v; want each once", ran)
 		}
-		if st, ok := r.result(3); !ok || st != transport.StatusOK {
+		if st, ok := r.result(3); !ok || st != frame.StatusOK {
 			t.Errorf("the operation arriving again: result %v (%v); want OK", st, ok)
 		}
 		if _, ok := r.result(2); ok {

@@ -7,9 +7,6 @@ import "github.com/ffgen/ffgen/runtime/transport"
 // NewBudget makes a failover budget, for tests of its errors.
 func NewBudget(s BudgetSettings) *budget { return newBudget(s) }
 
-// Router returns the client's live routing table.
-func (c *Client) Router() *Router { return c.router }
-
 // Conns lists the client's open connections.
 func (c *Client) Conns() []transport.Conn { return c.pool.Conns() }
 

@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -11,21 +13,26 @@ import (
 // waits on, and the ticker that heartbeats them all in one frame per
 // interval. The ticker goroutine runs only while the connection has attempts.
 type serverConn struct {
+	// Set when the connection's first attempt arrives, read only after.
 	s      *Server
 	conn   transport.Conn
-	inline transport.InlineConn  // conn, if its read goroutine can run handlers
-	calls  map[uint64]*execution // guarded by s.mu
+	inline conncap.InlineConn // conn, if its read goroutine can run handlers
 
-	// Guarded by s.mu.
+	// s.mu guards the following.
+	calls    map[uint64]*execution
 	ticking  bool
 	idle     int // ticks in a row with nothing to heartbeat
 	interval time.Duration
 	reset    chan time.Duration // a shorter interval for the running ticker
 	stop     chan struct{}
 
-	hb    transport.Heartbeat // used by the ticker goroutine only
-	quiet []uint64            // beat's calls that All stands for; used by the ticker goroutine only
-	ack   transport.Ack       // used by the connection's read goroutine only
+	// Owned by the ticker goroutine (tick).
+	hb    frame.Heartbeat
+	quiet []uint64 // beat's calls that All stands for
+
+	// Owned by the goroutine reading conn's frames (acknowledge); one
+	// that takes over from a handler run inline starts after it.
+	ack frame.Ack
 
 	// Until allUntil, and while no handler reports progress (the server's
 	// progressed stays at allEpoch), a walk of calls would find what the
@@ -78,8 +85,8 @@ func (sc *serverConn) queuedUntil(e *execution) time.Time {
 // of the result. Where the connection can, it is only queued: a quick
 // result carries it in the same write, and the acks of a batch of attempts
 // go out together once the batch is read.
-func (sc *serverConn) acknowledge(a *transport.Attempt) {
-	if a.Flags&transport.FlagAck == 0 {
+func (sc *serverConn) acknowledge(a *frame.Attempt) {
+	if a.Flags&frame.FlagAck == 0 {
 		return
 	}
 	sc.ack.Call = a.Call
@@ -145,7 +152,7 @@ func (sc *serverConn) tick(interval time.Duration, reset <-chan time.Duration, s
 // beat sends one heartbeat frame for every live attempt on the connection.
 // It returns false, having stopped the ticker, when there are none.
 //
-// A client that set transport.FlagAllBeat hears of its attempts through
+// A client that set frame.FlagAllBeat hears of its attempts through
 // the frame's All: one flag, however many attempts wait, where a list
 // would cost both ends a lookup per attempt per interval. Such an attempt
 // is listed only when it has progress to report.
@@ -207,7 +214,7 @@ func (sc *serverConn) beat() bool {
 			overran = overran || vouched
 			continue
 		}
-		it := transport.HeartbeatItem{Call: call}
+		it := frame.HeartbeatItem{Call: call}
 		if w != nil {
 			it.Progress, w.progress = e.progress.since(w.progress)
 		}
@@ -223,7 +230,7 @@ func (sc *serverConn) beat() bool {
 	}
 	if overran {
 		for _, call := range quiet {
-			items = append(items, transport.HeartbeatItem{Call: call})
+			items = append(items, frame.HeartbeatItem{Call: call})
 		}
 		all = false
 	}

@@ -10,7 +10,7 @@ import (
 // than a quick handler runs, and it is on every call's path. The
 // connection decides whether it can lend its reader (nothing else read and
 // waiting) and takes the reading elsewhere if the handler overruns
-// inlineGrace (transport.InlineConn); the server decides which handlers are
+// inlineGrace (conncap.InlineConn); the server decides which handlers are
 // quick from how long the method's handler ran lately.
 
 const (
@@ -41,12 +41,12 @@ func (p *handlerPace) observe(d time.Duration) {
 	p.avg.Store(old + (int64(d)-old)/8)
 }
 
-// Run runs the handler of a started execution; transport.InlineConn calls
+// Run runs the handler of a started execution; conncap.InlineConn calls
 // it on the read goroutine.
 func (e *execution) Run() { e.run() }
 
 // Overran marks the method slow the moment its handler overruns the grace
-// on the read goroutine (transport.Overrunner): the calls of it that
+// on the read goroutine (conncap.Overrunner): the calls of it that
 // arrive while this one still runs go to workers. Without it, a burst of
 // calls to a quick method that all wait on something (a lock, a slow
 // disk) would each hold the reader for the grace before the first of them
@@ -54,8 +54,8 @@ func (e *execution) Run() { e.run() }
 // the connection would wait that long in total.
 func (e *execution) Overran() { e.sm.pace.observe(overranWeight) }
 
-// runInline runs e, which arrive started, on sc's read goroutine if the
-// connection can spare it, and on a worker if not.
+// runInline runs e, which arrive started (enqueue), on sc's read goroutine
+// if the connection can spare it, and on a worker if not.
 func (s *Server) runInline(sc *serverConn, e *execution) {
 	if !sc.inline.RunInline(e, inlineGrace) {
 		s.start(e)

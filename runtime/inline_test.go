@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	goruntime "runtime"
 	"slices"
 	"strconv"
@@ -19,8 +20,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -44,33 +48,20 @@ func onReadGoroutine() bool {
 	}
 }
 
-// receive waits for a value from ch.
-func receive[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitLimit):
-		t.Fatalf("timed out waiting for %s", what)
-		var zero T
-		return zero
-	}
-}
-
 // watchedClient is a second client of e whose attempts log records.
-func watchedClient(t *testing.T, e *tcpEnv) (*ledgerClient, *runtime.Client, *attemptLog) {
+func watchedClient(t *testing.T, e *tcpEnv) (*testledger.Client, *runtime.Client, *attemptLog) {
 	log := new(attemptLog)
-	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "watched", Group: "clients", Logger: quietLogger()}})
+	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "watched", Group: "clients", Logger: testkit.Logger(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := runtime.NewClient(runtime.ClientConfig{Transport: tp, Membership: e.members, Settings: e.s, Logger: quietLogger(),
+	c, err := runtime.NewClient(runtime.ClientConfig{Transport: tp, Membership: e.members, Settings: e.s, Logger: testkit.Logger(t),
 		AttemptInterceptors: []runtime.AttemptInterceptor{log.intercept}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return newLedgerClient(c), c, log
+	return testledger.NewClient(c), c, log
 }
 
 // attemptLog records every attempt a client makes and how it ended.
@@ -118,7 +109,7 @@ type addResult struct {
 	err     error
 }
 
-func goAdd(x *ledgerClient, account string, amount int64) <-chan addResult {
+func goAdd(x *testledger.Client, account string, amount int64) <-chan addResult {
 	done := make(chan addResult, 1)
 	go func() {
 		got, err := x.Add(context.Background(), account, amount)
@@ -155,9 +146,9 @@ func TestTCPInlineHandlerThatBlocksDelaysNoOtherCall(t *testing.T) {
 	x, _, log := watchedClient(t, e)
 	inline := make(chan bool, 1)
 	release := make(chan struct{})
-	e.ledgers[own[0]].setHook(blockingHook("slow", inline, release))
+	e.ledgers[own[0]].SetHook(blockingHook("slow", inline, release))
 	slow := goAdd(x, "slow", 5)
-	if !receive(t, inline, "the slow handler to start") {
+	if !testkit.Receive(t, inline, "the slow handler to start") {
 		t.Fatal("the slow handler ran on a worker, not inline: the test covers nothing")
 	}
 	for want := int64(1); want <= 3; want++ {
@@ -173,14 +164,14 @@ func TestTCPInlineHandlerThatBlocksDelaysNoOtherCall(t *testing.T) {
 		}
 	}
 	close(release)
-	if r := receive(t, slow, "Add(slow) after its release"); r.err != nil || r.balance != 5 {
+	if r := testkit.Receive(t, slow, "Add(slow) after its release"); r.err != nil || r.balance != 5 {
 		t.Fatalf("Add(slow) = %d, %v; want 5", r.balance, r.err)
 	}
 	want := []string{own[0] + " none", own[0] + " none", own[0] + " none", own[0] + " none"}
 	if got, _ := log.take(); !slices.Equal(got, want) {
 		t.Errorf("attempts %q, want each answered by %s at once: %q", got, own[0], want)
 	}
-	if got := e.ledgers[own[0]].balances(); got["slow"] != 5 || got[fast] != 3 {
+	if got := e.ledgers[own[0]].Balances(); got["slow"] != 5 || got[fast] != 3 {
 		t.Errorf("balances on %s %v, want slow 5, %s 3", own[0], got, fast)
 	}
 }
@@ -201,23 +192,23 @@ func TestTCPInlineOverrunMarksTheMethodSlowAtOnce(t *testing.T) {
 	release := make(chan struct{})
 	first := blockingHook("slow", inline, release)
 	then := blockingHook(second, inline, release)
-	e.ledgers[own[0]].setHook(func(ctx context.Context, acct string, n int64) error {
+	e.ledgers[own[0]].SetHook(func(ctx context.Context, acct string, n int64) error {
 		if acct == second {
 			return then(ctx, acct, n)
 		}
 		return first(ctx, acct, n)
 	})
 	slow := goAdd(x, "slow", 5)
-	if !receive(t, inline, "the first handler to start") {
+	if !testkit.Receive(t, inline, "the first handler to start") {
 		t.Fatal("the first handler ran on a worker, not inline: the test covers nothing")
 	}
 	// A call answered while the first blocks: the reading was handed on,
 	// so the first has overrun.
-	if r := receive(t, goAdd(x, fast, 1), "Add("+fast+")"); r.err != nil || r.balance != 1 {
+	if r := testkit.Receive(t, goAdd(x, fast, 1), "Add("+fast+")"); r.err != nil || r.balance != 1 {
 		t.Fatalf("Add(%s) = %d, %v; want 1", fast, r.balance, r.err)
 	}
 	other := goAdd(x, second, 7)
-	if receive(t, inline, "the second handler to start") {
+	if testkit.Receive(t, inline, "the second handler to start") {
 		t.Error("the second blocking call ran inline: the first one's overrun was not counted")
 	}
 	close(release)
@@ -225,7 +216,7 @@ func TestTCPInlineOverrunMarksTheMethodSlowAtOnce(t *testing.T) {
 		ch   <-chan addResult
 		want int64
 	}{{slow, 5}, {other, 7}} {
-		if r := receive(t, c.ch, "a blocked call after its release"); r.err != nil || r.balance != c.want {
+		if r := testkit.Receive(t, c.ch, "a blocked call after its release"); r.err != nil || r.balance != c.want {
 			t.Errorf("blocked Add = %d, %v; want %d", r.balance, r.err, c.want)
 		}
 	}
@@ -239,7 +230,7 @@ func TestTCPInlineHandlerPanics(t *testing.T) {
 	x, _, log := watchedClient(t, e)
 	inline := make(chan bool, 1)
 	var once sync.Once
-	e.ledgers[own[0]].setHook(func(context.Context, string, int64) error {
+	e.ledgers[own[0]].SetHook(func(context.Context, string, int64) error {
 		once.Do(func() {
 			inline <- onReadGoroutine()
 			panic("ledger corrupted")
@@ -249,7 +240,7 @@ func TestTCPInlineHandlerPanics(t *testing.T) {
 	if got, err := x.Add(t.Context(), "boom", 1); err != nil || got != 1 {
 		t.Fatalf("Add = %d, %v; want the secondary's 1", got, err)
 	}
-	if !receive(t, inline, "the handler to run") {
+	if !testkit.Receive(t, inline, "the handler to run") {
 		t.Fatal("the panicking handler ran on a worker, not inline: the test covers nothing")
 	}
 	attempts, errs := log.take()
@@ -278,7 +269,7 @@ func TestTCPInlineHandlerIsCancelled(t *testing.T) {
 	own := e.owners(t, "acct")
 	inline := make(chan bool, 1)
 	ended := make(chan error, 1)
-	e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+	e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 		inline <- onReadGoroutine()
 		<-ctx.Done()
 		ended <- ctx.Err()
@@ -290,14 +281,14 @@ func TestTCPInlineHandlerIsCancelled(t *testing.T) {
 		_, err := e.ledger.Add(ctx, "acct", 1)
 		done <- err
 	}()
-	if !receive(t, inline, "the handler to start") {
+	if !testkit.Receive(t, inline, "the handler to start") {
 		t.Fatal("the handler ran on a worker, not inline: the test covers nothing")
 	}
 	cancel()
-	if err := receive(t, done, "Add to end"); !errors.Is(err, context.Canceled) {
+	if err := testkit.Receive(t, done, "Add to end"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Add after its context was cancelled: %v, want context.Canceled", err)
 	}
-	if err := receive(t, ended, "the handler to be stopped"); !errors.Is(err, context.Canceled) {
+	if err := testkit.Receive(t, ended, "the handler to be stopped"); !errors.Is(err, context.Canceled) {
 		t.Errorf("the handler's context ended with %v, want Canceled (not its deadline)", err)
 	}
 }
@@ -315,28 +306,23 @@ func TestTCPInlineLongHandlerIsNotFailedOver(t *testing.T) {
 	x, c, log := watchedClient(t, e)
 	inline := make(chan bool, 1)
 	release := make(chan struct{})
-	e.ledgers[own[0]].setHook(blockingHook("acct", inline, release))
+	e.ledgers[own[0]].SetHook(blockingHook("acct", inline, release))
 	done := goAdd(x, "acct", 7)
-	if !receive(t, inline, "the handler to start") {
+	if !testkit.Receive(t, inline, "the handler to start") {
 		t.Fatal("the handler ran on a worker, not inline: the test covers nothing")
 	}
 	// The handler runs until the client has watched the attempt stay on
 	// the owner for twice the heartbeat timeout.
-	for bound := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) { // polling a condition
+	testkit.Until(t, fmt.Sprintf("the handler to run for %v", 2*s.HeartbeatTimeout), func() bool {
 		ops := c.InFlight()
 		if len(ops) != 1 || ops[0].Attempt > 0 {
 			attempts, _ := log.take()
 			t.Fatalf("in flight while the handler runs: %+v; attempts %q", ops, attempts)
 		}
-		if time.Since(ops[0].Started) > 2*s.HeartbeatTimeout {
-			break
-		}
-		if time.Now().After(bound) {
-			t.Fatalf("the handler did not run for %v within a minute", 2*s.HeartbeatTimeout)
-		}
-	}
+		return time.Since(ops[0].Started) > 2*s.HeartbeatTimeout
+	})
 	close(release)
-	r := receive(t, done, "the call to end")
+	r := testkit.Receive(t, done, "the call to end")
 	attempts, _ := log.take()
 	if r.err != nil || r.balance != 7 {
 		t.Fatalf("Add = %d, %v; want 7; attempts %q", r.balance, r.err, attempts)
@@ -344,21 +330,21 @@ func TestTCPInlineLongHandlerIsNotFailedOver(t *testing.T) {
 	if want := []string{own[0] + " none"}; !slices.Equal(attempts, want) {
 		t.Errorf("attempts %q, want one: %q", attempts, want)
 	}
-	if n := e.ledgers[own[1]].executions(); n != 0 {
+	if n := e.ledgers[own[1]].Executions(); n != 0 {
 		t.Errorf("the secondary ran %d times", n)
 	}
 }
 
 // frameLog is a client's Handler that passes on the acks and results it
 // receives.
-type frameLog chan transport.Frame
+type frameLog chan frame.Frame
 
-func (l frameLog) HandleFrame(_ transport.Conn, f transport.Frame) {
+func (l frameLog) HandleFrame(_ transport.Conn, f frame.Frame) {
 	switch f := f.(type) {
-	case *transport.Ack:
-		l <- &transport.Ack{Call: f.Call}
-	case *transport.Result:
-		l <- &transport.Result{Call: f.Call, Status: f.Status, Message: f.Message}
+	case *frame.Ack:
+		l <- &frame.Ack{Call: f.Call}
+	case *frame.Result:
+		l <- &frame.Result{Call: f.Call, Status: f.Status, Message: f.Message}
 	}
 }
 
@@ -373,8 +359,8 @@ func TestTCPInlineHandlerAckArrivesWhileItRuns(t *testing.T) {
 	inline := make(chan bool, 1)
 	release := make(chan struct{})
 	defer close(release)
-	e.ledgers[own[0]].setHook(blockingHook("acct", inline, release))
-	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "raw", Group: "clients", Logger: quietLogger()}})
+	e.ledgers[own[0]].SetHook(blockingHook("acct", inline, release))
+	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "raw", Group: "clients", Logger: testkit.Logger(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,27 +376,27 @@ func TestTCPInlineHandlerAckArrivesWhileItRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	payload, err := codec.Binary.Append(nil, &ledgerAddArgs{Account: "acct", Amount: 3})
+	payload, err := codec.Binary.Append(nil, &testledger.AddArgs{Account: "acct", Amount: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &transport.Attempt{Call: 1, Timeout: 5 * time.Minute, Heartbeat: time.Minute,
-		Service: ledgerDesc.Name, Method: ledgerAdd.Name, Entities: []string{"acct"},
-		Flags: transport.FlagAck, Payload: payload}
+	a := &frame.Attempt{Call: 1, Timeout: 5 * time.Minute, Heartbeat: time.Minute,
+		Service: testledger.Desc.Name, Method: testledger.AddMethod.Name, Entities: []string{"acct"},
+		Flags: frame.FlagAck, Payload: payload}
 	rand.Read(a.OpID[:])
 	if err := conn.Send(a); err != nil {
 		t.Fatal(err)
 	}
-	if !receive(t, inline, "the handler to start") {
+	if !testkit.Receive(t, inline, "the handler to start") {
 		t.Fatal("the handler ran on a worker, not inline: the test covers nothing")
 	}
-	f := receive(t, got, "the ack")
-	if ack, ok := f.(*transport.Ack); !ok || ack.Call != 1 {
+	f := testkit.Receive(t, got, "the ack")
+	if ack, ok := f.(*frame.Ack); !ok || ack.Call != 1 {
 		t.Fatalf("first frame while the handler runs: %T %+v, want the ack of call 1", f, f)
 	}
 	release <- struct{}{}
-	f = receive(t, got, "the result")
-	if r, ok := f.(*transport.Result); !ok || r.Call != 1 || r.Status != transport.StatusOK {
+	f = testkit.Receive(t, got, "the result")
+	if r, ok := f.(*frame.Result); !ok || r.Call != 1 || r.Status != frame.StatusOK {
 		t.Fatalf("frame after the release: %T %+v, want call 1's result, ok", f, f)
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime/codec"
-	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 // Invoker runs one operation: the rest of the interceptor chain, then the
@@ -86,10 +86,10 @@ func (c *Client) intercepted(ctx context.Context, m *MethodDesc, args, reply cod
 // interceptedAttempt runs one attempt under the attempt interceptors. The
 // context the innermost one passes on is the attempt's; its metadata is
 // sent if it differs from the operation's.
-func (op *operation) interceptedAttempt(ctx context.Context, member Member, number int, flags transport.AttemptFlags, after Reason) outcome {
+func (op *operation) interceptedAttempt(ctx context.Context, member Member, number int, flags frame.AttemptFlags, after Reason) outcome {
 	ics := op.c.cfg.AttemptInterceptors
 	ca := &ClientAttempt{Method: op.m, OpID: op.id, Number: number, Node: member.Name, Group: member.Group,
-		After: after, Hedged: flags&transport.FlagHedge != 0}
+		After: after, Hedged: flags&frame.FlagHedge != 0}
 	var o outcome
 	sent := false
 	var next func(i int) func(context.Context) AttemptResult

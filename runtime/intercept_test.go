@@ -12,9 +12,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 	"github.com/ffgen/ffgen/runtime/metadata"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
@@ -70,8 +72,8 @@ func TestMetadataFromClientInterceptorReachesServerInterceptorAfterFailover(t *t
 		})
 		synctest.Wait()
 		own := e.owners(t, "acct")
-		e.ledgers[own[0]].setHook(func(context.Context, string, int64) error { return ErrBusy })
-		got, err := newLedgerClient(cl).Add(t.Context(), "acct", 3)
+		e.ledgers[own[0]].SetHook(func(context.Context, string, int64) error { return testledger.ErrBusy })
+		got, err := testledger.NewClient(cl).Add(t.Context(), "acct", 3)
 		if err != nil || got != 3 {
 			t.Fatalf("Add = %d, %v; want 3, nil", got, err)
 		}
@@ -106,9 +108,9 @@ func TestAttemptInterceptorMetadataGoesWithItsAttempt(t *testing.T) {
 		})
 		synctest.Wait()
 		own := e.owners(t, "acct")
-		e.ledgers[own[0]].setHook(func(context.Context, string, int64) error { return ErrBusy })
+		e.ledgers[own[0]].SetHook(func(context.Context, string, int64) error { return testledger.ErrBusy })
 		ctx := metadata.NewOutgoingContext(t.Context(), metadata.Pairs("attempt", "op"))
-		if _, err := newLedgerClient(cl).Add(ctx, "acct", 1); err != nil {
+		if _, err := testledger.NewClient(cl).Add(ctx, "acct", 1); err != nil {
 			t.Fatal(err)
 		}
 		want := []string{own[0] + " Add #0 attempt=op,0", own[1] + " Add #1 attempt=op,1"}
@@ -123,7 +125,7 @@ func TestHandlerReadsMetadataFromItsContext(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		own := e.owners(t, "acct")
 		var got []string
-		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			got = metadata.ValueFromIncomingContext(ctx, "Tenant")
 			return nil
 		})
@@ -135,7 +137,7 @@ func TestHandlerReadsMetadataFromItsContext(t *testing.T) {
 			t.Errorf("handler saw (-want +got):\n%s", diff)
 		}
 		// A call without metadata has none on the server.
-		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			if md, ok := metadata.FromIncomingContext(ctx); ok {
 				return fmt.Errorf("unexpected metadata %v", md)
 			}
@@ -166,7 +168,7 @@ func TestBadMetadataFailsBeforeSending(t *testing.T) {
 			}
 		}
 		for name, l := range e.ledgers {
-			if n := l.executions(); n != 0 {
+			if n := l.Executions(); n != 0 {
 				t.Errorf("%s ran %d times; nothing should have been sent", name, n)
 			}
 		}
@@ -182,17 +184,17 @@ func TestServerRefusesMetadataABadPeerSent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = conn.Send(&transport.Attempt{Call: 1, OpID: [16]byte{9}, Service: "test.Ledger", Method: "Add",
-			Entities: []string{"acct"}, Payload: (&ledgerAddArgs{Account: "acct", Amount: 5}).AppendFF(nil),
+		err = conn.Send(&frame.Attempt{Call: 1, OpID: [16]byte{9}, Service: "test.Ledger", Method: "Add",
+			Entities: []string{"acct"}, Payload: (&testledger.AddArgs{Account: "acct", Amount: 5}).AppendFF(nil),
 			Metadata: []string{"Not Valid", "v"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := (<-got).(*transport.Result)
-		if r.Status != transport.StatusFail || !strings.Contains(r.Message, "invalid key") {
+		r := (<-got).(*frame.Result)
+		if r.Status != frame.StatusFail || !strings.Contains(r.Message, "invalid key") {
 			t.Errorf("result %+v, want a Fail naming the invalid key", r)
 		}
-		if n := e.ledgers[node].executions(); n != 0 {
+		if n := e.ledgers[node].Executions(); n != 0 {
 			t.Errorf("handler ran %d times, want 0", n)
 		}
 	})
@@ -216,7 +218,7 @@ func TestCallerOperationIDSentTwiceRunsOnce(t *testing.T) {
 		}
 		runs := 0
 		for _, l := range e.ledgers {
-			runs += l.executions()
+			runs += l.Executions()
 		}
 		if runs != 1 {
 			t.Errorf("handler ran %d times, want 1", runs)
@@ -232,7 +234,7 @@ func TestOperationTimeoutPerCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		for _, l := range e.ledgers {
-			l.setHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
+			l.SetHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
 		}
 		start := time.Now()
 		ctx := runtime.WithOperationTimeout(t.Context(), 300*time.Millisecond)
@@ -257,13 +259,13 @@ func TestServerInterceptorRefusesWithADeclaredError(t *testing.T) {
 			cfg.Interceptors = []runtime.ServerInterceptor{
 				func(ctx context.Context, m *runtime.MethodDesc, args codec.Message, next runtime.Handler) (codec.Message, error) {
 					if v := metadata.ValueFromIncomingContext(ctx, "token"); len(v) != 1 || v[0] != "secret" {
-						return nil, ErrRejected
+						return nil, testledger.ErrRejected
 					}
 					return next(ctx, args)
 				},
 			}
 		}})
-		if _, err := e.ledger.Add(t.Context(), "acct", 1); !errors.Is(err, ErrRejected) {
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); !errors.Is(err, testledger.ErrRejected) {
 			t.Fatalf("without the token: err = %v, want ErrRejected", err)
 		}
 		ctx := metadata.AppendToOutgoingContext(t.Context(), "token", "secret")
@@ -272,7 +274,7 @@ func TestServerInterceptorRefusesWithADeclaredError(t *testing.T) {
 		}
 		runs := 0
 		for _, l := range e.ledgers {
-			runs += l.executions()
+			runs += l.Executions()
 		}
 		if runs != 1 {
 			t.Errorf("handler ran %d times, want 1 (the refused call must not run)", runs)
@@ -292,11 +294,11 @@ func TestAttemptInterceptorThatDoesNotSendEndsTheOperation(t *testing.T) {
 			}
 		})
 		synctest.Wait()
-		if _, err := newLedgerClient(cl).Add(t.Context(), "acct", 1); !errors.Is(err, errNo) {
+		if _, err := testledger.NewClient(cl).Add(t.Context(), "acct", 1); !errors.Is(err, errNo) {
 			t.Fatalf("err = %v, want the interceptor's", err)
 		}
 		for name, l := range e.ledgers {
-			if n := l.executions(); n != 0 {
+			if n := l.Executions(); n != 0 {
 				t.Errorf("%s ran %d times, want 0", name, n)
 			}
 		}
@@ -319,7 +321,7 @@ func TestOperationInterceptorsNestInOrder(t *testing.T) {
 			cfg.Interceptors = []runtime.OperationInterceptor{wrap("outer"), wrap("inner")}
 		})
 		synctest.Wait()
-		if _, err := newLedgerClient(cl).Add(t.Context(), "acct", 1); err != nil {
+		if _, err := testledger.NewClient(cl).Add(t.Context(), "acct", 1); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff([]string{"outer>Add", "inner>Add", "<inner", "<outer"}, order.list()); diff != "" {
@@ -332,7 +334,7 @@ func TestMetadataReachesEveryReplicaOfAReplicatedWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var server seen
 		e := newReplicatedEnv(t, fftest.Config{PerGroup: 2, Server: serverSeen(&server, "x-trace")})
-		e.ledger.add = scatterAdd()
+		e.ledger.AddMethod = scatterAdd()
 		if _, err := e.ledger.Add(t.Context(), "x", 100); err != nil {
 			t.Fatal(err)
 		}
@@ -368,11 +370,11 @@ func TestMetadataGoesWithHedgeAndForward(t *testing.T) {
 		setup func(e *env, primary, next string)
 	}{
 		{"hedge", func(e *env, primary, _ string) {
-			e.ledger.add = hedgeAdd(20 * time.Millisecond)
-			e.ledgers[primary].setHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
+			e.ledger.AddMethod = hedgeAdd(20 * time.Millisecond)
+			e.ledgers[primary].SetHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return ctx.Err() })
 		}},
 		{"forward", func(e *env, primary, next string) {
-			e.ledgers[primary].setHook(func(context.Context, string, int64) error { return runtime.ForwardTo(next) })
+			e.ledgers[primary].SetHook(func(context.Context, string, int64) error { return runtime.ForwardTo(next) })
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,7 +24,7 @@ func (c *Client) leaderHint(service string) (Member, bool) {
 	if c.nsuspect.Load() > 0 && c.suspected(name) {
 		return Member{}, false
 	}
-	for _, m := range c.router.Members(service) {
+	for _, m := range c.router.members(service) {
 		if m.Name == name {
 			return m, true
 		}

@@ -7,47 +7,63 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
-// A leg is one attempt in flight on one connection. The connection's read
-// goroutine records heartbeats in it and hands it the final event; the
-// connection's alarm (connWatch) wakes its owner when its heartbeat
-// deadline passes, and the owner's own timer watches the attempt timeout.
+// A leg is one attempt as its connection sees it: what the connection's
+// read goroutine delivers to, by call number, and what the connection's
+// alarm (connWatch) watches. The read goroutine records heartbeats in it
+// and hands it the final event; the alarm wakes its owner, the goroutine
+// that sent the attempt (sent), when its heartbeat deadline passes.
 type leg struct {
-	call     uint64
-	conn     transport.Conn
-	beat     atomic.Int64             // when the last heartbeat arrived, UnixNano
-	done     chan legEvent            // result, redirect or broken connection; reused by the operation's next attempt
-	wake     chan struct{}            // the heartbeat deadline passed; reused like done
-	acked    atomic.Bool              // a heartbeat or result arrived
-	named    atomic.Bool              // the server on conn named the attempt (an ack, a heartbeat item): its heartbeats for all of conn stand for it
-	latest   atomic.Pointer[[]byte]   // last progress reported
-	answered bool                     // res holds the result; guarded by the leg table's lock
-	reads    transport.CallerReadConn // conn, while it counts l among the answers it awaits; guarded by the leg table's lock
-	res      resultBox                // the result, copied out of the read buffer
-
+	// Written only by the owner: before l is in the leg table, or, for
+	// conn (moveTo), under l's shard lock. Others read them under that
+	// lock, the owner without.
+	call             uint64
+	conn             transport.Conn
 	heartbeatTimeout time.Duration // how long after beat the connection's alarm wakes the owner
-	// Guarded by the leg table's lock, and by watch's while l is in it.
-	watch                *connWatch // the alarm of conn
-	watchPrev, watchNext *leg       // the other legs in watch's list
-	watchNamed           bool       // which of watch's lists holds l: named, or fresh
-	alarmed              int64      // the beat whose deadline watch woke the owner for; guarded by watch's lock
+	done             chan legEvent // result, redirect or broken connection; reused by the operation's next attempt
+	wake             chan struct{} // the heartbeat deadline passed; reused like done
+
+	// Stored by the read goroutine, loaded by the owner and the alarm.
+	beat   atomic.Int64           // when the last heartbeat arrived, UnixNano
+	acked  atomic.Bool            // a heartbeat or result arrived
+	named  atomic.Bool            // the server on conn named the attempt (an ack, a heartbeat item): its heartbeats for all of conn stand for it
+	latest atomic.Pointer[[]byte] // last progress reported
+
+	// l's shard lock guards the following. res is written before the
+	// event that carries it is sent on done: the owner reads it once it
+	// has received the event.
+	answered bool                   // res holds the result
+	reads    conncap.CallerReadConn // conn, while it counts l among the answers it awaits
+	res      resultBox              // the result, copied out of the read buffer
+
+	// watch is the alarm of conn, written by the owner under l's shard
+	// lock, like conn.
+	watch *connWatch
+	// watch.mu guards the following: the alarm relinks l as it fires.
+	watchPrev, watchNext *leg  // the other legs in watch's list
+	watchNamed           bool  // which of watch's lists holds l: named, or fresh
+	alarmed              int64 // the beat whose deadline watch woke the owner for
 }
 
+// legEvent is the final event a connection hands an attempt's owner.
 type legEvent struct {
 	conn     transport.Conn // the connection it came from: a leg that moved on ignores the old one
-	result   *transport.Result
-	redirect *transport.Redirect
+	result   *frame.Result
+	redirect *frame.Redirect
 	err      error // the connection broke
 }
 
-// outcome is how one attempt ended.
+// outcome is how one attempt ended, as a value its owner returns; the
+// operation keeps it as a historyEntry.
 type outcome struct {
 	member   Member
 	number   int
 	reason   Reason // ReasonNone: result is the operation's answer (OK or Fail)
-	result   *transport.Result
+	result   *frame.Result
 	err      error // the failure, for the history and the caller
 	delivery Delivery
 	dur      time.Duration
@@ -58,7 +74,7 @@ func (o *outcome) final() bool { return o.reason == ReasonNone }
 
 // attempt runs one attempt on member until it ends, under the attempt
 // interceptors if there are any.
-func (op *operation) attempt(ctx context.Context, member Member, number int, flags transport.AttemptFlags) outcome {
+func (op *operation) attempt(ctx context.Context, member Member, number int, flags frame.AttemptFlags) outcome {
 	if len(op.c.cfg.AttemptInterceptors) > 0 {
 		return op.interceptedAttempt(ctx, member, number, flags, op.lastReason())
 	}
@@ -68,7 +84,7 @@ func (op *operation) attempt(ctx context.Context, member Member, number int, fla
 // attemptWith runs one attempt that carries the metadata md.
 // An attempt beyond the client's limit to member waits for a slot, for
 // an attempt timeout at most (limit.go).
-func (op *operation) attemptWith(ctx context.Context, member Member, number int, flags transport.AttemptFlags, md []string) outcome {
+func (op *operation) attemptWith(ctx context.Context, member Member, number int, flags frame.AttemptFlags, md []string) outcome {
 	c := op.c
 	by := time.Now().Add(op.s.AttemptTimeout)
 	if op.deadline.Before(by) {
@@ -88,19 +104,32 @@ func (op *operation) attemptWith(ctx context.Context, member Member, number int,
 	return o
 }
 
-// sent is an attempt handed to a connection, not yet answered.
+// sent is one attempt as the goroutine that makes it sees it, from its
+// send to its outcome: the frame, what the connection delivers to (l),
+// and what await knows. Only that goroutine touches it, except for l.
 type sent struct {
 	l     leg
-	a     transport.Attempt
-	out   outcome
+	a     frame.Attempt
+	out   outcome // the outcome so far; out.member is the redirect target once redirected
 	start time.Time
+
+	// Set by await, which passes its ctx to the methods that need it.
+	op         *operation
+	attemptEnd time.Time // the attempt timeout, counted from the send
+	due        time.Time // when the next check is due: the heartbeat deadline, the attempt's end or a grace's
+	timerAt    time.Time // when the timer is set to fire: the attempt's end, or a grace's
+	hops       int       // redirects followed
+	// ranSomewhere: a node that redirected the attempt may have run it
+	// (Redirect.MayHaveRun).
+	ranSomewhere bool
+	graced       time.Duration // waited so far for frames a late timer may have missed
 }
 
 // send sends the attempt, carrying the metadata md, to member, dialing it
 // first if dial is set and there is no connection; on failure it returns
 // the outcome and false.
 // Nothing is sent once the deadline has passed.
-func (op *operation) send(ctx context.Context, member Member, number int, flags transport.AttemptFlags, md []string, dial bool) (*sent, outcome, bool) {
+func (op *operation) send(ctx context.Context, member Member, number int, flags frame.AttemptFlags, md []string, dial bool) (*sent, outcome, bool) {
 	c := op.c
 	s := op.s
 	p := op.newSent()
@@ -151,14 +180,14 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	l.heartbeatTimeout = s.HeartbeatTimeout
 	c.legs.add(l)
 
-	flags |= transport.FlagAck | transport.FlagAllBeat
+	flags |= frame.FlagAck | frame.FlagAllBeat
 	if op.m.Hold {
-		flags |= transport.FlagHold
+		flags |= frame.FlagHold
 	}
 	if op.noRepeat {
-		flags |= transport.FlagNoRepeat
+		flags |= frame.FlagNoRepeat
 	}
-	p.a = transport.Attempt{
+	p.a = frame.Attempt{
 		Call:      l.call,
 		OpID:      op.id,
 		Number:    uint32(number),
@@ -261,66 +290,66 @@ func (c *Client) forget(l *leg) { c.legs.remove(l) }
 // await watches a sent attempt until it is answered, times out, breaks or
 // ctx ends. Its timer watches the attempt timeout, armed once, and a
 // re-check's grace; the connection's alarm wakes it when the heartbeat
-// deadline passes. w.due is when the next of the two is due, as one timer
+// deadline passes. p.due is when the next of the two is due, as one timer
 // for both would be set: the grace of a late wake is measured from it.
 func (op *operation) await(ctx context.Context, p *sent) outcome {
-	w := watch{op: op, ctx: ctx, p: p, member: p.out.member, attemptEnd: p.start.Add(p.a.Timeout)}
+	p.op, p.attemptEnd = op, p.start.Add(p.a.Timeout)
 	defer op.c.forget(&p.l)
-	w.due = p.start.Add(min(op.s.HeartbeatTimeout, p.a.Timeout))
+	p.due = p.start.Add(min(op.s.HeartbeatTimeout, p.a.Timeout))
 	timer := op.attemptTimer(p.a.Timeout)
-	w.timerAt = w.attemptEnd
+	p.timerAt = p.attemptEnd
 	defer timer.Stop()
 	for {
-		if rc, ok := p.l.conn.(transport.CallerReadConn); ok {
+		if rc, ok := p.l.conn.(conncap.CallerReadConn); ok {
 			// Read the answer here if nobody else reads: no goroutine
 			// then has to be woken to hand it over.
-			if rc.ReadFor(ctx, p, w.due) && w.moved(time.Now()) {
+			if rc.ReadFor(ctx, p, p.due) && p.moved(time.Now()) {
 				continue
 			}
 		}
 		select {
 		case ev := <-p.l.done:
-			if w.orphaned(ev) {
+			if p.orphaned(ev) {
 				continue
 			}
-			if o, ended := w.event(ev); ended {
+			if o, ended := p.event(ctx, ev); ended {
 				return o
 			}
 		case <-p.l.wake:
-			if w.timerAt != w.attemptEnd {
+			if p.timerAt != p.attemptEnd {
 				continue // in a grace: the timer decides
 			}
 			now := time.Now()
-			if be := time.Unix(0, p.l.beatDeadline(p.l.watch)); be.Before(w.attemptEnd) {
-				w.due = be
+			if be := time.Unix(0, p.l.beatDeadline(p.l.watch)); be.Before(p.attemptEnd) {
+				p.due = be
 			}
-			if o, ended := w.expired(timer, now); ended {
+			if o, ended := p.expired(ctx, timer, now); ended {
 				return o
 			}
 		case <-timer.C:
-			if o, ended := w.expired(timer, time.Now()); ended {
+			if o, ended := p.expired(ctx, timer, time.Now()); ended {
 				return o
 			}
 		case <-ctx.Done():
-			return w.end(ctxReason(ctx), context.Cause(ctx))
+			return p.end(ctxReason(ctx), context.Cause(ctx))
 		}
 	}
 }
 
-// moved reports, after reading up to w.due at now found no answer,
-// whether a heartbeat moved the deadline on: then w.due is the new one,
+// moved reports, after reading up to p.due at now found no answer,
+// whether a heartbeat moved the deadline on: then p.due is the new one,
 // and the caller reads on until it.
-func (w *watch) moved(now time.Time) bool {
-	if w.p.Ready() || now.Before(w.due) || w.timerAt != w.attemptEnd {
+func (p *sent) moved(now time.Time) bool {
+	if p.Ready() || now.Before(p.due) || p.timerAt != p.attemptEnd {
 		return false
 	}
-	be := time.Unix(0, w.p.l.beatDeadline(w.p.l.watch))
-	if !now.Before(be) || !now.Before(w.attemptEnd) {
+	be := time.Unix(0, p.l.beatDeadline(p.l.watch))
+	if !now.Before(be) || !now.Before(p.attemptEnd) {
 		return false // the alarm or the timer is due
 	}
-	w.due = be
-	if w.attemptEnd.Before(be) {
-		w.due = w.attemptEnd
+	p.due = be
+	if p.attemptEnd.Before(be) {
+		p.due = p.attemptEnd
 	}
 	return true
 }
@@ -328,37 +357,20 @@ func (w *watch) moved(now time.Time) bool {
 // Ready reports whether the attempt's connection has handed it an event.
 func (p *sent) Ready() bool { return len(p.l.done) > 0 }
 
-// watch is what await knows about its attempt.
-type watch struct {
-	op         *operation
-	ctx        context.Context
-	p          *sent
-	member     Member    // the node watched: the redirect target once redirected
-	attemptEnd time.Time // the attempt timeout, counted from the send
-	due        time.Time // when the next check is due: the heartbeat deadline, the attempt's end or a grace's
-	timerAt    time.Time // when the timer is set to fire: the attempt's end, or a grace's
-	hops       int       // redirects followed
-	// ranSomewhere: a node that redirected the attempt may have run it
-	// (Redirect.MayHaveRun).
-	ranSomewhere bool
-	graced       time.Duration // waited so far for frames a late timer may have missed
-}
-
 // end ends the attempt for r (ReasonNone: its answer is the outcome).
-func (w *watch) end(r Reason, err error) outcome {
-	l, out := &w.p.l, w.p.out
-	out.member = w.member
-	out.reason, out.err, out.dur = r, err, time.Since(w.p.start)
+func (p *sent) end(r Reason, err error) outcome {
+	l, out := &p.l, p.out
+	out.reason, out.err, out.dur = r, err, time.Since(p.start)
 	if l.acked.Load() {
 		out.delivery = Acknowledged
 	}
 	if pr := l.latest.Load(); pr != nil {
-		w.op.setProgress(*pr)
+		p.op.setProgress(*pr)
 	}
 	// A replicated write is never cancelled: once sent, it may be
 	// sequenced, and then it runs on every replica.
-	if r != ReasonNone && r != ReasonFailoverError && r != ReasonPanic && r != ReasonRefused && r != ReasonOverloaded && w.p.a.Flags&transport.FlagScatter == 0 {
-		l.conn.Send(&transport.Cancel{Call: l.call}) // best effort
+	if r != ReasonNone && r != ReasonFailoverError && r != ReasonPanic && r != ReasonRefused && r != ReasonOverloaded && p.a.Flags&frame.FlagScatter == 0 {
+		l.conn.Send(&frame.Cancel{Call: l.call}) // best effort
 	}
 	return out
 }
@@ -366,74 +378,74 @@ func (w *watch) end(r Reason, err error) outcome {
 // orphaned reports whether ev comes from a connection that a redirect left
 // behind: the copy of the attempt there is no longer watched, and its
 // answer or its connection's end says nothing about this attempt.
-func (w *watch) orphaned(ev legEvent) bool { return ev.conn != w.p.l.conn }
+func (p *sent) orphaned(ev legEvent) bool { return ev.conn != p.l.conn }
 
 // event handles what the connection delivered: a result, a redirect, or
 // its end.
-func (w *watch) event(ev legEvent) (outcome, bool) {
-	c, name := w.op.c, w.member.Name
+func (p *sent) event(ctx context.Context, ev legEvent) (outcome, bool) {
+	c, name := p.op.c, p.out.member.Name
 	switch {
 	case ev.result != nil:
-		w.p.out.result = ev.result
-		if ev.result.Status == transport.StatusFailover && ev.result.Code == codeNotStarted {
+		p.out.result = ev.result
+		if ev.result.Status == frame.StatusFailover && ev.result.Code == codeNotStarted {
 			// The node gave up on the attempt, still queued, as its time
 			// ended (or it halted first): it ends as it would have at
 			// its time, and the node ran nothing of it.
-			r, err := w.op.timeUp(w.ctx, later(time.Now(), w.attemptEnd), name, w.p.a.Timeout)
-			o := w.end(r, fmt.Errorf("%w (%s: %s)", err, name, ev.result.Message))
+			r, err := p.op.timeUp(ctx, later(time.Now(), p.attemptEnd), name, p.a.Timeout)
+			o := p.end(r, fmt.Errorf("%w (%s: %s)", err, name, ev.result.Message))
 			o.delivery = Refused
 			return o, true
 		}
-		if now := time.Now(); stoppedInTime(ev.result) && !now.Before(w.attemptEnd) {
+		if now := time.Now(); stoppedInTime(ev.result) && !now.Before(p.attemptEnd) {
 			// The server's own timer stopped the handler: the same
 			// moment as ours, so the attempt ends as our timer would
 			// have ended it, whichever fired first.
-			r, err := w.op.timeUp(w.ctx, now, name, w.p.a.Timeout)
-			return w.end(r, err), true
+			r, err := p.op.timeUp(ctx, now, name, p.a.Timeout)
+			return p.end(r, err), true
 		}
 		c.alive(name)
-		return w.op.judge(w.end, ev.result, name), true
+		return p.op.judge(p.end, ev.result, name), true
 	case ev.redirect != nil:
-		return w.redirect(ev.redirect)
+		return p.followRedirect(ctx, ev.redirect)
 	case c.closed.Load():
-		return w.end(ReasonClosed, fmt.Errorf("connection to %s closed: %w", name, ErrClientClosed)), true
+		return p.end(ReasonClosed, fmt.Errorf("connection to %s closed: %w", name, ErrClientClosed)), true
 	}
 	c.suspect(name, ReasonConnBroken)
-	return w.end(ReasonConnBroken, fmt.Errorf("connection to %s broke: %w", name, ev.err)), true
+	return p.end(ReasonConnBroken, fmt.Errorf("connection to %s broke: %w", name, ev.err)), true
 }
 
-// redirect follows a handler that passed the attempt on: the same attempt
-// goes to the new node, whose heartbeats are watched from now on.
-func (w *watch) redirect(rd *transport.Redirect) (outcome, bool) {
-	c, l := w.op.c, &w.p.l
-	w.hops++
-	w.ranSomewhere = w.ranSomewhere || rd.MayHaveRun
-	if w.hops > maxRedirects {
-		return w.end(ReasonFailoverError, fmt.Errorf("more than %d redirects", maxRedirects)), true
+// followRedirect follows a handler that passed the attempt on: the same
+// attempt goes to the new node, whose heartbeats are watched from now on.
+func (p *sent) followRedirect(ctx context.Context, rd *frame.Redirect) (outcome, bool) {
+	c, l := p.op.c, &p.l
+	p.hops++
+	p.ranSomewhere = p.ranSomewhere || rd.MayHaveRun
+	if p.hops > maxRedirects {
+		return p.end(ReasonFailoverError, fmt.Errorf("more than %d redirects", maxRedirects)), true
 	}
 	// From here the attempt is the target's: a failure to reach it is
 	// recorded against it, so that the next attempt tells its node that
 	// the target failed (a follower then stands for election instead of
 	// redirecting to a leader that is gone).
-	w.member = Member{Name: rd.Node, Addr: rd.Addr, Group: w.member.Group}
+	p.out.member = Member{Name: rd.Node, Addr: rd.Addr, Group: p.out.member.Group}
 	if c.nsuspect.Load() > 0 && c.suspected(rd.Node) {
 		// A node this client just saw fail (a leader another node still
 		// believes in): the next attempt's node hears that it failed.
-		return w.unsent(rd, w.end(ReasonSuspected, fmt.Errorf("redirected to %s, which is suspected", rd.Node))), true
+		return p.unsent(rd, p.end(ReasonSuspected, fmt.Errorf("redirected to %s, which is suspected", rd.Node))), true
 	}
-	nc, err := w.op.dial(w.ctx, rd.Addr)
+	nc, err := p.op.dial(ctx, rd.Addr)
 	if err != nil {
 		r := dialReason(err)
 		if r == ReasonOverloaded {
-			return w.unsent(rd, w.end(r, w.op.atLimit(rd.Node, err))), true
+			return p.unsent(rd, p.end(r, p.op.atLimit(rd.Node, err))), true
 		}
 		c.suspect(rd.Node, r)
-		return w.unsent(rd, w.end(r, fmt.Errorf("dial redirect target %s: %w", rd.Node, err))), true
+		return p.unsent(rd, p.end(r, fmt.Errorf("dial redirect target %s: %w", rd.Node, err))), true
 	}
 	c.legs.moveTo(l, nc)
-	w.p.a.Flags &^= transport.FlagNoRepeat // the next group's owner may be this node
-	if err := nc.Send(&w.p.a); err != nil {
-		return w.end(ReasonConnBroken, fmt.Errorf("send to %s: %w", rd.Node, err)), true
+	p.a.Flags &^= frame.FlagNoRepeat // the next group's owner may be this node
+	if err := nc.Send(&p.a); err != nil {
+		return p.end(ReasonConnBroken, fmt.Errorf("send to %s: %w", rd.Node, err)), true
 	}
 	l.beat.Store(time.Now().UnixNano())
 	return outcome{}, false
@@ -442,8 +454,8 @@ func (w *watch) redirect(rd *transport.Redirect) (outcome, bool) {
 // unsent marks o, an attempt that never reached its redirect target, as
 // refused when no node that redirected it may have run it: nothing ran
 // anywhere.
-func (w *watch) unsent(rd *transport.Redirect, o outcome) outcome {
-	if !w.ranSomewhere {
+func (p *sent) unsent(rd *frame.Redirect, o outcome) outcome {
+	if !p.ranSomewhere {
 		o.delivery = Refused
 	}
 	return o
@@ -451,37 +463,37 @@ func (w *watch) unsent(rd *transport.Redirect, o outcome) outcome {
 
 // expired handles the timer or the alarm at now: the attempt's time is
 // up, or the heartbeat's, or a heartbeat moved the deadline on.
-func (w *watch) expired(timer *time.Timer, now time.Time) (outcome, bool) {
-	s, l := w.op.s, &w.p.l
+func (p *sent) expired(ctx context.Context, timer *time.Timer, now time.Time) (outcome, bool) {
+	s, l := p.op.s, &p.l
 	beatEnd := time.Unix(0, l.lastBeat(l.watch)).Add(s.HeartbeatTimeout)
 	switch {
-	case !now.Before(w.attemptEnd):
-		r, err := w.op.timeUp(w.ctx, now, w.member.Name, w.p.a.Timeout)
-		return w.end(r, err), true
+	case !now.Before(p.attemptEnd):
+		r, err := p.op.timeUp(ctx, now, p.out.member.Name, p.a.Timeout)
+		return p.end(r, err), true
 	case !now.Before(beatEnd):
-		if g := w.recheck(now); g > 0 {
-			w.due = now.Add(g)
-			w.arm(timer, now, w.due)
+		if g := p.recheck(now); g > 0 {
+			p.due = now.Add(g)
+			p.arm(timer, now, p.due)
 			return outcome{}, false
 		}
-		w.op.c.suspect(w.member.Name, ReasonHeartbeatTimeout)
-		return w.end(ReasonHeartbeatTimeout, fmt.Errorf("no heartbeat from %s within %s: %w", w.member.Name, s.HeartbeatTimeout, context.DeadlineExceeded)), true
+		p.op.c.suspect(p.out.member.Name, ReasonHeartbeatTimeout)
+		return p.end(ReasonHeartbeatTimeout, fmt.Errorf("no heartbeat from %s within %s: %w", p.out.member.Name, s.HeartbeatTimeout, context.DeadlineExceeded)), true
 	}
-	w.due = w.attemptEnd
-	if beatEnd.Before(w.due) {
-		w.due = beatEnd
+	p.due = p.attemptEnd
+	if beatEnd.Before(p.due) {
+		p.due = beatEnd
 		l.rewatch()
 	}
-	w.arm(timer, now, w.attemptEnd)
+	p.arm(timer, now, p.attemptEnd)
 	return outcome{}, false
 }
 
 // arm sets the timer to fire at at, unless it already does.
-func (w *watch) arm(timer *time.Timer, now, at time.Time) {
-	if w.timerAt.Equal(at) {
+func (p *sent) arm(timer *time.Timer, now, at time.Time) {
+	if p.timerAt.Equal(at) {
 		return
 	}
-	w.timerAt = at
+	p.timerAt = at
 	timer.Reset(at.Sub(now))
 }
 
@@ -500,13 +512,13 @@ const starvedAfter = time.Millisecond
 // firing late, at most a heartbeat timeout in all. A frame that arrives meanwhile moves the heartbeat deadline and
 // clears the timeout; without one, the node is blamed. A node that really
 // stopped costs a client that is not starved nothing.
-func (w *watch) recheck(now time.Time) time.Duration {
-	late, left := now.Sub(w.due), w.op.s.HeartbeatTimeout-w.graced
+func (p *sent) recheck(now time.Time) time.Duration {
+	late, left := now.Sub(p.due), p.op.s.HeartbeatTimeout-p.graced
 	if late < starvedAfter || left <= 0 {
 		return 0
 	}
 	g := min(late, left)
-	w.graced += g
+	p.graced += g
 	return g
 }
 
@@ -538,8 +550,8 @@ func later(a, b time.Time) time.Time {
 
 // stoppedInTime reports whether r is a server's answer that the attempt's
 // time ran out there (or it was cancelled before it ran).
-func stoppedInTime(r *transport.Result) bool {
-	return r.Status == transport.StatusFailover && r.Code == codeTimeout
+func stoppedInTime(r *frame.Result) bool {
+	return r.Status == frame.StatusFailover && r.Code == codeTimeout
 }
 
 // ctxReason tells a cancelled context (a hedge loser, a caller that gave
@@ -552,11 +564,11 @@ func ctxReason(ctx context.Context) Reason {
 }
 
 // judge turns a Result into an outcome.
-func (op *operation) judge(end func(Reason, error) outcome, r *transport.Result, node string) outcome {
+func (op *operation) judge(end func(Reason, error) outcome, r *frame.Result, node string) outcome {
 	switch r.Status {
-	case transport.StatusOK:
+	case frame.StatusOK:
 		return end(ReasonNone, nil)
-	case transport.StatusFail:
+	case frame.StatusFail:
 		o := end(ReasonNone, op.remoteErr(r, node))
 		if r.Code == codeBadArgs || r.Code == codeVotersCannotApply {
 			o.delivery = Refused // the handler did not run
@@ -581,7 +593,7 @@ func (op *operation) judge(end func(Reason, error) outcome, r *transport.Result,
 
 // remoteErr rebuilds the error a Result carries: the declared error for a
 // known code, a *RemoteError otherwise.
-func (op *operation) remoteErr(r *transport.Result, node string) error {
+func (op *operation) remoteErr(r *frame.Result, node string) error {
 	if r.Code != "" {
 		for i := range op.m.Errors {
 			rule := &op.m.Errors[i]

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime/internal/memnet"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
@@ -25,11 +26,11 @@ func TestStoppedAnswerAtTheAttemptEndIsATimeout(t *testing.T) {
 		op := &operation{c: c, m: m, s: s, start: time.Now(), deadline: time.Now().Add(s.OperationTimeout)}
 		const timeout = time.Second
 		time.Sleep(timeout) // the attempt's time is up
-		p := &sent{start: op.start, out: outcome{member: Member{Name: "n1", Group: "a"}}, a: transport.Attempt{
-			Call: 1, Timeout: timeout, Flags: transport.FlagScatter, // no cancel to send on the missing connection
+		p := &sent{start: op.start, out: outcome{member: Member{Name: "n1", Group: "a"}}, a: frame.Attempt{
+			Call: 1, Timeout: timeout, Flags: frame.FlagScatter, // no cancel to send on the missing connection
 		}}
 		p.l.done = make(chan legEvent, 1)
-		p.l.done <- legEvent{result: &transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "handler stopped: context deadline exceeded"}}
+		p.l.done <- legEvent{result: &frame.Result{Status: frame.StatusFailover, Code: codeTimeout, Message: "handler stopped: context deadline exceeded"}}
 		o := op.await(context.Background(), p)
 		if o.reason != ReasonAttemptTimeout || !c.Suspected("n1") {
 			t.Errorf("reason %s, suspected %v; want attempt-timeout and n1 suspected", o.reason, c.Suspected("n1"))
@@ -39,7 +40,7 @@ func TestStoppedAnswerAtTheAttemptEndIsATimeout(t *testing.T) {
 		// failover error (a shutdown, say).
 		op.start = time.Now()
 		p.start = op.start
-		p.l.done <- legEvent{result: &transport.Result{Status: transport.StatusFailover, Code: codeTimeout, Message: "handler stopped: server shutting down"}}
+		p.l.done <- legEvent{result: &frame.Result{Status: frame.StatusFailover, Code: codeTimeout, Message: "handler stopped: server shutting down"}}
 		if o := op.await(context.Background(), p); o.reason != ReasonFailoverError {
 			t.Errorf("reason %s for an early stop; want failover-error", o.reason)
 		}
@@ -60,29 +61,29 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 		m := &MethodDesc{Service: "svc", Name: "M"}
 		start := time.Now()
 		op := &operation{c: c, m: m, s: s, start: start, deadline: start.Add(s.OperationTimeout)}
-		watchFrom := func() (*watch, *time.Timer) {
-			p := &sent{start: time.Now(), out: outcome{member: Member{Name: "n1", Group: "a"}}, a: transport.Attempt{
-				Call: 1, Timeout: s.AttemptTimeout, Flags: transport.FlagScatter, // no cancel to send on the missing connection
-			}}
-			p.l.beat.Store(p.start.UnixNano())
-			w := &watch{op: op, ctx: context.Background(), p: p, member: p.out.member, attemptEnd: p.start.Add(s.AttemptTimeout), due: p.start.Add(s.HeartbeatTimeout)}
+		watchFrom := func() (*sent, *time.Timer) {
+			now := time.Now()
+			w := &sent{start: now, out: outcome{member: Member{Name: "n1", Group: "a"}}, a: frame.Attempt{
+				Call: 1, Timeout: s.AttemptTimeout, Flags: frame.FlagScatter, // no cancel to send on the missing connection
+			}, op: op, attemptEnd: now.Add(s.AttemptTimeout), due: now.Add(s.HeartbeatTimeout)}
+			w.l.beat.Store(now.UnixNano())
 			return w, time.NewTimer(time.Hour)
 		}
 
 		// On time: a heartbeat timeout.
 		w, timer := watchFrom()
-		if o, ended := w.expired(timer, w.due); !ended || o.reason != ReasonHeartbeatTimeout {
+		if o, ended := w.expired(context.Background(), timer, w.due); !ended || o.reason != ReasonHeartbeatTimeout {
 			t.Fatalf("on time: ended %v, reason %s; want a heartbeat timeout", ended, o.reason)
 		}
 
 		// 5ms late, and a heartbeat arrives during the grace.
 		w, timer = watchFrom()
 		late := w.due.Add(5 * time.Millisecond)
-		if _, ended := w.expired(timer, late); ended || w.due != late.Add(5*time.Millisecond) {
+		if _, ended := w.expired(context.Background(), timer, late); ended || w.due != late.Add(5*time.Millisecond) {
 			t.Fatalf("5ms late: ended %v, re-armed for %v after; want a 5ms grace", ended, w.due.Sub(late))
 		}
-		w.p.l.beat.Store(late.Add(time.Millisecond).UnixNano())
-		if _, ended := w.expired(timer, w.due); ended {
+		w.l.beat.Store(late.Add(time.Millisecond).UnixNano())
+		if _, ended := w.expired(context.Background(), timer, w.due); ended {
 			t.Fatal("a heartbeat arrived during the grace, yet the attempt ended")
 		}
 		if want := late.Add(time.Millisecond + s.HeartbeatTimeout); w.due != want {
@@ -93,10 +94,10 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 		// of grace.
 		w, timer = watchFrom()
 		late = w.due.Add(s.HeartbeatInterval)
-		if _, ended := w.expired(timer, late); ended || w.due.Sub(late) != s.HeartbeatInterval {
+		if _, ended := w.expired(context.Background(), timer, late); ended || w.due.Sub(late) != s.HeartbeatInterval {
 			t.Fatalf("an interval late: ended %v, grace %v; want %v", ended, w.due.Sub(late), s.HeartbeatInterval)
 		}
-		if o, ended := w.expired(timer, w.due); !ended || o.reason != ReasonHeartbeatTimeout {
+		if o, ended := w.expired(context.Background(), timer, w.due); !ended || o.reason != ReasonHeartbeatTimeout {
 			t.Fatalf("after the grace: ended %v, reason %s; want a heartbeat timeout", ended, o.reason)
 		}
 		if !c.Suspected("n1") {
@@ -108,7 +109,7 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 		w, timer = watchFrom()
 		graces := 0
 		for {
-			o, ended := w.expired(timer, w.due.Add(s.HeartbeatInterval))
+			o, ended := w.expired(context.Background(), timer, w.due.Add(s.HeartbeatInterval))
 			if ended {
 				if o.reason != ReasonHeartbeatTimeout {
 					t.Fatalf("reason %s, want heartbeat timeout", o.reason)
@@ -125,7 +126,7 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 		// client): a heartbeat timeout of grace, not none.
 		w, timer = watchFrom()
 		late = w.due.Add(3 * s.HeartbeatTimeout)
-		if _, ended := w.expired(timer, late); ended || w.due.Sub(late) != s.HeartbeatTimeout {
+		if _, ended := w.expired(context.Background(), timer, late); ended || w.due.Sub(late) != s.HeartbeatTimeout {
 			t.Errorf("3 heartbeat timeouts late: ended %v, grace %v; want %v", ended, w.due.Sub(late), s.HeartbeatTimeout)
 		}
 	})

@@ -3,6 +3,8 @@ package runtime
 import (
 	"sync"
 
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -15,16 +17,16 @@ import (
 // a call needs for longer than one lookup.
 type legTable struct {
 	shards  [legShards]legShard
-	watches sync.Map // transport.Conn → *connWatch, for connections with legs
+	watches sync.Map // transport.Conn → *connWatch, for connections with legs; safe on its own
 }
 
 const legShards = 32
 
 type legShard struct {
-	mu   sync.Mutex
-	legs map[uint64]*leg
-	ops  *operation // linked by trackPrev and trackNext: a map's hashing cost every call more than two stores
-	_    [40]byte   // a cache line each: shards locked on different cores do not contend
+	mu   sync.Mutex      // guards the following, and the fields of leg and operation that say so
+	legs map[uint64]*leg // by call number
+	ops  *operation      // linked by trackPrev and trackNext: a map's hashing cost every call more than two stores
+	_    [40]byte        // a cache line each: shards locked on different cores do not contend
 }
 
 func (t *legTable) init() {
@@ -71,7 +73,7 @@ func (t *legTable) moveTo(l *leg, conn transport.Conn) {
 // awaited on it: its read goroutine keeps reading until it came.
 // Called with l's shard locked.
 func (l *leg) expect() {
-	if rc, ok := l.conn.(transport.CallerReadConn); ok {
+	if rc, ok := l.conn.(conncap.CallerReadConn); ok {
 		rc.Expect(1)
 		l.reads = rc
 	}
@@ -90,7 +92,7 @@ func (l *leg) settle() {
 
 // deliverResult copies f into its leg, if the leg still waits on conn for
 // a result, and wakes the leg's owner.
-func (t *legTable) deliverResult(conn transport.Conn, f *transport.Result) {
+func (t *legTable) deliverResult(conn transport.Conn, f *frame.Result) {
 	sh := t.shard(f.Call)
 	sh.mu.Lock()
 	if l := sh.legs[f.Call]; l != nil && l.conn == conn && !l.answered && len(l.done) == 0 {
@@ -131,7 +133,7 @@ func (t *legTable) ack(conn transport.Conn, call uint64, now int64) {
 // beat records a heartbeat for each item's leg on conn. No wakeup per
 // heartbeat: a waiter reads the time when its timer fires, so 10,000
 // attempts cost a lookup and a store each.
-func (t *legTable) beat(conn transport.Conn, items []transport.HeartbeatItem, now int64) {
+func (t *legTable) beat(conn transport.Conn, items []frame.HeartbeatItem, now int64) {
 	for _, it := range items {
 		sh := t.shard(it.Call)
 		sh.mu.Lock()

@@ -188,7 +188,7 @@ func (ls *limits) release(p *peerLimit, m *methodLatency, hold bool, r Reason, d
 // young, so that a method that became slower for good is judged by its
 // new speed within a window.
 type methodLatency struct {
-	mu      sync.Mutex
+	mu      sync.Mutex    // guards the following
 	best    time.Duration // of the last full window
 	cur     time.Duration // least of the current window
 	samples int

@@ -7,12 +7,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime/codec"
-	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 // operation is one Invoke: the attempts it made and what they reported.
 type operation struct {
+	// Set by Invoke's goroutine before the first attempt, read only after.
 	c        *Client
 	m        *MethodDesc
 	s        Settings
@@ -26,18 +27,19 @@ type operation struct {
 	start    time.Time
 	deadline time.Time // the operation deadline; ctx may end sooner
 
+	// Owned by Invoke's goroutine.
 	entityBuf [2]string
 	groupBuf  [8]int
-	histBuf   [2]historyEntry
 	sentBuf   sent        // the attempt in flight, for modes with one at a time
 	timer     *time.Timer // their attempt timer
 
 	trackPrev, trackNext *operation // the other operations in its shard of the client's table; guarded by the shard's lock
 
-	mu       sync.Mutex // guards the fields below: hedge and scatter legs run concurrently
+	mu       sync.Mutex // guards the following: a hedge's attempts run concurrently, and InFlight reads them
 	history  []historyEntry
-	last     []byte // progress
-	node     string // node of the latest attempt, for InFlight
+	histBuf  [2]historyEntry // history's first backing array
+	last     []byte          // progress
+	node     string          // node of the latest attempt, for InFlight
 	attempts int
 }
 
@@ -45,8 +47,8 @@ type operation struct {
 // key's group order, wrapping around when max failovers exceeds the groups.
 // flags is FlagScatter for a replicated write, which goes to the service's
 // raft leader (leaderhint.go) and then the same way.
-func (op *operation) sequential(ctx context.Context, flags transport.AttemptFlags) error {
-	order := op.c.router.GroupOrder(op.key, op.groupBuf[:0])
+func (op *operation) sequential(ctx context.Context, flags frame.AttemptFlags) error {
+	order := op.c.router.groupOrder(op.key, op.groupBuf[:0])
 	var last outcome
 	routed := false
 	for n := 0; n <= op.s.MaxFailovers; n++ {
@@ -68,7 +70,7 @@ func (op *operation) sequential(ctx context.Context, flags transport.AttemptFlag
 		}
 		last = op.try(ctx, order, n, flags, n == op.s.MaxFailovers && !routed)
 		if last.final() {
-			return op.finish(last)
+			return op.conclude(last)
 		}
 		if last.reason == ReasonTooLarge || last.reason == ReasonOverloaded {
 			// No node can take it; or the node is busy, not dead, and
@@ -136,11 +138,11 @@ func paidFailover(r Reason) bool {
 // try makes attempt n in group order[n % len(order)].
 // lastChance ignores suspicion: when every earlier attempt was skipped, the
 // last one goes to a suspected owner rather than fail without trying.
-func (op *operation) try(ctx context.Context, order []int, n int, flags transport.AttemptFlags, lastChance bool) outcome {
+func (op *operation) try(ctx context.Context, order []int, n int, flags frame.AttemptFlags, lastChance bool) outcome {
 	group := order[n%len(order)]
-	groupName := op.c.router.Groups()[group]
+	groupName := op.c.router.groups[group]
 	member, reason := op.pick(group, lastChance)
-	if flags&transport.FlagScatter != 0 && n == 0 {
+	if flags&frame.FlagScatter != 0 && n == 0 {
 		if m, ok := op.c.leaderHint(op.m.Service); ok {
 			member, reason, groupName = m, ReasonNone, m.Group
 		}
@@ -184,7 +186,7 @@ func (op *operation) pick(group int, ignoreSuspicion bool) (Member, Reason) {
 // one starts when the previous fails over or after delay without an answer.
 // The first final answer wins; the others are cancelled.
 func (op *operation) concurrent(ctx context.Context, delay time.Duration) error {
-	order := op.c.router.GroupOrder(op.key, op.groupBuf[:0])
+	order := op.c.router.groupOrder(op.key, op.groupBuf[:0])
 	ctx, cancel := context.WithDeadline(ctx, op.deadline)
 	defer cancel()
 	results := make(chan outcome, op.s.MaxFailovers+1)
@@ -206,7 +208,7 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 		n := next
 		next++
 		running++
-		go func() { results <- op.try(ctx, order, n, transport.FlagHedge, false) }()
+		go func() { results <- op.try(ctx, order, n, frame.FlagHedge, false) }()
 	}
 	start()
 	var last outcome
@@ -215,7 +217,7 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 		case o := <-results:
 			running--
 			if o.final() {
-				return op.finish(o)
+				return op.conclude(o)
 			}
 			if last.reason != ReasonTooLarge {
 				last = o
@@ -250,8 +252,9 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 	return op.fail(last.reason, last.err)
 }
 
-// finish ends the operation with a final outcome.
-func (op *operation) finish(o outcome) error {
+// conclude ends the operation with a final outcome: its answer, or the
+// error a node declared.
+func (op *operation) conclude(o outcome) error {
 	if o.err != nil {
 		if _, isRemote := o.err.(*RemoteError); isRemote {
 			floor := Acknowledged
@@ -297,6 +300,8 @@ func (op *operation) errorf(r Reason, err error, floor Delivery) error {
 	return e
 }
 
+// historyEntry is an ended attempt as the operation records it: what the
+// next attempt's frame and the operation's *Error report of it.
 type historyEntry struct {
 	AttemptRecord
 	delivery Delivery
@@ -321,15 +326,15 @@ func (op *operation) record(o outcome) {
 }
 
 // priors is the history as the next attempt's frame carries it.
-func (op *operation) priors() []transport.Prior {
+func (op *operation) priors() []frame.Prior {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	if len(op.history) == 0 {
 		return nil
 	}
-	out := make([]transport.Prior, len(op.history))
+	out := make([]frame.Prior, len(op.history))
 	for i, h := range op.history {
-		out[i] = transport.Prior{Node: h.Node, Group: h.Group, Reason: uint8(h.Reason)}
+		out[i] = frame.Prior{Node: h.Node, Group: h.Group, Reason: uint8(h.Reason)}
 	}
 	return out
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,8 +11,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 )
 
 // Tests of what an operation reports about itself when it ends without an
@@ -56,7 +57,7 @@ func TestCancelledOperationWasDelivered(t *testing.T) {
 				case "failover":
 					_, err = e.ledger.Add(ctx, "acct", 1)
 				case "hedge":
-					err = e.client.Invoke(ctx, hedgeAdd(20*time.Millisecond), &ledgerAddArgs{Account: "acct", Amount: 1}, &ledgerInt64Result{})
+					err = e.client.Invoke(ctx, hedgeAdd(20*time.Millisecond), &testledger.AddArgs{Account: "acct", Amount: 1}, &testledger.Int64Result{})
 				case "scatter":
 					_, err = e.ledger.Transfer(ctx, "x", "y", 0)
 				}
@@ -102,25 +103,23 @@ func TestCancelledOperationWasDelivered(t *testing.T) {
 // waitTransfers waits until every node's ledger has run n transfers.
 func waitTransfers(t *testing.T, e *env, n int) {
 	t.Helper()
-	for range 100 {
-		done := true
+	ran := func() bool {
 		for _, l := range e.ledgers {
-			l.mu.Lock()
 			got := 0
-			for _, op := range l.log {
+			for _, op := range l.Log() {
 				if strings.HasPrefix(op, "transfer ") {
 					got++
 				}
 			}
-			l.mu.Unlock()
-			done = done && got == n
+			if got != n {
+				return false
+			}
 		}
-		if done {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+		return true
 	}
-	t.Fatalf("not every replica ran %d transfers within 10s", n)
+	if !testkit.Within(10*time.Second, ran) {
+		t.Fatalf("not every replica ran %d transfers within 10s", n)
+	}
 }
 
 // An attempt whose time runs out while the handler runs is an attempt
@@ -137,7 +136,7 @@ func TestAttemptTimeoutIsNotAFailoverError(t *testing.T) {
 				s.MaxFailovers = 0
 				e := newEnv(t, fftest.Config{Settings: s})
 				own := e.owners(t, "acct")
-				e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+				e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 					<-ctx.Done() // alive and heartbeating, but stuck
 					return ctx.Err()
 				})
@@ -166,7 +165,7 @@ func TestCallerDeadlineAddsNoPhantomAttempt(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newEnv(t, fftest.Config{})
 				own := e.owners(t, "acct")
-				e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+				e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 					<-ctx.Done()
 					return ctx.Err()
 				})
@@ -192,18 +191,18 @@ func TestCallerDeadlineAddsNoPhantomAttempt(t *testing.T) {
 // A context that ended before Invoke adds no attempt to the history, in any
 // mode: nothing was sent.
 func TestEndedContextMakesNoAttempt(t *testing.T) {
-	for _, m := range []*runtime.MethodDesc{ledgerAdd, hedgeAdd(time.Millisecond), ledgerTransfer} {
+	for _, m := range []*runtime.MethodDesc{testledger.AddMethod, hedgeAdd(time.Millisecond), testledger.TransferMethod} {
 		t.Run(m.Mode.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newEnv(t, fftest.Config{})
 				ctx, cancel := context.WithCancel(t.Context())
 				cancel()
-				args := &ledgerTransferArgs{From: "x", To: "y"}
+				args := &testledger.TransferArgs{From: "x", To: "y"}
 				var err error
-				if m == ledgerTransfer {
-					err = e.client.Invoke(ctx, m, args, &ledgerInt64Result{})
+				if m == testledger.TransferMethod {
+					err = e.client.Invoke(ctx, m, args, &testledger.Int64Result{})
 				} else {
-					err = e.client.Invoke(ctx, m, &ledgerAddArgs{Account: "x"}, &ledgerInt64Result{})
+					err = e.client.Invoke(ctx, m, &testledger.AddArgs{Account: "x"}, &testledger.Int64Result{})
 				}
 				re := wantError(t, err)
 				if re.Reason != runtime.ReasonCancelled || len(re.History) != 0 || runtime.MaybeExecuted(err) || errors.Is(err, runtime.ErrNoRoute) {
@@ -223,7 +222,7 @@ func TestCancelDuringBudgetWaitIsCancelled(t *testing.T) {
 		s.Budget = runtime.BudgetSettings{Rate: 1, Burst: 1, Wait: 5 * time.Second}
 		e := newEnv(t, fftest.Config{Settings: s})
 		for _, l := range e.ledgers {
-			l.setHook(func(context.Context, string, int64) error { return ErrBusy })
+			l.SetHook(func(context.Context, string, int64) error { return testledger.ErrBusy })
 		}
 		e.ledger.Add(t.Context(), "acct", 1) // spends the one token
 		ctx, cancel := context.WithCancel(t.Context())
@@ -240,14 +239,14 @@ func TestCancelDuringBudgetWaitIsCancelled(t *testing.T) {
 // suspected, nothing delivered.
 func TestInvokeAfterClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs logBuffer
-		e := &env{Cluster: fftest.New(t, fftest.Config{}), ledgers: map[string]*memLedger{}}
-		e.Serve(t, ledgerDesc, func(n *fftest.Node) any { return newMemLedger(n.Name) })
-		c := e.Client(t, func(cfg *runtime.ClientConfig) { cfg.Logger = logs.logger() })
+		var logs testkit.LogBuffer
+		e := &env{Cluster: fftest.New(t, fftest.Config{}), ledgers: map[string]*testledger.Mem{}}
+		e.Serve(t, testledger.Desc, func(n *fftest.Node) any { return testledger.NewMem(n.Name) })
+		c := e.Client(t, func(cfg *runtime.ClientConfig) { cfg.Logger = logs.Logger() })
 		synctest.Wait()
 		c.Close()
 		start := time.Now()
-		_, err := newLedgerClient(c).Add(t.Context(), "acct", 1)
+		_, err := testledger.NewClient(c).Add(t.Context(), "acct", 1)
 		if !errors.Is(err, runtime.ErrClientClosed) || runtime.MaybeExecuted(err) {
 			t.Errorf("err = %v; want ErrClientClosed, not executed", err)
 		}
@@ -264,12 +263,12 @@ func TestInvokeAfterClose(t *testing.T) {
 // do not fail over, nor count a failover; the node they ran on is not
 // suspected.
 func TestCloseEndsOperationsInFlight(t *testing.T) {
-	for _, m := range []*runtime.MethodDesc{ledgerAdd, hedgeAdd(time.Second)} {
+	for _, m := range []*runtime.MethodDesc{testledger.AddMethod, hedgeAdd(time.Second)} {
 		t.Run(m.Mode.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newEnv(t, fftest.Config{})
 				own := e.owners(t, "acct")
-				e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+				e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 					<-ctx.Done()
 					return ctx.Err()
 				})
@@ -277,12 +276,12 @@ func TestCloseEndsOperationsInFlight(t *testing.T) {
 				c := e.Client(t, func(cfg *runtime.ClientConfig) { cfg.Metrics = failovers })
 				synctest.Wait()
 				time.AfterFunc(50*time.Millisecond, func() { c.Close() })
-				err := c.Invoke(t.Context(), m, &ledgerAddArgs{Account: "acct", Amount: 1}, &ledgerInt64Result{})
+				err := c.Invoke(t.Context(), m, &testledger.AddArgs{Account: "acct", Amount: 1}, &testledger.Int64Result{})
 				re := wantError(t, err)
 				if !errors.Is(err, runtime.ErrClientClosed) || re.Reason != runtime.ReasonClosed || len(re.History) != 1 || !runtime.MaybeExecuted(err) {
 					t.Errorf("got %v; want client-closed after the one attempt, maybe executed", err)
 				}
-				if c.Suspected(own[0]) || e.ledgers[own[1]].executions() != 0 || failovers.n.Load() != 0 {
+				if c.Suspected(own[0]) || e.ledgers[own[1]].Executions() != 0 || failovers.n.Load() != 0 {
 					t.Errorf("closing blamed %s, failed over to %s or counted %d failovers", own[0], own[1], failovers.n.Load())
 				}
 			})
@@ -315,39 +314,19 @@ func TestSentinelErrorsArePrefixed(t *testing.T) {
 	}
 }
 
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// logger writes text records into l.
-func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
-
 // The suspicion warning names the suspected node as the peer: a client's
 // logger that carries its own node attribute does not get a second one.
 func TestSuspicionLogNamesThePeer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs logBuffer
-		e := &env{Cluster: fftest.New(t, fftest.Config{}), ledgers: map[string]*memLedger{}}
-		e.Serve(t, ledgerDesc, func(n *fftest.Node) any { return newMemLedger(n.Name) })
-		c := e.Client(t, func(cfg *runtime.ClientConfig) { cfg.Logger = logs.logger().With("node", "client1") })
+		var logs testkit.LogBuffer
+		e := &env{Cluster: fftest.New(t, fftest.Config{}), ledgers: map[string]*testledger.Mem{}}
+		e.Serve(t, testledger.Desc, func(n *fftest.Node) any { return testledger.NewMem(n.Name) })
+		c := e.Client(t, func(cfg *runtime.ClientConfig) { cfg.Logger = logs.Logger().With("node", "client1") })
 		synctest.Wait()
 		e.client = c
 		own := e.owners(t, "acct")
 		e.Crash(own[0])
-		if _, err := newLedgerClient(c).Add(t.Context(), "acct", 1); err != nil {
+		if _, err := testledger.NewClient(c).Add(t.Context(), "acct", 1); err != nil {
 			t.Fatal(err)
 		}
 		out := logs.String()
@@ -381,9 +360,9 @@ func TestRefusedEverywhereWasNotExecuted(t *testing.T) {
 		metrics := &refusalCounter{refused: map[string]int{}}
 		c := fftest.New(t, fftest.Config{Server: func(_ string, cfg *runtime.ServerConfig) { cfg.Metrics = metrics }})
 		// The nodes serve test.Ledger, without its Close.
-		c.Serve(t, &runtime.ServiceDesc{Name: ledgerDesc.Name, Methods: []*runtime.MethodDesc{ledgerAdd}},
-			func(n *fftest.Node) any { return newMemLedger(n.Name) })
-		ledger := newLedgerClient(c.Client(t))
+		c.Serve(t, &runtime.ServiceDesc{Name: testledger.Desc.Name, Methods: []*runtime.MethodDesc{testledger.AddMethod}},
+			func(n *fftest.Node) any { return testledger.NewMem(n.Name) })
+		ledger := testledger.NewClient(c.Client(t))
 		err := ledger.Close(t.Context(), "acct")
 		re := wantError(t, err)
 		if runtime.MaybeExecuted(err) || re.Delivery != runtime.Refused || re.Reason != runtime.ReasonRefused || len(re.History) != 2 {
@@ -413,7 +392,7 @@ func TestExpiredWhileQueuedWasNotExecuted(t *testing.T) {
 		own := e.owners(t, "acct")
 		release := make(chan struct{})
 		var runs atomic.Int32
-		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, amount int64) error {
+		e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, amount int64) error {
 			runs.Add(1)
 			if amount == 1 {
 				<-release // the first Add holds the entity
@@ -469,9 +448,9 @@ func TestFailoverReportedToMembership(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		own := e.owners(t, "acct")
 		m := &reportingMembership{Membership: e.Members}
-		ledger := newLedgerClient(e.Client(t, func(cfg *runtime.ClientConfig) { cfg.Membership = m }))
+		ledger := testledger.NewClient(e.Client(t, func(cfg *runtime.ClientConfig) { cfg.Membership = m }))
 		synctest.Wait()
-		e.ledgers[own[0]].setHook(func(context.Context, string, int64) error { return ErrBusy })
+		e.ledgers[own[0]].SetHook(func(context.Context, string, int64) error { return testledger.ErrBusy })
 		if _, err := ledger.Add(t.Context(), "acct", 1); err != nil {
 			t.Fatal(err)
 		}

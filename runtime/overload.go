@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ffgen/ffgen/runtime/transport"
+	"github.com/ffgen/ffgen/internal/frame"
 )
 
 // Overload. A node takes on a bounded amount of work: past
@@ -75,7 +75,7 @@ const (
 
 // admitLocked reports whether an attempt for e may be taken on, or the
 // refusal to send instead. Called with s.mu held.
-func (s *Server) admitLocked(e *execution) *transport.Result {
+func (s *Server) admitLocked(e *execution) *frame.Result {
 	why := ""
 	if max := s.cfg.MaxPending; max > 0 && len(s.execs) >= max {
 		why = fmt.Sprintf("%d operations queued or running, limit %d (ServerConfig.MaxPending)", len(s.execs), max)
@@ -95,13 +95,13 @@ func (s *Server) admitLocked(e *execution) *transport.Result {
 }
 
 // overloadResult is the refusal of an attempt for overload.
-func overloadResult(retryAfter time.Duration, why string) *transport.Result {
-	return &transport.Result{Status: transport.StatusFailover, Code: codeOverloaded, Message: why,
+func overloadResult(retryAfter time.Duration, why string) *frame.Result {
+	return &frame.Result{Status: frame.StatusFailover, Code: codeOverloaded, Message: why,
 		Payload: binary.AppendUvarint(nil, uint64(retryAfter.Microseconds()))}
 }
 
 // overloadError rebuilds the refusal a node sent.
-func overloadError(r *transport.Result, node string) *OverloadError {
+func overloadError(r *frame.Result, node string) *OverloadError {
 	e := &OverloadError{Node: node, Detail: r.Message}
 	if us, n := binary.Uvarint(r.Payload); n > 0 {
 		e.RetryAfter = time.Duration(us) * time.Microsecond

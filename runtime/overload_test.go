@@ -11,8 +11,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -28,7 +30,7 @@ func TestOverloadRefusesBurstAtOnce(t *testing.T) {
 		}})
 		m := &failoverCounter{}
 		client := e.Client(t, func(c *runtime.ClientConfig) { c.Metrics = m })
-		ledger := newLedgerClient(client)
+		ledger := testledger.NewClient(client)
 		synctest.Wait()
 		own := e.owners(t, "acct0")[0]
 		// Entities that the same node owns, one per call, so that the
@@ -41,7 +43,7 @@ func TestOverloadRefusesBurstAtOnce(t *testing.T) {
 			}
 		}
 		release := make(chan struct{})
-		e.ledgers[own].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers[own].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			<-release
 			return nil
 		})
@@ -74,11 +76,11 @@ func TestOverloadRefusesBurstAtOnce(t *testing.T) {
 				t.Errorf("call %d within the limit: %v", i, err)
 			}
 		}
-		if n := e.ledgers[own].executions(); n != limit {
+		if n := e.ledgers[own].Executions(); n != limit {
 			t.Errorf("%s ran %d handlers, want %d: a refused call ran", own, n, limit)
 		}
 		for _, n := range e.Nodes {
-			if n.Name != own && e.ledgers[n.Name].executions() != 0 {
+			if n.Name != own && e.ledgers[n.Name].Executions() != 0 {
 				t.Errorf("%s ran a handler: a refused call failed over", n.Name)
 			}
 			if client.Suspected(n.Name) {
@@ -100,7 +102,7 @@ func TestOverloadPerEntity(t *testing.T) {
 		}})
 		own := e.owners(t, "hot")[0]
 		release := make(chan struct{})
-		e.ledgers[own].setHook(func(ctx context.Context, acct string, _ int64) error {
+		e.ledgers[own].SetHook(func(ctx context.Context, acct string, _ int64) error {
 			if acct == "hot" {
 				<-release
 			}
@@ -141,17 +143,17 @@ func TestConnectionLimitIsNotDeath(t *testing.T) {
 	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
 		t.Fatal(err)
 	}
-	ctp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "late", Group: "clients", Logger: quietLogger()}})
+	ctp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "late", Group: "clients", Logger: testkit.Logger(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := &failoverCounter{}
-	late, err := runtime.NewClient(runtime.ClientConfig{Transport: ctp, Membership: e.members, Settings: e.s, Metrics: m, Logger: quietLogger()})
+	late, err := runtime.NewClient(runtime.ClientConfig{Transport: ctp, Membership: e.members, Settings: e.s, Metrics: m, Logger: testkit.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer late.Close()
-	_, err = newLedgerClient(late).Add(t.Context(), "acct", 1)
+	_, err = testledger.NewClient(late).Add(t.Context(), "acct", 1)
 	if !errors.Is(err, runtime.ErrOverloaded) || runtime.MaybeExecuted(err) {
 		t.Fatalf("call past the connection limit: err = %v; want ErrOverloaded, not executed", err)
 	}
@@ -164,10 +166,10 @@ func TestConnectionLimitIsNotDeath(t *testing.T) {
 	if n := m.n.Load(); n != 0 {
 		t.Errorf("%d failovers, want 0", n)
 	}
-	if n := e.ledgers[own[0]].executions(); n != 1 {
+	if n := e.ledgers[own[0]].Executions(); n != 1 {
 		t.Errorf("%s ran %d handlers, want 1 (the first client's)", own[0], n)
 	}
-	if n := e.ledgers[own[1]].executions(); n != 0 {
+	if n := e.ledgers[own[1]].Executions(); n != 0 {
 		t.Errorf("%s ran %d handlers: the refused call failed over", own[1], n)
 	}
 }
@@ -186,7 +188,7 @@ func limitRun(t *testing.T, e *env, capacity int, clients []*runtime.Client, cal
 			accts = append(accts, a)
 		}
 	}
-	e.ledgers[own].setHook(func(ctx context.Context, _ string, _ int64) error {
+	e.ledgers[own].SetHook(func(ctx context.Context, _ string, _ int64) error {
 		time.Sleep(10 * time.Millisecond)
 		return nil
 	})
@@ -196,7 +198,7 @@ func limitRun(t *testing.T, e *env, capacity int, clients []*runtime.Client, cal
 	var refusedByNode, held atomic.Int64
 	var wg sync.WaitGroup
 	for i, a := range accts {
-		ledger := newLedgerClient(clients[i%len(clients)])
+		ledger := testledger.NewClient(clients[i%len(clients)])
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				_, err := ledger.Add(context.Background(), a, 1)
@@ -329,7 +331,7 @@ func TestBusyNodeIsNotDead(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		m := &failoverCounter{}
 		client := e.Client(t, func(c *runtime.ClientConfig) { c.Metrics = m })
-		ledger := newLedgerClient(client)
+		ledger := testledger.NewClient(client)
 		synctest.Wait()
 		own := e.owners(t, "late")[0]
 		var busy []string
@@ -339,7 +341,7 @@ func TestBusyNodeIsNotDead(t *testing.T) {
 			}
 		}
 		release := make(chan struct{})
-		e.ledgers[own].setHook(func(ctx context.Context, acct string, _ int64) error {
+		e.ledgers[own].SetHook(func(ctx context.Context, acct string, _ int64) error {
 			if strings.HasPrefix(acct, "busy") {
 				<-release // every handler busy for a second
 			}
@@ -373,11 +375,11 @@ func TestBusyNodeIsNotDead(t *testing.T) {
 		if n := m.n.Load(); n != 0 {
 			t.Errorf("%d failovers of a node that was only busy", n)
 		}
-		if n := e.ledgers[own].executions(); n != len(busy)+1 {
+		if n := e.ledgers[own].Executions(); n != len(busy)+1 {
 			t.Errorf("%s ran %d handlers, want %d", own, n, len(busy)+1)
 		}
 		for _, n := range e.Nodes {
-			if n.Name != own && e.ledgers[n.Name].executions() != 0 {
+			if n.Name != own && e.ledgers[n.Name].Executions() != 0 {
 				t.Errorf("%s ran a handler: a call failed over from the busy node", n.Name)
 			}
 		}

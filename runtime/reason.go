@@ -3,7 +3,7 @@ package runtime
 import "fmt"
 
 // Reason says why an attempt ended without a result the caller accepts. It
-// travels in Attempt frames (transport.Prior.Reason), so values are fixed.
+// travels in Attempt frames (frame.Prior.Reason), so values are fixed.
 type Reason uint8
 
 const (

@@ -8,8 +8,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -20,7 +22,7 @@ func TestQueuedOperationDoesNotRunAfterClose(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
 		own := e.owners(t, "acct")
 		p := e.ledgers[own[0]]
-		p.setHook(func(ctx context.Context, _ string, amount int64) error {
+		p.SetHook(func(ctx context.Context, _ string, amount int64) error {
 			if amount == 1 {
 				<-ctx.Done()
 				return ctx.Err()
@@ -33,7 +35,7 @@ func TestQueuedOperationDoesNotRunAfterClose(t *testing.T) {
 		synctest.Wait()
 		e.Cluster.Node(own[0]).Server.Close()
 		synctest.Wait()
-		if got := p.balances()["acct"]; got != 0 {
+		if got := p.Balances()["acct"]; got != 0 {
 			t.Errorf("closed server %s ran a queued handler afterwards: balance %d", own[0], got)
 		}
 		time.Sleep(time.Second)
@@ -54,7 +56,7 @@ func TestRedirectIgnoresTheOldConnectionsClose(t *testing.T) {
 			}
 		}
 		e.Net.Delay("client1", target, 50*time.Millisecond) // the dial to the target takes a while
-		e.ledgers[own[0]].setHook(func(context.Context, string, int64) error {
+		e.ledgers[own[0]].SetHook(func(context.Context, string, int64) error {
 			go func() { time.Sleep(10 * time.Millisecond); e.Cluster.Crash(own[0]) }()
 			return runtime.ForwardTo(target)
 		})
@@ -63,8 +65,8 @@ func TestRedirectIgnoresTheOldConnectionsClose(t *testing.T) {
 			t.Errorf("healthy redirect target %s suspected (err=%v)", target, err)
 		}
 		var fe *runtime.Error
-		if errors.As(err, &fe) || e.ledgers[own[1]].executions() != 0 {
-			t.Errorf("redirected attempt abandoned: err=%v, %s ran %d times", err, own[1], e.ledgers[own[1]].executions())
+		if errors.As(err, &fe) || e.ledgers[own[1]].Executions() != 0 {
+			t.Errorf("redirected attempt abandoned: err=%v, %s ran %d times", err, own[1], e.ledgers[own[1]].Executions())
 		}
 	})
 }
@@ -74,11 +76,11 @@ func TestRedirectIgnoresTheOldConnectionsClose(t *testing.T) {
 func TestHeartbeatIntervalFromTheNetworkIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
-		e.ledgers["a1"].setHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return nil })
+		e.ledgers["a1"].SetHook(func(ctx context.Context, _ string, _ int64) error { <-ctx.Done(); return nil })
 		var mu sync.Mutex
 		beats := 0
-		h := frameFunc(func(f transport.Frame) {
-			if _, ok := f.(*transport.Heartbeat); ok {
+		h := frameFunc(func(f frame.Frame) {
+			if _, ok := f.(*frame.Heartbeat); ok {
 				mu.Lock()
 				beats++
 				mu.Unlock()
@@ -89,8 +91,8 @@ func TestHeartbeatIntervalFromTheNetworkIsBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		args := (&ledgerAddArgs{Account: "acct", Amount: 1}).AppendFF(nil)
-		c.Send(&transport.Attempt{Call: 1, Timeout: time.Second, Heartbeat: time.Nanosecond,
+		args := (&testledger.AddArgs{Account: "acct", Amount: 1}).AppendFF(nil)
+		c.Send(&frame.Attempt{Call: 1, Timeout: time.Second, Heartbeat: time.Nanosecond,
 			Service: "test.Ledger", Method: "Add", Entities: []string{"acct"}, Payload: args})
 		time.Sleep(10 * time.Microsecond)
 		mu.Lock()
@@ -116,7 +118,7 @@ func TestStoppedHandlerIsNotRememberedAsFail(t *testing.T) {
 		own := e.owners(t, "acct")
 		first := true
 		var mu sync.Mutex
-		e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+		e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			mu.Lock()
 			f := first
 			first = false
@@ -128,7 +130,7 @@ func TestStoppedHandlerIsNotRememberedAsFail(t *testing.T) {
 			}
 			return nil
 		})
-		e.ledgers[own[1]].setHook(func(context.Context, string, int64) error { return ErrBusy })
+		e.ledgers[own[1]].SetHook(func(context.Context, string, int64) error { return testledger.ErrBusy })
 		go func() { time.Sleep(300 * time.Millisecond); e.Net.Resume(own[0]) }()
 		got, err := e.ledger.Add(t.Context(), "acct", 3)
 		if err != nil {
@@ -137,7 +139,7 @@ func TestStoppedHandlerIsNotRememberedAsFail(t *testing.T) {
 	})
 }
 
-type frameFunc func(transport.Frame)
+type frameFunc func(frame.Frame)
 
-func (f frameFunc) HandleFrame(_ transport.Conn, fr transport.Frame) { f(fr) }
-func (f frameFunc) HandleClose(transport.Conn, error)                {}
+func (f frameFunc) HandleFrame(_ transport.Conn, fr frame.Frame) { f(fr) }
+func (f frameFunc) HandleClose(transport.Conn, error)            {}

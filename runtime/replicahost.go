@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime/internal/replica"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
@@ -51,28 +52,29 @@ const applyTimeout = time.Duration(1<<63 - 1)
 
 // replicated is one replicated service on this server.
 type replicated struct {
+	// Set by newReplicated, read only after.
 	s        *Server
 	name     string
 	reg      *registered
 	transfer StateTransfer
 	cfg      ReplicationConfig
-	g        *replica.Group
+	g        *replica.Group // safe for concurrent use
 	// parkFor is how long a write or a read waits for an election (at
 	// most its attempt's timeout): the old leader's lease, and a split
 	// vote or a candidate whose log is behind, which another candidate
 	// must follow after a randomized election timeout.
 	parkFor time.Duration
-	// applying is the write being applied: the apply goroutine applies
-	// one at a time (Apply), so one serves them all.
-	applying applying
 	// args are what each write method's arguments can carry, by method
 	// (unappliable), for those whose descriptor lists them.
 	args map[string]*argFields
 
-	// Guarded by s.mu.
+	// s.mu guards the following.
 	pending   map[[16]byte]*execution // proposed here, not applied yet
 	parked    []parkedWrite           // waiting for a leader
 	parkTimer *time.Timer
+	// applying is the write being applied: the apply goroutine applies
+	// one at a time (Apply), so one serves them all.
+	applying applying
 }
 
 type parkedWrite struct {
@@ -160,7 +162,7 @@ func (s *Server) newReplicated(reg *registered) (*replicated, error) {
 // scheduled. It returns the answer when the attempt is not taken; when it
 // is (both nil), the caller registers e, which waits for its write to be
 // applied here. Called with s.mu held.
-func (r *replicated) write(e *execution, a *transport.Attempt) (*transport.Result, *transport.Redirect) {
+func (r *replicated) write(e *execution, a *frame.Attempt) (*frame.Result, *frame.Redirect) {
 	if res, ok := r.g.Recorded(a.OpID); ok {
 		return &res, nil
 	}
@@ -183,11 +185,11 @@ func (r *replicated) write(e *execution, a *transport.Attempt) (*transport.Resul
 				r.park(e, a)
 				return nil, nil
 			}
-			return nil, &transport.Redirect{Node: m.Name, Addr: m.Addr}
+			return nil, &frame.Redirect{Node: m.Name, Addr: m.Addr}
 		}
 	}
 	if !r.g.CanLead() {
-		return &transport.Result{Status: transport.StatusFailover, Code: codeNotLeader,
+		return &frame.Result{Status: frame.StatusFailover, Code: codeNotLeader,
 			Message: "no leader is known here, and this node cannot lead (a learner or a tie-breaker)"}, nil
 	}
 	// The client failed over from the leader, the leader has gone silent,
@@ -198,7 +200,7 @@ func (r *replicated) write(e *execution, a *transport.Attempt) (*transport.Resul
 	return nil, nil
 }
 
-func (r *replicated) notServing() *transport.Result {
+func (r *replicated) notServing() *frame.Result {
 	why := "not serving"
 	if err := r.g.Ready(); err != nil {
 		why = err.Error()
@@ -206,12 +208,12 @@ func (r *replicated) notServing() *transport.Result {
 	if r.s.closed {
 		why = "the node is shutting down"
 	}
-	return &transport.Result{Status: transport.StatusFailover, Code: codeCatchingUp, Message: "replica " + why}
+	return &frame.Result{Status: frame.StatusFailover, Code: codeCatchingUp, Message: "replica " + why}
 }
 
 // failedAt reports whether an earlier attempt of a ended at node: the
 // client failed over from it.
-func failedAt(a *transport.Attempt, node string) bool {
+func failedAt(a *frame.Attempt, node string) bool {
 	for _, p := range a.History {
 		if p.Node == node {
 			return true
@@ -235,7 +237,7 @@ func failedAt(a *transport.Attempt, node string) bool {
 // apply.go); one that advertises its methods but not their argument
 // fields (the release before this check) must advertise the same
 // arguments. Called with s.mu held.
-func (r *replicated) unappliable(e *execution) *transport.Result {
+func (r *replicated) unappliable(e *execution) *frame.Result {
 	sm := r.reg.methods[e.method.Name]
 	ms := r.s.membership()
 	if sm == nil || ms == nil {
@@ -268,7 +270,7 @@ func (r *replicated) unappliable(e *execution) *transport.Result {
 		return nil
 	}
 	r.s.countRefusal(sm, r.name, e.method.Name, codeVotersCannotApply)
-	return &transport.Result{Status: transport.StatusFail, Code: codeVotersCannotApply,
+	return &frame.Result{Status: frame.StatusFail, Code: codeVotersCannotApply,
 		Message: why + ": the write was not proposed; it can be once every voter runs a version that applies it"}
 }
 
@@ -316,7 +318,7 @@ func (r *replicated) propose(e *execution) {
 // timeout, if shorter); the client sees its heartbeats meanwhile. a, the
 // attempt that brought e, names the nodes the client failed at; nil for a
 // write moving on from a deposed leader. Called with s.mu held.
-func (r *replicated) park(e *execution, a *transport.Attempt) {
+func (r *replicated) park(e *execution, a *frame.Attempt) {
 	p := parkedWrite{e: e, until: time.Now().Add(min(r.parkFor, e.timeout))}
 	if a != nil {
 		for _, h := range a.History {
@@ -382,9 +384,9 @@ func (r *replicated) unpark(leader string, leading bool) {
 		switch {
 		case leading:
 			if res, ok := r.g.Recorded(e.info.OpID); ok {
-				r.s.answer(e, &res)
+				r.s.answerUnrun(e, &res)
 			} else if res := r.unappliable(e); res != nil {
-				r.s.answer(e, res)
+				r.s.answerUnrun(e, res)
 			} else {
 				r.propose(e)
 			}
@@ -394,7 +396,7 @@ func (r *replicated) unpark(leader string, leading bool) {
 			// make this node believe in it again) is elected.
 			r.parked = append(r.parked, p)
 		case known:
-			r.s.redirect(e, &transport.Redirect{Node: m.Name, Addr: m.Addr, MayHaveRun: p.proposed})
+			r.s.redirectUnrun(e, &frame.Redirect{Node: m.Name, Addr: m.Addr, MayHaveRun: p.proposed})
 		default:
 			r.s.refuse(e, codeNotLeader, "the leader "+leader+" is not a live member here")
 		}
@@ -429,7 +431,7 @@ func (r *replicated) member(name string) (Member, bool) {
 // until the node has applied every write committed before it arrived. It
 // returns the refusal, or whether e waits (awaitRead) rather than being
 // scheduled now. Called with s.mu held.
-func (r *replicated) read(e *execution) (refusal *transport.Result, wait bool) {
+func (r *replicated) read(e *execution) (refusal *frame.Result, wait bool) {
 	if !r.g.Serving() {
 		if r.g.MayServeSoon() && !r.s.closed {
 			return nil, true
@@ -483,33 +485,34 @@ func (r *replicated) awaitRead(e *execution) {
 }
 
 // applying is a committed write being applied through its handler: its
-// outcome goes back to the apply goroutine.
+// outcome goes back to the apply goroutine. s.mu guards err; done is
+// made once.
 type applying struct {
 	done chan applyOutcome
 	err  error
 }
 
 type applyOutcome struct {
-	res transport.Result
+	res frame.Result
 	err error
 }
 
-// settle makes r the write's deterministic outcome, the same on every
-// replica: a Failover a handler returned (a declared error with the
+// report hands the apply goroutine r as the write's outcome, made the
+// same on every replica: a Failover a handler returned (a declared error with the
 // failover directive, or the method's default) is its result like any
 // other, as a Fail, since every node would answer the same. A panic, or a
 // handler stopped by a shutdown, did not apply the write: the apply
 // goroutine stops there. Called with s.mu held.
-func (ap *applying) settle(r *transport.Result) {
+func (ap *applying) report(r *frame.Result) {
 	switch {
 	case r == nil:
-	case r.Status == transport.StatusFailover && r.Code == codePanic:
+	case r.Status == frame.StatusFailover && r.Code == codePanic:
 		ap.err = errors.New(r.Message)
-	case r.Status == transport.StatusFailover && (r.Code == codeTimeout || r.Code == codeNotStarted):
+	case r.Status == frame.StatusFailover && (r.Code == codeTimeout || r.Code == codeNotStarted):
 		// Only a closing server stops a replicated write's handler.
 		ap.err = fmt.Errorf("its handler was stopped as the node closed (%s): %w", r.Message, replica.ErrStopped)
-	case r.Status == transport.StatusFailover:
-		r.Status = transport.StatusFail
+	case r.Status == frame.StatusFailover:
+		r.Status = frame.StatusFail
 	}
 	out := applyOutcome{err: ap.err}
 	if r != nil {
@@ -531,14 +534,14 @@ var _ replica.Host = (*replicaHost)(nil)
 // apply goroutine applies one write at a time. The execution of the
 // attempt that proposed it, if it waits here, is the one that runs, so
 // that its caller gets the result.
-func (h *replicaHost) Apply(index uint64, cmd *replica.Command, recorded *transport.Result) (transport.Result, error) {
+func (h *replicaHost) Apply(index uint64, cmd *replica.Command, recorded *frame.Result) (frame.Result, error) {
 	r := (*replicated)(h)
 	s := r.s
 	s.mu.Lock()
 	e := r.waiting(cmd.OpID)
 	if recorded != nil {
 		if e != nil {
-			s.answer(e, recorded)
+			s.answerUnrun(e, recorded)
 		}
 		s.mu.Unlock()
 		return *recorded, nil
@@ -547,7 +550,7 @@ func (h *replicaHost) Apply(index uint64, cmd *replica.Command, recorded *transp
 		var err error
 		if e, err = s.applyExec(r, cmd); err != nil {
 			s.mu.Unlock()
-			return transport.Result{}, err
+			return frame.Result{}, err
 		}
 	}
 	ap := &r.applying
@@ -557,12 +560,9 @@ func (h *replicaHost) Apply(index uint64, cmd *replica.Command, recorded *transp
 	ap.err = nil
 	e.apply = ap
 	e.timeout = applyTimeout
-	e.inline = true
-	s.schedule(e)
-	inline := e.inline && e.state == stateRunning
-	e.inline = false
+	started := s.enqueue(e)
 	s.mu.Unlock()
-	if inline {
+	if started {
 		e.run()
 	}
 	out := <-ap.done
@@ -680,7 +680,7 @@ func (r *replicated) moveOn(e *execution, leader string, proposed bool) {
 	m, ok := r.member(leader)
 	switch {
 	case ok && leader != r.s.cfg.Node && r.routable(m):
-		r.s.redirect(e, &transport.Redirect{Node: m.Name, Addr: m.Addr, MayHaveRun: proposed})
+		r.s.redirectUnrun(e, &frame.Redirect{Node: m.Name, Addr: m.Addr, MayHaveRun: proposed})
 	case ok && leader != r.s.cfg.Node:
 		// A tie-breaker leads for a moment: the write waits for it to
 		// hand over.
@@ -725,7 +725,7 @@ func (h *replicaHost) Send(to string, kind uint8, body []byte) error {
 	if c == nil {
 		return errNoConn
 	}
-	return c.Send(&transport.Replica{Kind: kind, Service: r.name, Body: body})
+	return c.Send(&frame.Replica{Kind: kind, Service: r.name, Body: body})
 }
 
 // peerConn returns the connection to a peer's server, dialing in the
@@ -766,7 +766,7 @@ const peerDialTimeout = 2 * time.Second
 
 // replicaFrame hands a replication message to its service's group, from
 // the listener (a peer that dialed us) or the peer pool.
-func (s *Server) replicaFrame(c transport.Conn, f *transport.Replica, inbound bool) {
+func (s *Server) replicaFrame(c transport.Conn, f *frame.Replica, inbound bool) {
 	from := c.Peer().Node
 	if inbound {
 		s.peerMu.Lock()
@@ -788,8 +788,8 @@ func (s *Server) replicaFrame(c transport.Conn, f *transport.Replica, inbound bo
 // to its peers.
 type peerHandler Server
 
-func (h *peerHandler) HandleFrame(c transport.Conn, f transport.Frame) {
-	if rf, ok := f.(*transport.Replica); ok {
+func (h *peerHandler) HandleFrame(c transport.Conn, f frame.Frame) {
+	if rf, ok := f.(*frame.Replica); ok {
 		(*Server)(h).replicaFrame(c, rf, false)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 )
 
 // counter is one node's replica of the counter service.
@@ -69,11 +71,7 @@ func (c *counter) setHook(h func(ctx context.Context, key string) error) {
 func (c *counter) state() map[string]int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]int64, len(c.vals))
-	for k, v := range c.vals {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(c.vals)
 }
 
 // twice lists the writes that ran more than once here.
@@ -119,11 +117,11 @@ func counterMethod(name string, mode runtime.Mode, linearizable bool) *runtime.M
 			Decode: func(string, []byte) error { return errCounterBusy },
 		}}}
 	m.Entities = func(args codec.Message, dst []string) []string {
-		return append(dst, args.(*ledgerAddArgs).Account)
+		return append(dst, args.(*testledger.AddArgs).Account)
 	}
-	m.NewArgs = func() codec.Message { return new(ledgerAddArgs) }
+	m.NewArgs = func() codec.Message { return new(testledger.AddArgs) }
 	m.Handle = func(ctx context.Context, impl any, args codec.Message) (codec.Message, error) {
-		a := args.(*ledgerAddArgs)
+		a := args.(*testledger.AddArgs)
 		var c *counter
 		switch x := impl.(type) {
 		case *counter:
@@ -138,7 +136,7 @@ func counterMethod(name string, mode runtime.Mode, linearizable bool) *runtime.M
 		} else {
 			v, err = c.Get(ctx, a.Account)
 		}
-		return &ledgerInt64Result{R0: v}, err
+		return &testledger.Int64Result{R0: v}, err
 	}
 	return m
 }
@@ -191,30 +189,14 @@ func newReplEnv(t *testing.T, cfg fftest.Config, snapshots bool) *replEnv {
 // call invokes m and records it in the history.
 func (e *replEnv) call(ctx context.Context, c *runtime.Client, m *runtime.MethodDesc, key string, delta int64) (int64, error) {
 	op := e.hist.begin(ctx, m.Name, key, delta)
-	var res ledgerInt64Result
-	err := c.Invoke(ctx, m, &ledgerAddArgs{Account: key, Amount: delta}, &res)
+	var res testledger.Int64Result
+	err := c.Invoke(ctx, m, &testledger.AddArgs{Account: key, Amount: delta}, &res)
 	e.hist.end(op, res.R0, err)
 	return res.R0, err
 }
 
 func (e *replEnv) add(ctx context.Context, key string, delta int64) (int64, error) {
 	return e.call(ctx, e.client, counterAdd, key, delta)
-}
-
-// leader waits for a node that leads the counter and returns its name.
-func (e *replEnv) leader(t *testing.T) string {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		for _, n := range e.Nodes {
-			for _, st := range n.Server.Replication() {
-				if st.Leading {
-					return n.Name
-				}
-			}
-		}
-	}
-	t.Fatal("no leader within 30s")
-	return ""
 }
 
 // check asserts what every replication test must end with: the replicas
@@ -289,19 +271,6 @@ func (h *history) end(i int, v int64, err error) {
 	default:
 		op.Output = counterOut{failed: true}
 	}
-}
-
-// acknowledged counts the writes that succeeded.
-func (h *history) acknowledged() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, op := range h.ops {
-		if op.Input.(counterIn).kind == "Add" && op.Output != nil && op.Output.(counterOut) == (counterOut{value: op.Output.(counterOut).value}) {
-			n++
-		}
-	}
-	return n
 }
 
 // counterModel: each key is a register changed by Add, which returns the

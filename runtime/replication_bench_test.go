@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -118,22 +120,22 @@ func writeTerm(servers []*runtime.Server) uint64 {
 // writeCluster starts four replicas of the ledger, waits until each of
 // them is ready (the group has elected a leader), and returns a client
 // whose Add is a scatter write.
-func writeCluster(b *testing.B) (*ledgerClient, []*runtime.Server, *writeMetrics) {
+func writeCluster(b *testing.B) (*testledger.Client, []*runtime.Server, *writeMetrics) {
 	s := testSettings()
 	names := []string{"a1", "a2", "b1", "b2"}
 	members := runtime.NewStaticMembership()
 	var servers []*runtime.Server
 	var ms []runtime.Member
 	for _, name := range names {
-		tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: name, Group: name[:1], Logger: quietLogger()}})
+		tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: name, Group: name[:1], Logger: testkit.Logger(b)}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv := runtime.NewServer(runtime.ServerConfig{Settings: s, Logger: quietLogger(), Node: name, Membership: members,
+		srv := runtime.NewServer(runtime.ServerConfig{Settings: s, Logger: testkit.Logger(b), Node: name, Membership: members,
 			Replication: runtime.ReplicationConfig{Voters: names}})
-		l := newMemLedger(name)
-		l.lean = true
-		if err := srv.Register(ledgerDesc, l); err != nil {
+		l := testledger.NewMem(name)
+		l.Lean = true
+		if err := srv.Register(testledger.Desc, l); err != nil {
 			b.Fatal(err)
 		}
 		ln, err := srv.Serve(tp, "127.0.0.1:0")
@@ -141,7 +143,7 @@ func writeCluster(b *testing.B) (*ledgerClient, []*runtime.Server, *writeMetrics
 			b.Fatal(err)
 		}
 		servers = append(servers, srv)
-		ms = append(ms, runtime.Member{Name: name, Group: name[:1], Addr: ln.Addr(), Services: []string{ledgerDesc.Name}})
+		ms = append(ms, runtime.Member{Name: name, Group: name[:1], Addr: ln.Addr(), Services: []string{testledger.Desc.Name}})
 	}
 	members.Set(ms)
 	b.Cleanup(func() {
@@ -151,32 +153,31 @@ func writeCluster(b *testing.B) (*ledgerClient, []*runtime.Server, *writeMetrics
 			srv.Shutdown(ctx)
 		}
 	})
-	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
-		var notReady error
+	var notReady error
+	ready := func() bool {
+		notReady = nil
 		for _, srv := range servers {
 			if err := srv.Ready(); err != nil {
 				notReady = err
 			}
 		}
-		if notReady == nil {
-			break
-		}
-		if time.Since(start) > 30*time.Second {
-			b.Fatalf("replicas not ready within 30s: %v", notReady)
-		}
+		return notReady == nil
 	}
-	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: quietLogger()}})
+	if !testkit.Within(30*time.Second, ready) {
+		b.Fatalf("replicas not ready within 30s: %v", notReady)
+	}
+	tp, err := transport.NewTCP(transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: testkit.Logger(b)}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	cm := new(writeMetrics)
-	c, err := runtime.NewClient(runtime.ClientConfig{Transport: tp, Membership: members, Settings: s, Logger: quietLogger(), Metrics: cm})
+	c, err := runtime.NewClient(runtime.ClientConfig{Transport: tp, Membership: members, Settings: s, Logger: testkit.Logger(b), Metrics: cm})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
-	lc := newLedgerClient(c)
-	lc.add = scatterAdd()
+	lc := testledger.NewClient(c)
+	lc.AddMethod = scatterAdd()
 	if _, err := lc.Add(context.Background(), "warm", 1); err != nil {
 		b.Fatal(err)
 	}

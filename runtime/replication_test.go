@@ -11,9 +11,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 )
 
 // The sequences that lost, doubled or skipped acknowledged writes under
@@ -103,7 +105,7 @@ func TestReplicationFigure8(t *testing.T) {
 		if _, err := e.add(ctx, "k", 1); err != nil {
 			t.Fatal(err)
 		}
-		p := e.leader(t)
+		p := e.Leader(t, counterDesc.Name)
 		// P logs W1 and is cut off before any follower holds it.
 		e.Net.Isolate(p)
 		w1 := e.clientOf(t, p)
@@ -152,7 +154,7 @@ func TestReplicationFigure8(t *testing.T) {
 func TestReplicationLoneNodeCommitsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, ctx := fourNodesWithAWrite(t)
-		for _, lone := range []string{e.leader(t), "b2"} {
+		for _, lone := range []string{e.Leader(t, counterDesc.Name), "b2"} {
 			e.Net.Isolate(lone)
 			alone := e.clientOf(t, lone)
 			others := e.clientOf(t, otherThan(e.names(), lone)...)
@@ -227,10 +229,8 @@ func TestReplicationTieBreakerSurvivesAGroup(t *testing.T) {
 					t.Fatal(err)
 				}
 				// A tie-breaker that wins an election hands leadership over.
-				for deadline := time.Now().Add(2 * time.Second); e.leader(t) == "t1"; time.Sleep(10 * time.Millisecond) {
-					if time.Now().After(deadline) {
-						t.Fatal("the tie-breaker still leads")
-					}
+				if !testkit.Within(2*time.Second, func() bool { return e.Leader(t, counterDesc.Name) != "t1" }) {
+					t.Fatal("the tie-breaker still leads")
 				}
 				kept := otherThan([]string{"a1", "b1"}, lost)[0]
 				cut(e, []string{lost}, []string{kept, "t1"})
@@ -258,7 +258,7 @@ func TestReplicationTieBreakerSurvivesAGroup(t *testing.T) {
 					})
 				}
 				wg.Wait()
-				if l := e.leader(t); l != kept {
+				if l := e.Leader(t, counterDesc.Name); l != kept {
 					t.Errorf("leader %s, want %s: a tie-breaker votes but does not lead", l, kept)
 				}
 				e.Net.HealAll()
@@ -346,7 +346,7 @@ func TestReplicationUnappliableEntryStopsTheReplica(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e, ctx := fourNodesWithAWrite(t)
-				leader := e.leader(t)
+				leader := e.Leader(t, counterDesc.Name)
 				victim := otherThan(e.names(), leader)[0]
 				tc.break_(e, victim)
 				if _, err := e.add(ctx, "bad", 1); err != nil {
@@ -358,11 +358,7 @@ func TestReplicationUnappliableEntryStopsTheReplica(t *testing.T) {
 				healthy := otherThan(e.names(), victim)
 				e.WaitConverged(t, healthy...)
 				var st runtime.ReplicaStatus
-				for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-					if st = e.Node(victim).Server.Replication()[0]; st.Stopped {
-						break
-					}
-				}
+				testkit.Within(time.Second, func() bool { st = e.Node(victim).Server.Replication()[0]; return st.Stopped })
 				if !st.Stopped || st.Ready || !strings.Contains(st.NotReady, tc.why) || !strings.Contains(st.NotReady, fmt.Sprintf("write %d", st.Applied+1)) {
 					t.Fatalf("%s: %+v; want stopped at the write after its applied index, saying %q", victim, st, tc.why)
 				}
@@ -403,7 +399,7 @@ func TestReplicationSnapshotCarriesOperationIDs(t *testing.T) {
 		}
 		// c1 restarts empty: a new member, which gets the state as a
 		// snapshot (the log before it is gone).
-		leader := e.leader(t)
+		leader := e.Leader(t, counterDesc.Name)
 		victim := otherThan(e.names(), leader)[0]
 		e.Restart(t, victim) // the service's constructor makes its counter anew
 		e.WaitConverged(t)
@@ -441,7 +437,7 @@ func TestReplicationRestartWithoutStateTransfer(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		victim := otherThan(e.names(), e.leader(t))[0]
+		victim := otherThan(e.names(), e.Leader(t, counterDesc.Name))[0]
 		e.counters[victim] = newCounter(victim)
 		start := time.Now()
 		e.Restart(t, victim)
@@ -464,7 +460,7 @@ func TestReplicationUndecodableEntryStopsTheReplica(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		newer := &runtime.MethodDesc{}
 		*newer = *counterAdd
-		newer.NewArgs = func() codec.Message { return new(ledgerTransferArgs) } // reads a field more
+		newer.NewArgs = func() codec.Message { return new(testledger.TransferArgs) } // reads a field more
 		e := &replEnv{counters: map[string]*counter{}}
 		// b2 runs the newer build. It never leads (a tie-breaker), so
 		// every write reaches it through the log, and no client calls it.
@@ -490,11 +486,7 @@ func TestReplicationUndecodableEntryStopsTheReplica(t *testing.T) {
 			t.Fatal(err)
 		}
 		var st runtime.ReplicaStatus
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if st = e.Node("b2").Server.Replication()[0]; st.Stopped {
-				break
-			}
-		}
+		testkit.Within(5*time.Second, func() bool { st = e.Node("b2").Server.Replication()[0]; return st.Stopped })
 		if !st.Stopped || !strings.Contains(st.NotReady, "do not decode") {
 			t.Fatalf("b2: %+v; want stopped at the write it cannot decode", st)
 		}
@@ -521,7 +513,7 @@ func announce(e *replEnv) {
 func TestReplicationReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, ctx := fourNodesWithAWrite(t)
-		leader := e.leader(t)
+		leader := e.Leader(t, counterDesc.Name)
 		for _, n := range e.Nodes {
 			// A follower that has not heard of the write yet would
 			// answer a default read with 0; ReadNow waits for it.
@@ -586,7 +578,7 @@ func TestReplicationFrozenLeaderIsPassedOver(t *testing.T) {
 		bound := 2 * e.Settings.HeartbeatTimeout
 		slow := 0
 		for i := range freezes {
-			leader := e.leader(t)
+			leader := e.Leader(t, counterDesc.Name)
 			e.Net.Pause(leader)
 			start := time.Now()
 			if _, err := e.add(ctx, "k", 1); err != nil {

@@ -3,7 +3,7 @@ package runtime
 import (
 	"time"
 
-	"github.com/ffgen/ffgen/runtime/transport"
+	"github.com/ffgen/ffgen/internal/frame"
 )
 
 // resultCache remembers finished operations by ID, bounded in count and age,
@@ -19,18 +19,18 @@ type resultCache struct {
 
 type cachedResult struct {
 	at     time.Time
-	result transport.Result
+	result frame.Result
 }
 
-func (c *resultCache) get(id [16]byte, now time.Time) (transport.Result, bool) {
+func (c *resultCache) get(id [16]byte, now time.Time) (frame.Result, bool) {
 	r, ok := c.m[id]
 	if !ok || now.Sub(r.at) > c.ttl {
-		return transport.Result{}, false
+		return frame.Result{}, false
 	}
 	return r.result, true
 }
 
-func (c *resultCache) put(id [16]byte, r transport.Result, now time.Time) {
+func (c *resultCache) put(id [16]byte, r frame.Result, now time.Time) {
 	for len(c.m) > 0 {
 		oldest := c.order[c.head]
 		if len(c.m) < c.max && now.Sub(c.m[oldest].at) <= c.ttl {

@@ -38,12 +38,12 @@ func fmix64(k uint64) uint64 {
 
 func score(entityHash, nameHash uint64) uint64 { return fmix64(entityHash ^ nameHash) }
 
-// Router answers which node an entity's operation goes to. Every client
-// and server keeps one of its own, fed by its membership; a tool or a test
-// that makes one with NewRouter and gives it the same membership view gets
-// the same answers. Reads are lock-free and allocation-free over an
-// immutable table that Update replaces; it is safe for concurrent use.
-type Router struct {
+// router answers which node an entity's operation goes to. Every client
+// and server keeps one of its own, fed by its membership; two routers given
+// the same membership view give the same answers (Client.Route shows a
+// client's). Reads are lock-free and allocation-free over an immutable
+// table that update replaces; it is safe for concurrent use.
+type router struct {
 	groups     []string
 	groupHash  []uint64
 	groupIndex map[string]int
@@ -76,10 +76,10 @@ type hashedMember struct {
 	Member
 }
 
-// NewRouter returns a router for the configured groups (as checked by
+// newRouter returns a router for the configured groups (as checked by
 // Settings.Validate: the same order on every node) with no members.
-func NewRouter(groups []string) *Router {
-	r := &Router{
+func newRouter(groups []string) *router {
+	r := &router{
 		groups:     slices.Clone(groups),
 		groupHash:  make([]uint64, len(groups)),
 		groupIndex: make(map[string]int, len(groups)),
@@ -94,16 +94,12 @@ func NewRouter(groups []string) *Router {
 	return r
 }
 
-// Groups returns the configured failure groups. The caller must not
-// modify it.
-func (r *Router) Groups() []string { return r.groups }
-
-// Update replaces the membership view. It returns the members it ignored:
+// update replaces the membership view. It returns the members it ignored:
 // those with an empty name or a failure group that is not configured, and
 // repeats of a name already seen (the first one counts). A member catching
 // up is left out while its group has another that is not. Routing does
 // not depend on the order of members.
-func (r *Router) Update(members []Member) (ignored []Member) {
+func (r *router) update(members []Member) (ignored []Member) {
 	ms := make([]hashedMember, 0, len(members))
 	seen := make(map[string]bool, len(members))
 	serving := make(map[string]bool) // groups with a member not catching up
@@ -155,15 +151,15 @@ type entityKey uint64
 // keyOf returns the entity's routing hash.
 func keyOf(entity string) entityKey { return entityKey(xxhash.Sum64String(entity)) }
 
-// GroupOrder appends to dst[:0] the indexes of the configured groups in
+// groupOrder appends to dst[:0] the indexes of the configured groups in
 // the entity's order, highest score first, and returns it. It does not
-// allocate when cap(dst) >= len(Groups()).
-func (r *Router) GroupOrder(entity string, dst []int) []int {
+// allocate when cap(dst) >= len(r.groups).
+func (r *router) groupOrder(entity string, dst []int) []int {
 	return r.groupOrderKey(keyOf(entity), dst)
 }
 
-// groupOrderKey is GroupOrder for a precomputed key.
-func (r *Router) groupOrderKey(k entityKey, dst []int) []int {
+// groupOrderKey is groupOrder for a precomputed key.
+func (r *router) groupOrderKey(k entityKey, dst []int) []int {
 	eh := uint64(k)
 	dst = dst[:0]
 	// Insertion sort: there are a handful of groups, and recomputing a
@@ -180,26 +176,26 @@ func (r *Router) groupOrderKey(k entityKey, dst []int) []int {
 	return dst
 }
 
-// Owner returns the live member of the group (an index into Groups()) that
+// owner returns the live member of the group (an index into r.groups) that
 // serves service and has the highest score for entity, passing over the
 // members for which skip (if not nil) returns true, so a client that
 // suspects the owner gets the next-best member of the same group. It
 // reports false if no member is left.
-func (r *Router) Owner(service string, group int, entity string, skip func(name string) bool) (Member, bool) {
+func (r *router) owner(service string, group int, entity string, skip func(name string) bool) (Member, bool) {
 	return r.ownerKey(service, group, keyOf(entity), skip)
 }
 
-// ownerKey is Owner for a precomputed key.
-func (r *Router) ownerKey(service string, group int, k entityKey, skip func(name string) bool) (Member, bool) {
+// ownerKey is owner for a precomputed key.
+func (r *router) ownerKey(service string, group int, k entityKey, skip func(name string) bool) (Member, bool) {
 	return r.ownerFor(service, nil, group, k, skip)
 }
 
-// ownerFor is Owner for a call of method (nil: any method of the
+// ownerFor is owner for a call of method (nil: any method of the
 // service). While the service's members advertise different methods (a
 // rollout), it passes over a member that does not serve method
 // compatibly, unless no member of the group does: that one then answers
 // ErrUnimplemented, a refusal that costs nothing.
-func (r *Router) ownerFor(service string, method *MethodDesc, group int, k entityKey, skip func(name string) bool) (Member, bool) {
+func (r *router) ownerFor(service string, method *MethodDesc, group int, k entityKey, skip func(name string) bool) (Member, bool) {
 	sr := r.table.Load().services[service]
 	if sr == nil || group < 0 || group >= len(sr.byGroup) {
 		return Member{}, false
@@ -243,12 +239,30 @@ func (gr *groupRoutes) owner(eh uint64, service string, want ServedMethod, skip 
 	return gr.members[best], true
 }
 
-// Members returns every live member that serves service, ordered by group
+// members returns every live member that serves service, ordered by group
 // index and then by name (the same on every node). The caller must not
 // modify it.
-func (r *Router) Members(service string) []Member {
+func (r *router) members(service string) []Member {
 	if sr := r.table.Load().services[service]; sr != nil {
 		return sr.all
 	}
 	return nil
+}
+
+// Route returns the nodes an operation of service on entity is sent to,
+// in the order a client tries them: the entity's owner in each failure
+// group, best group first, as every client and node computes it from the
+// same membership view (groups as in Settings.Groups). A group with no
+// member serving service has no entry. A client also passes over the
+// nodes it suspects for now; Route does not know them.
+func Route(groups []string, members []Member, service, entity string) []Member {
+	r := newRouter(groups)
+	r.update(members)
+	var out []Member
+	for _, g := range r.groupOrder(entity, nil) {
+		if m, ok := r.owner(service, g, entity, nil); ok {
+			out = append(out, m)
+		}
+	}
+	return out
 }

@@ -9,8 +9,8 @@ import (
 // the group order and the owner in the first group.
 func BenchmarkRouting(b *testing.B) {
 	groups := []string{"eu-1", "eu-2", "eu-3"}
-	r := NewRouter(groups)
-	r.Update(testMembers(groups, 10, "bank.Accounts"))
+	r := newRouter(groups)
+	r.update(testMembers(groups, 10, "bank.Accounts"))
 	ents := make([]string, 1024)
 	for i := range ents {
 		ents[i] = fmt.Sprintf("account-%d", i)
@@ -21,8 +21,8 @@ func BenchmarkRouting(b *testing.B) {
 	for b.Loop() {
 		e := ents[i%len(ents)]
 		i++
-		dst = r.GroupOrder(e, dst)
-		if _, ok := r.Owner("bank.Accounts", dst[0], e, nil); !ok {
+		dst = r.groupOrder(e, dst)
+		if _, ok := r.owner("bank.Accounts", dst[0], e, nil); !ok {
 			b.Fatal("no owner")
 		}
 	}
@@ -32,8 +32,8 @@ func BenchmarkRouting(b *testing.B) {
 // a client does for an operation.
 func BenchmarkRoutingKey(b *testing.B) {
 	groups := []string{"eu-1", "eu-2", "eu-3"}
-	r := NewRouter(groups)
-	r.Update(testMembers(groups, 10, "bank.Accounts"))
+	r := newRouter(groups)
+	r.update(testMembers(groups, 10, "bank.Accounts"))
 	ents := make([]string, 1024)
 	for i := range ents {
 		ents[i] = fmt.Sprintf("account-%d", i)
@@ -55,14 +55,14 @@ func BenchmarkRoutingKey(b *testing.B) {
 // the table is read lock-free.
 func BenchmarkRoutingParallel(b *testing.B) {
 	groups := []string{"eu-1", "eu-2", "eu-3"}
-	r := NewRouter(groups)
-	r.Update(testMembers(groups, 10, "bank.Accounts"))
+	r := newRouter(groups)
+	r.update(testMembers(groups, 10, "bank.Accounts"))
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		dst := make([]int, 0, len(groups))
 		for pb.Next() {
-			dst = r.GroupOrder("account-42", dst)
-			if _, ok := r.Owner("bank.Accounts", dst[0], "account-42", nil); !ok {
+			dst = r.groupOrder("account-42", dst)
+			if _, ok := r.owner("bank.Accounts", dst[0], "account-42", nil); !ok {
 				b.Fatal("no owner")
 			}
 		}

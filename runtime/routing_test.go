@@ -31,10 +31,10 @@ func entities(n int) []string {
 }
 
 // owners returns each entity's owner name in group g.
-func owners(r *Router, svc string, g int, ents []string) []string {
+func owners(r *router, svc string, g int, ents []string) []string {
 	out := make([]string, len(ents))
 	for i, e := range ents {
-		m, ok := r.Owner(svc, g, e, nil)
+		m, ok := r.owner(svc, g, e, nil)
 		if !ok {
 			panic("no owner for " + e)
 		}
@@ -46,12 +46,12 @@ func owners(r *Router, svc string, g int, ents []string) []string {
 // TestRoutingGolden pins the hash function: it is part of the protocol, so
 // changing it breaks clusters that run mixed versions.
 func TestRoutingGolden(t *testing.T) {
-	r := NewRouter([]string{"eu-1", "eu-2", "eu-3"})
-	r.Update(testMembers(r.Groups(), 4, "bank.Accounts"))
+	r := newRouter([]string{"eu-1", "eu-2", "eu-3"})
+	r.update(testMembers(r.groups, 4, "bank.Accounts"))
 	got := map[string]string{}
 	for _, e := range []string{"account-1", "account-2", "", "ünïcode"} {
-		order := r.GroupOrder(e, nil)
-		m, _ := r.Owner("bank.Accounts", order[0], e, nil)
+		order := r.groupOrder(e, nil)
+		m, _ := r.owner("bank.Accounts", order[0], e, nil)
 		got[e] = fmt.Sprint(order, " ", m.Name)
 	}
 	want := map[string]string{
@@ -68,18 +68,18 @@ func TestRoutingGolden(t *testing.T) {
 func TestRoutingStableAcrossMemberOrder(t *testing.T) {
 	groups := []string{"a", "b", "c"}
 	ms := testMembers(groups, 7, "svc")
-	r1, r2 := NewRouter(groups), NewRouter(groups)
-	r1.Update(ms)
+	r1, r2 := newRouter(groups), newRouter(groups)
+	r1.update(ms)
 	shuffled := slices.Clone(ms)
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-	r2.Update(shuffled)
+	r2.update(shuffled)
 
-	if diff := cmp.Diff(r1.Members("svc"), r2.Members("svc")); diff != "" {
+	if diff := cmp.Diff(r1.members("svc"), r2.members("svc")); diff != "" {
 		t.Fatalf("Members depends on input order (-r1 +r2):\n%s", diff)
 	}
 	var o1, o2 []int
 	for _, e := range entities(2000) {
-		o1, o2 = r1.GroupOrder(e, o1), r2.GroupOrder(e, o2)
+		o1, o2 = r1.groupOrder(e, o1), r2.groupOrder(e, o2)
 		if !slices.Equal(o1, o2) {
 			t.Fatalf("GroupOrder(%q): %v vs %v", e, o1, o2)
 		}
@@ -87,8 +87,8 @@ func TestRoutingStableAcrossMemberOrder(t *testing.T) {
 			t.Fatalf("GroupOrder(%q) = %v, not a permutation of the groups", e, o1)
 		}
 		for g := range groups {
-			m1, _ := r1.Owner("svc", g, e, nil)
-			m2, _ := r2.Owner("svc", g, e, nil)
+			m1, _ := r1.owner("svc", g, e, nil)
+			m2, _ := r2.owner("svc", g, e, nil)
 			if m1.Name != m2.Name || m1.Group != groups[g] {
 				t.Fatalf("Owner(%q, group %d): %q vs %q", e, g, m1.Name, m2.Name)
 			}
@@ -103,13 +103,13 @@ func TestRoutingMinimalMovement(t *testing.T) {
 	groups := []string{"a", "b"}
 	ms := testMembers(groups, n, "svc")
 	ents := entities(numEntities)
-	r := NewRouter(groups)
-	r.Update(ms)
+	r := newRouter(groups)
+	r.update(ms)
 	before := owners(r, "svc", 0, ents)
 
 	// Join: an eleventh member takes about 1/11 of the entities.
 	joiner := Member{Name: "a-node-new", Group: "a", Services: []string{"svc"}}
-	r.Update(append(slices.Clone(ms), joiner))
+	r.update(append(slices.Clone(ms), joiner))
 	afterJoin := owners(r, "svc", 0, ents)
 	moved := 0
 	for i := range ents {
@@ -124,7 +124,7 @@ func TestRoutingMinimalMovement(t *testing.T) {
 
 	// Leave: exactly the entities of the member that left move.
 	leaver := ms[3].Name
-	r.Update(slices.DeleteFunc(slices.Clone(ms), func(m Member) bool { return m.Name == leaver }))
+	r.update(slices.DeleteFunc(slices.Clone(ms), func(m Member) bool { return m.Name == leaver }))
 	afterLeave := owners(r, "svc", 0, ents)
 	moved = 0
 	for i := range ents {
@@ -141,9 +141,9 @@ func TestRoutingMinimalMovement(t *testing.T) {
 	checkWithin(t, "entities moved on leave", moved, numEntities/n, 0.15)
 
 	// The other group is untouched by changes in group a.
-	r.Update(ms)
+	r.update(ms)
 	b := owners(r, "svc", 1, ents)
-	r.Update(append(slices.Clone(ms), joiner))
+	r.update(append(slices.Clone(ms), joiner))
 	if !slices.Equal(b, owners(r, "svc", 1, ents)) {
 		t.Fatal("a join in group a moved entities in group b")
 	}
@@ -162,15 +162,15 @@ func checkWithin(t *testing.T, what string, got, want int, frac float64) {
 func TestRoutingSpread(t *testing.T) {
 	const numEntities = 30000
 	groups := []string{"eu-1", "eu-2", "eu-3"}
-	r := NewRouter(groups)
-	r.Update(testMembers(groups, 10, "svc"))
+	r := newRouter(groups)
+	r.update(testMembers(groups, 10, "svc"))
 	ents := entities(numEntities)
 
 	first := make([]int, len(groups))
 	perms := map[string]int{}
 	var order []int
 	for _, e := range ents {
-		order = r.GroupOrder(e, order)
+		order = r.groupOrder(e, order)
 		first[order[0]]++
 		perms[fmt.Sprint(order)]++
 	}
@@ -199,27 +199,27 @@ func TestRoutingSpread(t *testing.T) {
 func TestRoutingSkip(t *testing.T) {
 	groups := []string{"a", "b"}
 	ms := testMembers(groups, 5, "svc")
-	r := NewRouter(groups)
-	r.Update(ms)
+	r := newRouter(groups)
+	r.update(ms)
 	for _, e := range entities(500) {
-		owner, _ := r.Owner("svc", 0, e, nil)
+		owner, _ := r.owner("svc", 0, e, nil)
 		// Skipping the owner gives the owner of a view without it.
-		next, ok := r.Owner("svc", 0, e, func(name string) bool { return name == owner.Name })
-		without := NewRouter(groups)
-		without.Update(slices.DeleteFunc(slices.Clone(ms), func(m Member) bool { return m.Name == owner.Name }))
-		want, _ := without.Owner("svc", 0, e, nil)
+		next, ok := r.owner("svc", 0, e, func(name string) bool { return name == owner.Name })
+		without := newRouter(groups)
+		without.update(slices.DeleteFunc(slices.Clone(ms), func(m Member) bool { return m.Name == owner.Name }))
+		want, _ := without.owner("svc", 0, e, nil)
 		if !ok || next.Name != want.Name || next.Name == owner.Name {
 			t.Fatalf("%s: skipping %s gave %q (ok %v), want %q", e, owner.Name, next.Name, ok, want.Name)
 		}
 	}
-	if m, ok := r.Owner("svc", 0, "x", func(string) bool { return true }); ok {
+	if m, ok := r.owner("svc", 0, "x", func(string) bool { return true }); ok {
 		t.Fatalf("everything skipped: got %q, want none", m.Name)
 	}
 }
 
 func TestRoutingServicesAndUnknownGroups(t *testing.T) {
-	r := NewRouter([]string{"a", "b"})
-	ignored := r.Update([]Member{
+	r := newRouter([]string{"a", "b"})
+	ignored := r.update([]Member{
 		{Name: "n1", Group: "a", Services: []string{"orders", "billing", "orders"}},
 		{Name: "n2", Group: "b", Services: []string{"billing"}},
 		{Name: "n3", Group: "zz", Services: []string{"orders"}},
@@ -230,21 +230,21 @@ func TestRoutingServicesAndUnknownGroups(t *testing.T) {
 	if got := len(ignored); got != 3 || ignored[0].Name != "n3" || ignored[1].Name != "" || ignored[2].Group != "b" {
 		t.Fatalf("ignored = %+v, want n3 (unknown group), the nameless one and the second n1", ignored)
 	}
-	if m, ok := r.Owner("orders", 0, "e", nil); !ok || m.Name != "n1" {
+	if m, ok := r.owner("orders", 0, "e", nil); !ok || m.Name != "n1" {
 		t.Fatalf("orders in a: %q %v, want n1", m.Name, ok)
 	}
-	if m, ok := r.Owner("orders", 1, "e", nil); ok {
+	if m, ok := r.owner("orders", 1, "e", nil); ok {
 		t.Fatalf("orders in b: got %q, want none (n2 does not serve it)", m.Name)
 	}
-	if m, ok := r.Owner("billing", 1, "e", nil); !ok || m.Name != "n2" {
+	if m, ok := r.owner("billing", 1, "e", nil); !ok || m.Name != "n2" {
 		t.Fatalf("billing in b: %q %v, want n2", m.Name, ok)
 	}
 	for _, g := range []int{-1, 2} {
-		if _, ok := r.Owner("billing", g, "e", nil); ok {
+		if _, ok := r.owner("billing", g, "e", nil); ok {
 			t.Fatalf("group %d out of range gave an owner", g)
 		}
 	}
-	if _, ok := r.Owner("nothing", 0, "e", nil); ok {
+	if _, ok := r.owner("nothing", 0, "e", nil); ok {
 		t.Fatal("unknown service gave an owner")
 	}
 	names := func(ms []Member) (out []string) {
@@ -253,27 +253,27 @@ func TestRoutingServicesAndUnknownGroups(t *testing.T) {
 		}
 		return out
 	}
-	if got := names(r.Members("orders")); !slices.Equal(got, []string{"n1"}) {
+	if got := names(r.members("orders")); !slices.Equal(got, []string{"n1"}) {
 		t.Fatalf("Members(orders) = %v, want [n1] (listed once)", got)
 	}
-	if got := names(r.Members("billing")); !slices.Equal(got, []string{"n1", "n2"}) {
+	if got := names(r.members("billing")); !slices.Equal(got, []string{"n1", "n2"}) {
 		t.Fatalf("Members(billing) = %v, want [n1 n2]", got)
 	}
-	if got := r.Members("nothing"); got != nil {
+	if got := r.members("nothing"); got != nil {
 		t.Fatalf("Members(nothing) = %v", got)
 	}
 }
 
 func TestRoutingNoAllocs(t *testing.T) {
 	groups := []string{"a", "b", "c"}
-	r := NewRouter(groups)
-	r.Update(testMembers(groups, 10, "svc"))
+	r := newRouter(groups)
+	r.update(testMembers(groups, 10, "svc"))
 	dst := make([]int, 0, len(groups))
 	skip := func(name string) bool { return name == "b-node-3" }
 	allocs := testing.AllocsPerRun(1000, func() {
-		dst = r.GroupOrder("account-12345", dst)
+		dst = r.groupOrder("account-12345", dst)
 		for _, g := range dst {
-			if _, ok := r.Owner("svc", g, "account-12345", skip); !ok {
+			if _, ok := r.owner("svc", g, "account-12345", skip); !ok {
 				t.Fatal("no owner")
 			}
 		}
@@ -296,8 +296,8 @@ func TestRoutingNoAllocs(t *testing.T) {
 func TestRoutingConcurrentUpdate(t *testing.T) {
 	groups := []string{"a", "b", "c"}
 	full := testMembers(groups, 6, "svc")
-	r := NewRouter(groups)
-	r.Update(full)
+	r := newRouter(groups)
+	r.update(full)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for w := range 4 {
@@ -310,15 +310,15 @@ func TestRoutingConcurrentUpdate(t *testing.T) {
 				default:
 				}
 				e := fmt.Sprintf("e-%d-%d", w, i)
-				order = r.GroupOrder(e, order)
+				order = r.groupOrder(e, order)
 				for _, g := range order {
 					// Every view below keeps at least one member per group.
-					if m, ok := r.Owner("svc", g, e, nil); !ok || m.Group != groups[g] {
+					if m, ok := r.owner("svc", g, e, nil); !ok || m.Group != groups[g] {
 						t.Errorf("Owner(%q, %d) = %+v, %v", e, g, m, ok)
 						return
 					}
 				}
-				if len(r.Members("svc")) < len(groups) {
+				if len(r.members("svc")) < len(groups) {
 					t.Error("Members shrank below one per group")
 					return
 				}
@@ -326,7 +326,7 @@ func TestRoutingConcurrentUpdate(t *testing.T) {
 		})
 	}
 	for i := range 200 {
-		r.Update(full[:len(full)-i%5]) // drops up to 4 members of group c
+		r.update(full[:len(full)-i%5]) // drops up to 4 members of group c
 	}
 	close(stop)
 	wg.Wait()
@@ -340,14 +340,41 @@ func TestRoutingSkipsCatchingUp(t *testing.T) {
 	ms[0].CatchingUp = true // a-node-0
 	ms[2].CatchingUp = true // b-node-0
 	ms[3].CatchingUp = true // b-node-1: all of group b
-	r := NewRouter([]string{"a", "b"})
-	r.Update(ms)
+	r := newRouter([]string{"a", "b"})
+	r.update(ms)
 	for _, e := range entities(200) {
-		if m, _ := r.Owner("svc", 0, e, nil); m.Name != "a-node-1" {
+		if m, _ := r.owner("svc", 0, e, nil); m.Name != "a-node-1" {
 			t.Fatalf("%s owned by %s in group a, want a-node-1 (a-node-0 catches up)", e, m.Name)
 		}
-		if m, ok := r.Owner("svc", 1, e, nil); !ok || !m.CatchingUp {
+		if m, ok := r.owner("svc", 1, e, nil); !ok || !m.CatchingUp {
 			t.Fatalf("%s: group b routes to %v, %v; want one of its catching-up nodes", e, m, ok)
 		}
+	}
+}
+
+// Route is what a client's router answers, one owner per group in the
+// entity's order; a group with no member of the service has no entry.
+func TestRoute(t *testing.T) {
+	groups := []string{"a", "b", "c"}
+	ms := testMembers(groups[:2], 3, "svc")
+	r := newRouter(groups)
+	r.update(ms)
+	for _, e := range entities(200) {
+		var want []Member
+		for _, g := range r.groupOrder(e, nil) {
+			if m, ok := r.owner("svc", g, e, nil); ok {
+				want = append(want, m)
+			}
+		}
+		got := Route(groups, ms, "svc", e)
+		if len(got) != 2 {
+			t.Fatalf("Route(%q) = %v, want an owner in a and in b only", e, got)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("Route(%q) (-router +Route):\n%s", e, diff)
+		}
+	}
+	if got := Route(groups, ms, "other", "x"); got != nil {
+		t.Errorf("Route of a service nobody serves = %v, want none", got)
 	}
 }

@@ -3,7 +3,7 @@ package runtime
 import (
 	"time"
 
-	"github.com/ffgen/ffgen/runtime/transport"
+	"github.com/ffgen/ffgen/internal/frame"
 )
 
 // Entity scheduling. Every operation is queued, at arrival, on each of its
@@ -14,20 +14,32 @@ import (
 // The queues belong to the server, not to a handler goroutine, which is why a
 // panicking handler cannot lose a held operation.
 
+// entityQueue is one busy entity's operations. s.mu guards it.
 type entityQueue struct {
 	queue []*execution // queue[0] runs or waits for its other entities
 	held  []*execution // hold operations waiting for the entity to go idle
 }
 
-// schedule queues or holds e. Called with s.mu held.
+// schedule queues or holds e; one that heads all its queues starts on a
+// worker. Called with s.mu held.
 func (s *Server) schedule(e *execution) {
+	if s.enqueue(e) {
+		s.start(e)
+	}
+}
+
+// enqueue queues or holds e, and reports whether it started at once: the
+// caller then runs its handler, on a worker (start) or on a goroutine it
+// has at hand (a connection's reader, the replicated log's apply
+// goroutine). Called with s.mu held.
+func (s *Server) enqueue(e *execution) bool {
 	e.queues = nil
 	if e.hold {
 		for _, id := range e.entities {
 			if q := s.entities[id]; q != nil && len(q.queue) > 0 {
 				e.fire(evHold)
 				q.held = append(q.held, e)
-				return
+				return false
 			}
 		}
 	}
@@ -42,7 +54,7 @@ func (s *Server) schedule(e *execution) {
 		q.queue = append(q.queue, e)
 		e.queues = append(e.queues, q)
 	}
-	s.tryStart(e)
+	return s.ready(e)
 }
 
 // queue returns the queue of e's i-th entity, id: the one e is queued in,
@@ -78,41 +90,51 @@ func (s *Server) dropQueue(id string, q *entityQueue) {
 
 const maxFreeQueues = 1024
 
-// tryStart runs e if it heads every one of its queues. One whose time ran
-// out while it waited, or that the server halted, ends there without
-// running; a scatter copy's time starts only when it runs. Called with
-// s.mu held.
+// tryStart starts e on a worker if it heads every one of its queues.
+// Called with s.mu held.
 func (s *Server) tryStart(e *execution) {
+	if s.ready(e) {
+		s.start(e)
+	}
+}
+
+// ready moves e to running if it heads every one of its queues, and
+// reports whether it did: its handler is then the caller's to run. One
+// whose time ran out while it waited, or that the server halted, ends
+// there without running; a scatter copy's time starts only when it runs.
+// Called with s.mu held.
+func (s *Server) ready(e *execution) bool {
 	if e.state != stateQueued {
-		return
+		return false
 	}
 	for i, id := range e.entities {
 		if q := s.queue(e, i, id); q == nil || len(q.queue) == 0 || q.queue[0] != e {
-			return
+			return false
 		}
 	}
 	if s.halted || (!e.scatter && !time.Now().Before(e.expires())) {
 		s.expire(e, "attempt cancelled or expired before it ran")
-		return
+		return false
 	}
 	e.fire(evStart)
 	s.running.Add(1)
-	s.start(e)
+	return true
 }
 
 // expire ends e, queued or held, without running it: every waiter hears
-// that it never started. Called with s.mu held.
+// that it never started. The result is its own, not e.res, which belongs
+// to the handler's goroutine. Called with s.mu held.
 func (s *Server) expire(e *execution, why string) {
 	e.fire(evExpire)
-	e.res = notStarted(why)
-	s.countRefusal(e.sm, e.method.Service, e.method.Name, e.res.Code)
-	answer(e.end(&e.res, nil), &e.res, nil)
+	res := notStarted(why)
+	s.countRefusal(e.sm, e.method.Service, e.method.Name, res.Code)
+	answerWaiters(e.end(&res, nil), &res, nil)
 }
 
 // notStarted is the answer to an attempt that ended here before its
 // handler started.
-func notStarted(why string) transport.Result {
-	return transport.Result{Status: transport.StatusFailover, Code: codeNotStarted, Message: why}
+func notStarted(why string) frame.Result {
+	return frame.Result{Status: frame.StatusFailover, Code: codeNotStarted, Message: why}
 }
 
 // release takes e off its queues, wherever it stands (a finished operation

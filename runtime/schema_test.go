@@ -11,6 +11,7 @@ import (
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 )
 
 // counterVersions are three builds of the counter service during
@@ -71,14 +72,14 @@ func TestReplicationWriteWaitsForEveryVoter(t *testing.T) {
 				// The victim must not lead: it would answer a method it
 				// lacks as not implemented, before any voter check. A
 				// restart makes it a new member, which the others lead.
-				for e.leader(t) == victim {
+				for e.Leader(t, counterDesc.Name) == victim {
 					e.Restart(t, victim)
 					e.WaitConverged(t)
 				}
 
 				add := func(key string) error {
-					var res ledgerInt64Result
-					return e.client.Invoke(ctx, m, &ledgerAddArgs{Account: key, Amount: 1}, &res)
+					var res testledger.Int64Result
+					return e.client.Invoke(ctx, m, &testledger.AddArgs{Account: key, Amount: 1}, &res)
 				}
 				err := add("x")
 				if !errors.Is(err, runtime.ErrVotersCannotApply) || runtime.MaybeExecuted(err) {
@@ -162,9 +163,9 @@ func TestRoutingFollowsAdvertisedMethods(t *testing.T) {
 		client := c.Client(t)
 		ctx := t.Context()
 		for i := range 40 {
-			var res ledgerInt64Result
+			var res testledger.Int64Result
 			key := fmt.Sprintf("k%d", i)
-			if err := client.Invoke(ctx, get2, &ledgerAddArgs{Account: key}, &res); err != nil {
+			if err := client.Invoke(ctx, get2, &testledger.AddArgs{Account: key}, &res); err != nil {
 				t.Errorf("Get2(%s), owners %v: %v", key, c.Owners("test.Versioned", key), err)
 			}
 		}
@@ -172,8 +173,8 @@ func TestRoutingFollowsAdvertisedMethods(t *testing.T) {
 		// executed: routing falls back to the owner, which says so.
 		get3 := counterMethod("Get", runtime.ModeFailover, false)
 		get3.Service, get3.Name = "test.Versioned", "Get3"
-		var res ledgerInt64Result
-		err := client.Invoke(ctx, get3, &ledgerAddArgs{Account: "k"}, &res)
+		var res testledger.Int64Result
+		err := client.Invoke(ctx, get3, &testledger.AddArgs{Account: "k"}, &res)
 		if !errors.Is(err, runtime.ErrUnimplemented) || runtime.MaybeExecuted(err) {
 			t.Errorf("a method no node serves: %v, want ErrUnimplemented, not executed", err)
 		}
@@ -240,7 +241,7 @@ func putVersions() map[string]*runtime.ServiceDesc {
 				key += "#" + a.Note
 			}
 			v, err := impl.(*counter).Add(ctx, key, a.Amount)
-			return &ledgerInt64Result{R0: v}, err
+			return &testledger.Int64Result{R0: v}, err
 		}
 		return m
 	}
@@ -278,12 +279,12 @@ func TestReplicationWriteChecksTheFieldsItCarries(t *testing.T) {
 			})
 		e.client = e.newClient(t)
 		ctx := t.Context()
-		for e.leader(t) == victim {
+		for e.Leader(t, counterDesc.Name) == victim {
 			e.Restart(t, victim)
 			e.WaitConverged(t)
 		}
 		put := func(version string, a putArgs) error {
-			var res ledgerInt64Result
+			var res testledger.Int64Result
 			return e.client.Invoke(ctx, methodOf(versions[version], "Put"), &a, &res)
 		}
 		equal := func(want map[string]int64) {

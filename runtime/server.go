@@ -9,7 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime/codec"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
+	"github.com/ffgen/ffgen/runtime/internal/pool"
 	"github.com/ffgen/ffgen/runtime/internal/tally"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
@@ -74,8 +77,10 @@ type ServerConfig struct {
 // serializes operations per entity, heartbeats every attempt it holds, and
 // remembers results by operation ID.
 type Server struct {
-	cfg ServerConfig
+	cfg ServerConfig // set by NewServer, read only after
 
+	// mu guards the following, and the fields of execution, serverConn,
+	// entityQueue and replicated that say so.
 	mu         sync.Mutex
 	services   map[string]*registered
 	execs      map[[16]byte]*execution
@@ -87,18 +92,20 @@ type Server struct {
 	replicas   map[string]*replicated // by service, for services with scatter methods
 	closed     bool                   // no new operations
 	halted     bool                   // queued operations end without running
-	running    sync.WaitGroup
-	workers    workers // the goroutines that run handlers
-	// progressed counts the progress reports of all handlers: a
-	// connection's tick walks its calls again once it moved.
-	progressed atomic.Uint64
 
 	// peerMu guards the connections to the other servers, for
 	// replication: raft sends on them without the server's lock.
 	peerMu  sync.Mutex
-	peers   *transport.Pool           // connections this server dialed
+	peers   *pool.Pool                // connections this server dialed
 	dialing map[string]bool           // peer addresses being dialed
 	peerIn  map[string]transport.Conn // by node: the latest connection a peer opened to us
+
+	// Safe for concurrent use on their own.
+	running sync.WaitGroup // the handlers started and not returned
+	workers workers        // the goroutines that run handlers
+	// progressed counts the progress reports of all handlers: a
+	// connection's tick walks its calls again once it moved.
+	progressed atomic.Uint64
 	// members is the membership, read by replication without the
 	// server's lock (UseMembership may set it late).
 	members atomic.Pointer[Membership]
@@ -106,7 +113,7 @@ type Server struct {
 	served servedCounts
 }
 
-var _ transport.Handler = (*serverHandler)(nil)
+var _ transport.ConnHandler = (*serverHandler)(nil)
 var _ InFlighter = (*Server)(nil)
 
 type registered struct {
@@ -254,7 +261,7 @@ func (s *Server) Serve(t transport.Transport, addr string) (transport.Listener, 
 	s.listeners = append(s.listeners, l)
 	s.peerMu.Lock()
 	if s.peers == nil {
-		s.peers = transport.NewPool(t, (*peerHandler)(s), transport.PoolConfig{})
+		s.peers = pool.New(t, (*peerHandler)(s), transport.PoolConfig{})
 	}
 	s.peerMu.Unlock()
 	return l, nil
@@ -392,13 +399,13 @@ func (s *Server) cancelAll() {
 }
 
 // handleFrame receives a frame of a client's connection.
-func (s *Server) handleFrame(c transport.Conn, f transport.Frame) {
+func (s *Server) handleFrame(c transport.Conn, f frame.Frame) {
 	switch f := f.(type) {
-	case *transport.Attempt:
+	case *frame.Attempt:
 		s.arrive(c, f)
-	case *transport.Cancel:
+	case *frame.Cancel:
 		s.cancelCall(c, f.Call)
-	case *transport.Replica:
+	case *frame.Replica:
 		s.replicaFrame(c, f, true)
 	default:
 		// Heartbeats, results and redirects flow server to client only.
@@ -429,10 +436,14 @@ func (s *Server) handleClose(c transport.Conn, err error) {
 	sc.stopHeartbeats()
 }
 
-func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
+func (s *Server) arrive(c transport.Conn, a *frame.Attempt) {
 	s.mu.Lock()
 	sc := s.connLocked(c)
-	if s.joinLocked(sc, a) || s.answeredLocked(c, a) {
+	if r, seen := s.seenLocked(sc, a); seen {
+		s.mu.Unlock()
+		if r != nil {
+			s.send(c, r)
+		}
 		return
 	}
 	reg := s.services[a.Service]
@@ -442,7 +453,7 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	}
 	if sm == nil || s.closed {
 		s.mu.Unlock()
-		r := &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeUnknownMethod,
+		r := &frame.Result{Call: a.Call, Status: frame.StatusFailover, Code: codeUnknownMethod,
 			Message: fmt.Sprintf("node does not serve %s.%s", a.Service, a.Method)}
 		if s.closed {
 			r.Code, r.Message = codeCatchingUp, "node is shutting down"
@@ -457,13 +468,13 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	// every connection needs.
 	args := m.NewArgs()
 	if err := s.cfg.Codec.Unmarshal(a.Payload, args); err != nil {
-		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFail, Code: codeBadArgs,
+		s.send(c, &frame.Result{Call: a.Call, Status: frame.StatusFail, Code: codeBadArgs,
 			Message: fmt.Sprintf("decode arguments of %s.%s: %v", a.Service, a.Method, err)})
 		return
 	}
 	md, err := incomingMD(a.Metadata)
 	if err != nil {
-		s.send(c, &transport.Result{Call: a.Call, Status: transport.StatusFail, Code: codeBadArgs,
+		s.send(c, &frame.Result{Call: a.Call, Status: frame.StatusFail, Code: codeBadArgs,
 			Message: fmt.Sprintf("metadata of %s.%s: %v", a.Service, a.Method, err)})
 		return
 	}
@@ -481,10 +492,10 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 		args:    args,
 		timeout: timeout,
 		arrived: time.Now(),
-		hold:    a.Flags&transport.FlagHold != 0,
-		scatter: a.Flags&transport.FlagScatter != 0,
+		hold:    a.Flags&frame.FlagHold != 0,
+		scatter: a.Flags&frame.FlagScatter != 0,
 	}
-	e.remember.Store(a.Flags&transport.FlagNoRepeat == 0)
+	e.remember.Store(a.Flags&frame.FlagNoRepeat == 0)
 	e.info = AttemptInfo{
 		OpID:     a.OpID,
 		Number:   int(a.Number),
@@ -504,12 +515,16 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	s.mu.Lock()
 	// Another attempt of the operation may have come in meanwhile, on
 	// another connection, and started it or even finished it.
-	if s.joinLocked(sc, a) || s.answeredLocked(c, a) {
+	if r, seen := s.seenLocked(sc, a); seen {
+		s.mu.Unlock()
+		if r != nil {
+			s.send(c, r)
+		}
 		return
 	}
 	if s.closed {
 		s.mu.Unlock()
-		s.refusedAttempt(sm, a.Service, a.Method, c, &transport.Result{Call: a.Call, Status: transport.StatusFailover, Code: codeCatchingUp, Message: "node is shutting down"})
+		s.refusedAttempt(sm, a.Service, a.Method, c, &frame.Result{Call: a.Call, Status: frame.StatusFailover, Code: codeCatchingUp, Message: "node is shutting down"})
 		return
 	}
 	if r := s.admitLocked(e); r != nil {
@@ -558,60 +573,54 @@ func (s *Server) arrive(c transport.Conn, a *transport.Attempt) {
 	}
 	s.execs[a.OpID] = e
 	e.addWaiter(sc, a)
-	e.inline = sc.inline != nil && sm.pace.quick()
-	s.schedule(e)
-	inline := e.inline && e.state == stateRunning
-	e.inline = false
+	started := s.enqueue(e)
+	inline := started && sc.inline != nil && sm.pace.quick()
+	if started && !inline {
+		s.start(e)
+	}
 	s.mu.Unlock()
 	if inline {
 		s.runInline(sc, e)
 	}
 }
 
-// joinLocked adds the attempt as another waiter of its operation, if the
-// operation is queued or running here. Called with s.mu held; it unlocks
-// it when it returns true.
-func (s *Server) joinLocked(sc *serverConn, a *transport.Attempt) bool {
-	e := s.execs[a.OpID]
-	if e == nil {
-		return false
+// seenLocked takes attempt a on if its operation is known here already.
+// Queued or running, the operation gets a as another waiter (r is nil).
+// Completed, its remembered result is returned in r, addressed to a, for
+// the caller to send once it has unlocked s.mu. Called with s.mu held.
+func (s *Server) seenLocked(sc *serverConn, a *frame.Attempt) (r *frame.Result, seen bool) {
+	if e := s.execs[a.OpID]; e != nil {
+		// A repeat of a queued operation, or of a running one (one being
+		// stopped for want of waiters runs again).
+		e.fire(evJoin)
+		e.remember.Store(true) // asked for twice: it may be asked for again
+		e.addWaiter(sc, a)
+		return nil, true
 	}
-	// The same operation is queued or running: this attempt joins it (and
-	// one being stopped for want of waiters runs again).
-	e.fire(evJoin)
-	e.remember.Store(true) // asked for twice: it may be asked for again
-	e.addWaiter(sc, a)
-	s.mu.Unlock()
-	return true
-}
-
-// answeredLocked answers the attempt from the result cache, if its
-// operation completed here. Called with s.mu held; it unlocks it when it
-// returns true.
-func (s *Server) answeredLocked(c transport.Conn, a *transport.Attempt) bool {
-	r, ok := s.results.get(a.OpID, time.Now())
+	cached, ok := s.results.get(a.OpID, time.Now())
 	if !ok {
-		return false
+		return nil, false
 	}
-	s.mu.Unlock()
-	s.sendCached(c, a.Call, r)
-	return true
+	// The copy escapes here, on the rare hit, not on every attempt.
+	res := cached
+	res.Call = a.Call
+	return &res, true
 }
 
-// answer ends e, which never ran, with res for every waiter. Called with
+// answerUnrun ends e, which never ran, with res for every waiter. Called with
 // s.mu held; the sends are queued, never blocking.
-func (s *Server) answer(e *execution, res *transport.Result) {
-	s.endUnrun(e, func(call uint64) transport.Frame {
+func (s *Server) answerUnrun(e *execution, res *frame.Result) {
+	s.endUnrun(e, func(call uint64) frame.Frame {
 		r := *res
 		r.Call = call
 		return &r
 	})
 }
 
-// redirect sends e's waiters to another node, as a handler's ForwardTo
+// redirectUnrun sends e's waiters to another node, as a handler's ForwardTo
 // does. Called with s.mu held.
-func (s *Server) redirect(e *execution, rd *transport.Redirect) {
-	s.endUnrun(e, func(call uint64) transport.Frame {
+func (s *Server) redirectUnrun(e *execution, rd *frame.Redirect) {
+	s.endUnrun(e, func(call uint64) frame.Frame {
 		r := *rd
 		r.Call = call
 		return &r
@@ -619,7 +628,7 @@ func (s *Server) redirect(e *execution, rd *transport.Redirect) {
 }
 
 // endUnrun ends e, which never ran, with the frame f makes for each waiter.
-func (s *Server) endUnrun(e *execution, f func(call uint64) transport.Frame) {
+func (s *Server) endUnrun(e *execution, f func(call uint64) frame.Frame) {
 	for _, w := range e.waiters {
 		w.conn.forget(w.call)
 		s.send(w.conn.conn, f(w.call))
@@ -634,13 +643,13 @@ func (s *Server) endUnrun(e *execution, f func(call uint64) transport.Frame) {
 // refuse answers e Failover with a code and message.
 func (s *Server) refuse(e *execution, code, msg string) {
 	s.countRefusal(e.sm, e.method.Service, e.method.Name, code)
-	s.answer(e, &transport.Result{Status: transport.StatusFailover, Code: code, Message: msg})
+	s.answerUnrun(e, &frame.Result{Status: frame.StatusFailover, Code: code, Message: msg})
 }
 
 // refusedAttempt sends r, an answer given without running anything, and
 // counts it when it is a refusal. sm is the method, nil if not served.
-func (s *Server) refusedAttempt(sm *servedMethod, service, method string, c transport.Conn, r *transport.Result) {
-	if r.Status == transport.StatusFailover {
+func (s *Server) refusedAttempt(sm *servedMethod, service, method string, c transport.Conn, r *frame.Result) {
+	if r.Status == frame.StatusFailover {
 		s.countRefusal(sm, service, method, r.Code)
 	}
 	s.send(c, r)
@@ -667,21 +676,22 @@ func (s *Server) handled(sm *servedMethod, status, code string, ran time.Duratio
 	s.cfg.Metrics.Handled(sm.desc.Service, sm.desc.Name, status, code, ran)
 }
 
-// MinHeartbeatInterval is the shortest heartbeat interval a client may ask for.
-const MinHeartbeatInterval = time.Millisecond
+// minHeartbeatInterval is the shortest heartbeat interval a client may ask
+// for: a shorter one would have the server spend its time heartbeating.
+const minHeartbeatInterval = time.Millisecond
 
 func (s *Server) clampInterval(d time.Duration) time.Duration {
 	if d <= 0 {
 		return s.cfg.Settings.HeartbeatInterval
 	}
-	return max(d, MinHeartbeatInterval)
+	return max(d, minHeartbeatInterval)
 }
 
 func (s *Server) connLocked(c transport.Conn) *serverConn {
 	sc := s.conns[c]
 	if sc == nil {
 		sc = &serverConn{s: s, conn: c, calls: make(map[uint64]*execution)}
-		sc.inline, _ = c.(transport.InlineConn)
+		sc.inline, _ = c.(conncap.InlineConn)
 		s.conns[c] = sc
 	}
 	return sc
@@ -713,19 +723,12 @@ func (s *Server) cancelCall(c transport.Conn, call uint64) {
 	}
 }
 
-// sendCached answers a repeated attempt from memory. The copy escapes here,
-// on the rare hit, not in arrive on every attempt.
-func (s *Server) sendCached(c transport.Conn, call uint64, r transport.Result) {
-	r.Call = call
-	s.send(c, &r)
-}
-
-func (s *Server) send(c transport.Conn, f transport.Frame) {
+func (s *Server) send(c transport.Conn, f frame.Frame) {
 	err := c.Send(f)
-	if r, ok := f.(*transport.Result); ok && errors.Is(err, transport.ErrFrameTooLarge) {
+	if r, ok := f.(*frame.Result); ok && errors.Is(err, transport.ErrFrameTooLarge) {
 		// The caller would wait for a result that cannot come: tell it
 		// why instead, as a Fail, since every node would answer the same.
-		err = c.Send(&transport.Result{Call: r.Call, Status: transport.StatusFail, Code: codeTooLarge,
+		err = c.Send(&frame.Result{Call: r.Call, Status: frame.StatusFail, Code: codeTooLarge,
 			Message: fmt.Sprintf("the result does not fit in a frame: %v", err)})
 	}
 	if err != nil {

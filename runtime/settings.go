@@ -5,17 +5,16 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ffgen/ffgen/internal/timeouts"
 )
 
 // ErrInvalidSettings is matched (errors.Is) by every error that
-// Settings.Validate and Settings.ValidateMethod report.
+// Settings.Validate reports, and by the error of every call of a method
+// whose overrides conflict with the client's settings.
 var ErrInvalidSettings = errors.New("ffgen: invalid settings")
 
 // Settings configure a client's failover behaviour. The defaults are those
@@ -122,10 +121,10 @@ func (s Settings) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ForMethod returns the settings with m's overrides applied: a zero
+// forMethod returns the settings with m's overrides applied: a zero
 // duration and a nil MaxFailovers inherit s. It does not validate; the
-// client checks each method once with ValidateMethod.
-func (s Settings) ForMethod(m *MethodDesc) Settings {
+// client checks each method once with validateMethod.
+func (s Settings) forMethod(m *MethodDesc) Settings {
 	if m == nil {
 		return s
 	}
@@ -145,27 +144,17 @@ func (s Settings) ForMethod(m *MethodDesc) Settings {
 	return s
 }
 
-// ValidateMethod validates s.ForMethod(m), so that an override that breaks
+// validateMethod validates s.forMethod(m), so that an override that breaks
 // a rule (say an attempt timeout below the client's heartbeat timeout) is
 // reported with the method's name.
-func (s Settings) ValidateMethod(m *MethodDesc) error {
-	if err := s.ForMethod(m).Validate(); err != nil {
+func (s Settings) validateMethod(m *MethodDesc) error {
+	if err := s.forMethod(m).Validate(); err != nil {
 		if m == nil {
 			return err
 		}
 		return fmt.Errorf("method %s.%s: %w", m.Service, m.Name, err)
 	}
 	return nil
-}
-
-// ValidateService validates s merged with the overrides of every method of
-// svc and reports every method that breaks a rule, naming it.
-func (s Settings) ValidateService(svc *ServiceDesc) error {
-	var errs []error
-	for _, m := range svc.Methods {
-		errs = append(errs, s.ValidateMethod(m))
-	}
-	return errors.Join(errs...)
 }
 
 // validate checks what a method's overrides say on their own, whatever
@@ -205,39 +194,6 @@ func validateOverrides(svc *ServiceDesc) error {
 		if err := m.Settings.validate(); err != nil {
 			errs = append(errs, fmt.Errorf("method %s.%s: %w", svc.Name, m.Name, err))
 		}
-	}
-	return errors.Join(errs...)
-}
-
-// declared holds the generated services linked into the program.
-var declared struct {
-	sync.Mutex
-	list []*ServiceDesc
-}
-
-// Declare records a generated service, so that NewClient validates its
-// settings merged with the service's per-method overrides: a client whose
-// settings conflict with a method's (an //ff:timeout operation=1ms under an
-// attempt timeout of 5s) fails when it is made, not at every call.
-// Generated code calls it when the package is initialized; it returns svc.
-func Declare(svc *ServiceDesc) *ServiceDesc {
-	declared.Lock()
-	declared.list = append(declared.list, svc)
-	declared.Unlock()
-	return svc
-}
-
-// validateForClient validates s, then s with every declared service.
-func (s Settings) validateForClient() error {
-	if err := s.Validate(); err != nil {
-		return err
-	}
-	declared.Lock()
-	list := slices.Clone(declared.list)
-	declared.Unlock()
-	var errs []error
-	for _, svc := range list {
-		errs = append(errs, s.ValidateService(svc))
 	}
 	return errors.Join(errs...)
 }

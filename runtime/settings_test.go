@@ -129,27 +129,27 @@ func TestSettingsForMethod(t *testing.T) {
 		HeartbeatTimeout: 300 * time.Millisecond,
 		MaxFailovers:     &three,
 	}}
-	got := base.ForMethod(m)
+	got := base.forMethod(m)
 	want := base
 	want.AttemptTimeout, want.OperationTimeout, want.HeartbeatTimeout, want.MaxFailovers =
 		2*time.Second, 4*time.Second, 300*time.Millisecond, 3
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("ForMethod (-want +got):\n%s", diff)
+		t.Fatalf("forMethod (-want +got):\n%s", diff)
 	}
-	if err := base.ValidateMethod(m); err != nil {
-		t.Fatalf("ValidateMethod = %v", err)
+	if err := base.validateMethod(m); err != nil {
+		t.Fatalf("validateMethod = %v", err)
 	}
 
 	// Zero overrides inherit; so does a nil method.
-	if diff := cmp.Diff(base, base.ForMethod(&MethodDesc{})); diff != "" {
-		t.Errorf("ForMethod(no overrides) (-want +got):\n%s", diff)
+	if diff := cmp.Diff(base, base.forMethod(&MethodDesc{})); diff != "" {
+		t.Errorf("forMethod(no overrides) (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(base, base.ForMethod(nil)); diff != "" {
-		t.Errorf("ForMethod(nil) (-want +got):\n%s", diff)
+	if diff := cmp.Diff(base, base.forMethod(nil)); diff != "" {
+		t.Errorf("forMethod(nil) (-want +got):\n%s", diff)
 	}
 	// An explicit zero MaxFailovers overrides.
 	zero := 0
-	if got := base.ForMethod(&MethodDesc{Settings: MethodSettings{MaxFailovers: &zero}}).MaxFailovers; got != 0 {
+	if got := base.forMethod(&MethodDesc{Settings: MethodSettings{MaxFailovers: &zero}}).MaxFailovers; got != 0 {
 		t.Errorf("MaxFailovers override 0: got %d", got)
 	}
 }
@@ -173,12 +173,12 @@ func TestSettingsValidateMethod(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := &MethodDesc{Service: "bank.Accounts", Name: "Withdraw", Settings: tt.ms}
-			err := base.ValidateMethod(m)
+			err := base.validateMethod(m)
 			if !errors.Is(err, ErrInvalidSettings) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("ValidateMethod = %v, want an ErrInvalidSettings containing %q", err, tt.want)
+				t.Fatalf("validateMethod = %v, want an ErrInvalidSettings containing %q", err, tt.want)
 			}
 			if !strings.HasPrefix(err.Error(), "method bank.Accounts.Withdraw: ") {
-				t.Errorf("ValidateMethod = %q, want it to name the method", err)
+				t.Errorf("validateMethod = %q, want it to name the method", err)
 			}
 		})
 	}
@@ -281,57 +281,45 @@ func TestSettingsFromEnv(t *testing.T) {
 	}
 }
 
-func TestValidateServiceNamesEveryMethod(t *testing.T) {
-	svc := &ServiceDesc{Name: "p.S", Methods: []*MethodDesc{
-		{Service: "p.S", Name: "Short", Settings: MethodSettings{OperationTimeout: time.Millisecond}},
-		{Service: "p.S", Name: "Fine", Settings: MethodSettings{OperationTimeout: 20 * time.Second}},
-		{Service: "p.S", Name: "Deaf", Settings: MethodSettings{HeartbeatTimeout: 6 * time.Second}},
-	}}
-	err := validSettings().ValidateService(svc)
-	if !errors.Is(err, ErrInvalidSettings) {
-		t.Fatalf("ValidateService = %v, want ErrInvalidSettings", err)
-	}
-	msg := err.Error()
-	if !strings.Contains(msg, "method p.S.Short: ") || !strings.Contains(msg, "method p.S.Deaf: ") || strings.Contains(msg, "p.S.Fine") {
-		t.Errorf("ValidateService = %q, want Short and Deaf named, Fine not", msg)
-	}
-}
-
-// A declared service whose overrides conflict with a client's settings
-// stops NewClient, not each call.
-func TestNewClientValidatesDeclaredServices(t *testing.T) {
-	declared.Lock()
-	saved := declared.list
-	declared.list = nil
-	declared.Unlock()
-	t.Cleanup(func() {
-		declared.Lock()
-		declared.list = saved
-		declared.Unlock()
-	})
-	svc := Declare(&ServiceDesc{Name: "p.S", Methods: []*MethodDesc{
-		{Service: "p.S", Name: "Short", Settings: MethodSettings{OperationTimeout: time.Millisecond}},
-	}})
+// A method whose overrides conflict with a client's settings fails every
+// call of its own, naming it; the client is made, and the methods of the
+// same service and of others that agree with the settings are called as
+// usual: a service the client never calls cannot stop it.
+func TestClientValidatesEachMethodItCalls(t *testing.T) {
+	none := func(codec.Message, []string) []string { return nil }
+	short := &MethodDesc{Service: "p.S", Name: "Short", Settings: MethodSettings{OperationTimeout: time.Millisecond}, Entities: none}
+	fine := &MethodDesc{Service: "p.S", Name: "Fine", Settings: MethodSettings{OperationTimeout: 20 * time.Second}, Entities: none}
 	net := memnet.NewNetwork()
 	cfg := ClientConfig{
 		Transport:  net.Transport(transport.Config{Node: "c", Group: "clients"}),
 		Membership: NewStaticMembership(),
 		Settings:   validSettings(),
 	}
-	_, err := NewClient(cfg)
-	if !errors.Is(err, ErrInvalidSettings) || !strings.Contains(err.Error(), "method p.S.Short: ") {
-		t.Fatalf("NewClient = %v, want ErrInvalidSettings naming p.S.Short", err)
+	c, err := NewClient(cfg)
+	if err != nil {
+		t.Fatalf("NewClient = %v, want it made whatever the methods say", err)
 	}
-	// The same service with settings it agrees with.
+	defer c.Close()
+	for range 2 { // the verdict is cached, and kept
+		err := c.Invoke(context.Background(), short, nil, nil)
+		if !errors.Is(err, ErrInvalidSettings) || !strings.Contains(err.Error(), "method p.S.Short: ") {
+			t.Fatalf("Short = %v, want ErrInvalidSettings naming p.S.Short", err)
+		}
+	}
+	// Fine's settings agree: its call goes on, to the entity check.
+	if err := c.Invoke(context.Background(), fine, nil, nil); errors.Is(err, ErrInvalidSettings) || err == nil || !strings.Contains(err.Error(), "no entity ID") {
+		t.Fatalf("Fine = %v, want it past the settings (no entity ID)", err)
+	}
+	// The same method with settings it agrees with.
 	cfg.Settings.AttemptTimeout, cfg.Settings.OperationTimeout = 500*time.Microsecond, time.Second
 	cfg.Settings.HeartbeatInterval, cfg.Settings.HeartbeatTimeout = 100*time.Microsecond, 200*time.Microsecond
-	c, err := NewClient(cfg)
+	agreeing, err := NewClient(cfg)
 	if err != nil {
 		t.Fatalf("NewClient with agreeing settings = %v", err)
 	}
-	c.Close()
-	if got := svc.Methods[0].Name; got != "Short" {
-		t.Fatalf("Declare changed the descriptor: %q", got)
+	defer agreeing.Close()
+	if err := agreeing.Invoke(context.Background(), short, nil, nil); err == nil || errors.Is(err, ErrInvalidSettings) || !strings.Contains(err.Error(), "no entity ID") {
+		t.Fatalf("Short with agreeing settings = %v, want it past the settings (no entity ID)", err)
 	}
 }
 

@@ -72,7 +72,7 @@ func TestStaticMembershipCancelFromCallback(t *testing.T) {
 	}
 }
 
-// TestStaticMembershipRouter drives a Router from the membership inside a
+// TestStaticMembershipRouter drives a router from the membership inside a
 // synctest bubble, with concurrent changes: every subscriber sees every
 // view in order, one call at a time, and ends on the final view.
 func TestStaticMembershipRouter(t *testing.T) {
@@ -80,8 +80,8 @@ func TestStaticMembershipRouter(t *testing.T) {
 		groups := []string{"a", "b"}
 		all := testMembers(groups, 3, "svc")
 		sm := NewStaticMembership()
-		r := NewRouter(groups)
-		defer sm.Subscribe(func(ms []Member) { r.Update(ms) })()
+		r := newRouter(groups)
+		defer sm.Subscribe(func(ms []Member) { r.update(ms) })()
 
 		var mu sync.Mutex // guards nothing the callback needs: detects overlap
 		var sizes []int
@@ -107,11 +107,11 @@ func TestStaticMembershipRouter(t *testing.T) {
 				t.Fatalf("views of sizes %v, want 0..%d in order", sizes, len(all))
 			}
 		}
-		if got, want := memberNames(r.Members("svc")), memberNames(testMembers(groups, 3)); !slices.Equal(got, want) {
+		if got, want := memberNames(r.members("svc")), memberNames(testMembers(groups, 3)); !slices.Equal(got, want) {
 			t.Fatalf("router members = %v, want %v", got, want)
 		}
 		sm.Remove("a-node-0", "a-node-1", "a-node-2")
-		if _, ok := r.Owner("svc", 0, "e", nil); ok {
+		if _, ok := r.owner("svc", 0, "e", nil); ok {
 			t.Fatal("group a still has an owner after all its members left")
 		}
 	})

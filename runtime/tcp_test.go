@@ -5,40 +5,35 @@ package runtime_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"io"
-	"log/slog"
-	"math/big"
 	"net"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/cluster"
 	"github.com/ffgen/ffgen/runtime/codec"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 type tcpEnv struct {
 	members *runtime.StaticMembership
-	ledgers map[string]*memLedger
+	ledgers map[string]*testledger.Mem
 	servers map[string]*runtime.Server
 	// transports are the nodes' transports, for their counters.
 	transports map[string]*transport.TCP
 	client     *runtime.Client
-	ledger     *ledgerClient
+	ledger     *testledger.Client
 	s          runtime.Settings
 }
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // newTCPEnv starts one node per group and a client; edit, if given,
 // adjusts every transport's configuration.
@@ -49,7 +44,7 @@ func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPCon
 	}
 	e := &tcpEnv{
 		members: runtime.NewStaticMembership(),
-		ledgers: map[string]*memLedger{},
+		ledgers: map[string]*testledger.Mem{},
 		servers: map[string]*runtime.Server{},
 		s:       s,
 
@@ -58,7 +53,7 @@ func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPCon
 	var ms []runtime.Member
 	for _, g := range s.Groups {
 		name := g + "1"
-		cfg := transport.TCPConfig{Config: transport.Config{Node: name, Group: g, Logger: quietLogger()}}
+		cfg := transport.TCPConfig{Config: transport.Config{Node: name, Group: g, Logger: testkit.Logger(tb)}}
 		for _, f := range edit {
 			f(&cfg)
 		}
@@ -66,9 +61,9 @@ func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPCon
 		if err != nil {
 			tb.Fatal(err)
 		}
-		srv := runtime.NewServer(runtime.ServerConfig{Settings: s, Logger: quietLogger()})
-		l := newMemLedger(name)
-		if err := srv.Register(plainLedgerDesc, l); err != nil {
+		srv := runtime.NewServer(runtime.ServerConfig{Settings: s, Logger: testkit.Logger(tb)})
+		l := testledger.NewMem(name)
+		if err := srv.Register(testledger.PlainDesc, l); err != nil {
 			tb.Fatal(err)
 		}
 		ln, err := srv.Serve(tp, "127.0.0.1:0")
@@ -76,10 +71,10 @@ func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPCon
 			tb.Fatal(err)
 		}
 		e.ledgers[name], e.servers[name], e.transports[name] = l, srv, tp
-		ms = append(ms, runtime.Member{Name: name, Group: g, Addr: ln.Addr(), Services: []string{ledgerDesc.Name}})
+		ms = append(ms, runtime.Member{Name: name, Group: g, Addr: ln.Addr(), Services: []string{testledger.Desc.Name}})
 	}
 	e.members.Set(ms)
-	ccfg := transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: quietLogger()}}
+	ccfg := transport.TCPConfig{Config: transport.Config{Node: "client", Group: "clients", Logger: testkit.Logger(tb)}}
 	for _, f := range edit {
 		f(&ccfg)
 	}
@@ -87,11 +82,11 @@ func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPCon
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e.client, err = runtime.NewClient(runtime.ClientConfig{Transport: ctp, Membership: e.members, Settings: s, Logger: quietLogger()})
+	e.client, err = runtime.NewClient(runtime.ClientConfig{Transport: ctp, Membership: e.members, Settings: s, Logger: testkit.Logger(tb)})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e.ledger = newLedgerClient(e.client)
+	e.ledger = testledger.NewClient(e.client)
 	tb.Cleanup(func() {
 		e.client.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -104,16 +99,35 @@ func newTCPEnv(tb testing.TB, s runtime.Settings, edit ...func(*transport.TCPCon
 }
 
 func (e *tcpEnv) owners(tb testing.TB, entity string) []string {
-	r := e.client.Router()
 	var out []string
-	for _, g := range r.GroupOrder(entity, nil) {
-		m, ok := r.Owner(ledgerDesc.Name, g, entity, nil)
-		if !ok {
-			tb.Fatalf("no owner in group %d", g)
-		}
+	for _, m := range runtime.Route(e.s.Groups, e.members.Members(), testledger.Desc.Name, entity) {
 		out = append(out, m.Name)
 	}
+	if len(out) != len(e.s.Groups) {
+		tb.Fatalf("owners of %q = %v, want one in each of %d groups", entity, out, len(e.s.Groups))
+	}
 	return out
+}
+
+// memberAddr is node's address as the membership lists it.
+func (e *tcpEnv) memberAddr(node string) string {
+	for _, m := range e.members.Members() {
+		if m.Name == node {
+			return m.Addr
+		}
+	}
+	return ""
+}
+
+// setAddr lists node at addr, as if it had moved there.
+func (e *tcpEnv) setAddr(node, addr string) {
+	ms := e.members.Members()
+	for i := range ms {
+		if ms[i].Name == node {
+			ms[i].Addr = addr
+		}
+	}
+	e.members.Set(ms)
 }
 
 func testSettings() runtime.Settings {
@@ -136,18 +150,18 @@ func TestTCPCallsAndDeclaredErrors(t *testing.T) {
 	if got, err := e.ledger.Add(t.Context(), "acct", 5); err != nil || got != 5 {
 		t.Fatalf("Add = %d, %v", got, err)
 	}
-	if _, err := e.ledger.Transfer(t.Context(), "acct", "other", 50); !errors.As(err, new(*LimitError)) {
+	if _, err := e.ledger.Transfer(t.Context(), "acct", "other", 50); !errors.As(err, new(*testledger.LimitError)) {
 		t.Fatalf("Transfer over the limit: %v, want *LimitError", err)
 	}
 	own := e.owners(t, "acct")
-	e.ledgers[own[0]].setHook(func(context.Context, string, int64) error { return ErrBusy })
+	e.ledgers[own[0]].SetHook(func(context.Context, string, int64) error { return testledger.ErrBusy })
 	if got, err := e.ledger.Add(t.Context(), "acct", 1); err != nil || got != 1 {
 		t.Fatalf("Add after ErrBusy = %d, %v; want the secondary's fresh balance 1", got, err)
 	}
 	for _, l := range e.ledgers {
-		l.setHook(func(context.Context, string, int64) error { return ErrRejected })
+		l.SetHook(func(context.Context, string, int64) error { return testledger.ErrRejected })
 	}
-	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != ErrRejected {
+	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != testledger.ErrRejected {
 		t.Fatalf("err = %v, want ErrRejected", err)
 	}
 }
@@ -159,7 +173,7 @@ func TestTCPKilledPrimaryFailsOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The primary dies mid-operation: its connections drop.
-	e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+	e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 		go e.servers[own[0]].Close()
 		<-ctx.Done()
 		return ctx.Err()
@@ -194,18 +208,12 @@ func TestTCPFrozenNodeFailsOverOnHeartbeatTimeout(t *testing.T) {
 			if err != nil {
 				return
 			}
-			hello, _ := transport.AppendFrame(nil, &transport.Hello{Version: transport.Version, Node: own[0], Group: "a"}, 0)
+			hello, _ := frame.Append(nil, &frame.Hello{Version: frame.Version, Node: own[0], Group: "a"}, 0)
 			c.Write(hello)
 			go io.Copy(io.Discard, c) // reads everything, answers nothing
 		}
 	}()
-	ms := e.members.Members()
-	for i := range ms {
-		if ms[i].Name == own[0] {
-			ms[i].Addr = frozen.Addr().String()
-		}
-	}
-	e.members.Set(ms)
+	e.setAddr(own[0], frozen.Addr().String())
 	start := time.Now()
 	got, err := e.ledger.Add(t.Context(), "acct", 3)
 	if err != nil || got != 3 {
@@ -230,7 +238,7 @@ func TestTCPLongOperationDoesNotFailOver(t *testing.T) {
 	e := newTCPEnv(t, s)
 	own := e.owners(t, "acct")
 	release := make(chan struct{})
-	e.ledgers[own[0]].setHook(func(ctx context.Context, _ string, _ int64) error {
+	e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
 		select {
 		case <-release:
 			return nil
@@ -240,25 +248,18 @@ func TestTCPLongOperationDoesNotFailOver(t *testing.T) {
 	})
 	done := make(chan error, 1)
 	go func() { _, err := e.ledger.Add(t.Context(), "acct", 1); done <- err }()
-	bound := time.Now().Add(time.Minute)
-	for {
+	testkit.Until(t, fmt.Sprintf("the operation to run on %s for %v", own[0], 2*s.HeartbeatTimeout), func() bool {
 		ops := e.client.InFlight()
-		if len(ops) == 1 && ops[0].Node == own[0] && ops[0].Attempt == 0 && time.Since(ops[0].Started) > 2*s.HeartbeatTimeout {
-			break
-		}
 		if len(ops) == 1 && ops[0].Attempt > 0 {
 			t.Fatalf("failed over to %s while %s heartbeated", ops[0].Node, own[0])
 		}
-		if time.Now().After(bound) {
-			t.Fatalf("the operation did not run on %s for %v within a minute: %+v", own[0], 2*s.HeartbeatTimeout, ops)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition
-	}
+		return len(ops) == 1 && ops[0].Node == own[0] && ops[0].Attempt == 0 && time.Since(ops[0].Started) > 2*s.HeartbeatTimeout
+	})
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if n := e.ledgers[own[1]].executions(); n != 0 {
+	if n := e.ledgers[own[1]].Executions(); n != 0 {
 		t.Errorf("secondary ran %d times: a heartbeating node was failed over", n)
 	}
 }
@@ -298,11 +299,11 @@ func TestTCPOversizedPayloadFailsWithoutFailover(t *testing.T) {
 			t.Errorf("%s fell behind for a write nobody got: %v", name, err)
 		}
 	}
-	before := e.ledgers[own[0]].executions()
+	before := e.ledgers[own[0]].Executions()
 	if got, err := e.ledger.Add(t.Context(), "acct", 1); err != nil || got != 2 {
 		t.Fatalf("Add after the oversized one = %d, %v; want 2", got, err)
 	}
-	if after := e.ledgers[own[0]].executions(); after != before+1 {
+	if after := e.ledgers[own[0]].Executions(); after != before+1 {
 		t.Errorf("primary %s ran %d more times, want 1: the connection should have stayed up", own[0], after-before)
 	}
 }
@@ -313,14 +314,9 @@ func TestTCPOversizedPayloadFailsWithoutFailover(t *testing.T) {
 func TestTCPHostileConnectionsDoNotDisturbCalls(t *testing.T) {
 	e := newTCPEnv(t, patientSettings())
 	own := e.owners(t, "acct")
-	var addr string
-	for _, m := range e.members.Members() {
-		if m.Name == own[0] {
-			addr = m.Addr
-		}
-	}
-	hello, _ := transport.AppendFrame(nil, &transport.Hello{Version: transport.Version, Node: "hostile", Group: "x"}, 0)
-	stalled := append(append([]byte(nil), hello...), 0, 0x40, 0, 0, transport.Version, byte(transport.TypeAttempt))
+	addr := e.memberAddr(own[0])
+	hello, _ := frame.Append(nil, &frame.Hello{Version: frame.Version, Node: "hostile", Group: "x"}, 0)
+	stalled := append(append([]byte(nil), hello...), 0, 0x40, 0, 0, frame.Version, byte(frame.TypeAttempt))
 	for _, b := range [][]byte{nil, stalled, []byte("\x00\x00\x00\x05\x09junk"), append(append([]byte(nil), hello...), 0xff, 0xff, 0xff, 0xff)} {
 		for range 10 {
 			c, err := net.Dial("tcp", addr)
@@ -336,10 +332,10 @@ func TestTCPHostileConnectionsDoNotDisturbCalls(t *testing.T) {
 			t.Fatalf("Add %d = %d, %v", i, got, err)
 		}
 	}
-	if n := e.ledgers[own[0]].executions(); n != 50 {
+	if n := e.ledgers[own[0]].Executions(); n != 50 {
 		t.Errorf("primary %s ran %d of 50 calls", own[0], n)
 	}
-	if n := e.ledgers[own[1]].executions(); n != 0 {
+	if n := e.ledgers[own[1]].Executions(); n != 0 {
 		t.Errorf("secondary %s ran %d calls: something failed over", own[1], n)
 	}
 	if e.client.Suspected(own[0]) {
@@ -351,16 +347,16 @@ func TestTCPHostileConnectionsDoNotDisturbCalls(t *testing.T) {
 // with reasons that say why, not as refused connections: TLS on the nodes
 // and none on the client, or another protocol version.
 func TestTCPMismatchedNodesNameTheCause(t *testing.T) {
-	cert := selfSigned(t)
+	cert := testkit.SelfSigned(t) // nobody trusts it
 	tlsNode, err := transport.NewTCP(transport.TCPConfig{
-		Config: transport.Config{Node: "tls", Group: "a", Logger: quietLogger()},
+		Config: transport.Config{Node: "tls", Group: "a", Logger: testkit.Logger(t)},
 		TLS:    &tls.Config{Certificates: []tls.Certificate{cert}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := runtime.NewServer(runtime.ServerConfig{Settings: patientSettings(), Logger: quietLogger()})
-	if err := srv.Register(ledgerDesc, newMemLedger("tls")); err != nil {
+	srv := runtime.NewServer(runtime.ServerConfig{Settings: patientSettings(), Logger: testkit.Logger(t)})
+	if err := srv.Register(testledger.Desc, testledger.NewMem("tls")); err != nil {
 		t.Fatal(err)
 	}
 	tl, err := srv.Serve(tlsNode, "127.0.0.1:0")
@@ -380,7 +376,7 @@ func TestTCPMismatchedNodesNameTheCause(t *testing.T) {
 			if err != nil {
 				return
 			}
-			hello, _ := transport.AppendFrame(nil, &transport.Hello{Version: 0, Node: "old", Group: "a"}, 0)
+			hello, _ := frame.Append(nil, &frame.Hello{Version: 0, Node: "old", Group: "a"}, 0)
 			c.Write(hello)
 			go func() { io.Copy(io.Discard, c); c.Close() }()
 		}
@@ -414,27 +410,6 @@ func TestTCPMismatchedNodesNameTheCause(t *testing.T) {
 			}
 		}
 	}
-}
-
-// selfSigned returns a certificate for 127.0.0.1 that nobody trusts.
-func selfSigned(t *testing.T) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "node"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
 type bigArgs struct{ N int64 }
@@ -508,18 +483,14 @@ func TestTCPIdleConnectionIsRedialed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The client's side, at half the timeout, closes first.
-	for deadline := time.Now().Add(10 * time.Second); node.NodeStats().Conns != 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the idle connection to %s was never closed: %+v", own[0], node.NodeStats())
-		}
-	}
+	testkit.Until(t, "the idle connection to "+own[0]+" to close", func() bool { return node.NodeStats().Conns == 0 })
 	if n := node.NodeStats().IdleClosed; n != 0 {
 		t.Errorf("the node closed %d idle connections itself; the client should have, first", n)
 	}
 	if got, err := e.ledger.Add(t.Context(), "acct", 1); err != nil || got != 2 {
 		t.Fatalf("Add after the idle close = %d, %v; want 2 from %s", got, err, own[0])
 	}
-	if n := e.ledgers[own[1]].executions(); n != 0 {
+	if n := e.ledgers[own[1]].Executions(); n != 0 {
 		t.Errorf("secondary ran %d calls", n)
 	}
 }
@@ -575,8 +546,8 @@ func TestTCPServedCountsWithoutStats(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.ledgers[own[0]].setHook(func(context.Context, string, int64) error { return ErrRejected })
-	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != ErrRejected {
+	e.ledgers[own[0]].SetHook(func(context.Context, string, int64) error { return testledger.ErrRejected })
+	if _, err := e.ledger.Add(t.Context(), "acct", 1); err != testledger.ErrRejected {
 		t.Fatalf("err = %v, want ErrRejected", err)
 	}
 	srv := e.servers[own[0]]

@@ -11,10 +11,11 @@ import (
 // execution costs an allocation (its closure) and grows a fresh stack every
 // time, while a busy server always has a worker that just finished.
 type workers struct {
+	// Made by init, before the server is shared; safe for concurrent use.
 	handoff chan *execution // unbuffered: a send succeeds only when a worker waits
 	stop    chan struct{}   // closed when the server closes: idle workers exit
-	once    sync.Once
-	idle    atomic.Int32
+	once    sync.Once       // closes stop
+	idle    atomic.Int32    // the workers waiting for an execution
 }
 
 const (
@@ -35,9 +36,6 @@ func (w *workers) close() { w.once.Do(func() { close(w.stop) }) }
 // start runs e on an idle worker, or on a new one. It never blocks, so it
 // may be called with s.mu held.
 func (s *Server) start(e *execution) {
-	if e.inline {
-		return // arrive runs it (inline.go)
-	}
 	select {
 	case s.workers.handoff <- e:
 	default:

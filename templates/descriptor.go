@@ -18,10 +18,10 @@ func (g *gen) descriptor() {
 		methods[i] = jen.Id(g.n.methods[m].desc)
 	}
 	g.f.Commentf("%s describes the service %s to the runtime.", g.n.desc, g.svc.Name)
-	g.f.Var().Id(g.n.desc).Op("=").Add(rt("Declare")).Call(jen.Op("&").Add(rt("ServiceDesc")).Values(multiline([]jen.Code{
+	g.f.Var().Id(g.n.desc).Op("=").Op("&").Add(rt("ServiceDesc")).Values(multiline([]jen.Code{
 		kv("Name", jen.Lit(g.svc.Wire)),
 		kv("Methods", jen.Index().Op("*").Add(rt("MethodDesc")).Values(multiline(methods)...)),
-	})...))
+	})...)
 	g.f.Line()
 	g.errorRules()
 	for _, m := range g.svc.Methods {

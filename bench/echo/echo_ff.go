@@ -13,13 +13,13 @@ import (
 )
 
 // EchoDesc describes the service Echo to the runtime.
-var EchoDesc = runtime.Declare(&runtime.ServiceDesc{
+var EchoDesc = &runtime.ServiceDesc{
 	Name: "echo.Echo",
 	Methods: []*runtime.MethodDesc{
 		echoEchoDesc,
 		echoHoldDesc,
 	},
-})
+}
 
 var echoEchoDesc = &runtime.MethodDesc{
 	Service: "echo.Echo",

@@ -12,12 +12,12 @@ import (
 )
 
 // KVDesc describes the service KV to the runtime.
-var KVDesc = runtime.Declare(&runtime.ServiceDesc{
+var KVDesc = &runtime.ServiceDesc{
 	Name: "kv.KV",
 	Methods: []*runtime.MethodDesc{
 		kVPutDesc,
 	},
-})
+}
 
 var kVPutDesc = &runtime.MethodDesc{
 	Service: "kv.KV",

@@ -12,7 +12,7 @@ import (
 )
 
 // AccountsDesc describes the service Accounts to the runtime.
-var AccountsDesc = runtime.Declare(&runtime.ServiceDesc{
+var AccountsDesc = &runtime.ServiceDesc{
 	Name: "bank.Accounts",
 	Methods: []*runtime.MethodDesc{
 		accountsOpenDesc,
@@ -22,7 +22,7 @@ var AccountsDesc = runtime.Declare(&runtime.ServiceDesc{
 		accountsBalanceDesc,
 		accountsCloseDesc,
 	},
-})
+}
 
 // The errors Accounts declares, one rule per error and directive.
 var (

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/examples/bank"
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/fftest"
 )
@@ -109,12 +110,9 @@ func TestLedgerRestartsFromDisk(t *testing.T) {
 	check := func(when string) {
 		t.Helper()
 		for _, node := range []string{"a1", "b1"} {
-			deadline := time.Now().Add(30 * time.Second)
-			for got := balances(node); !maps.Equal(got, want); got = balances(node) {
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: balances %s differ from before it (%d accounts, %d before)", node, when, len(got), len(want))
-				}
-				time.Sleep(10 * time.Millisecond)
+			var got map[string]int64
+			if !testkit.Within(30*time.Second, func() bool { got = balances(node); return maps.Equal(got, want) }) {
+				t.Fatalf("%s: balances %s differ from before it (%d accounts, %d before)", node, when, len(got), len(want))
 			}
 		}
 	}

@@ -10,15 +10,11 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/examples/bank"
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/cluster"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
-
-// thinBound is a generous bound for membership changes over loopback
-// (memberlist's LAN preset declares a crash dead in about 6 s), leaving
-// room for the race detector on a busy 2-core machine.
-const thinBound = 40 * time.Second
 
 var thinGroups = []string{"a", "b"}
 
@@ -123,7 +119,7 @@ func startThinClient(t *testing.T, i int, nodes []string) *thinClient {
 func waitReady(t *testing.T, nodes ...*thinNode) {
 	t.Helper()
 	for _, n := range nodes {
-		waitUntil(t, n.name+" ready", func() bool {
+		testkit.Until(t, n.name+" ready", func() bool {
 			for _, st := range n.srv.Replication() {
 				if !st.Ready {
 					return false
@@ -148,17 +144,6 @@ func statusNames(ss []cluster.MemberStatus) []string {
 		out = append(out, s.Name)
 	}
 	return out
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(thinBound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", thinBound, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // eachClient runs fn for every client at once and fails on the first
@@ -194,7 +179,7 @@ func TestThinClientsFollowTheClusterWithoutJoiningIt(t *testing.T) {
 	ctx := context.Background()
 	waitFor := func(what string, want ...string) {
 		t.Helper()
-		waitUntil(t, what, func() bool {
+		testkit.Until(t, what, func() bool {
 			for _, c := range clients {
 				if !slices.Equal(memberNames(c.follow.Members()), want) {
 					return false
@@ -215,17 +200,16 @@ func TestThinClientsFollowTheClusterWithoutJoiningIt(t *testing.T) {
 		}
 		// The read may go to a follower, which runs the Open a network
 		// delay after the client was answered: poll, with a bound.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			b, err := c.accts.Balance(ctx, ids[i])
+		var err error
+		testkit.Within(10*time.Second, func() bool {
+			var b bank.Balance
+			b, err = c.accts.Balance(ctx, ids[i])
 			if err == nil && b.Amount != int64(100+i) {
-				return fmt.Errorf("balance %d, want %d", b.Amount, 100+i)
+				err = fmt.Errorf("balance %d, want %d", b.Amount, 100+i)
 			}
-			if err == nil || !errors.Is(err, bank.ErrUnknownAccount) || time.Now().After(deadline) {
-				return err
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return !errors.Is(err, bank.ErrUnknownAccount)
+		})
+		return err
 	})
 	onlyNodes := func(want ...string) {
 		t.Helper()
@@ -264,7 +248,7 @@ func TestThinClientsFollowTheClusterWithoutJoiningIt(t *testing.T) {
 
 	// The operator takes the dead a1 out of the ledger's raft group (on
 	// the leader), as gossip never does: the voters are a2 and b1.
-	waitUntil(t, "a1 removed from the voters", func() bool {
+	testkit.Until(t, "a1 removed from the voters", func() bool {
 		for _, n := range []*thinNode{a2, b1} {
 			if n.srv.RemoveReplica(ctx, bank.AccountsDesc.Name, "a1") == nil {
 				return true

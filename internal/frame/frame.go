@@ -162,8 +162,8 @@ type AttemptFlags uint32
 // Attempt flags. Values are part of the wire format.
 const (
 	FlagHold    AttemptFlags = 1 << 0 // wait until no operation runs on the entity
-	FlagScatter AttemptFlags = 1 << 1 // one of several copies sent to every node
-	FlagHedge   AttemptFlags = 1 << 2 // a hedged copy; it may be cancelled
+	FlagScatter AttemptFlags = 1 << 1 // a replicated write, for the service's raft leader
+	FlagHedge   AttemptFlags = 1 << 2 // one of a hedge's concurrent attempts; it may be cancelled
 	// FlagAck says the client reads Ack frames. A server sends them only
 	// to clients that set it, so that an older client, which would close
 	// the connection on an unknown frame type, gets none.

@@ -152,7 +152,7 @@ func (b *builder) method(svc *model.Service, decls []*types.Func, base *model.Me
 		b.diags.errorf(hold.Pos, "%s is both //ff:hold and //ff:scatter; a scattered operation cannot wait for its entity", where)
 	}
 	if scatter != nil && hedge != nil {
-		b.diags.errorf(hedge.Pos, "%s is both //ff:hedge and //ff:scatter; scatter already sends to every node", where)
+		b.diags.errorf(hedge.Pos, "%s is both //ff:hedge and //ff:scatter; a replicated write goes to its raft leader, the one node that orders it, so there is no other node to hedge to", where)
 	}
 	// //ff:linearizable with //ff:hedge is allowed: every attempt, the
 	// hedged one too, waits on its own node for the writes committed before

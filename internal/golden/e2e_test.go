@@ -17,7 +17,6 @@ import (
 	"github.com/ffgen/ffgen/internal/golden/testdata/e2e"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/fftest"
-	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 // ledger is one node's implementation of e2e.Ledger. hook, if set, runs
@@ -332,21 +331,30 @@ func TestE2EHoldWaitsForTheEntity(t *testing.T) {
 	})
 }
 
-// A client whose settings conflict with a method's //ff:timeout is refused
-// when it is made: Slow's heartbeat=250ms is less than twice this client's
-// heartbeat interval.
-func TestE2ENewClientValidatesMethodSettings(t *testing.T) {
-	s := runtime.DefaultSettings()
-	s.Groups = []string{"a", "b"}
-	s.HeartbeatInterval, s.HeartbeatTimeout = 150*time.Millisecond, 400*time.Millisecond
-	_, err := runtime.NewClient(runtime.ClientConfig{
-		Transport:  fftest.NewNetwork().Transport(transport.Config{Node: "c", Group: "clients"}),
-		Membership: runtime.NewStaticMembership(),
-		Settings:   s,
+// A call of a method whose //ff:timeout conflicts with the client's
+// settings fails at once, naming the method, and nothing is sent: Slow's
+// heartbeat=250ms is less than twice this client's heartbeat interval. The
+// client is made, and its other methods are not affected.
+func TestE2EConflictingMethodSettingsFailTheirCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newE2E(t)
+		s := e.Settings
+		s.HeartbeatInterval, s.HeartbeatTimeout = 150*time.Millisecond, 400*time.Millisecond
+		rc := e.Client(t, func(cfg *runtime.ClientConfig) { cfg.Settings = s })
+		ledger := e2e.NewLedgerClient(rc)
+		err := ledger.Slow(context.Background(), "acct", time.Millisecond)
+		if !errors.Is(err, runtime.ErrInvalidSettings) || !strings.Contains(err.Error(), "method e2e.Ledger.Slow: ") {
+			t.Fatalf("Slow = %v, want ErrInvalidSettings naming e2e.Ledger.Slow", err)
+		}
+		for name, l := range e.ledgers {
+			if calls := l.calls(); len(calls) != 0 {
+				t.Fatalf("%s ran %v, want nothing", name, calls)
+			}
+		}
+		if _, err := ledger.Deposit(context.Background(), "acct", 5); err != nil {
+			t.Fatalf("Deposit = %v, want it to run", err)
+		}
 	})
-	if !errors.Is(err, runtime.ErrInvalidSettings) || !strings.Contains(err.Error(), "method e2e.Ledger.Slow: ") {
-		t.Fatalf("NewClient = %v, want ErrInvalidSettings naming e2e.Ledger.Slow", err)
-	}
 }
 
 // A time keeps its location and an error value the errno and sentinels of

@@ -155,7 +155,7 @@ func (c *Config) validate() error {
 	if c.Group == "" {
 		errs = append(errs, errors.New("missing Group"))
 	} else if len(c.Groups) > 0 && !slices.Contains(c.Groups, c.Group) {
-		errs = append(errs, fmt.Errorf("Group %q is not one of the failure groups %v: no client would route to this node; "+
+		errs = append(errs, fmt.Errorf("the node's Group %q is not one of the failure groups %v: no client would route to this node; "+
 			"give it one of them, or add %q to the groups of every node and client (FFGEN_GROUPS)", c.Group, c.Groups, c.Group))
 	}
 	if c.Preset != PresetLAN && c.Preset != PresetLocal {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/testkit"
 )
 
 // BenchmarkCrashToDead measures, per preset and cluster size, the time from
@@ -56,7 +58,7 @@ func crashToDead(b *testing.B, base func() Config, n int) time.Duration {
 		}
 		cs = append(cs, c)
 	}
-	waitFor(b, 30*time.Second, func() bool {
+	testkit.Until(b, "every node sees every other", func() bool {
 		for _, c := range cs {
 			if len(c.Members()) != n {
 				return false
@@ -67,7 +69,7 @@ func crashToDead(b *testing.B, base func() Config, n int) time.Duration {
 	victim := cs[n-1]
 	start := time.Now()
 	victim.halt()
-	waitFor(b, 60*time.Second, func() bool {
+	testkit.Until(b, "every other node sees the victim dead", func() bool {
 		for _, c := range cs[:n-1] {
 			if state(c, victim.cfg.Name) != StateDead {
 				return false
@@ -76,14 +78,4 @@ func crashToDead(b *testing.B, base func() Config, n int) time.Duration {
 		return true
 	})
 	return time.Since(start)
-}
-
-func waitFor(b *testing.B, bound time.Duration, cond func() bool) {
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			b.Fatalf("condition not met within %v", bound)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

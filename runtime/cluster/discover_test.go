@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/ffgen/ffgen/internal/testkit"
 )
 
 // testDNS is an authoritative DNS server on loopback UDP whose records the
@@ -151,7 +153,7 @@ func TestDNSSeedsAreResolvedAgainUntilTheyJoin(t *testing.T) {
 		cfg.Seeds = []string{"dnssrv+" + name}
 		cfg.Resolver = d.Resolver
 	})
-	eventually(t, detectBound, "two lookups of the SRV name while it has no records", func() bool { return d.asked(name) >= 2 })
+	testkit.Until(t, "two lookups of the SRV name while it has no records", func() bool { return d.asked(name) >= 2 })
 	if b.Joined() {
 		t.Fatal("b joined while DNS named no seed")
 	}
@@ -167,21 +169,21 @@ func TestDNSSeedsAreResolvedAgainUntilTheyJoin(t *testing.T) {
 	case <-time.After(detectBound):
 		t.Fatalf("b did not join once DNS named a; last error: %v", b.JoinErr())
 	}
-	eventually(t, detectBound, "a sees b", func() bool { return len(a.Members()) == 2 })
+	testkit.Until(t, "a sees b", func() bool { return len(a.Members()) == 2 })
 }
 
 // The first node behind a name that lists only itself waits to be joined
 // instead of starting a cluster of its own.
 func TestDNSSeedsNamingOnlyThisNodeWait(t *testing.T) {
 	d := startDNS(t)
-	port := freePort(t)
+	port := testkit.FreePorts(t, 1)[0]
 	d.setA("self.bank.test", "127.0.0.1")
 	a := startNode(t, "a", "g0", func(cfg *Config) {
 		cfg.BindPort = port
 		cfg.Seeds = []string{"dns+self.bank.test.:" + strconv.Itoa(port)}
 		cfg.Resolver = d.Resolver
 	})
-	eventually(t, detectBound, "a join error", func() bool { return a.JoinErr() != nil })
+	testkit.Until(t, "a join error", func() bool { return a.JoinErr() != nil })
 	if a.Joined() || !strings.Contains(a.JoinErr().Error(), "no node but this one") {
 		t.Fatalf("Joined() = %v, JoinErr() = %v; want waiting, saying the seeds name only this node", a.Joined(), a.JoinErr())
 	}
@@ -191,5 +193,5 @@ func TestDNSSeedsNamingOnlyThisNodeWait(t *testing.T) {
 	case <-time.After(detectBound):
 		t.Fatalf("b did not join a: %v", b.JoinErr())
 	}
-	eventually(t, detectBound, "a is joined by b", func() bool { return a.Joined() && len(a.Members()) == 2 })
+	testkit.Until(t, "a is joined by b", func() bool { return a.Joined() && len(a.Members()) == 2 })
 }

@@ -19,8 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime"
-	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 // Defaults of FollowConfig.
@@ -127,13 +127,13 @@ func speaksRPC(ctx context.Context, addr string, timeout time.Duration) bool {
 		m, err := nc.Read(buf[n:])
 		n += m
 		if n >= 4 {
-			size, lerr := transport.FrameLen(buf[:n], len(buf)-4)
+			size, lerr := frame.Len(buf[:n], len(buf)-4)
 			if lerr != nil {
 				return false
 			}
 			if n >= 4+size {
-				f, derr := transport.Decode(buf[4 : 4+size])
-				_, hello := f.(*transport.Hello)
+				f, derr := frame.Decode(buf[4 : 4+size])
+				_, hello := f.(*frame.Hello)
 				return derr == nil && hello
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
@@ -130,7 +131,7 @@ func TestFollowerReadsLiveMembersAndFailsOver(t *testing.T) {
 
 	// Every node gone: the last view stays, and Err says why.
 	servers[f.Source()].Close()
-	eventually(t, detectBound, "an error once no node answers", func() bool { return f.Err() != nil })
+	testkit.Until(t, "an error once no node answers", func() bool { return f.Err() != nil })
 	if !sameAs(f.Members(), "a1", "b2") {
 		t.Errorf("Members() = %v after every node went away, want the last view kept", f.Members())
 	}
@@ -153,7 +154,7 @@ func TestFollowerSkipsNodesThatCannotSpeakForTheCluster(t *testing.T) {
 
 	// A wrong token is named in the error.
 	w := follow(t, FollowConfig{Nodes: []string{hostPort(serve(t, good, "right"))}, Token: "wrong"})
-	eventually(t, detectBound, "an error", func() bool { return w.Err() != nil })
+	testkit.Until(t, "an error", func() bool { return w.Err() != nil })
 	if err := w.Err(); !strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "bearer token") {
 		t.Errorf("Err() = %v, want 401 and the reason", err)
 	}
@@ -180,14 +181,14 @@ func TestFollowerFindsNodesThroughDNS(t *testing.T) {
 	const name = "_mgmt._tcp.bank.test."
 	d.setSRV(name, "old.bank.test:"+old.URL[strings.LastIndex(old.URL, ":")+1:])
 	f := follow(t, FollowConfig{Nodes: []string{"dnssrv+" + name}, Resolver: d.Resolver, ResolveEvery: time.Hour})
-	eventually(t, detectBound, "the view through DNS", func() bool { return len(f.Members()) == 2 })
+	testkit.Until(t, "the view through DNS", func() bool { return len(f.Members()) == 2 })
 
 	src2 := &source{}
 	src2.set(true, status("a2", "a", StateAlive), status("b1", "b", StateAlive))
 	fresh := serve(t, src2, "")
 	d.setSRV(name, "new.bank.test:"+fresh.URL[strings.LastIndex(fresh.URL, ":")+1:])
 	old.Close()
-	eventually(t, detectBound, "the view of the node DNS names now", func() bool { return sameAs(f.Members(), "a2", "b1") })
+	testkit.Until(t, "the view of the node DNS names now", func() bool { return sameAs(f.Members(), "a2", "b1") })
 	if f.Source() != hostPort(fresh) {
 		t.Errorf("Source() = %s, want %s", f.Source(), hostPort(fresh))
 	}
@@ -240,7 +241,7 @@ func TestFollowerReportsFailovers(t *testing.T) {
 		`ffgen_client_failovers_reported_total{client="loadgen 1",method="Deposit",reason="heartbeat-timeout",service="bank.Accounts"} 3`,
 		`ffgen_client_failovers_reported_total{client="loadgen 1",method="Balance",reason="conn-broken",service="bank.Accounts"} 1`,
 	}
-	eventually(t, detectBound, "the reported failovers in /metrics", func() bool {
+	testkit.Until(t, "the reported failovers in /metrics", func() bool {
 		rec := httptest.NewRecorder()
 		mgmt.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 		for _, w := range want {

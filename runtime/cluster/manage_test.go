@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 )
 
@@ -264,7 +265,7 @@ func TestManagementOnCluster(t *testing.T) {
 	// Both must know each other before b leaves: a node that leaves before
 	// it has heard of any peer announces its leave to no one, and a then
 	// sees it die instead.
-	eventually(t, detectBound, "a and b see each other", func() bool { return len(a.Members()) == 2 && len(b.Members()) == 2 })
+	testkit.Until(t, "a and b see each other", func() bool { return len(a.Members()) == 2 && len(b.Members()) == 2 })
 	stats := NewStats()
 	stats.Failover("bank.Accounts", "Deposit", runtime.ReasonHeartbeatTimeout)
 	h := NewManagement(ManagementConfig{Members: a, Operator: a, Metrics: stats, ReadWrite: true, Groups: []string{"g0", "g1"}})
@@ -285,7 +286,7 @@ func TestManagementOnCluster(t *testing.T) {
 	// b leaves through its own endpoint; a then is not ready for g1.
 	hb := NewManagement(ManagementConfig{Members: b, Operator: b, ReadWrite: true})
 	do(t, hb, call{method: "DELETE", path: "/cluster/members/b", status: 200})
-	eventually(t, detectBound, "a sees b leave", func() bool {
+	testkit.Until(t, "a sees b leave", func() bool {
 		st := state(a, "b")
 		if st == StateDead {
 			t.Fatalf("a sees b as dead, not left")

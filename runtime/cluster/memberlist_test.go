@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 )
 
@@ -47,18 +48,6 @@ func seeds(cs ...*Cluster) nodeOpt {
 	}
 }
 
-// eventually polls cond until it holds or the bound passes.
-func eventually(t *testing.T, bound time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", bound, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func state(c *Cluster, name string) State {
 	st, _ := c.Member(name)
 	return st.State
@@ -80,7 +69,7 @@ func startCluster(t *testing.T, n int) []*Cluster {
 		cs = append(cs, startNode(t, fmt.Sprintf("n%d", i), fmt.Sprintf("g%d", i), seeds(first)))
 	}
 	for _, c := range cs {
-		eventually(t, detectBound, c.cfg.Name+" sees every node", func() bool { return len(c.Members()) == n })
+		testkit.Until(t, c.cfg.Name+" sees every node", func() bool { return len(c.Members()) == n })
 	}
 	return cs
 }
@@ -138,16 +127,9 @@ func TestMethodsArePublished(t *testing.T) {
 // then fails with what it last reported.
 func settle(t *testing.T, bound time.Duration, what string, check func() string) {
 	t.Helper()
-	deadline := time.Now().Add(bound)
-	for {
-		wrong := check()
-		if wrong == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v, not yet %s: %s", bound, what, wrong)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var wrong string
+	if !testkit.Within(bound, func() bool { wrong = check(); return wrong == "" }) {
+		t.Fatalf("after %v, not yet %s: %s", bound, what, wrong)
 	}
 }
 
@@ -169,7 +151,7 @@ func TestCrashIsDetectedAsDead(t *testing.T) {
 	// Suspicion shows on the nodes whose own probe failed; it lasts the
 	// suspicion timeout (hundreds of ms), so polling catches it.
 	sawSuspect := false
-	eventually(t, detectBound, "n2 dead on every other node", func() bool {
+	testkit.Until(t, "n2 dead on every other node", func() bool {
 		for _, c := range cs[:2] {
 			if state(c, "n2") == StateSuspect {
 				sawSuspect = true
@@ -182,11 +164,11 @@ func TestCrashIsDetectedAsDead(t *testing.T) {
 		t.Error("n2 never seen as suspect before dead")
 	}
 	for _, c := range cs[:2] {
-		eventually(t, detectBound, c.cfg.Name+" lists n0 and n1 after the crash", func() bool {
+		testkit.Until(t, c.cfg.Name+" lists n0 and n1 after the crash", func() bool {
 			return reflect.DeepEqual(names(c.Members()), []string{"n0", "n1"})
 		})
 	}
-	eventually(t, detectBound, "subscriber sees the crash", func() bool {
+	testkit.Until(t, "subscriber sees the crash", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return reflect.DeepEqual(updates[len(updates)-1], []string{"n0", "n1"})
@@ -204,7 +186,7 @@ func TestLeaveIsSeenAsLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Leaving: no new operations, gossip still running.
-	eventually(t, detectBound, "n1 leaving or left on n0", func() bool {
+	testkit.Until(t, "n1 leaving or left on n0", func() bool {
 		st := state(cs[0], "n1")
 		return st == StateLeaving || st == StateLeft
 	})
@@ -212,10 +194,10 @@ func TestLeaveIsSeenAsLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A leave is gossiped, not detected: well within the crash bound.
-	eventually(t, detectBound, "n1 left on n0 and n2", func() bool {
+	testkit.Until(t, "n1 left on n0 and n2", func() bool {
 		return state(cs[0], "n1") == StateLeft && state(cs[2], "n1") == StateLeft
 	})
-	eventually(t, detectBound, "n0 lists n0 and n2 after the leave", func() bool {
+	testkit.Until(t, "n0 lists n0 and n2 after the leave", func() bool {
 		return reflect.DeepEqual(names(cs[0].Members()), []string{"n0", "n2"})
 	})
 	if err := cs[1].Shutdown(); err != nil {
@@ -232,7 +214,7 @@ func TestRejoinAfterCrash(t *testing.T) {
 			cs := startCluster(t, 3)
 			old := cs[2].LocalNode()
 			cs[2].halt()
-			eventually(t, detectBound, "n2 dead", func() bool { return state(cs[0], "n2") == StateDead })
+			testkit.Until(t, "n2 dead", func() bool { return state(cs[0], "n2") == StateDead })
 
 			restart := func(cfg *Config) {
 				cfg.RPCAddr = "rpc-n2-restarted:9001"
@@ -243,11 +225,11 @@ func TestRejoinAfterCrash(t *testing.T) {
 			}
 			startNode(t, "n2", "g2", seeds(cs[0]), restart)
 			for _, c := range cs[:2] {
-				eventually(t, detectBound, c.cfg.Name+" sees n2 alive again", func() bool {
+				testkit.Until(t, c.cfg.Name+" sees n2 alive again", func() bool {
 					st, _ := c.Member("n2")
 					return st.State == StateAlive && st.Address == "rpc-n2-restarted:9001"
 				})
-				eventually(t, detectBound, c.cfg.Name+" lists n0, n1 and n2 after the rejoin", func() bool {
+				testkit.Until(t, c.cfg.Name+" lists n0, n1 and n2 after the rejoin", func() bool {
 					return reflect.DeepEqual(names(c.Members()), []string{"n0", "n1", "n2"})
 				})
 			}
@@ -261,7 +243,7 @@ func TestWrongKeyCannotJoin(t *testing.T) {
 	}
 	a := startNode(t, "a", "g0", key('a'))
 	b := startNode(t, "b", "g1", key('b'), seeds(a))
-	eventually(t, detectBound, "a join error", func() bool { return b.JoinErr() != nil })
+	testkit.Until(t, "a join error", func() bool { return b.JoinErr() != nil })
 	err := b.JoinErr()
 	if !strings.Contains(err.Error(), "same key") {
 		t.Errorf("join error does not say why: %v", err)
@@ -271,14 +253,14 @@ func TestWrongKeyCannotJoin(t *testing.T) {
 	}
 	// The same key joins.
 	c := startNode(t, "c", "g2", key('a'), seeds(a))
-	eventually(t, detectBound, "c joins a", func() bool { return c.Joined() && len(a.Members()) == 2 })
+	testkit.Until(t, "c joins a", func() bool { return c.Joined() && len(a.Members()) == 2 })
 }
 
 func TestSeedStartedLater(t *testing.T) {
-	port := freePort(t)
+	port := testkit.FreePorts(t, 1)[0]
 	seed := fmt.Sprintf("127.0.0.1:%d", port)
 	b := startNode(t, "b", "g1", func(cfg *Config) { cfg.Seeds = []string{seed} })
-	eventually(t, detectBound, "a join error while the seed is down", func() bool { return b.JoinErr() != nil })
+	testkit.Until(t, "a join error while the seed is down", func() bool { return b.JoinErr() != nil })
 	if b.Joined() {
 		t.Fatal("joined before the seed started")
 	}
@@ -291,27 +273,7 @@ func TestSeedStartedLater(t *testing.T) {
 	if b.JoinErr() != nil {
 		t.Errorf("JoinErr() = %v after joining", b.JoinErr())
 	}
-	eventually(t, detectBound, "a sees b", func() bool { return len(a.Members()) == 2 })
-}
-
-// freePort finds a port free for both TCP and UDP on loopback.
-func freePort(t *testing.T) int {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port")
-	return 0
+	testkit.Until(t, "a sees b", func() bool { return len(a.Members()) == 2 })
 }
 
 func TestStartRejects(t *testing.T) {
@@ -328,7 +290,7 @@ func TestStartRejects(t *testing.T) {
 		{"metadata over the limit", func(c *Config) { c.Services = long }, "limit 512", ErrMetaTooLarge},
 		{"no name", func(c *Config) { c.Name = "" }, "missing Name", nil},
 		{"no group", func(c *Config) { c.Group = "" }, "missing Group", nil},
-		{"group not among the groups", func(c *Config) { c.Group, c.Groups = "zzz", []string{"a", "b"} }, `Group "zzz" is not one of the failure groups [a b]`, nil},
+		{"group not among the groups", func(c *Config) { c.Group, c.Groups = "zzz", []string{"a", "b"} }, `the node's Group "zzz" is not one of the failure groups [a b]`, nil},
 		{"bad key", func(c *Config) { c.SecretKey = []byte("short") }, "SecretKey is 5 bytes", nil},
 		{"bad backoff", func(c *Config) { c.JoinRetryMax = time.Nanosecond }, "join backoff", nil},
 		{"bad preset", func(c *Config) { c.Preset = 7 }, "preset(7)", nil},
@@ -364,7 +326,7 @@ func TestSubscribeCancel(t *testing.T) {
 	cancel()
 	cancel() // idempotent
 	b := startNode(t, "b", "g1", seeds(a))
-	eventually(t, detectBound, "a sees b", func() bool { return len(a.Members()) == 2 })
+	testkit.Until(t, "a sees b", func() bool { return len(a.Members()) == 2 })
 	select {
 	case ms := <-calls:
 		t.Fatalf("call after cancel: %v", names(ms))
@@ -388,9 +350,9 @@ func TestCatchingUpIsPublished(t *testing.T) {
 		}
 	})
 	catchingUp := func(c *Cluster) bool { m, _ := c.Member("b"); return m.CatchingUp }
-	eventually(t, detectBound, "a lists b as catching up", func() bool { return catchingUp(a) && catchingUp(b) })
+	testkit.Until(t, "a lists b as catching up", func() bool { return catchingUp(a) && catchingUp(b) })
 	behind.Store(false)
-	eventually(t, detectBound, "a lists b as caught up", func() bool { return !catchingUp(a) && !catchingUp(b) })
+	testkit.Until(t, "a lists b as caught up", func() bool { return !catchingUp(a) && !catchingUp(b) })
 	if m, _ := a.Member("b"); m.State != StateAlive {
 		t.Errorf("b is %s on a, want alive", m.State)
 	}

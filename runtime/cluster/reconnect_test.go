@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/ffgen/ffgen/internal/testkit"
 )
 
 // cuttable is memberlist's UDP/TCP transport with a switch that drops
@@ -91,16 +93,16 @@ func TestPartitionHealsAfterGossipToTheDeadEnded(t *testing.T) {
 	})
 	all := []*Cluster{n0, n1, n2}
 	for _, c := range all {
-		eventually(t, detectBound, c.cfg.Name+" lists all three", func() bool {
+		testkit.Until(t, c.cfg.Name+" lists all three", func() bool {
 			return reflect.DeepEqual(names(c.Members()), []string{"n0", "n1", "n2"})
 		})
 	}
 
 	tr.cut.Store(true)
-	eventually(t, detectBound, "n0 and n1 see n2 dead", func() bool {
+	testkit.Until(t, "n0 and n1 see n2 dead", func() bool {
 		return state(n0, "n2") == StateDead && state(n1, "n2") == StateDead
 	})
-	eventually(t, detectBound, "n2 sees n0 and n1 dead", func() bool {
+	testkit.Until(t, "n2 sees n0 and n1 dead", func() bool {
 		return state(n2, "n0") == StateDead && state(n2, "n1") == StateDead
 	})
 	// The partition outlasts the gossip to the dead several times over:
@@ -109,7 +111,7 @@ func TestPartitionHealsAfterGossipToTheDeadEnded(t *testing.T) {
 	tr.cut.Store(false)
 
 	for _, c := range all {
-		eventually(t, detectBound, c.cfg.Name+" lists all three after the partition healed", func() bool {
+		testkit.Until(t, c.cfg.Name+" lists all three after the partition healed", func() bool {
 			return reflect.DeepEqual(names(c.Members()), []string{"n0", "n1", "n2"})
 		})
 	}

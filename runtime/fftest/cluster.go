@@ -8,13 +8,13 @@ package fftest
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/internal/memnet"
 	"github.com/ffgen/ffgen/runtime/transport"
@@ -32,7 +32,9 @@ type Config struct {
 	// can set MaxFailovers or SuspectFor to zero). Groups is always set
 	// from Config.Groups.
 	Settings runtime.Settings
-	// Logger defaults to one that discards, to keep test output readable.
+	// Logger defaults to one that discards, to keep test output readable,
+	// except the report of a bug in the engine (an execution event its
+	// state does not allow), which fails the test.
 	Logger *slog.Logger
 	// Replication configures the raft groups of replicated services. Its
 	// Voters default to every node of the cluster.
@@ -73,7 +75,7 @@ func New(tb testing.TB, cfg Config) *Cluster {
 		cfg.PerGroup = 1
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = testkit.Logger(tb)
 	}
 	s := withDefaults(cfg.Settings)
 	s.Groups = cfg.Groups
@@ -158,8 +160,9 @@ func (c *Cluster) ServeVersions(tb testing.TB, desc func(n *Node) *runtime.Servi
 }
 
 // WaitConverged waits until the named nodes (every node if none is named)
-// are ready and have run every write committed among them, polling; then
-// they hold the same state.
+// are ready and have run every write committed among them, polling (no
+// event says so); then they hold the same state. In a synctest bubble the
+// polls cost no real time.
 func (c *Cluster) WaitConverged(tb testing.TB, names ...string) {
 	tb.Helper()
 	nodes := c.Nodes
@@ -169,19 +172,12 @@ func (c *Cluster) WaitConverged(tb testing.TB, names ...string) {
 			nodes = append(nodes, c.Node(name))
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		why := converged(nodes)
-		if why == "" {
-			return
+	var why string
+	if !testkit.Within(testkit.Bound, func() bool { why = converged(nodes); return why == "" }) {
+		for _, n := range c.Nodes {
+			tb.Logf("%s: %+v", n.Name, n.Server.Replication())
 		}
-		if time.Now().After(deadline) {
-			for _, n := range c.Nodes {
-				tb.Logf("%s: %+v", n.Name, n.Server.Replication())
-			}
-			tb.Fatalf("fftest: replicas did not converge: %s", why)
-		}
-		time.Sleep(10 * time.Millisecond)
+		tb.Fatalf("fftest: replicas did not converge: %s", why)
 	}
 }
 
@@ -266,27 +262,45 @@ func (c *Cluster) Start(tb testing.TB, name string) *Node {
 }
 
 // WaitReady waits until every node has caught up on every
-// replicated service (see runtime.Server.Ready), polling; in a synctest
-// bubble the polls cost no real time.
+// replicated service (see runtime.Server.Ready), polling (no event says
+// so); in a synctest bubble the polls cost no real time.
 func (c *Cluster) WaitReady(tb testing.TB) {
 	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var notReady error
+	var notReady error
+	ready := func() bool {
 		for _, n := range c.Nodes {
 			if err := n.Server.Ready(); err != nil {
 				notReady = fmt.Errorf("%s: %w", n.Name, err)
-				break
+				return false
 			}
 		}
-		if notReady == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("fftest: replicas not ready: %v", notReady)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return true
 	}
+	if !testkit.Within(testkit.Bound, ready) {
+		tb.Fatalf("fftest: replicas not ready: %v", notReady)
+	}
+}
+
+// Leader waits until a node leads service's raft group and returns its
+// name, polling (no event says so).
+func (c *Cluster) Leader(tb testing.TB, service string) string {
+	tb.Helper()
+	var leader string
+	leading := func() bool {
+		for _, n := range c.Nodes {
+			for _, st := range n.Server.Replication() {
+				if st.Service == service && st.Leading {
+					leader = n.Name
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if !testkit.Within(testkit.Bound, leading) {
+		tb.Fatalf("fftest: no node leads %s", service)
+	}
+	return leader
 }
 
 func (c *Cluster) announce() {
@@ -309,13 +323,9 @@ func (n *Node) Member() runtime.Member {
 // client passes over the nodes it suspects). A group with no node serving
 // service is left out.
 func (c *Cluster) Owners(service, entity string) []string {
-	r := runtime.NewRouter(c.Settings.Groups)
-	r.Update(c.Members.Members())
 	var out []string
-	for _, g := range r.GroupOrder(entity, nil) {
-		if m, ok := r.Owner(service, g, entity, nil); ok {
-			out = append(out, m.Name)
-		}
+	for _, m := range runtime.Route(c.Settings.Groups, c.Members.Members(), service, entity) {
+		out = append(out, m.Name)
 	}
 	return out
 }

@@ -3,40 +3,42 @@ package fftest_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime"
-	"github.com/ffgen/ffgen/runtime/codec"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
-// key is an argument and a result: one string.
-type key struct{ S string }
-
-func (k *key) AppendFF(b []byte) []byte { return codec.AppendString(b, k.S) }
-func (k *key) UnmarshalFF(b []byte) error {
-	r := codec.NewReader(b)
-	k.S = r.String()
-	return r.Done()
+// serveLedger serves the test ledger, without replication, on every node
+// of c and returns the nodes' ledgers by name.
+func serveLedger(t *testing.T, c *fftest.Cluster) map[string]*testledger.Mem {
+	ledgers := map[string]*testledger.Mem{}
+	c.Serve(t, testledger.PlainDesc, func(n *fftest.Node) any {
+		l := testledger.NewMem(n.Name)
+		ledgers[n.Name] = l
+		return l
+	})
+	return ledgers
 }
 
-var errBusy = errors.New("busy")
-
-// whoDesc answers with the node's name, or fails over with errBusy.
-var whoDesc = &runtime.ServiceDesc{Name: "test.Who", Methods: []*runtime.MethodDesc{{
-	Service: "test.Who", Name: "Who",
-	Errors: []runtime.ErrorRule{{Code: "errBusy", Directive: runtime.Failover,
-		Match: func(err error) bool { return errors.Is(err, errBusy) }, Decode: func(string, []byte) error { return errBusy }}},
-	Entities: func(args codec.Message, dst []string) []string { return append(dst, args.(*key).S) },
-	NewArgs:  func() codec.Message { return new(key) },
-	Handle: func(ctx context.Context, impl any, _ codec.Message) (codec.Message, error) {
-		return impl.(func() (codec.Message, error))()
-	},
-}}}
+// ranOn names the nodes whose ledgers ran op, e.g. "add e 1".
+func ranOn(ledgers map[string]*testledger.Mem, op string) []string {
+	var out []string
+	for name, l := range ledgers {
+		if slices.Contains(l.Log(), op) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 func TestClusterNamesNodesAndServes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -51,14 +53,11 @@ func TestClusterNamesNodesAndServes(t *testing.T) {
 		if c.Settings.HeartbeatTimeout != runtime.DefaultSettings().HeartbeatTimeout {
 			t.Errorf("zero settings did not take the defaults: %+v", c.Settings)
 		}
-		c.Serve(t, whoDesc, func(n *fftest.Node) any {
-			return func() (codec.Message, error) { return &key{S: n.Name}, nil }
-		})
-		cl := c.Client(t)
+		ledgers := serveLedger(t, c)
+		ledger := testledger.NewClient(c.Client(t))
 		synctest.Wait()
-		var got key
-		if err := cl.Invoke(t.Context(), whoDesc.Methods[0], &key{S: "e"}, &got); err != nil || c.Node(got.S) == nil {
-			t.Fatalf("Invoke = %q, %v", got.S, err)
+		if _, err := ledger.Add(t.Context(), "e", 1); err != nil || len(ranOn(ledgers, "add e 1")) != 1 {
+			t.Fatalf("Add ran on %v: %v; want one node of the cluster", ranOn(ledgers, "add e 1"), err)
 		}
 	})
 }
@@ -69,14 +68,14 @@ func TestClusterKeepsExplicitZeroSettings(t *testing.T) {
 		s.MaxFailovers = 0
 		c := fftest.New(t, fftest.Config{Settings: s})
 		var calls atomic.Int32
-		c.Serve(t, whoDesc, func(*fftest.Node) any {
-			return func() (codec.Message, error) { calls.Add(1); return nil, errBusy }
-		})
-		cl := c.Client(t)
+		for _, l := range serveLedger(t, c) {
+			l.SetHook(func(context.Context, string, int64) error { calls.Add(1); return testledger.ErrBusy })
+		}
+		ledger := testledger.NewClient(c.Client(t))
 		synctest.Wait()
-		err := cl.Invoke(t.Context(), whoDesc.Methods[0], &key{S: "e"}, new(key))
-		if !errors.Is(err, errBusy) || calls.Load() != 1 {
-			t.Fatalf("err = %v after %d attempts; want errBusy after exactly 1 (MaxFailovers 0)", err, calls.Load())
+		_, err := ledger.Add(t.Context(), "e", 1)
+		if !errors.Is(err, testledger.ErrBusy) || calls.Load() != 1 {
+			t.Fatalf("err = %v after %d attempts; want ErrBusy after exactly 1 (MaxFailovers 0)", err, calls.Load())
 		}
 	})
 }
@@ -84,14 +83,12 @@ func TestClusterKeepsExplicitZeroSettings(t *testing.T) {
 func TestCrashRefusesConnections(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := fftest.New(t, fftest.Config{})
-		c.Serve(t, whoDesc, func(n *fftest.Node) any {
-			return func() (codec.Message, error) { return &key{S: n.Name}, nil }
-		})
-		cl := c.Client(t)
+		serveLedger(t, c)
+		ledger := testledger.NewClient(c.Client(t))
 		synctest.Wait()
 		c.Crash("a1")
 		c.Crash("b1")
-		err := cl.Invoke(t.Context(), whoDesc.Methods[0], &key{S: "e"}, new(key))
+		_, err := ledger.Add(t.Context(), "e", 1)
 		var fe *runtime.Error
 		if !errors.As(err, &fe) || fe.Delivery != runtime.NotDelivered || fe.History[0].Reason != runtime.ReasonDialFailed {
 			t.Fatalf("err = %v, want a dial failure, never delivered", err)
@@ -104,22 +101,20 @@ func TestCrashRefusesConnections(t *testing.T) {
 func TestOwnersAreWhereOperationsGo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := fftest.New(t, fftest.Config{Groups: []string{"x", "y", "z"}, PerGroup: 2})
-		c.Serve(t, whoDesc, func(n *fftest.Node) any {
-			return func() (codec.Message, error) { return &key{S: n.Name}, nil }
-		})
+		ledgers := serveLedger(t, c)
 		for _, entity := range []string{"e1", "e2", "e3", "e4"} {
-			cl := c.Client(t) // a new client: the last one suspects the node it found paused
-			owners := c.Owners(whoDesc.Name, entity)
+			ledger := testledger.NewClient(c.Client(t)) // a new client: the last one suspects the node it found paused
+			owners := c.Owners(testledger.PlainDesc.Name, entity)
 			if len(owners) != 3 || owners[0][0] == owners[1][0] || owners[1][0] == owners[2][0] || owners[0][0] == owners[2][0] {
 				t.Fatalf("Owners(%s) = %v, want one node in each of the three groups", entity, owners)
 			}
-			var got key
-			if err := cl.Invoke(t.Context(), whoDesc.Methods[0], &key{S: entity}, &got); err != nil || got.S != owners[0] {
-				t.Fatalf("%s answered by %q (%v), want %s", entity, got.S, err, owners[0])
+			first, second := "add "+entity+" 1", "add "+entity+" 2"
+			if _, err := ledger.Add(t.Context(), entity, 1); err != nil || !slices.Equal(ranOn(ledgers, first), owners[:1]) {
+				t.Fatalf("%s answered by %v (%v), want %s", entity, ranOn(ledgers, first), err, owners[0])
 			}
 			c.Net.Pause(owners[0])
-			if err := cl.Invoke(t.Context(), whoDesc.Methods[0], &key{S: entity}, &got); err != nil || got.S != owners[1] {
-				t.Fatalf("%s with %s paused answered by %q (%v), want %s", entity, owners[0], got.S, err, owners[1])
+			if _, err := ledger.Add(t.Context(), entity, 2); err != nil || !slices.Equal(ranOn(ledgers, second), owners[1:2]) {
+				t.Fatalf("%s with %s paused answered by %v (%v), want %s", entity, owners[0], ranOn(ledgers, second), err, owners[1])
 			}
 			c.Net.Resume(owners[0])
 		}
@@ -134,19 +129,16 @@ func TestOwnersAreWhereOperationsGo(t *testing.T) {
 func TestCutLinkFailsOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := fftest.New(t, fftest.Config{})
-		c.Serve(t, whoDesc, func(n *fftest.Node) any {
-			return func() (codec.Message, error) { return &key{S: n.Name}, nil }
-		})
-		cl := c.Client(t)
-		owners := c.Owners(whoDesc.Name, "e")
-		var got key
-		if err := cl.Invoke(t.Context(), whoDesc.Methods[0], &key{S: "e"}, &got); err != nil || got.S != owners[0] {
-			t.Fatalf("answered by %q (%v), want %s", got.S, err, owners[0])
+		ledgers := serveLedger(t, c)
+		ledger := testledger.NewClient(c.Client(t))
+		owners := c.Owners(testledger.PlainDesc.Name, "e")
+		if _, err := ledger.Add(t.Context(), "e", 1); err != nil || !slices.Equal(ranOn(ledgers, "add e 1"), owners[:1]) {
+			t.Fatalf("answered by %v (%v), want %s", ranOn(ledgers, "add e 1"), err, owners[0])
 		}
 		c.Net.Cut("client1", owners[0])
 		start := time.Now()
-		if err := cl.Invoke(t.Context(), whoDesc.Methods[0], &key{S: "e"}, &got); err != nil || got.S != owners[1] {
-			t.Fatalf("answered by %q (%v), want %s after the cut", got.S, err, owners[1])
+		if _, err := ledger.Add(t.Context(), "e", 2); err != nil || !slices.Equal(ranOn(ledgers, "add e 2"), owners[1:2]) {
+			t.Fatalf("answered by %v (%v), want %s after the cut", ranOn(ledgers, "add e 2"), err, owners[1])
 		}
 		if d := time.Since(start); d < c.Settings.HeartbeatTimeout {
 			t.Errorf("failed over after %v, before the heartbeat timeout", d)
@@ -173,7 +165,7 @@ func TestNewNetworkHoldsFramesOfAPausedNode(t *testing.T) {
 		}
 		n.Pause("s")
 		for call := range uint64(3) {
-			if err := conn.Send(&transport.Cancel{Call: call}); err != nil {
+			if err := conn.Send(&frame.Cancel{Call: call}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -193,8 +185,8 @@ func TestNewNetworkHoldsFramesOfAPausedNode(t *testing.T) {
 // cancels passes on the call numbers of the Cancel frames it receives.
 type cancels chan uint64
 
-func (c cancels) HandleFrame(_ transport.Conn, f transport.Frame) {
-	if f, ok := f.(*transport.Cancel); ok {
+func (c cancels) HandleFrame(_ transport.Conn, f frame.Frame) {
+	if f, ok := f.(*frame.Cancel); ok {
 		c <- f.Call
 	}
 }

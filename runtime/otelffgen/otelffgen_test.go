@@ -2,7 +2,6 @@ package otelffgen_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -19,51 +18,25 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ffgen/ffgen/runtime"
-	"github.com/ffgen/ffgen/runtime/codec"
 	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
 	"github.com/ffgen/ffgen/runtime/otelffgen"
 )
 
-// A one-method service in the shape ffgen generates.
-
-var errBusy = errors.New("busy")
-
-type sayArgs struct{ Key string }
-
-func (a *sayArgs) AppendFF(b []byte) []byte { return codec.AppendString(b, a.Key) }
-func (a *sayArgs) UnmarshalFF(b []byte) error {
-	r := codec.NewReader(b)
-	a.Key = r.String()
-	return r.Done()
+// serveLedger serves the test ledger on every node of c, declining every
+// first attempt of an Add: each operation fails over once.
+func serveLedger(t *testing.T, c *fftest.Cluster) {
+	c.Serve(t, testledger.PlainDesc, func(n *fftest.Node) any {
+		l := testledger.NewMem(n.Name)
+		l.SetHook(func(ctx context.Context, _ string, _ int64) error {
+			if runtime.AttemptFrom(ctx).Number == 0 {
+				return testledger.ErrBusy
+			}
+			return nil
+		})
+		return l
+	})
 }
-
-type sayReply struct{ Text string }
-
-func (x *sayReply) AppendFF(b []byte) []byte { return codec.AppendString(b, x.Text) }
-func (x *sayReply) UnmarshalFF(b []byte) error {
-	r := codec.NewReader(b)
-	x.Text = r.String()
-	return r.Done()
-}
-
-// echo answers its node's name, except that it declines every first
-// attempt: each operation fails over once.
-type echo struct{ node string }
-
-var say = &runtime.MethodDesc{
-	Service: "test.Echo", Name: "Say",
-	Errors:   []runtime.ErrorRule{runtime.ErrorValue("ErrBusy", runtime.Failover, errBusy)},
-	Entities: func(args codec.Message, dst []string) []string { return append(dst, args.(*sayArgs).Key) },
-	NewArgs:  func() codec.Message { return new(sayArgs) },
-	Handle: func(ctx context.Context, impl any, _ codec.Message) (codec.Message, error) {
-		if runtime.AttemptFrom(ctx).Number == 0 {
-			return nil, errBusy
-		}
-		return &sayReply{Text: impl.(*echo).node}, nil
-	},
-}
-
-var echoDesc = &runtime.ServiceDesc{Name: "test.Echo", Methods: []*runtime.MethodDesc{say}}
 
 func TestSpanTreeOfAFailedOverOperation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -77,14 +50,13 @@ func TestSpanTreeOfAFailedOverOperation(t *testing.T) {
 		c := fftest.New(t, fftest.Config{Server: func(_ string, cfg *runtime.ServerConfig) {
 			cfg.Interceptors = append(cfg.Interceptors, otelffgen.ServerInterceptor(opts...))
 		}})
-		c.Serve(t, echoDesc, func(n *fftest.Node) any { return &echo{node: n.Name} })
+		serveLedger(t, c)
 		client := c.Client(t, func(cfg *runtime.ClientConfig) {
 			cfg.Interceptors = append(cfg.Interceptors, otelffgen.OperationInterceptor(opts...))
 			cfg.AttemptInterceptors = append(cfg.AttemptInterceptors, otelffgen.AttemptInterceptor(opts...))
 		})
 		synctest.Wait()
-		var reply sayReply
-		if err := client.Invoke(t.Context(), say, &sayArgs{Key: "k"}, &reply); err != nil {
+		if _, err := testledger.NewClient(client).Add(t.Context(), "k", 1); err != nil {
 			t.Fatal(err)
 		}
 
@@ -105,7 +77,7 @@ func TestSpanTreeOfAFailedOverOperation(t *testing.T) {
 				roots = append(roots, s)
 			}
 		}
-		if len(roots) != 1 || roots[0].Name != "test.Echo/Say" || roots[0].SpanKind != trace.SpanKindClient {
+		if len(roots) != 1 || roots[0].Name != "test.Ledger/Add" || roots[0].SpanKind != trace.SpanKindClient {
 			t.Fatalf("roots %v, want the one operation span", names(roots))
 		}
 		op := roots[0]
@@ -121,7 +93,7 @@ func TestSpanTreeOfAFailedOverOperation(t *testing.T) {
 		}
 		first, second := attempts[0], attempts[1]
 		for i, a := range attempts {
-			if a.Name != "test.Echo/Say attempt" || attr(a, otelffgen.AttrAttempt) != fmt.Sprint(i) ||
+			if a.Name != "test.Ledger/Add attempt" || attr(a, otelffgen.AttrAttempt) != fmt.Sprint(i) ||
 				attr(a, otelffgen.AttrNode) == "" || attr(a, otelffgen.AttrGroup) == "" {
 				t.Errorf("attempt span %d: %s %v", i, a.Name, a.Attributes)
 			}
@@ -142,7 +114,7 @@ func TestSpanTreeOfAFailedOverOperation(t *testing.T) {
 		// The server span is a child of its attempt's span, across the wire.
 		for _, a := range attempts {
 			srv := children[a.SpanContext.SpanID()]
-			if len(srv) != 1 || srv[0].SpanKind != trace.SpanKindServer || srv[0].Name != "test.Echo/Say" ||
+			if len(srv) != 1 || srv[0].SpanKind != trace.SpanKindServer || srv[0].Name != "test.Ledger/Add" ||
 				attr(srv[0], otelffgen.AttrAttempt) != attr(a, otelffgen.AttrAttempt) || !srv[0].Parent.IsRemote() {
 				t.Errorf("attempt %s: children %v, want one remote-parented server span of the same attempt",
 					attr(a, otelffgen.AttrAttempt), names(srv))
@@ -287,12 +259,12 @@ func TestOperationSpanPropagatesWithoutAttemptInterceptor(t *testing.T) {
 		c := fftest.New(t, fftest.Config{Server: func(_ string, cfg *runtime.ServerConfig) {
 			cfg.Interceptors = append(cfg.Interceptors, otelffgen.ServerInterceptor(opts...))
 		}})
-		c.Serve(t, echoDesc, func(n *fftest.Node) any { return &echo{node: n.Name} })
+		serveLedger(t, c)
 		client := c.Client(t, func(cfg *runtime.ClientConfig) {
 			cfg.Interceptors = append(cfg.Interceptors, otelffgen.OperationInterceptor(opts...))
 		})
 		synctest.Wait()
-		if err := client.Invoke(t.Context(), say, &sayArgs{Key: "k"}, new(sayReply)); err != nil {
+		if _, err := testledger.NewClient(client).Add(t.Context(), "k", 1); err != nil {
 			t.Fatal(err)
 		}
 		got := spans.GetSpans()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime/internal/conncap"
 )
 
@@ -61,12 +62,12 @@ func TestRefusedInlineWorkCrowdsTheConnection(t *testing.T) {
 	raw := rawHello(t, l.Addr())
 
 	writeFrames(t, raw, &frame.Cancel{Call: 1})
-	if receive(t, crowded, "frame 1") {
+	if testkit.Receive(t, crowded, "frame 1") {
 		t.Fatal("crowded after a frame that came alone")
 	}
 	writeFrames(t, raw, &frame.Cancel{Call: 2}, &frame.Cancel{Call: 3})
 	for i := 2; i <= 3; i++ {
-		if !receive(t, crowded, fmt.Sprintf("frame %d", i)) {
+		if !testkit.Receive(t, crowded, fmt.Sprintf("frame %d", i)) {
 			t.Fatalf("frame %d: not crowded after work was refused while a frame waited", i)
 		}
 	}

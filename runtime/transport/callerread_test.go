@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime/internal/conncap"
 )
 
@@ -113,17 +114,6 @@ func newCallerEnv(t *testing.T, lazy time.Duration, edit ...func(*TCPConfig)) *c
 	return &callerEnv{c: c, s: s, cr: cr, a: a, srv: srv}
 }
 
-// eventually waits for cond, failing after waitLimit.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(waitLimit); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, waitLimit)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func waitDone(t *testing.T, w *waiter) {
 	t.Helper()
 	select {
@@ -169,7 +159,7 @@ func (e *callerEnv) peerCloses(t *testing.T) {
 func (e *callerEnv) warm(t *testing.T) {
 	t.Helper()
 	e.call(t, 1000, []byte("warm"))
-	eventually(t, "the read goroutine leaves the reading free", e.cr.free.Load)
+	testkit.Until(t, "the read goroutine leaves the reading free", e.cr.free.Load)
 }
 
 // A caller that finds the reading free reads its own answer, and leaves
@@ -242,7 +232,7 @@ func TestCallerReadLazyCountsFromLastFree(t *testing.T) {
 	e.cr.freedAt = time.Now().Add(-2 * time.Minute)
 	e.cr.mu.Unlock()
 	go e.s.lazyRead(e.cr)
-	eventually(t, "the lazy timer takes a turn freed long enough ago", func() bool { return !e.cr.free.Load() })
+	testkit.Until(t, "the lazy timer takes a turn freed long enough ago", func() bool { return !e.cr.free.Load() })
 	e.peerCloses(t)
 }
 
@@ -254,10 +244,10 @@ func TestCallerReadStopsAtDeadlineAndContext(t *testing.T) {
 
 // Over TLS too: a record read after a deadline passed carries on.
 func TestCallerReadStopsAtDeadlineAndContextTLS(t *testing.T) {
-	ca := newTestCA(t, "ca")
+	ca := testkit.NewCA(t, "ca")
 	stopAndGoOn(t, newCallerEnv(t, time.Hour,
-		func(c *TCPConfig) { c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "server")}} },
-		func(c *TCPConfig) { c.ClientTLS = &tls.Config{RootCAs: ca.pool} }))
+		func(c *TCPConfig) { c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "server")}} },
+		func(c *TCPConfig) { c.ClientTLS = &tls.Config{RootCAs: ca.Pool} }))
 }
 
 func stopAndGoOn(t *testing.T, e *callerEnv) {
@@ -287,16 +277,13 @@ func stopAndGoOn(t *testing.T, e *callerEnv) {
 	start := time.Now()
 	go func() {
 		// Past unwatchedRead, so that the context is watched, not polled.
-		for {
+		testkit.Within(testkit.Bound, func() bool {
 			e.cr.mu.Lock()
 			reading := e.cr.reading
 			e.cr.mu.Unlock()
-			if reading && time.Since(start) > 10*unwatchedRead {
-				cancel()
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
+			return reading && time.Since(start) > 10*unwatchedRead
+		})
+		cancel()
 	}()
 	if !rc.ReadFor(ctx, w, start.Add(3*waitLimit)) {
 		t.Fatal("ReadFor did not read")
@@ -345,7 +332,7 @@ func TestCallerReadHandsOverToReader(t *testing.T) {
 	if wb.byCaller.Load() {
 		t.Error("the answer of a caller that did not read was handled on a caller's turn")
 	}
-	eventually(t, "the read goroutine leaves the reading free once nothing is awaited", e.cr.free.Load)
+	testkit.Until(t, "the read goroutine leaves the reading free once nothing is awaited", e.cr.free.Load)
 }
 
 // Many callers at once, each reading when it can: every answer arrives.
@@ -395,7 +382,7 @@ func TestCallerReadCloseWhileReading(t *testing.T) {
 	go func() {
 		returned <- e.c.(conncap.CallerReadConn).ReadFor(context.Background(), w, time.Now().Add(time.Hour))
 	}()
-	eventually(t, "the caller reads", func() bool {
+	testkit.Until(t, "the caller reads", func() bool {
 		e.cr.mu.Lock()
 		defer e.cr.mu.Unlock()
 		return e.cr.reading

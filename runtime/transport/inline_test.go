@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime/internal/conncap"
 )
 
@@ -48,19 +49,6 @@ func (h *funcHandler) HandleClose(c Conn, err error) {
 type work func()
 
 func (w work) Run() { w() }
-
-// receive waits for a value from ch.
-func receive[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitLimit):
-		t.Fatalf("timed out waiting for %s", what)
-		var zero T
-		return zero
-	}
-}
 
 // goid is the calling goroutine's ID, which its stack trace starts with:
 // it tells the read goroutines of one connection apart.
@@ -142,7 +130,7 @@ func TestRunInlineHandsOverReading(t *testing.T) {
 	for round := range uint64(2) {
 		first := round * 100
 		send(first)
-		old := receive(t, blocked, "the blocking work to start")
+		old := testkit.Receive(t, blocked, "the blocking work to start")
 		for i := first + 1; i <= first+behind; i++ {
 			send(i)
 		}
@@ -150,7 +138,7 @@ func TestRunInlineHandsOverReading(t *testing.T) {
 		// order, by one goroutine that is not the blocked one.
 		reader = 0
 		for i := first + 1; i <= first+behind; i++ {
-			h := receive(t, frames, fmt.Sprintf("frame %d while frame %d's work blocks", i, first))
+			h := testkit.Receive(t, frames, fmt.Sprintf("frame %d while frame %d's work blocks", i, first))
 			if h.call != i {
 				t.Fatalf("handled frame %d, want %d", h.call, i)
 			}
@@ -168,17 +156,17 @@ func TestRunInlineHandsOverReading(t *testing.T) {
 			}
 		}
 		release <- struct{}{}
-		if h := receive(t, frames, "the blocking frame to end"); h.call != first || h.g != old || !h.inline {
+		if h := testkit.Receive(t, frames, "the blocking frame to end"); h.call != first || h.g != old || !h.inline {
 			t.Fatalf("after the release: %+v, want frame %d ended inline on goroutine %d", h, first, old)
 		}
-		waitFor(t, "the goroutine that handed the reading over to exit", func() bool { return !goroutineExists(old) })
+		testkit.Until(t, "the goroutine that handed the reading over to exit", func() bool { return !goroutineExists(old) })
 
 		// The new reader reads on alone.
 		for i := first + behind + 1; i < first+100; i++ {
 			send(i)
 		}
 		for i := first + behind + 1; i < first+100; i++ {
-			h := receive(t, frames, fmt.Sprintf("frame %d after the release", i))
+			h := testkit.Receive(t, frames, fmt.Sprintf("frame %d after the release", i))
 			if h.call != i || h.g != reader {
 				t.Fatalf("handled %+v, want frame %d on goroutine %d", h, i, reader)
 			}
@@ -191,10 +179,10 @@ func TestRunInlineHandsOverReading(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if cl := receive(t, srv.closes, "the server to hear of the close"); !errors.Is(cl.err, ErrClosed) {
+	if cl := testkit.Receive(t, srv.closes, "the server to hear of the close"); !errors.Is(cl.err, ErrClosed) {
 		t.Errorf("HandleClose(%v), want ErrClosed", cl.err)
 	}
-	waitFor(t, "the last reader to exit", func() bool { return !goroutineExists(reader) })
+	testkit.Until(t, "the last reader to exit", func() bool { return !goroutineExists(reader) })
 	if n := srv.closed.Load(); n != 1 {
 		t.Errorf("HandleClose called %d times, want once", n)
 	}
@@ -238,21 +226,21 @@ func TestRunInlineHandsOverTwice(t *testing.T) {
 		}
 	}
 	send(0, 0)
-	g0 := receive(t, blocked, "frame 0's work to block")
+	g0 := testkit.Receive(t, blocked, "frame 0's work to block")
 	send(1, 1)
-	g1 := receive(t, blocked, "frame 1's work to block")
+	g1 := testkit.Receive(t, blocked, "frame 1's work to block")
 	if g1 == g0 {
 		t.Fatal("frame 1 was read by the goroutine frame 0's work blocks")
 	}
 	close(release[0])
-	if h := receive(t, frames, "frame 0 to end"); h.call != 0 || h.g != g0 {
+	if h := testkit.Receive(t, frames, "frame 0 to end"); h.call != 0 || h.g != g0 {
 		t.Fatalf("handled %+v, want frame 0 on goroutine %d", h, g0)
 	}
-	waitFor(t, "the goroutine of frame 0's work to exit", func() bool { return !goroutineExists(g0) })
+	testkit.Until(t, "the goroutine of frame 0's work to exit", func() bool { return !goroutineExists(g0) })
 	send(2, 20)
 	var reader uint64
 	for i := uint64(2); i <= 20; i++ {
-		h := receive(t, frames, fmt.Sprintf("frame %d while frame 1's work blocks", i))
+		h := testkit.Receive(t, frames, fmt.Sprintf("frame %d while frame 1's work blocks", i))
 		if reader == 0 {
 			reader = h.g
 		}
@@ -261,13 +249,13 @@ func TestRunInlineHandsOverTwice(t *testing.T) {
 		}
 	}
 	close(release[1])
-	waitFor(t, "the goroutine of frame 1's work to exit", func() bool { return !goroutineExists(g1) })
-	if h := receive(t, frames, "frame 1 to end"); h.call != 1 || h.g != g1 {
+	testkit.Until(t, "the goroutine of frame 1's work to exit", func() bool { return !goroutineExists(g1) })
+	if h := testkit.Receive(t, frames, "frame 1 to end"); h.call != 1 || h.g != g1 {
 		t.Fatalf("handled %+v, want frame 1 on goroutine %d", h, g1)
 	}
 	send(21, 40)
 	for i := uint64(21); i <= 40; i++ {
-		if h := receive(t, frames, fmt.Sprintf("frame %d", i)); h.call != i || h.g != reader {
+		if h := testkit.Receive(t, frames, fmt.Sprintf("frame %d", i)); h.call != i || h.g != reader {
 			t.Fatalf("handled %+v, want frame %d on goroutine %d", h, i, reader)
 		}
 	}
@@ -277,8 +265,8 @@ func TestRunInlineHandsOverTwice(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	receive(t, srv.closes, "the server to hear of the close")
-	waitFor(t, "the last reader to exit", func() bool { return !goroutineExists(reader) })
+	testkit.Receive(t, srv.closes, "the server to hear of the close")
+	testkit.Until(t, "the last reader to exit", func() bool { return !goroutineExists(reader) })
 	if n := srv.closed.Load(); n != 1 {
 		t.Errorf("HandleClose called %d times, want once", n)
 	}
@@ -301,15 +289,15 @@ func TestRunInlineCloseWhileWorkBlocks(t *testing.T) {
 	if err := c.Send(&frame.Cancel{Call: 1}); err != nil {
 		t.Fatal(err)
 	}
-	old := receive(t, blocked, "the blocking work to start")
+	old := testkit.Receive(t, blocked, "the blocking work to start")
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if cl := receive(t, srv.closes, "the server to hear of the close while the work blocks"); !errors.Is(cl.err, ErrClosed) {
+	if cl := testkit.Receive(t, srv.closes, "the server to hear of the close while the work blocks"); !errors.Is(cl.err, ErrClosed) {
 		t.Errorf("HandleClose(%v), want ErrClosed", cl.err)
 	}
 	close(release)
-	waitFor(t, "the goroutine of the blocked work to exit", func() bool { return !goroutineExists(old) })
+	testkit.Until(t, "the goroutine of the blocked work to exit", func() bool { return !goroutineExists(old) })
 	if n := srv.closed.Load(); n != 1 {
 		t.Errorf("HandleClose called %d times, want once", n)
 	}
@@ -376,7 +364,7 @@ func TestRunInlineRefusedWhileFramesWait(t *testing.T) {
 	check := func(want ...lent) {
 		t.Helper()
 		for _, w := range want {
-			if g := receive(t, got, fmt.Sprintf("frame %d", w.call)); g != w {
+			if g := testkit.Receive(t, got, fmt.Sprintf("frame %d", w.call)); g != w {
 				t.Errorf("frame %d: RunInline %v, work ran inline %v; want frame %d: %v, %v", g.call, g.inline, g.ranInline, w.call, w.inline, w.ranInline)
 			}
 		}
@@ -428,8 +416,8 @@ func TestQueueFlushedAfterTheBatch(t *testing.T) {
 	for call := uint64(1001); call <= 1003; call++ {
 		replies, _ = frame.Append(replies, &frame.Cancel{Call: call}, 0)
 	}
-	st := receive(t, conns, "the server's conn").(conncap.StatsConn)
-	waitFor(t, "the server to count the bytes it sent", func() bool { return st.Stats().BytesSent == uint64(len(replies)) })
+	st := testkit.Receive(t, conns, "the server's conn").(conncap.StatsConn)
+	testkit.Until(t, "the server to count the bytes it sent", func() bool { return st.Stats().BytesSent == uint64(len(replies)) })
 	if got := st.Stats(); got.FramesSent != 3 || got.Writes != 1 {
 		t.Errorf("server sent %d frames in %d writes, want 3 in 1", got.FramesSent, got.Writes)
 	}
@@ -479,7 +467,7 @@ func TestQueueAndClose(t *testing.T) {
 	if got := cli.next(t).f.(*frame.Cancel).Call; got != 1001 {
 		t.Fatalf("reply %d, want 1001", got)
 	}
-	if err := receive(t, afterClose, "Queue after Close"); !errors.Is(err, ErrClosed) {
+	if err := testkit.Receive(t, afterClose, "Queue after Close"); !errors.Is(err, ErrClosed) {
 		t.Errorf("Queue after Close: %v, want ErrClosed", err)
 	}
 	if cl := cli.nextClose(t); !errors.Is(cl.err, ErrClosed) {
@@ -559,16 +547,16 @@ func TestRunInlineTellsOverrunnerOnce(t *testing.T) {
 	if err := c.Send(&frame.Cancel{Call: 1}); err != nil {
 		t.Fatal(err)
 	}
-	receive(t, slow.started, "the slow work to start")
-	waitFor(t, "the slow work to hear it overran", func() bool { return slow.told.Load() > 0 })
+	testkit.Receive(t, slow.started, "the slow work to start")
+	testkit.Until(t, "the slow work to hear it overran", func() bool { return slow.told.Load() > 0 })
 	if err := c.Send(&frame.Cancel{Call: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if !receive(t, done, "the quick work to end") {
+	if !testkit.Receive(t, done, "the quick work to end") {
 		t.Fatal("the quick work did not run inline")
 	}
 	close(slow.release)
-	if !receive(t, done, "the slow work to end") {
+	if !testkit.Receive(t, done, "the slow work to end") {
 		t.Fatal("the slow work did not run inline")
 	}
 	if n := slow.told.Load(); n != 1 || !slow.toldRun.Load() {
@@ -615,7 +603,7 @@ func TestQueueFlushedDuringALongBatch(t *testing.T) {
 		t.Fatalf("reply %d, want 1001", got)
 	}
 	close(seen)
-	if !receive(t, before, "the last frame's handler") {
+	if !testkit.Receive(t, before, "the last frame's handler") {
 		t.Error("the first reply left only after the whole batch was handled")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/internal/testkit"
 )
 
 // pipeStream runs the Hello exchange over net.Pipe and returns the node's
@@ -217,8 +218,8 @@ func TestGuardReturnsMemoryAfterBurst(t *testing.T) {
 // with the number left unlogged.
 func TestGuardRefusalsLogAtABoundedRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var log logBuffer
-		g := newGuard(0, 0, log.logger())
+		var log testkit.LogBuffer
+		g := newGuard(0, 0, log.Logger())
 		for range 100 {
 			g.refuse(refusedConnLimit, "10.0.0.1:1", "", ErrOverloaded)
 		}
@@ -249,7 +250,7 @@ func TestTCPMaxConns(t *testing.T) {
 		defer c.Close()
 		raws = append(raws, c)
 	}
-	waitFor(t, "two connections counted", func() bool { return tr.NodeStats().Conns == 2 })
+	testkit.Until(t, "two connections counted", func() bool { return tr.NodeStats().Conns == 2 })
 	extra, err := net.Dial("tcp", l.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -273,7 +274,7 @@ func TestTCPMaxConns(t *testing.T) {
 		t.Errorf("RefusedConns = %d, want 2", n)
 	}
 	raws[0].Close()
-	waitFor(t, "a slot to free", func() bool { return tr.NodeStats().Conns == 1 })
+	testkit.Until(t, "a slot to free", func() bool { return tr.NodeStats().Conns == 1 })
 	c := dial(t, newTCP(t, "client", nil), l.Addr(), newRecorder())
 	if err := c.Send(&frame.Cancel{Call: 1}); err != nil {
 		t.Fatal(err)
@@ -293,7 +294,7 @@ func TestTCPHandshakeLimitSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	waitFor(t, "the handshake to start", func() bool { return tr.NodeStats().Handshakes == 1 })
+	testkit.Until(t, "the handshake to start", func() bool { return tr.NodeStats().Handshakes == 1 })
 	if _, err := newTCP(t, "client", nil).Dial(t.Context(), l.Addr(), newRecorder()); !errors.Is(err, ErrAtLimit) {
 		t.Errorf("dial past the handshake limit: %v, want ErrAtLimit", err)
 	}
@@ -364,7 +365,7 @@ func TestTCPHostileConnectionsLeaveOthersAlone(t *testing.T) {
 			t.Fatalf("a hostile connection was not closed by the node: %v", err)
 		}
 	}
-	waitFor(t, "only the honest connection left", func() bool { return tr.NodeStats().Conns == 1 })
+	testkit.Until(t, "only the honest connection left", func() bool { return tr.NodeStats().Conns == 1 })
 	st := tr.NodeStats()
 	if st.FrameTimeouts+st.BufferLimit != perKind || st.BadFrames != perKind || st.HandshakeFailures != 3*perKind || st.BufferedBytes != 0 {
 		t.Errorf("node stats %+v: want the stalled frames timed out or over the buffer limit, the bad frames and failed hellos counted, nothing buffered", st)
@@ -378,16 +379,6 @@ func TestTCPHostileConnectionsLeaveOthersAlone(t *testing.T) {
 		t.Fatalf("the honest connection closed: %v", c.err)
 	default:
 	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(waitLimit); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 // Listening beyond loopback without TLS is refused unless asked for, and
@@ -414,25 +405,25 @@ func TestTCPPlaintextListenBeyondLoopback(t *testing.T) {
 // One end with TLS and the other without: each side's error says so,
 // instead of "connection refused" or "EOF".
 func TestTLSMismatchIsNamed(t *testing.T) {
-	ca := newTestCA(t, "ca")
-	var log logBuffer
+	ca := testkit.NewCA(t, "ca")
+	var log testkit.LogBuffer
 	tlsNode := newTCP(t, "tls", func(c *TCPConfig) {
-		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "server")}}
-		c.Logger = log.logger()
+		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "server")}}
+		c.Logger = log.Logger()
 	})
 	tl := listen(t, tlsNode, newRecorder())
 	_, err := newTCP(t, "plain", nil).Dial(context.Background(), tl.Addr(), newRecorder())
 	if !errors.Is(err, ErrTLS) || !strings.Contains(err.Error(), "the peer speaks TLS and this side does not") {
 		t.Errorf("plaintext client to a TLS node: %v, want ErrTLS saying the peer speaks TLS", err)
 	}
-	log.waitLog(t, "the client does not speak TLS")
+	log.WaitFor(t, "the client does not speak TLS")
 	if n := tlsNode.NodeStats().TLSFailures; n != 1 {
 		t.Errorf("TLSFailures = %d, want 1", n)
 	}
 
 	pl := listen(t, newTCP(t, "plain-server", nil), newRecorder())
 	_, err = newTCP(t, "tls-client", func(c *TCPConfig) {
-		c.ClientTLS = &tls.Config{RootCAs: ca.pool}
+		c.ClientTLS = &tls.Config{RootCAs: ca.Pool}
 	}).Dial(context.Background(), pl.Addr(), newRecorder())
 	// The node closes as soon as it sees the TLS client's hello, before
 	// or after its own Hello went out.

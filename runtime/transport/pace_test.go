@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/internal/testkit"
 )
 
 // pipeListener is a net.Listener over net.Pipe whose backlog holds
@@ -211,10 +212,10 @@ func TestPaceShedsOnlyWhileFull(t *testing.T) {
 // like every refusal, and so is the pacing.
 func TestPaceLogs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var log logBuffer
+		var log testkit.LogBuffer
 		tr := newTCP(t, "node", func(c *TCPConfig) {
 			c.MaxHandshakes, c.HandshakeWait, c.HandshakeTimeout = 1, 100*time.Millisecond, time.Hour
-			c.Logger = log.logger()
+			c.Logger = log.Logger()
 		})
 		l := listenPipe(t, tr, newRecorder())
 		l.dial(t)
@@ -280,7 +281,7 @@ func TestTCPHandshakeStormLeavesEstablishedAlone(t *testing.T) {
 	dialers.Wait()
 	close(conns)
 	n := storm / 16 * 16
-	waitFor(t, "the storm past the slots refused", func() bool { return tr.NodeStats().HandshakeLimit == uint64(n-slots) })
+	testkit.Until(t, "the storm past the slots refused", func() bool { return tr.NodeStats().HandshakeLimit == uint64(n-slots) })
 	var greeted, shed int
 	for c := range conns {
 		c.SetReadDeadline(time.Now().Add(waitLimit))
@@ -331,16 +332,16 @@ func TestTCPHandshakeSlotsComeBack(t *testing.T) {
 		defer c.Close()
 		holders = append(holders, c)
 	}
-	waitFor(t, "both slots taken", func() bool { return tr.NodeStats().Handshakes == 2 })
+	testkit.Until(t, "both slots taken", func() bool { return tr.NodeStats().Handshakes == 2 })
 	if _, err := tr.Dial(t.Context(), l.Addr(), newRecorder()); !errors.Is(err, ErrAtLimit) {
 		t.Fatalf("dial with every slot held: %v, want ErrAtLimit (the node says it is at its limit)", err)
 	}
 	// The node counts a refusal once the connection is closed.
-	waitFor(t, "the refusal counted", func() bool { return tr.NodeStats().HandshakeLimit == 1 })
+	testkit.Until(t, "the refusal counted", func() bool { return tr.NodeStats().HandshakeLimit == 1 })
 	for _, c := range holders {
 		c.Close()
 	}
-	waitFor(t, "the slots freed", func() bool { return tr.NodeStats().Handshakes == 0 })
+	testkit.Until(t, "the slots freed", func() bool { return tr.NodeStats().Handshakes == 0 })
 	c := dial(t, newTCP(t, "client", nil), l.Addr(), newRecorder())
 	if err := c.Send(&frame.Cancel{Call: 1}); err != nil {
 		t.Fatal(err)
@@ -352,7 +353,7 @@ func TestTCPHandshakeSlotsComeBack(t *testing.T) {
 // TLS, all get in.
 func TestTCPReconnectStormWithDefaults(t *testing.T) {
 	const peers, perPeer = 20, 2
-	ca := newTestCA(t, "ca")
+	ca := testkit.NewCA(t, "ca")
 	// Generous handshake timeouts: 40 TLS handshakes at once under the race
 	// detector on a busy machine take their time, and the test is about
 	// the pacing, not the timeouts.
@@ -360,9 +361,9 @@ func TestTCPReconnectStormWithDefaults(t *testing.T) {
 	srv.echo = true
 	l := listen(t, newTCP(t, "server", func(c *TCPConfig) {
 		c.TLS = &tls.Config{
-			Certificates: []tls.Certificate{ca.issue(t, "server")},
+			Certificates: []tls.Certificate{ca.Issue(t, "server")},
 			ClientAuth:   tls.RequireAndVerifyClientCert,
-			ClientCAs:    ca.pool,
+			ClientCAs:    ca.Pool,
 		}
 		c.HandshakeTimeout = waitLimit
 	}), srv)
@@ -370,7 +371,7 @@ func TestTCPReconnectStormWithDefaults(t *testing.T) {
 	errs := make(chan error, peers*perPeer)
 	for p := range peers {
 		tr := newTCP(t, "peer", func(c *TCPConfig) {
-			c.ClientTLS = &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{ca.issue(t, "peer")}}
+			c.ClientTLS = &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{ca.Issue(t, "peer")}}
 			c.DialTimeout, c.HandshakeTimeout = waitLimit, waitLimit
 		})
 		for range perPeer {

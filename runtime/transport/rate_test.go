@@ -8,17 +8,19 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/testkit"
 )
 
 // ratedTCP is a transport that takes 10 new connections a second after a
 // burst of 2, with handshake slots to spare and handshakes that do not
 // time out under the tests.
-func ratedTCP(t *testing.T, log *logBuffer) *TCP {
+func ratedTCP(t *testing.T, log *testkit.LogBuffer) *TCP {
 	return newTCP(t, "node", func(c *TCPConfig) {
 		c.AcceptRate, c.AcceptBurst = 10, 2
 		c.MaxHandshakes, c.HandshakeTimeout = 100, time.Hour
 		if log != nil {
-			c.Logger = log.logger()
+			c.Logger = log.Logger()
 		}
 	})
 }
@@ -68,7 +70,7 @@ func TestAcceptRateWaitsBeyondTheBurst(t *testing.T) {
 // once a second.
 func TestAcceptRateShedsWhenBehindTooLong(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var log logBuffer
+		var log testkit.LogBuffer
 		tr := ratedTCP(t, &log)
 		l := listenPipe(t, tr, newRecorder())
 		start := time.Now()

@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/internal/frame/frametest"
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime/internal/conncap"
 )
 
@@ -91,37 +91,6 @@ func cloneFrame(f frame.Frame) frame.Frame {
 		panic(err)
 	}
 	return g
-}
-
-// logBuffer collects log output from several goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
-
-// waitLog waits until the log contains want.
-func (l *logBuffer) waitLog(t testing.TB, want string) {
-	t.Helper()
-	for deadline := time.Now().Add(waitLimit); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if strings.Contains(l.String(), want) {
-			return
-		}
-	}
-	t.Fatalf("log never contained %q; log:\n%s", want, l)
 }
 
 var discard = slog.New(slog.DiscardHandler)
@@ -351,10 +320,10 @@ func rawHello(t *testing.T, addr string) net.Conn {
 }
 
 func TestTCPMalformedFrameClosesOnlyThatConn(t *testing.T) {
-	var log logBuffer
+	var log testkit.LogBuffer
 	srv := newRecorder()
 	srv.echo = true
-	l := listen(t, newTCP(t, "server", func(c *TCPConfig) { c.Logger = log.logger() }), srv)
+	l := listen(t, newTCP(t, "server", func(c *TCPConfig) { c.Logger = log.Logger() }), srv)
 	cli := newRecorder()
 	good := dial(t, newTCP(t, "client", nil), l.Addr(), cli)
 
@@ -403,7 +372,7 @@ func TestTCPMalformedFrameClosesOnlyThatConn(t *testing.T) {
 			srv.next(t)
 		})
 	}
-	log.waitLog(t, "bad frame")
+	log.WaitFor(t, "bad frame")
 	if !strings.Contains(log.String(), "peer=raw") {
 		t.Errorf("log does not name the peer:\n%s", log.String())
 	}
@@ -496,10 +465,10 @@ func TestTCPHandshakeTimeout(t *testing.T) {
 	}
 
 	// And a client that never says Hello is dropped by the server.
-	var log logBuffer
+	var log testkit.LogBuffer
 	srv := newTCP(t, "server", func(c *TCPConfig) {
 		c.HandshakeTimeout = 50 * time.Millisecond
-		c.Logger = log.logger()
+		c.Logger = log.Logger()
 	})
 	l := listen(t, srv, newRecorder())
 	nc, err := net.Dial("tcp", l.Addr())
@@ -511,7 +480,7 @@ func TestTCPHandshakeTimeout(t *testing.T) {
 	if _, err := io.ReadAll(nc); err != nil {
 		t.Errorf("silent client: %v, want the server to hang up", err)
 	}
-	log.waitLog(t, "hello exchange failed")
+	log.WaitFor(t, "hello exchange failed")
 }
 
 func TestTCPDialRefused(t *testing.T) {

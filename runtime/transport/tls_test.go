@@ -2,85 +2,23 @@ package transport
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
-	"math/big"
-	"net"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/internal/testkit"
 )
-
-// testCA is a certificate authority made up for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-// issue makes a leaf certificate for 127.0.0.1 usable by servers and clients.
-func (ca *testCA) issue(t *testing.T, name string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
 
 // echoOnce sends a frame on c and waits for the echo.
 func echoOnce(t *testing.T, c Conn, cli *recorder) {
 	t.Helper()
-	if err := c.Send(&Cancel{Call: 77}); err != nil {
+	if err := c.Send(&frame.Cancel{Call: 77}); err != nil {
 		t.Fatal(err)
 	}
-	if got := cli.next(t).f.(*Cancel).Call; got != 77 {
+	if got := cli.next(t).f.(*frame.Cancel).Call; got != 77 {
 		t.Fatalf("echo %d, want 77", got)
 	}
 }
@@ -95,15 +33,15 @@ func tlsState(t *testing.T, c Conn) tls.ConnectionState {
 }
 
 func TestTLSRoundTrip(t *testing.T) {
-	ca := newTestCA(t, "ca")
+	ca := testkit.NewCA(t, "ca")
 	srv := newRecorder()
 	srv.echo = true
 	l := listen(t, newTCP(t, "server", func(c *TCPConfig) {
-		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "server")}}
+		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "server")}}
 	}), srv)
 	cli := newRecorder()
 	c := dial(t, newTCP(t, "client", func(c *TCPConfig) {
-		c.ClientTLS = &tls.Config{RootCAs: ca.pool}
+		c.ClientTLS = &tls.Config{RootCAs: ca.Pool}
 	}), l.Addr(), cli)
 	echoOnce(t, c, cli)
 	if v := tlsState(t, c).Version; v != tls.VersionTLS13 {
@@ -111,28 +49,28 @@ func TestTLSRoundTrip(t *testing.T) {
 	}
 }
 
-func mtlsServer(t *testing.T, ca *testCA, log *logBuffer) (Listener, *recorder) {
+func mtlsServer(t *testing.T, ca *testkit.CA, log *testkit.LogBuffer) (Listener, *recorder) {
 	t.Helper()
 	srv := newRecorder()
 	srv.echo = true
 	l := listen(t, newTCP(t, "server", func(c *TCPConfig) {
 		c.TLS = &tls.Config{
-			Certificates: []tls.Certificate{ca.issue(t, "server")},
+			Certificates: []tls.Certificate{ca.Issue(t, "server")},
 			ClientAuth:   tls.RequireAndVerifyClientCert,
-			ClientCAs:    ca.pool,
+			ClientCAs:    ca.Pool,
 		}
-		c.Logger = log.logger()
+		c.Logger = log.Logger()
 	}), srv)
 	return l, srv
 }
 
 func TestMutualTLS(t *testing.T) {
-	ca := newTestCA(t, "ca")
-	var log logBuffer
+	ca := testkit.NewCA(t, "ca")
+	var log testkit.LogBuffer
 	l, srv := mtlsServer(t, ca, &log)
 	cli := newRecorder()
 	c := dial(t, newTCP(t, "client", func(c *TCPConfig) {
-		c.ClientTLS = &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{ca.issue(t, "client-7")}}
+		c.ClientTLS = &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{ca.Issue(t, "client-7")}}
 	}), l.Addr(), cli)
 	echoOnce(t, c, cli)
 	server := srv.next(t).c
@@ -142,24 +80,24 @@ func TestMutualTLS(t *testing.T) {
 }
 
 func TestMutualTLSRefusesWrongCertificate(t *testing.T) {
-	ca := newTestCA(t, "ca")
-	other := newTestCA(t, "other-ca")
+	ca := testkit.NewCA(t, "ca")
+	other := testkit.NewCA(t, "other-ca")
 	tests := []struct {
 		name    string
 		certs   []tls.Certificate
 		wantErr string // in the client's error
 		wantLog string // in the server's log
 	}{
-		{"certificate from another CA", []tls.Certificate{other.issue(t, "intruder")}, "unknown certificate authority", "x509: certificate signed by unknown authority"},
+		{"certificate from another CA", []tls.Certificate{other.Issue(t, "intruder")}, "unknown certificate authority", "x509: certificate signed by unknown authority"},
 		{"no certificate", nil, "certificate required", "didn't provide a certificate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var log logBuffer
+			var log testkit.LogBuffer
 			l, _ := mtlsServer(t, ca, &log)
 			tr := newTCP(t, "client", func(c *TCPConfig) {
 				c.ClientTLS = &tls.Config{
-					RootCAs: ca.pool,
+					RootCAs: ca.Pool,
 					// Present the certificate even though the server's list of
 					// acceptable CAs does not name its issuer.
 					GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
@@ -178,20 +116,20 @@ func TestMutualTLSRefusesWrongCertificate(t *testing.T) {
 			if !errors.Is(err, ErrTLS) || errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("Dial error %q, want ErrTLS (not ErrRefused) mentioning %q", err, tt.wantErr)
 			}
-			log.waitLog(t, "TLS handshake failed")
-			log.waitLog(t, tt.wantLog)
+			log.WaitFor(t, "TLS handshake failed")
+			log.WaitFor(t, tt.wantLog)
 		})
 	}
 }
 
 func TestTLSClientDistrustsServer(t *testing.T) {
-	ca := newTestCA(t, "ca")
-	other := newTestCA(t, "other-ca")
+	ca := testkit.NewCA(t, "ca")
+	other := testkit.NewCA(t, "other-ca")
 	l := listen(t, newTCP(t, "server", func(c *TCPConfig) {
-		c.TLS = &tls.Config{Certificates: []tls.Certificate{other.issue(t, "impostor")}}
+		c.TLS = &tls.Config{Certificates: []tls.Certificate{other.Issue(t, "impostor")}}
 	}), newRecorder())
 	_, err := newTCP(t, "client", func(c *TCPConfig) {
-		c.ClientTLS = &tls.Config{RootCAs: ca.pool}
+		c.ClientTLS = &tls.Config{RootCAs: ca.Pool}
 	}).Dial(context.Background(), l.Addr(), newRecorder())
 	var unknown x509.UnknownAuthorityError
 	if !errors.Is(err, ErrTLS) || !errors.As(err, &unknown) {
@@ -200,23 +138,23 @@ func TestTLSClientDistrustsServer(t *testing.T) {
 }
 
 func TestTLSRefusesOldVersions(t *testing.T) {
-	ca := newTestCA(t, "ca")
-	var log logBuffer
+	ca := testkit.NewCA(t, "ca")
+	var log testkit.LogBuffer
 	l := listen(t, newTCP(t, "server", func(c *TCPConfig) {
-		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t, "server")}, MinVersion: tls.VersionTLS12}
-		c.Logger = log.logger()
+		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Issue(t, "server")}, MinVersion: tls.VersionTLS12}
+		c.Logger = log.Logger()
 	}), newRecorder())
 	// A plain TLS 1.2 client: the server insists on 1.3 whatever it was given.
-	tc, err := tls.Dial("tcp", l.Addr(), &tls.Config{RootCAs: ca.pool, MaxVersion: tls.VersionTLS12})
+	tc, err := tls.Dial("tcp", l.Addr(), &tls.Config{RootCAs: ca.Pool, MaxVersion: tls.VersionTLS12})
 	if err == nil {
 		tc.Close()
 		t.Fatal("TLS 1.2 handshake succeeded")
 	}
-	log.waitLog(t, "TLS handshake failed")
+	log.WaitFor(t, "TLS handshake failed")
 
 	// And the transport's own client will not offer less than 1.3.
 	_, err = newTCP(t, "client", func(c *TCPConfig) {
-		c.ClientTLS = &tls.Config{RootCAs: ca.pool, MaxVersion: tls.VersionTLS12}
+		c.ClientTLS = &tls.Config{RootCAs: ca.Pool, MaxVersion: tls.VersionTLS12}
 	}).Dial(context.Background(), l.Addr(), newRecorder())
 	if !errors.Is(err, ErrTLS) {
 		t.Errorf("Dial with MaxVersion 1.2: %v, want ErrTLS", err)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -21,9 +22,9 @@ func hostile(ctx context.Context, addr string, stalled, garbage int) (opened int
 	var wg sync.WaitGroup
 	count := func() { mu.Lock(); opened++; mu.Unlock() }
 	// Hello, then the header of a frame just under the size limit.
-	stall, _ := transport.AppendFrame(nil, &transport.Hello{Version: transport.Version, Node: "hostile", Group: "x"}, 0)
+	stall, _ := frame.Append(nil, &frame.Hello{Version: frame.Version, Node: "hostile", Group: "x"}, 0)
 	stall = binary.BigEndian.AppendUint32(stall, transport.DefaultMaxFrameSize-1)
-	stall = append(stall, transport.Version, byte(transport.TypeAttempt))
+	stall = append(stall, frame.Version, byte(frame.TypeAttempt))
 	part := make([]byte, 1<<20) // of the body, shared: writers only read it
 	for range stalled {
 		wg.Go(func() {

@@ -1,8 +1,8 @@
 // Package memnet is the in-memory transport that tests run on: a Network
 // makes connected transports in one process, each identified by the
 // transport.Config.Node it was created with, and can inject faults between
-// them (faults.go). Frames really go through transport.AppendFrame and a
-// per-connection transport.Decoder, so the wire format is exercised and no
+// them (faults.go). Frames really go through frame.Append and a
+// per-connection frame.Decoder, so the wire format is exercised and no
 // memory is shared between the two ends. It is internal: tests of services
 // reach it through runtime/fftest, which builds clusters on it.
 //
@@ -36,6 +36,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -131,7 +133,7 @@ type Transport struct {
 var (
 	_ transport.Transport = (*Transport)(nil)
 	_ transport.Listener  = (*memListener)(nil)
-	_ transport.StatsConn = (*memEnd)(nil)
+	_ conncap.StatsConn   = (*memEnd)(nil)
 )
 
 // Node returns the name this transport's node is known by.
@@ -140,7 +142,7 @@ func (t *Transport) Node() string { return t.cfg.Node }
 // Listen accepts connections at addr; the empty address means the node's
 // name. Connections dialed to addr belong to this transport's node, so the
 // node's faults apply to them.
-func (t *Transport) Listen(addr string, h transport.Handler) (transport.Listener, error) {
+func (t *Transport) Listen(addr string, h transport.ConnHandler) (transport.Listener, error) {
 	if h == nil {
 		return nil, errors.New("transport: Listen with a nil Handler")
 	}
@@ -170,7 +172,7 @@ func (t *Transport) Listen(addr string, h transport.Handler) (transport.Listener
 // nothing listens there. While either node is paused or a link between them
 // is cut it waits, as a TCP handshake would, until the fault goes or ctx
 // ends; delays on the links add their round trip to the dial.
-func (t *Transport) Dial(ctx context.Context, addr string, h transport.Handler) (transport.Conn, error) {
+func (t *Transport) Dial(ctx context.Context, addr string, h transport.ConnHandler) (transport.Conn, error) {
 	if h == nil {
 		return nil, errors.New("transport: Dial with a nil Handler")
 	}
@@ -220,9 +222,9 @@ func (t *Transport) Dial(ctx context.Context, addr string, h transport.Handler) 
 	}
 }
 
-// connectLocked makes the connection: each side's transport.Hello is encoded with the
+// connectLocked makes the connection: each side's frame.Hello is encoded with the
 // sender's limit and decoded with the receiver's, as on a real wire.
-func (n *Network) connectLocked(t *Transport, h transport.Handler, ln *memListener) (*memEnd, error) {
+func (n *Network) connectLocked(t *Transport, h transport.ConnHandler, ln *memListener) (*memEnd, error) {
 	dialerHello, err := memExchangeHello(t, ln.t)
 	if err != nil {
 		return nil, fmt.Errorf("transport: dial %q: %w", ln.addr, err)
@@ -246,16 +248,16 @@ func (n *Network) connectLocked(t *Transport, h transport.Handler, ln *memListen
 	return d, nil
 }
 
-func memExchangeHello(from, to *Transport) (*transport.Hello, error) {
-	buf, err := transport.AppendFrame(nil, &transport.Hello{Version: transport.Version, Node: from.cfg.Node, Group: from.cfg.Group, MaxFrame: uint32(from.cfg.MaxFrameSize)}, from.cfg.MaxFrameSize)
+func memExchangeHello(from, to *Transport) (*frame.Hello, error) {
+	buf, err := frame.Append(nil, &frame.Hello{Version: frame.Version, Node: from.cfg.Node, Group: from.cfg.Group, MaxFrame: uint32(from.cfg.MaxFrameSize)}, from.cfg.MaxFrameSize)
 	if err != nil {
 		return nil, err
 	}
-	f, err := memDecode(new(transport.Decoder), buf, to.cfg.MaxFrameSize)
+	f, err := memDecode(new(frame.Decoder), buf, to.cfg.MaxFrameSize)
 	if err != nil {
 		return nil, err
 	}
-	hello, ok := f.(*transport.Hello)
+	hello, ok := f.(*frame.Hello)
 	if !ok {
 		return nil, fmt.Errorf("%w: expected hello, got %s", transport.ErrMalformedFrame, f.Type())
 	}
@@ -264,11 +266,11 @@ func memExchangeHello(from, to *Transport) (*transport.Hello, error) {
 
 // memDecode decodes one length-prefixed frame, checking the prefix against
 // the receiver's limit first, as a stream reader does.
-func memDecode(d *transport.Decoder, buf []byte, max int) (transport.Frame, error) {
+func memDecode(d *frame.Decoder, buf []byte, max int) (frame.Frame, error) {
 	if len(buf) < 4 {
 		return nil, fmt.Errorf("%w: %d bytes is shorter than a length prefix", transport.ErrMalformedFrame, len(buf))
 	}
-	size, err := transport.FrameLen(buf, max)
+	size, err := frame.Len(buf, max)
 	if err != nil {
 		return nil, err
 	}
@@ -307,7 +309,7 @@ func (t *Transport) Close() error {
 type memListener struct {
 	t      *Transport
 	addr   string
-	h      transport.Handler
+	h      transport.ConnHandler
 	closed bool // guarded by t.n.mu
 }
 
@@ -358,8 +360,8 @@ func (c *memConn) abortLocked(dialerErr, listenerErr error) {
 type memEnd struct {
 	conn        *memConn
 	t           *Transport
-	h           transport.Handler
-	peer        transport.Hello
+	h           transport.ConnHandler
+	peer        frame.Hello
 	out, in     *memPipe
 	closeCalled bool // guarded by conn.n.mu
 
@@ -368,15 +370,15 @@ type memEnd struct {
 	queueFull                  atomic.Uint64
 }
 
-func (e *memEnd) Peer() transport.Hello { return e.peer }
+func (e *memEnd) Peer() frame.Hello { return e.peer }
 
 func (e *memEnd) String() string { return e.t.cfg.Node + "->" + e.peer.Node }
 
 // Stats reports what this end did. Every accepted Send is one write, so
 // Writes equals FramesSent; frames lost to a cut or a drop count as sent.
-func (e *memEnd) Stats() transport.Stats {
+func (e *memEnd) Stats() conncap.Stats {
 	sent := e.framesSent.Load()
-	return transport.Stats{
+	return conncap.Stats{
 		FramesSent:     sent,
 		FramesReceived: e.framesReceived.Load(),
 		BytesSent:      e.bytesSent.Load(),
@@ -390,7 +392,7 @@ func (e *memEnd) Stats() transport.Stats {
 // cut link or picked by a drop is lost silently, and a delay fixes the
 // frame's arrival time. Pause acts on delivery (the frame waits in the
 // queue), so a paused peer fills the queue until Send returns transport.ErrQueueFull.
-func (e *memEnd) Send(f transport.Frame) error {
+func (e *memEnd) Send(f frame.Frame) error {
 	if f == nil {
 		return fmt.Errorf("%w: nil frame", transport.ErrMalformedFrame)
 	}
@@ -399,7 +401,7 @@ func (e *memEnd) Send(f transport.Frame) error {
 	if m := int(e.peer.MaxFrame); m > 0 && m < limit {
 		limit = m // as a stream does: the peer would close on a larger one
 	}
-	buf, err := transport.AppendFrame((*bp)[:0], f, limit)
+	buf, err := frame.Append((*bp)[:0], f, limit)
 	*bp = buf
 	if err != nil {
 		memPutBuf(bp)
@@ -553,7 +555,7 @@ func (p *memPipe) nextLocked() memStep {
 func (p *memPipe) run() {
 	n := p.from.conn.n
 	to := p.to
-	var dec transport.Decoder
+	var dec frame.Decoder
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -594,7 +596,7 @@ func (p *memPipe) run() {
 // receiver's handler. A frame that does not decode ends the connection, as
 // a bad frame on a stream does: the receiver gets the decoding error and the
 // sender transport.ErrReset.
-func (p *memPipe) deliver(dec *transport.Decoder, bp *[]byte) {
+func (p *memPipe) deliver(dec *frame.Decoder, bp *[]byte) {
 	defer memPutBuf(bp)
 	to := p.to
 	f, err := memDecode(dec, *bp, to.t.cfg.MaxFrameSize)

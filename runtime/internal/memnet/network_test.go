@@ -12,26 +12,28 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
-// memRec is a transport.Handler that records what it gets.
+// memRec is a transport.ConnHandler that records what it gets.
 type memRec struct {
 	mu     sync.Mutex
 	conn   transport.Conn
-	frames []transport.Frame
+	frames []frame.Frame
 	at     []time.Time
 	closes []error
-	onRecv func(c transport.Conn, f transport.Frame) // optional, called after recording
+	onRecv func(c transport.Conn, f frame.Frame) // optional, called after recording
 }
 
-func (r *memRec) HandleFrame(c transport.Conn, f transport.Frame) {
+func (r *memRec) HandleFrame(c transport.Conn, f frame.Frame) {
 	// Re-encode to copy: the frame's bytes are only valid during the call.
-	buf, err := transport.AppendFrame(nil, f, 0)
+	buf, err := frame.Append(nil, f, 0)
 	if err != nil {
 		panic(err)
 	}
-	cp, err := transport.Decode(buf[4:])
+	cp, err := frame.Decode(buf[4:])
 	if err != nil {
 		panic(err)
 	}
@@ -52,13 +54,13 @@ func (r *memRec) HandleClose(c transport.Conn, err error) {
 	r.closes = append(r.closes, err)
 }
 
-// calls returns the Call numbers of the transport.Cancel frames received.
+// calls returns the Call numbers of the frame.Cancel frames received.
 func (r *memRec) calls() []uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []uint64
 	for _, f := range r.frames {
-		if c, ok := f.(*transport.Cancel); ok {
+		if c, ok := f.(*frame.Cancel); ok {
 			out = append(out, c.Call)
 		}
 	}
@@ -113,7 +115,7 @@ func newMemSetup(t *testing.T, srvCfg, cliCfg transport.Config) *memSetup {
 func memSendCancels(t *testing.T, c transport.Conn, from, to uint64) {
 	t.Helper()
 	for i := from; i < to; i++ {
-		if err := c.Send(&transport.Cancel{Call: i}); err != nil {
+		if err := c.Send(&frame.Cancel{Call: i}); err != nil {
 			t.Fatalf("Send(%d): %v", i, err)
 		}
 	}
@@ -137,36 +139,36 @@ func memWantCalls(t *testing.T, who string, r *memRec, want []uint64) {
 func TestMemRoundTrip(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newMemSetup(t, transport.Config{}, transport.Config{})
-		s.srvRec.onRecv = func(c transport.Conn, f transport.Frame) {
-			if a, ok := f.(*transport.Attempt); ok {
-				if err := c.Send(&transport.Result{Call: a.Call, Payload: append([]byte("re:"), a.Payload...)}); err != nil {
+		s.srvRec.onRecv = func(c transport.Conn, f frame.Frame) {
+			if a, ok := f.(*frame.Attempt); ok {
+				if err := c.Send(&frame.Result{Call: a.Call, Payload: append([]byte("re:"), a.Payload...)}); err != nil {
 					t.Errorf("reply: %v", err)
 				}
 			}
 		}
-		att := &transport.Attempt{Call: 7, OpID: [16]byte{1, 2}, Timeout: time.Second, Heartbeat: 90 * time.Millisecond,
-			Service: "Accounts", Method: "Withdraw", Entities: []string{"acc-1"}, Flags: transport.FlagHold,
-			History: []transport.Prior{{Node: "c1", Group: "c", Reason: 2}}, Payload: []byte("args")}
+		att := &frame.Attempt{Call: 7, OpID: [16]byte{1, 2}, Timeout: time.Second, Heartbeat: 90 * time.Millisecond,
+			Service: "Accounts", Method: "Withdraw", Entities: []string{"acc-1"}, Flags: frame.FlagHold,
+			History: []frame.Prior{{Node: "c1", Group: "c", Reason: 2}}, Payload: []byte("args")}
 		if err := s.cli.Send(att); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
 
-		if diff := cmp.Diff([]transport.Frame{att}, s.srvRec.frames); diff != "" {
+		if diff := cmp.Diff([]frame.Frame{att}, s.srvRec.frames); diff != "" {
 			t.Errorf("server received (-want +got):\n%s", diff)
 		}
-		want := []transport.Frame{&transport.Result{Call: 7, Payload: []byte("re:args")}}
+		want := []frame.Frame{&frame.Result{Call: 7, Payload: []byte("re:args")}}
 		if diff := cmp.Diff(want, s.cliRec.frames); diff != "" {
 			t.Errorf("client received (-want +got):\n%s", diff)
 		}
-		if got, want := s.cli.Peer(), (transport.Hello{Version: transport.Version, Node: "a1", Group: "a", MaxFrame: transport.DefaultMaxFrameSize}); got != want {
+		if got, want := s.cli.Peer(), (frame.Hello{Version: frame.Version, Node: "a1", Group: "a", MaxFrame: transport.DefaultMaxFrameSize}); got != want {
 			t.Errorf("client Peer() = %+v, want %+v", got, want)
 		}
 		srv := s.srvRec.lastConn()
-		if got, want := srv.Peer(), (transport.Hello{Version: transport.Version, Node: "b1", Group: "b", MaxFrame: transport.DefaultMaxFrameSize}); got != want {
+		if got, want := srv.Peer(), (frame.Hello{Version: frame.Version, Node: "b1", Group: "b", MaxFrame: transport.DefaultMaxFrameSize}); got != want {
 			t.Errorf("server Peer() = %+v, want %+v", got, want)
 		}
-		cs, ss := s.cli.(transport.StatsConn).Stats(), srv.(transport.StatsConn).Stats()
+		cs, ss := s.cli.(conncap.StatsConn).Stats(), srv.(conncap.StatsConn).Stats()
 		if cs.FramesSent != 1 || cs.FramesReceived != 1 || ss.FramesSent != 1 || ss.FramesReceived != 1 {
 			t.Errorf("stats: client %+v, server %+v", cs, ss)
 		}
@@ -449,7 +451,7 @@ func TestMemReset(t *testing.T) {
 			}
 		}
 		for who, c := range map[string]transport.Conn{"client": s.cli, "server": srv} {
-			if err := c.Send(&transport.Cancel{}); !errors.Is(err, transport.ErrClosed) {
+			if err := c.Send(&frame.Cancel{}); !errors.Is(err, transport.ErrClosed) {
 				t.Errorf("%s Send after reset: %v, want ErrClosed", who, err)
 			}
 		}
@@ -492,7 +494,7 @@ func TestMemCloseFlushesThenCloses(t *testing.T) {
 		if err := s.cli.Close(); err != nil {
 			t.Errorf("second Close: %v", err)
 		}
-		if err := s.cli.Send(&transport.Cancel{}); !errors.Is(err, transport.ErrClosed) {
+		if err := s.cli.Send(&frame.Cancel{}); !errors.Is(err, transport.ErrClosed) {
 			t.Errorf("Send after Close: %v, want ErrClosed", err)
 		}
 		synctest.Wait()
@@ -585,24 +587,24 @@ func TestMemQueueFullWhilePaused(t *testing.T) {
 		var sent uint64
 		var err error
 		for ; sent < 1000; sent++ {
-			if err = s.cli.Send(&transport.Cancel{Call: sent}); err != nil {
+			if err = s.cli.Send(&frame.Cancel{Call: sent}); err != nil {
 				break
 			}
 		}
 		if !errors.Is(err, transport.ErrQueueFull) {
 			t.Fatalf("after %d sends: %v, want ErrQueueFull", sent, err)
 		}
-		// A transport.Cancel of a small call is 7 bytes on the wire: 14 fit in 100.
+		// A frame.Cancel of a small call is 7 bytes on the wire: 14 fit in 100.
 		if sent != 14 {
 			t.Errorf("%d frames fit in 100 bytes, want 14", sent)
 		}
-		if st := s.cli.(transport.StatsConn).Stats(); st.QueueFull != 1 || st.FramesSent != sent {
+		if st := s.cli.(conncap.StatsConn).Stats(); st.QueueFull != 1 || st.FramesSent != sent {
 			t.Errorf("stats %+v", st)
 		}
 		s.net.Resume("a1")
 		synctest.Wait()
 		memWantCalls(t, "server", s.srvRec, memSeq(0, sent))
-		if err := s.cli.Send(&transport.Cancel{Call: sent}); err != nil {
+		if err := s.cli.Send(&frame.Cancel{Call: sent}); err != nil {
 			t.Errorf("Send after the queue drained: %v", err)
 		}
 	})
@@ -612,7 +614,7 @@ func TestMemFrameSizeLimits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		quiet := slog.New(slog.DiscardHandler) // the rejected frame is logged
 		s := newMemSetup(t, transport.Config{Node: "a1", MaxFrameSize: 64, Logger: quiet}, transport.Config{Node: "b1", MaxFrameSize: 128})
-		big := &transport.Attempt{Payload: make([]byte, 200)}
+		big := &frame.Attempt{Payload: make([]byte, 200)}
 		if err := s.cli.Send(big); !errors.Is(err, transport.ErrFrameTooLarge) {
 			t.Fatalf("Send over the sender's limit: %v, want ErrFrameTooLarge", err)
 		}
@@ -621,8 +623,8 @@ func TestMemFrameSizeLimits(t *testing.T) {
 		memWantCalls(t, "server", s.srvRec, memSeq(0, 1))
 
 		// Within the sender's limit but over the receiver's, which its
-		// transport.Hello announced: Send refuses it and the connection carries on.
-		if err := s.cli.Send(&transport.Attempt{Payload: make([]byte, 80)}); !errors.Is(err, transport.ErrFrameTooLarge) {
+		// frame.Hello announced: Send refuses it and the connection carries on.
+		if err := s.cli.Send(&frame.Attempt{Payload: make([]byte, 80)}); !errors.Is(err, transport.ErrFrameTooLarge) {
 			t.Fatalf("Send over the receiver's limit: %v, want ErrFrameTooLarge", err)
 		}
 		memSendCancels(t, s.cli, 1, 2)
@@ -672,7 +674,7 @@ func TestMemConcurrentSendersKeepOrder(t *testing.T) {
 		for g := range uint64(senders) {
 			wg.Go(func() {
 				for i := range uint64(each) {
-					if err := s.cli.Send(&transport.Cancel{Call: g<<32 | i}); err != nil {
+					if err := s.cli.Send(&frame.Cancel{Call: g<<32 | i}); err != nil {
 						t.Errorf("Send: %v", err)
 						return
 					}
@@ -702,7 +704,7 @@ func TestMemConcurrentSendersKeepOrder(t *testing.T) {
 func TestMemCloseFromHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newMemSetup(t, transport.Config{}, transport.Config{})
-		s.srvRec.onRecv = func(c transport.Conn, f transport.Frame) {
+		s.srvRec.onRecv = func(c transport.Conn, f frame.Frame) {
 			if err := c.Close(); err != nil {
 				t.Errorf("Close in HandleFrame: %v", err)
 			}
@@ -736,7 +738,7 @@ func TestMemRealClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Send(&transport.Attempt{Call: 1}); err != nil {
+	if err := c.Send(&frame.Attempt{Call: 1}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -753,7 +755,7 @@ type memCounter struct {
 	tick  chan struct{}
 }
 
-func (c *memCounter) HandleFrame(transport.Conn, transport.Frame) {
+func (c *memCounter) HandleFrame(transport.Conn, frame.Frame) {
 	if c.count++; c.count%c.n == 0 {
 		c.tick <- struct{}{}
 	}
@@ -775,7 +777,7 @@ func BenchmarkMemSendHeartbeat(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	hb := &transport.Heartbeat{Items: []transport.HeartbeatItem{{Call: 12345}}}
+	hb := &frame.Heartbeat{Items: []frame.HeartbeatItem{{Call: 12345}}}
 	b.ReportAllocs()
 	sent := 0
 	for b.Loop() {
@@ -788,12 +790,12 @@ func BenchmarkMemSendHeartbeat(b *testing.B) {
 	}
 }
 
-// memEcho answers every transport.Attempt with a transport.Result.
+// memEcho answers every frame.Attempt with a frame.Result.
 type memEcho struct{}
 
-func (memEcho) HandleFrame(c transport.Conn, f transport.Frame) {
-	if a, ok := f.(*transport.Attempt); ok {
-		_ = c.Send(&transport.Result{Call: a.Call, Payload: a.Payload})
+func (memEcho) HandleFrame(c transport.Conn, f frame.Frame) {
+	if a, ok := f.(*frame.Attempt); ok {
+		_ = c.Send(&frame.Result{Call: a.Call, Payload: a.Payload})
 	}
 }
 
@@ -801,8 +803,8 @@ func (memEcho) HandleClose(transport.Conn, error) {}
 
 type memResults chan struct{}
 
-func (r memResults) HandleFrame(transport.Conn, transport.Frame) { r <- struct{}{} }
-func (r memResults) HandleClose(transport.Conn, error)           {}
+func (r memResults) HandleFrame(transport.Conn, frame.Frame) { r <- struct{}{} }
+func (r memResults) HandleClose(transport.Conn, error)       {}
 
 // BenchmarkMemRoundTrip measures an Attempt and its Result, one at a time.
 func BenchmarkMemRoundTrip(b *testing.B) {
@@ -816,7 +818,7 @@ func BenchmarkMemRoundTrip(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	att := &transport.Attempt{Service: "Accounts", Method: "Withdraw", Entities: []string{"acc-1"}, Payload: make([]byte, 64)}
+	att := &frame.Attempt{Service: "Accounts", Method: "Withdraw", Entities: []string{"acc-1"}, Payload: make([]byte, 64)}
 	b.ReportAllocs()
 	for b.Loop() {
 		att.Call++

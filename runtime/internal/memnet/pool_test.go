@@ -7,18 +7,20 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/runtime/internal/pool"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
 // echoAll sends every frame back.
 type echoAll struct{}
 
-func (echoAll) HandleFrame(c transport.Conn, f transport.Frame) { c.Send(f) }
-func (echoAll) HandleClose(transport.Conn, error)               {}
+func (echoAll) HandleFrame(c transport.Conn, f frame.Frame) { c.Send(f) }
+func (echoAll) HandleClose(transport.Conn, error)           {}
 
 // chanRec passes on the Cancel frames and the closes it gets.
 type chanRec struct {
-	frames chan transport.Frame
+	frames chan frame.Frame
 	closes chan chanClose
 }
 
@@ -28,12 +30,12 @@ type chanClose struct {
 }
 
 func newChanRec() *chanRec {
-	return &chanRec{frames: make(chan transport.Frame, 16), closes: make(chan chanClose, 16)}
+	return &chanRec{frames: make(chan frame.Frame, 16), closes: make(chan chanClose, 16)}
 }
 
-func (r *chanRec) HandleFrame(_ transport.Conn, f transport.Frame) {
-	if c, ok := f.(*transport.Cancel); ok {
-		r.frames <- &transport.Cancel{Call: c.Call} // the frame is only valid during the call
+func (r *chanRec) HandleFrame(_ transport.Conn, f frame.Frame) {
+	if c, ok := f.(*frame.Cancel); ok {
+		r.frames <- &frame.Cancel{Call: c.Call} // the frame is only valid during the call
 	}
 }
 
@@ -51,7 +53,7 @@ func TestPoolOverMemTransport(t *testing.T) {
 			t.Fatal(err)
 		}
 		cli := newChanRec()
-		p := transport.NewPool(n.Transport(transport.Config{Node: "b1", Group: "b"}), cli, transport.PoolConfig{BackoffMin: time.Second, BackoffMax: time.Second})
+		p := pool.New(n.Transport(transport.Config{Node: "b1", Group: "b"}), cli, transport.PoolConfig{BackoffMin: time.Second, BackoffMax: time.Second})
 		defer p.Close()
 		ctx := context.Background()
 
@@ -59,10 +61,10 @@ func TestPoolOverMemTransport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := first.Send(&transport.Cancel{Call: 1}); err != nil {
+		if err := first.Send(&frame.Cancel{Call: 1}); err != nil {
 			t.Fatal(err)
 		}
-		if got := (<-cli.frames).(*transport.Cancel).Call; got != 1 {
+		if got := (<-cli.frames).(*frame.Cancel).Call; got != 1 {
 			t.Fatalf("echo %d", got)
 		}
 
@@ -85,10 +87,10 @@ func TestPoolOverMemTransport(t *testing.T) {
 		if err != nil || second == first {
 			t.Fatalf("Get after the window: %v, %v", second, err)
 		}
-		if err := second.Send(&transport.Cancel{Call: 2}); err != nil {
+		if err := second.Send(&frame.Cancel{Call: 2}); err != nil {
 			t.Fatal(err)
 		}
-		if got := (<-cli.frames).(*transport.Cancel).Call; got != 2 {
+		if got := (<-cli.frames).(*frame.Cancel).Call; got != 2 {
 			t.Fatalf("echo %d", got)
 		}
 	})

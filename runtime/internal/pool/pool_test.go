@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -52,18 +53,6 @@ func (r *recorder) HandleFrame(c transport.Conn, f frame.Frame) {
 }
 
 func (r *recorder) HandleClose(c transport.Conn, err error) { r.closes <- closed{c, err} }
-
-// await waits for what ch brings over a real socket.
-func await[T any](t *testing.T, ch <-chan T) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitLimit):
-		t.Fatalf("nothing came in %v", waitLimit)
-		panic("unreachable")
-	}
-}
 
 // newTCP is a TCP transport of the node named node whose handshakes wait
 // up to waitLimit.
@@ -372,9 +361,7 @@ func TestPoolHelloLate(t *testing.T) {
 	}
 	go func() {
 		nc := <-accepted
-		for !connected() { // the dial connected: the Hello is what is late
-			time.Sleep(time.Millisecond)
-		}
+		testkit.Within(testkit.Bound, connected) // the dial connected: the Hello is what is late
 		accepted <- nc
 		cancel()
 	}()
@@ -424,18 +411,18 @@ func TestPoolReconnectsAfterRestart(t *testing.T) {
 		if err := c.Send(&frame.Cancel{Call: call}); err != nil {
 			t.Fatal(err)
 		}
-		if got := await(t, cli.frames).f.(*frame.Cancel).Call; got != call {
+		if got := testkit.Receive(t, cli.frames, "the echo").f.(*frame.Cancel).Call; got != call {
 			t.Fatalf("echo %d, want %d", got, call)
 		}
 		return c
 	}
 	first := roundTrip(1)
-	serverSide := await(t, srv.frames).c
+	serverSide := testkit.Receive(t, srv.frames, "the server's frame").c
 
 	// The server goes away: listener and connection.
 	l.Close()
 	serverSide.Close()
-	if cl := await(t, cli.closes); cl.c != first || !errors.Is(cl.err, transport.ErrClosed) {
+	if cl := testkit.Receive(t, cli.closes, "the close"); cl.c != first || !errors.Is(cl.err, transport.ErrClosed) {
 		t.Fatalf("pool handler saw close of %v with %v", cl.c, cl.err)
 	}
 	if _, err := p.Get(context.Background(), addr); !errors.Is(err, transport.ErrRefused) {
@@ -448,14 +435,10 @@ func TestPoolReconnectsAfterRestart(t *testing.T) {
 	}
 	defer l2.Close()
 	var second transport.Conn
-	for deadline := time.Now().Add(waitLimit); ; time.Sleep(time.Millisecond) {
-		if second, err = p.Get(context.Background(), addr); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no reconnect: %v", err)
-		}
-	}
+	testkit.Until(t, "a reconnect", func() bool {
+		second, err = p.Get(context.Background(), addr)
+		return err == nil
+	})
 	if second == first {
 		t.Fatal("pool returned the closed connection")
 	}

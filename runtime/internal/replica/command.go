@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/ffgen/ffgen/runtime/transport"
+	"github.com/ffgen/ffgen/internal/frame"
 )
 
 // Command is one replicated write: the data of a raft log entry. It is
@@ -95,7 +95,7 @@ const (
 	resPayload = 4
 )
 
-func appendResult(b []byte, r *transport.Result) []byte {
+func appendResult(b []byte, r *frame.Result) []byte {
 	b = protowire.AppendTag(b, resStatus, protowire.VarintType)
 	b = protowire.AppendVarint(b, uint64(r.Status))
 	b = appendString(b, resCode, r.Code)
@@ -107,15 +107,15 @@ func appendResult(b []byte, r *transport.Result) []byte {
 	return b
 }
 
-func readResult(b []byte) (transport.Result, error) {
-	var r transport.Result
+func readResult(b []byte) (frame.Result, error) {
+	var r frame.Result
 	err := walk(b, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
 		switch {
 		case num == resStatus && typ == protowire.VarintType:
-			if n > uint64(transport.StatusFailover) {
+			if n > uint64(frame.StatusFailover) {
 				return fmt.Errorf("result status %d", n)
 			}
-			r.Status = transport.Status(n)
+			r.Status = frame.Status(n)
 		case num == resCode && typ == protowire.BytesType:
 			r.Code = string(v)
 		case num == resMessage && typ == protowire.BytesType:

@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/ffgen/ffgen/runtime/transport"
+	"github.com/ffgen/ffgen/internal/frame"
 )
 
 func TestCommandRoundTrip(t *testing.T) {
@@ -59,8 +59,8 @@ func TestCommandRefusesBadInput(t *testing.T) {
 
 func TestSnapshotDataRoundTrip(t *testing.T) {
 	w := newWritten(10)
-	w.put([16]byte{1}, 5, transport.Result{Status: transport.StatusOK, Payload: []byte("ok")})
-	w.put([16]byte{2}, 6, transport.Result{Status: transport.StatusFail, Code: "ErrX", Message: "no", Payload: []byte{1}})
+	w.put([16]byte{1}, 5, frame.Result{Status: frame.StatusOK, Payload: []byte("ok")})
+	w.put([16]byte{2}, 6, frame.Result{Status: frame.StatusFail, Code: "ErrX", Message: "no", Payload: []byte{1}})
 	in := &snapshotData{service: "bank.Accounts", written: w, names: map[uint64]string{7: "a1", 8: "b1"}, state: []byte("state")}
 	out, err := unmarshalSnapshot(in.marshal(), 10)
 	if err != nil {
@@ -103,7 +103,7 @@ func TestSnapshotDataRefusesBadInput(t *testing.T) {
 func TestWrittenKeepsTheNewest(t *testing.T) {
 	w := newWritten(3)
 	for i := range 5000 {
-		w.put([16]byte{byte(i), byte(i >> 8)}, uint64(i), transport.Result{})
+		w.put([16]byte{byte(i), byte(i >> 8)}, uint64(i), frame.Result{})
 	}
 	if w.len() != 3 {
 		t.Fatalf("len = %d, want 3", w.len())
@@ -114,7 +114,7 @@ func TestWrittenKeepsTheNewest(t *testing.T) {
 			t.Errorf("write %d remembered = %v, want %v", i, ok, want)
 		}
 	}
-	w.put([16]byte{0x87, 0x13}, 1, transport.Result{}) // 4999 again: not added twice
+	w.put([16]byte{0x87, 0x13}, 1, frame.Result{}) // 4999 again: not added twice
 	if r, _ := w.get([16]byte{0x87, 0x13}); r.index != 4999 {
 		t.Errorf("a repeated ID replaced the first record: %+v", r)
 	}

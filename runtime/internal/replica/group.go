@@ -30,7 +30,7 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
-	"github.com/ffgen/ffgen/runtime/transport"
+	"github.com/ffgen/ffgen/internal/frame"
 )
 
 // Host is what a group needs of the server it runs in.
@@ -41,7 +41,7 @@ type Host interface {
 	// means the write cannot be applied on this node (it does not decode,
 	// its method is not served here, the handler panicked): the group
 	// stops applying at that index.
-	Apply(index uint64, cmd *Command, recorded *transport.Result) (transport.Result, error)
+	Apply(index uint64, cmd *Command, recorded *frame.Result) (frame.Result, error)
 	// SnapshotState encodes the service's state; ok is false when the
 	// service cannot (it does not implement StateTransfer).
 	SnapshotState() (state []byte, ok bool, err error)
@@ -390,7 +390,7 @@ func (g *Group) campaign() {
 
 // Recorded returns the result of a write that has been applied here, by
 // operation ID.
-func (g *Group) Recorded(opID [16]byte) (transport.Result, bool) {
+func (g *Group) Recorded(opID [16]byte) (frame.Result, bool) {
 	g.wmu.Lock()
 	r, ok := g.written.get(opID)
 	g.wmu.Unlock()

@@ -12,7 +12,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/ffgen/ffgen/runtime/transport"
+	"github.com/ffgen/ffgen/internal/frame"
 )
 
 // testNet connects groups in memory, each message delivered on a goroutine
@@ -30,11 +30,11 @@ type testHost struct {
 	name string
 }
 
-func (h *testHost) Apply(index uint64, cmd *Command, recorded *transport.Result) (transport.Result, error) {
+func (h *testHost) Apply(index uint64, cmd *Command, recorded *frame.Result) (frame.Result, error) {
 	if recorded != nil {
 		return *recorded, nil
 	}
-	return transport.Result{Status: transport.StatusOK}, nil
+	return frame.Result{Status: frame.StatusOK}, nil
 }
 func (h *testHost) SnapshotState() ([]byte, bool, error) { return nil, false, nil }
 func (h *testHost) RestoreState([]byte) error            { return nil }

@@ -15,7 +15,8 @@ import (
 
 	pb "go.etcd.io/raft/v3/raftpb"
 
-	"github.com/ffgen/ffgen/runtime/transport"
+	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/internal/testkit"
 )
 
 // storeNet joins groups in one process: Send is the peer's Receive.
@@ -39,14 +40,14 @@ type storeHost struct {
 	applied []string
 }
 
-func (h *storeHost) Apply(_ uint64, cmd *Command, recorded *transport.Result) (transport.Result, error) {
+func (h *storeHost) Apply(_ uint64, cmd *Command, recorded *frame.Result) (frame.Result, error) {
 	if recorded != nil {
 		return *recorded, nil
 	}
 	h.mu.Lock()
 	h.applied = append(h.applied, cmd.Method)
 	h.mu.Unlock()
-	return transport.Result{Payload: []byte(cmd.Method)}, nil
+	return frame.Result{Payload: []byte(cmd.Method)}, nil
 }
 
 func (h *storeHost) writes() []string {
@@ -111,15 +112,6 @@ func otherHosts(hosts map[string]*storeHost, not string) []*storeHost {
 	return out
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // A node that cannot store (a full disk) steps down, reports why, serves
 // nothing of the service, and takes none of the writes made meanwhile as
 // stored; once it can store again it catches up by itself, and every
@@ -157,31 +149,31 @@ func TestStoreFailureStepsDownAndRecovers(t *testing.T) {
 		}
 		write := func(method string) {
 			t.Helper()
-			waitFor(t, "a leader", func() bool { return leader() != nil })
+			testkit.Until(t, "a leader", func() bool { return leader() != nil })
 			leader().Propose(&Command{OpID: [16]byte{byte(len(method)), method[len(method)-1]}, Method: method})
 		}
-		waitFor(t, "a leader", func() bool { return leader() != nil })
+		testkit.Until(t, "a leader", func() bool { return leader() != nil })
 		// The leader is the one whose disk fills.
 		a := leader()
 		others := otherHosts(hosts, a.cfg.Node)
 		write("w1")
-		waitFor(t, "w1 everywhere", func() bool {
+		testkit.Until(t, "w1 everywhere", func() bool {
 			return len(hosts["a"].writes()) == 1 && len(hosts["b"].writes()) == 1 && len(hosts["c"].writes()) == 1
 		})
 
 		fail[a.cfg.Node].Store(true)
 		a.Propose(&Command{OpID: [16]byte{9}, Method: "w2"})
-		waitFor(t, "the leader to report the failure", func() bool { return a.Status().StoreFailed != "" })
+		testkit.Until(t, "the leader to report the failure", func() bool { return a.Status().StoreFailed != "" })
 		st := a.Status()
 		if !strings.Contains(st.NotReady, errDiskFull.Error()) || a.Serving() || st.Leading {
 			t.Errorf("%s while it cannot store: %+v, serving %v", a.cfg.Node, st, a.Serving())
 		}
 		// The others go on without it.
-		waitFor(t, "a new leader", func() bool { l := leader(); return l != nil && l != a })
+		testkit.Until(t, "a new leader", func() bool { l := leader(); return l != nil && l != a })
 		for i := 3; i <= 5; i++ {
 			write(fmt.Sprintf("w%d", i))
 		}
-		waitFor(t, "the writes on the others", func() bool {
+		testkit.Until(t, "the writes on the others", func() bool {
 			return len(others[0].writes()) >= 4 && len(others[1].writes()) >= 4
 		})
 		if got := hosts[a.cfg.Node].writes(); len(got) != 1 {
@@ -189,7 +181,7 @@ func TestStoreFailureStepsDownAndRecovers(t *testing.T) {
 		}
 		// Space returns.
 		fail[a.cfg.Node].Store(false)
-		waitFor(t, "the node to catch up", func() bool {
+		testkit.Until(t, "the node to catch up", func() bool {
 			return a.Status().NotReady == "" && len(hosts[a.cfg.Node].writes()) == len(others[0].writes())
 		})
 		// raft started again knows the whole configuration, not only

@@ -7,7 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// The kinds of transport.Replica frames a group sends; part of the wire
+// The kinds of frame.Replica frames a group sends; part of the wire
 // format. The numbers below 16 belonged to the protocol raft replaced: a
 // node of that protocol reports these as unknown instead of misreading
 // them.

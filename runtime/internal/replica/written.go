@@ -1,7 +1,7 @@
 package replica
 
 import (
-	"github.com/ffgen/ffgen/runtime/transport"
+	"github.com/ffgen/ffgen/internal/frame"
 )
 
 // written is the operation-ID → result table: replicated state, changed
@@ -19,7 +19,7 @@ type written struct {
 
 type writtenResult struct {
 	index  uint64
-	result transport.Result
+	result frame.Result
 }
 
 func newWritten(max int) *written {
@@ -31,7 +31,7 @@ func (w *written) get(id [16]byte) (writtenResult, bool) {
 	return r, ok
 }
 
-func (w *written) put(id [16]byte, index uint64, r transport.Result) {
+func (w *written) put(id [16]byte, index uint64, r frame.Result) {
 	if _, ok := w.byID[id]; ok {
 		return
 	}

@@ -57,6 +57,7 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/examples/bank"
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
@@ -528,13 +529,13 @@ func (h *honest) measure(d time.Duration) latencies {
 
 // payloads returns what a hostile connection of kind sends.
 func payloads(kind string) [][]byte {
-	hello, _ := transport.AppendFrame(nil, &transport.Hello{Version: transport.Version, Node: "hostile", Group: "x"}, 0)
+	hello, _ := frame.Append(nil, &frame.Hello{Version: frame.Version, Node: "hostile", Group: "x"}, 0)
 	switch kind {
 	case "no-hello":
 		return [][]byte{nil}
 	case "stalled":
 		b := binary.BigEndian.AppendUint32(append([]byte(nil), hello...), 4<<20)
-		b = append(b, transport.Version, 2)
+		b = append(b, frame.Version, 2)
 		return [][]byte{append(b, make([]byte, 1<<20)...)}
 	case "garbage":
 		return [][]byte{[]byte("\x00\x00\x00\x20\x07this is not a frame of any kind!!")}

@@ -2,24 +2,17 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/ffgen/ffgen/examples/bank"
 	"github.com/ffgen/ffgen/examples/bank/internal/cli"
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
@@ -31,9 +24,11 @@ func TestTLSNodesReplicateToEachOther(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two nodes")
 	}
-	cert, key := writeNodeCert(t)
-	ports := freePorts(t, 6)
-	addr := func(i int) string { return net.JoinHostPort("127.0.0.1", ports[i]) }
+	// One certificate for 127.0.0.1 serves both nodes, as server and
+	// client certificate, and is the CA that trusts it.
+	cert, key := testkit.WritePEM(t, testkit.SelfSigned(t))
+	ports := testkit.FreePorts(t, 6)
+	addr := func(i int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i])) }
 	node := func(name, group string, rpc, gossip, mgmt int, seeds string) config {
 		return config{name: name, group: group, groups: "a,b", voters: "a1,b1", rpc: addr(rpc), gossip: addr(gossip), mgmt: addr(mgmt),
 			seeds: seeds, preset: "local", logLevel: "error", drain: time.Second, remember: 16, journal: 16,
@@ -86,88 +81,29 @@ func TestTLSNodesReplicateToEachOther(t *testing.T) {
 		t.Fatalf("Open over TLS: %v", err)
 	}
 	for _, mgmt := range []string{addr(2), addr(5)} {
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			r, err := cli.FetchReport(ctx, hc, mgmt, "tls-")
-			if err == nil && r.Balances["tls-x"] == 42 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never applied the write: %+v, %v", mgmt, r, err)
-			}
-			time.Sleep(20 * time.Millisecond)
+		var r cli.Report
+		var err error
+		if !testkit.Within(20*time.Second, func() bool {
+			r, err = cli.FetchReport(ctx, hc, mgmt, "tls-")
+			return err == nil && r.Balances["tls-x"] == 42
+		}) {
+			t.Fatalf("%s never applied the write: %+v, %v", mgmt, r, err)
 		}
 	}
 }
 
 func waitReady(t *testing.T, hc *http.Client, mgmt string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := hc.Get("http://" + mgmt + "/health/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+	var err error
+	ready := func() bool {
+		var resp *http.Response
+		if resp, err = hc.Get("http://" + mgmt + "/health/ready"); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready: %v", mgmt, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
 	}
-}
-
-// freePorts returns n loopback ports that were free a moment ago.
-func freePorts(t *testing.T, n int) []string {
-	t.Helper()
-	var out []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, port, _ := net.SplitHostPort(l.Addr().String())
-		l.Close()
-		out = append(out, port)
+	if !testkit.Within(30*time.Second, ready) {
+		t.Fatalf("%s not ready: %v", mgmt, err)
 	}
-	return out
-}
-
-// writeNodeCert writes a self-signed certificate for 127.0.0.1, usable as
-// server and client certificate and as its own CA.
-func writeNodeCert(t *testing.T) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "bank node"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
 }

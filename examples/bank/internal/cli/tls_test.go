@@ -1,58 +1,15 @@
 package cli
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/ffgen/ffgen/internal/testkit"
 )
 
-// writeCert writes a self-signed CA certificate and its key as PEM files.
-func writeCert(t *testing.T) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "node"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
-}
-
 func TestServerTLS(t *testing.T) {
-	cert, key := writeCert(t)
+	cert, key := testkit.WritePEM(t, testkit.SelfSigned(t))
 	if c, err := ServerTLS("", "", ""); c != nil || err != nil {
 		t.Errorf("no files: %v, %v; want plaintext", c, err)
 	}
@@ -76,7 +33,7 @@ func TestServerTLS(t *testing.T) {
 }
 
 func TestClientTLS(t *testing.T) {
-	cert, key := writeCert(t)
+	cert, key := testkit.WritePEM(t, testkit.SelfSigned(t))
 	if c, err := ClientTLS("", "", ""); c != nil || err != nil {
 		t.Errorf("no files: %v, %v; want plaintext", c, err)
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // AccountsDesc describes the service Accounts to the runtime.
-var AccountsDesc = runtime.Declare(&runtime.ServiceDesc{
+var AccountsDesc = &runtime.ServiceDesc{
 	Name: "bank.Accounts",
 	Methods: []*runtime.MethodDesc{
 		accountsOpenDesc,
@@ -23,7 +23,7 @@ var AccountsDesc = runtime.Declare(&runtime.ServiceDesc{
 		accountsCloseDesc,
 		accountsExistsDesc,
 	},
-})
+}
 
 // The errors Accounts declares, one rule per error and directive.
 var (

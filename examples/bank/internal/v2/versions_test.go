@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	v1 "github.com/ffgen/ffgen/examples/bank"
 	v2 "github.com/ffgen/ffgen/examples/bank/internal/v2"
@@ -45,7 +44,7 @@ func TestMixedVersionsInProcess(t *testing.T) {
 			}
 			return l
 		})
-		for leader(t, c) == victim {
+		for c.Leader(t, v1.AccountsDesc.Name) == victim {
 			c.Restart(t, victim)
 			c.WaitConverged(t)
 		}
@@ -104,19 +103,4 @@ func TestMixedVersionsInProcess(t *testing.T) {
 		}
 		equal(map[string]int64{"x": 94, "y": 106})
 	})
-}
-
-func leader(t *testing.T, c *fftest.Cluster) string {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		for _, n := range c.Nodes {
-			for _, st := range n.Server.Replication() {
-				if st.Leading {
-					return n.Name
-				}
-			}
-		}
-	}
-	t.Fatal("no leader within 30s")
-	return ""
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // AccountsDesc describes the service Accounts to the runtime.
-var AccountsDesc = runtime.Declare(&runtime.ServiceDesc{
+var AccountsDesc = &runtime.ServiceDesc{
 	Name: "basic.Accounts",
 	Methods: []*runtime.MethodDesc{
 		accountsWithdrawDesc,
@@ -22,7 +22,7 @@ var AccountsDesc = runtime.Declare(&runtime.ServiceDesc{
 		accountsTransferDesc,
 		accountsBalanceDesc,
 	},
-})
+}
 
 // The errors Accounts declares, one rule per error and directive.
 var (

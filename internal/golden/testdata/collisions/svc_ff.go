@@ -14,7 +14,7 @@ import (
 )
 
 // SvcDesc describes the service Svc to the runtime.
-var SvcDesc = runtime1.Declare(&runtime1.ServiceDesc{
+var SvcDesc = &runtime1.ServiceDesc{
 	Name: "collisions.Svc",
 	Methods: []*runtime1.MethodDesc{
 		svcGetDesc,
@@ -22,7 +22,7 @@ var SvcDesc = runtime1.Declare(&runtime1.ServiceDesc{
 		svcLocalsDesc,
 		svcFailingDesc,
 	},
-})
+}
 
 // The errors Svc declares, one rule per error and directive.
 var svcFailureFail = runtime1.ErrorType("*Failure", runtime1.Fail, svcEncodeFailure, svcDecodeFailure)

@@ -13,13 +13,13 @@ import (
 )
 
 // StoreDesc describes the service Store to the runtime.
-var StoreDesc = runtime.Declare(&runtime.ServiceDesc{
+var StoreDesc = &runtime.ServiceDesc{
 	Name: "crossbody.Store",
 	Methods: []*runtime.MethodDesc{
 		storeWriteDesc,
 		storeReadDesc,
 	},
-})
+}
 
 // The errors Store declares, one rule per error and directive.
 var storeEOFFail = runtime.ErrorValue("io.EOF", runtime.Fail, io.EOF)

@@ -14,13 +14,13 @@ import (
 )
 
 // CatalogDesc describes the service Catalog to the runtime.
-var CatalogDesc = runtime.Declare(&runtime.ServiceDesc{
+var CatalogDesc = &runtime.ServiceDesc{
 	Name: "crosspkg.Catalog",
 	Methods: []*runtime.MethodDesc{
 		catalogPutDesc,
 		catalogGetDesc,
 	},
-})
+}
 
 // The errors Catalog declares, one rule per error and directive.
 var (

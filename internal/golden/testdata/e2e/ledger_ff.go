@@ -13,7 +13,7 @@ import (
 )
 
 // LedgerDesc describes the service Ledger to the runtime.
-var LedgerDesc = runtime.Declare(&runtime.ServiceDesc{
+var LedgerDesc = &runtime.ServiceDesc{
 	Name: "e2e.Ledger",
 	Methods: []*runtime.MethodDesc{
 		ledgerWithdrawDesc,
@@ -24,7 +24,7 @@ var LedgerDesc = runtime.Declare(&runtime.ServiceDesc{
 		ledgerEchoDesc,
 		ledgerBalanceDesc,
 	},
-})
+}
 
 // The errors Ledger declares, one rule per error and directive.
 var (

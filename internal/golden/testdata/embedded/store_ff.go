@@ -13,14 +13,14 @@ import (
 )
 
 // StoreDesc describes the service Store to the runtime.
-var StoreDesc = runtime.Declare(&runtime.ServiceDesc{
+var StoreDesc = &runtime.ServiceDesc{
 	Name: "embedded.Store",
 	Methods: []*runtime.MethodDesc{
 		storeDeleteDesc,
 		storeGetDesc,
 		storePutDesc,
 	},
-})
+}
 
 // The errors Store declares, one rule per error and directive.
 var storeErrMissingFail = runtime.ErrorValue("ErrMissing", runtime.Fail, ErrMissing)

@@ -13,14 +13,14 @@ import (
 )
 
 // OrdersDesc describes the service Orders to the runtime.
-var OrdersDesc = runtime.Declare(&runtime.ServiceDesc{
+var OrdersDesc = &runtime.ServiceDesc{
 	Name: "orders.Orders",
 	Methods: []*runtime.MethodDesc{
 		ordersPlaceDesc,
 		ordersGetDesc,
 		ordersCountDesc,
 	},
-})
+}
 
 // The errors Orders declares, one rule per error and directive.
 var (

@@ -12,12 +12,12 @@ import (
 )
 
 // HTTPAPIv2ServiceDesc describes the service HTTPAPIv2Service to the runtime.
-var HTTPAPIv2ServiceDesc = runtime.Declare(&runtime.ServiceDesc{
+var HTTPAPIv2ServiceDesc = &runtime.ServiceDesc{
 	Name: "filenames.HTTPAPIv2Service",
 	Methods: []*runtime.MethodDesc{
 		hTTPAPIv2ServiceGetDesc,
 	},
-})
+}
 
 var hTTPAPIv2ServiceGetDesc = &runtime.MethodDesc{
 	Service: "filenames.HTTPAPIv2Service",

@@ -12,13 +12,13 @@ import (
 )
 
 // CatalogDesc describes the service Catalog to the runtime.
-var CatalogDesc = runtime.Declare(&runtime.ServiceDesc{
+var CatalogDesc = &runtime.ServiceDesc{
 	Name: "generics.Catalog",
 	Methods: []*runtime.MethodDesc{
 		catalogListDesc,
 		catalogAliasesDesc,
 	},
-})
+}
 
 var catalogListDesc = &runtime.MethodDesc{
 	Service: "generics.Catalog",

@@ -17,12 +17,12 @@ import (
 )
 
 // IndexDesc describes the service Index to the runtime.
-var IndexDesc = runtime.Declare(&runtime.ServiceDesc{
+var IndexDesc = &runtime.ServiceDesc{
 	Name: "imports.Index",
 	Methods: []*runtime.MethodDesc{
 		indexLookupDesc,
 	},
-})
+}
 
 // The errors Index declares, one rule per error and directive.
 var (

@@ -12,12 +12,12 @@ import (
 )
 
 // EchoDesc describes the service Echo to the runtime.
-var EchoDesc = runtime.Declare(&runtime.ServiceDesc{
+var EchoDesc = &runtime.ServiceDesc{
 	Name: "minimal.Echo",
 	Methods: []*runtime.MethodDesc{
 		echoEchoDesc,
 	},
-})
+}
 
 var echoEchoDesc = &runtime.MethodDesc{
 	Service: "minimal.Echo",

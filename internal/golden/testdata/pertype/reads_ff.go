@@ -12,12 +12,12 @@ import (
 )
 
 // ReadsDesc describes the service Reads to the runtime.
-var ReadsDesc = runtime.Declare(&runtime.ServiceDesc{
+var ReadsDesc = &runtime.ServiceDesc{
 	Name: "pertype.Reads",
 	Methods: []*runtime.MethodDesc{
 		readsGetDesc,
 	},
-})
+}
 
 var readsGetDesc = &runtime.MethodDesc{
 	Service: "pertype.Reads",

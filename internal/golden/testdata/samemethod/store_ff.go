@@ -13,13 +13,13 @@ import (
 )
 
 // StoreDesc describes the service Store to the runtime.
-var StoreDesc = runtime.Declare(&runtime.ServiceDesc{
+var StoreDesc = &runtime.ServiceDesc{
 	Name: "samemethod.Store",
 	Methods: []*runtime.MethodDesc{
 		storeGetDesc,
 		storeEvictDesc,
 	},
-})
+}
 
 var storeGetDesc = &runtime.MethodDesc{
 	Service: "samemethod.Store",

@@ -12,12 +12,12 @@ import (
 )
 
 // ADesc describes the service A to the runtime.
-var ADesc = runtime.Declare(&runtime.ServiceDesc{
+var ADesc = &runtime.ServiceDesc{
 	Name: "selectors.A",
 	Methods: []*runtime.MethodDesc{
 		a_BGetDesc,
 	},
-})
+}
 
 var a_BGetDesc = &runtime.MethodDesc{
 	Service: "selectors.A",

@@ -12,12 +12,12 @@ import (
 )
 
 // ABDesc describes the service AB to the runtime.
-var ABDesc = runtime.Declare(&runtime.ServiceDesc{
+var ABDesc = &runtime.ServiceDesc{
 	Name: "selectors.AB",
 	Methods: []*runtime.MethodDesc{
 		aBGetDesc,
 	},
-})
+}
 
 var aBGetDesc = &runtime.MethodDesc{
 	Service: "selectors.AB",

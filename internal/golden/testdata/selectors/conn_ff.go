@@ -12,13 +12,13 @@ import (
 )
 
 // ConnDesc describes the service Conn to the runtime.
-var ConnDesc = runtime.Declare(&runtime.ServiceDesc{
+var ConnDesc = &runtime.ServiceDesc{
 	Name: "selectors.Conn",
 	Methods: []*runtime.MethodDesc{
 		connclientDesc,
 		connSendDesc,
 	},
-})
+}
 
 var connclientDesc = &runtime.MethodDesc{
 	Service: "selectors.Conn",

@@ -15,7 +15,7 @@ import (
 )
 
 // ShapesDesc describes the service Shapes to the runtime.
-var ShapesDesc = runtime.Declare(&runtime.ServiceDesc{
+var ShapesDesc = &runtime.ServiceDesc{
 	Name: "shapes.Shapes",
 	Methods: []*runtime.MethodDesc{
 		shapesLogDesc,
@@ -23,7 +23,7 @@ var ShapesDesc = runtime.Declare(&runtime.ServiceDesc{
 		shapesBigDesc,
 		shapesOnlyDesc,
 	},
-})
+}
 
 // The errors Shapes declares, one rule per error and directive.
 var shapesNotFoundFail = runtime.ErrorType("NotFound", runtime.Fail, shapesEncodeNotFound, shapesDecodeNotFound)

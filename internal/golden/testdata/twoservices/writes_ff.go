@@ -12,12 +12,12 @@ import (
 )
 
 // WritesDesc describes the service Writes to the runtime.
-var WritesDesc = runtime.Declare(&runtime.ServiceDesc{
+var WritesDesc = &runtime.ServiceDesc{
 	Name: "twoservices.Writes",
 	Methods: []*runtime.MethodDesc{
 		writesPutDesc,
 	},
-})
+}
 
 var writesPutDesc = &runtime.MethodDesc{
 	Service: "twoservices.Writes",

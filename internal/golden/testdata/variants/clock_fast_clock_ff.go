@@ -14,12 +14,12 @@ import (
 )
 
 // ClockDesc describes the service Clock to the runtime.
-var ClockDesc = runtime.Declare(&runtime.ServiceDesc{
+var ClockDesc = &runtime.ServiceDesc{
 	Name: "variants.Clock",
 	Methods: []*runtime.MethodDesc{
 		clockNowDesc,
 	},
-})
+}
 
 var clockNowDesc = &runtime.MethodDesc{
 	Service: "variants.Clock",

@@ -14,13 +14,13 @@ import (
 )
 
 // ClockDesc describes the service Clock to the runtime.
-var ClockDesc = runtime.Declare(&runtime.ServiceDesc{
+var ClockDesc = &runtime.ServiceDesc{
 	Name: "variants.Clock",
 	Methods: []*runtime.MethodDesc{
 		clockNowDesc,
 		clockSleepDesc,
 	},
-})
+}
 
 var clockNowDesc = &runtime.MethodDesc{
 	Service: "variants.Clock",

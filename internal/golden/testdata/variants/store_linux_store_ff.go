@@ -14,12 +14,12 @@ import (
 )
 
 // StoreDesc describes the service Store to the runtime.
-var StoreDesc = runtime.Declare(&runtime.ServiceDesc{
+var StoreDesc = &runtime.ServiceDesc{
 	Name: "variants.Store",
 	Methods: []*runtime.MethodDesc{
 		storeGetDesc,
 	},
-})
+}
 
 var storeGetDesc = &runtime.MethodDesc{
 	Service: "variants.Store",
