@@ -63,7 +63,7 @@ type Client struct {
 	limits   limits      // the attempts each node is sent at once
 	latency  sync.Map    // *MethodDesc → *methodLatency, for limits
 	settings sync.Map    // *MethodDesc → methodSettings
-	leaders  sync.Map    // service → the node name a replicated write last succeeded on (leaderhint.go)
+	leaders  sync.Map    // service → the node name a replicated write last succeeded on (client_leaderhint.go)
 
 	mu       sync.Mutex           // guards the following
 	suspects map[string]time.Time // node → suspected until

@@ -17,7 +17,7 @@ import (
 // write in log order, and an operation ID's result is replicated state, so
 // a retried write never runs twice. Design and guarantees:
 // docs/ARCHITECTURE.md, "Replication". The files: replication.go (the
-// user's configuration and what the node reports), replicahost.go (the
+// user's configuration and what the node reports), server_replicated.go (the
 // server's side of the group: writes, reads, apply).
 
 // ReplicationConfig configures the raft groups of replicated services.

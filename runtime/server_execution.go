@@ -51,7 +51,7 @@ type execution struct {
 	// s.mu guards the following. The handler's goroutine reads arrived,
 	// timeout and apply without it as it runs: they are written before
 	// the run starts, and not while it runs.
-	state    execState // changed only by fire (execstate.go)
+	state    execState // changed only by fire (server_execstate.go)
 	waiters  []waiter
 	waitBuf  [1]waiter
 	deadline time.Time   // heartbeats stop here, even if the handler does not

@@ -83,7 +83,7 @@ func (op *operation) attempt(ctx context.Context, member Member, number int, fla
 
 // attemptWith runs one attempt that carries the metadata md.
 // An attempt beyond the client's limit to member waits for a slot, for
-// an attempt timeout at most (limit.go).
+// an attempt timeout at most (client_limit.go).
 func (op *operation) attemptWith(ctx context.Context, member Member, number int, flags frame.AttemptFlags, md []string) outcome {
 	c := op.c
 	by := time.Now().Add(op.s.AttemptTimeout)

@@ -46,7 +46,7 @@ type operation struct {
 // sequential is the failover mode: one attempt at a time along the routing
 // key's group order, wrapping around when max failovers exceeds the groups.
 // flags is FlagScatter for a replicated write, which goes to the service's
-// raft leader (leaderhint.go) and then the same way.
+// raft leader (client_leaderhint.go) and then the same way.
 func (op *operation) sequential(ctx context.Context, flags frame.AttemptFlags) error {
 	order := op.c.router.groupOrder(op.key, op.groupBuf[:0])
 	var last outcome
