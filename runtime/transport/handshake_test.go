@@ -9,35 +9,49 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/internal/frame/frametest"
 	"github.com/ffgen/ffgen/runtime/codec"
-
-	"github.com/ffgen/ffgen/internal/frame"
 )
 
-// A peer of another protocol version is named with what it speaks, on the
-// side that reads its Hello, even when the Hello itself is laid out
-// differently after the sender's name.
-func TestHelloMismatchNamesBothVersions(t *testing.T) {
+// peerOfAnotherRelease listens on loopback as a node of another release
+// would: it answers the first connection with hello, then reads until the
+// dialer leaves or, with closeOnHello, closes once it has read the
+// dialer's Hello (the reaction of a node that finds it malformed). It
+// returns the address to dial.
+func peerOfAnotherRelease(t *testing.T, hello []byte, closeOnHello bool) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
 		defer c.Close()
-		// Protocol 2: another version byte, and a body this node cannot read.
-		body := append([]byte{2}, codec.AppendString(nil, "next")...)
-		body = append(body, 0xff, 0xff)
-		hello := append([]byte{0, 0, 0, byte(len(body) + 2), 2, byte(frame.TypeHello)}, body...)
 		c.Write(hello)
+		if closeOnHello {
+			c.Read(make([]byte, 64))
+			return
+		}
 		io.Copy(io.Discard, c)
 	}()
-	_, err = newTCP(t, "client", nil).Dial(context.Background(), ln.Addr().String(), newRecorder())
+	return ln.Addr().String()
+}
+
+// A peer of another protocol version is named with what it speaks, on the
+// side that reads its Hello, even when the Hello itself is laid out
+// differently after the sender's name.
+func TestHelloMismatchNamesBothVersions(t *testing.T) {
+	// Protocol 2: another version byte, and a body this node cannot read.
+	body := append([]byte{2}, codec.AppendString(nil, "next")...)
+	body = append(body, 0xff, 0xff)
+	hello := append([]byte{0, 0, 0, byte(len(body) + 2), 2, byte(frame.TypeHello)}, body...)
+	addr := peerOfAnotherRelease(t, hello, false)
+	_, err := newTCP(t, "client", nil).Dial(context.Background(), addr, newRecorder())
 	if !errors.Is(err, ErrProtocol) || !errors.Is(err, ErrBadVersion) || errors.Is(err, ErrRefused) ||
 		!strings.Contains(err.Error(), `peer "next" speaks protocol 2`) || !strings.Contains(err.Error(), "this node 1 revision 1") {
 		t.Errorf("Dial to a protocol-2 node: %v, want ErrProtocol naming both versions", err)
@@ -49,25 +63,10 @@ func TestHelloMismatchNamesBothVersions(t *testing.T) {
 // closes the connection right after its own Hello: the dialer, which reads
 // that Hello, names both revisions when the connection ends.
 func TestOlderRevisionClosingIsNamed(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		old, _ := hex.DecodeString(frametest.PreviousRelease[0].Hex)
-		c.Write(old)
-		// It reads the Hello, finds trailing bytes, and closes.
-		buf := make([]byte, 64)
-		c.Read(buf)
-		c.Close()
-	}()
+	old, _ := hex.DecodeString(frametest.PreviousRelease[0].Hex)
+	addr := peerOfAnotherRelease(t, old, true)
 	rec := newRecorder()
-	conn, err := newTCP(t, "client", nil).Dial(context.Background(), ln.Addr().String(), rec)
+	conn, err := newTCP(t, "client", nil).Dial(context.Background(), addr, rec)
 	if err != nil {
 		t.Fatalf("Dial: %v", err)
 	}
@@ -75,5 +74,17 @@ func TestOlderRevisionClosingIsNamed(t *testing.T) {
 	cl := rec.nextClose(t)
 	if !strings.Contains(cl.err.Error(), `peer "a1" speaks protocol 1 revision 0, this node 1 revision 1`) {
 		t.Errorf("close: %v, want both revisions named", cl.err)
+	}
+}
+
+// A peer of another protocol version is a protocol mismatch, not a
+// refused connection.
+func TestTCPVersionMismatchIsNamed(t *testing.T) {
+	old, _ := frame.Append(nil, &frame.Hello{Version: 0, Node: "old", Group: "g"}, 0)
+	addr := peerOfAnotherRelease(t, old, false)
+	_, err := newTCP(t, "client", nil).Dial(context.Background(), addr, newRecorder())
+	if !errors.Is(err, ErrProtocol) || !errors.Is(err, ErrBadVersion) || errors.Is(err, ErrRefused) ||
+		!strings.Contains(err.Error(), `peer "old" speaks protocol 0 revision 0, this node 1`) {
+		t.Errorf("Dial to a version-0 node: %v, want ErrProtocol and ErrBadVersion naming the versions", err)
 	}
 }

@@ -431,28 +431,3 @@ func TestTLSMismatchIsNamed(t *testing.T) {
 		t.Errorf("TLS client to a plaintext node: %v, want ErrTLS saying the peer does not speak TLS", err)
 	}
 }
-
-// A peer of another protocol version is a protocol mismatch, not a
-// refused connection.
-func TestTCPVersionMismatchIsNamed(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		old, _ := frame.Append(nil, &frame.Hello{Version: 0, Node: "old", Group: "g"}, 0)
-		c.Write(old)
-		io.Copy(io.Discard, c)
-	}()
-	_, err = newTCP(t, "client", nil).Dial(context.Background(), ln.Addr().String(), newRecorder())
-	if !errors.Is(err, ErrProtocol) || !errors.Is(err, ErrBadVersion) || errors.Is(err, ErrRefused) ||
-		!strings.Contains(err.Error(), `peer "old" speaks protocol 0 revision 0, this node 1`) {
-		t.Errorf("Dial to a version-0 node: %v, want ErrProtocol and ErrBadVersion naming the versions", err)
-	}
-}
