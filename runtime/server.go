@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/ffgen/ffgen/runtime/codec"
 	"github.com/ffgen/ffgen/runtime/internal/conncap"
 	"github.com/ffgen/ffgen/runtime/internal/pool"
+	"github.com/ffgen/ffgen/runtime/internal/replica"
 	"github.com/ffgen/ffgen/runtime/internal/tally"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
@@ -111,6 +113,9 @@ type Server struct {
 	members atomic.Pointer[Membership]
 	// served counts the attempts of methods the server does not serve.
 	served servedCounts
+	// replicaGroups holds the raft groups of replicas, which the readers
+	// flush where their batches end without taking mu. Stored under mu.
+	replicaGroups atomic.Pointer[[]*replica.Group]
 }
 
 var _ transport.ConnHandler = (*serverHandler)(nil)
@@ -215,6 +220,12 @@ func (s *Server) Register(svc *ServiceDesc, impl any) error {
 				return fmt.Errorf("ffgen: Register %s: %w", svc.Name, err)
 			}
 			s.replicas[svc.Name] = rep
+			var groups []*replica.Group
+			if old := s.replicaGroups.Load(); old != nil {
+				groups = slices.Clone(*old)
+			}
+			groups = append(groups, rep.g)
+			s.replicaGroups.Store(&groups)
 			break
 		}
 	}

@@ -14,6 +14,8 @@ func (h *serverHandler) HandleFrame(c transport.Conn, f frame.Frame) {
 	(*Server)(h).handleFrame(c, f)
 }
 
+func (h *serverHandler) HandleBatchEnd() { (*Server)(h).flushReplicas() }
+
 func (h *serverHandler) HandleClose(c transport.Conn, err error) {
 	(*Server)(h).handleClose(c, err)
 }

@@ -376,6 +376,7 @@ func (r *replicated) unpark(leader string, leading bool) {
 	parked := r.parked
 	r.parked = nil
 	m, known := r.member(leader)
+	defer r.g.Flush() // the writes proposed here
 	for _, p := range parked {
 		e := p.e
 		if e.state != stateArrived {
@@ -784,6 +785,17 @@ func (s *Server) replicaFrame(c transport.Conn, f *frame.Replica, inbound bool) 
 	}
 }
 
+// flushReplicas hands each raft group what the frames of a reader's batch
+// brought it (replica.Group.Flush): the writes proposed and the messages
+// received, in one step. Readers call it where their batches end.
+func (s *Server) flushReplicas() {
+	if groups := s.replicaGroups.Load(); groups != nil {
+		for _, g := range *groups {
+			g.Flush()
+		}
+	}
+}
+
 // peerHandler receives the frames of the connections this server dialed
 // to its peers.
 type peerHandler Server
@@ -793,5 +805,7 @@ func (h *peerHandler) HandleFrame(c transport.Conn, f frame.Frame) {
 		(*Server)(h).replicaFrame(c, rf, false)
 	}
 }
+
+func (h *peerHandler) HandleBatchEnd() { (*Server)(h).flushReplicas() }
 
 func (h *peerHandler) HandleClose(c transport.Conn, err error) {}

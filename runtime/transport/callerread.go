@@ -125,6 +125,9 @@ func (s *stream) ReadFor(ctx context.Context, w conncap.Waiter, until time.Time)
 		if f, size, err = readFrame(s.fr, &cr.dec); err == nil {
 			s.callerFrames.Add(1)
 			s.handle(f, size)
+			if !s.fr.buffered() {
+				s.endBatch()
+			}
 			continue
 		}
 		if err == errWake && watch && stop == nil && ctx.Err() == nil && s.fr.until.Before(until) {

@@ -53,6 +53,9 @@ func (s *stream) RunInline(w interface{ Run() }, grace time.Duration) bool {
 		s.crowded()
 		return false
 	}
+	// The frames before w are handled: what they left for the batch's
+	// end must not wait for w.
+	s.endBatch()
 	me := s.turn.Load()
 	s.lendMu.Lock()
 	s.lending, s.lendAt, s.lendGrace, s.lendWork = true, time.Now(), grace, w

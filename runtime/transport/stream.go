@@ -58,12 +58,12 @@ type stream struct {
 	h        ConnHandler
 	peer     frame.Hello
 	cfg      Config
-	g        *guard   // nil: no node-wide limits (dialed streams in tests)
-	maxFrame int      // the smaller of our limit and the peer's
-	desc     string   // peer name and address, for errors and logs
-	onClose  func()   // called once when the read loop ends
-	raw      *tcpConn // non-blocking writes; nil where the conn is not plain TCP
-
+	g        *guard             // nil: no node-wide limits (dialed streams in tests)
+	maxFrame int                // the smaller of our limit and the peer's
+	desc     string             // peer name and address, for errors and logs
+	onClose  func()             // called once when the read loop ends
+	raw      *tcpConn           // non-blocking writes; nil where the conn is not plain TCP
+	be       conncap.BatchEnder // h, if it hears where batches end
 	// fr is owned by the goroutine that holds the read turn.
 	fr *frameReader
 
@@ -133,6 +133,7 @@ func newStream(nc net.Conn, fr *frameReader, peer frame.Hello, cfg Config, h Con
 		lastSend: time.Now(),
 	}
 	s.written.L = &s.mu
+	s.be, _ = h.(conncap.BatchEnder)
 	if peer.MaxFrame > 0 && int(peer.MaxFrame) < s.maxFrame {
 		s.maxFrame = int(peer.MaxFrame)
 	}
@@ -448,6 +449,7 @@ func (s *stream) readLoop(me *readTurn) {
 			return false
 		}
 		if !s.fr.buffered() {
+			s.endBatch()
 			s.flushQueued()
 			handled = 0
 			if crowded {
@@ -485,6 +487,15 @@ const (
 	queuedCheckEvery = 8
 )
 
+// endBatch tells the handler that the frames read so far are handled
+// (conncap.BatchEnder). The goroutine that holds the read turn calls it
+// before it waits for the network, runs work that may take long, or ends.
+func (s *stream) endBatch() {
+	if s.be != nil {
+		s.be.HandleBatchEnd()
+	}
+}
+
 // handle hands a frame read to the handler.
 func (s *stream) handle(f frame.Frame, size int) {
 	s.framesReceived.Add(1)
@@ -495,6 +506,7 @@ func (s *stream) handle(f frame.Frame, size int) {
 // readEnded ends the connection whose reading failed with err; the
 // goroutine that read last calls it.
 func (s *stream) readEnded(err error) {
+	s.endBatch()
 	err = s.readFailed(err)
 	s.fr.release()
 	if s.onClose != nil {

@@ -2,7 +2,9 @@
 // interface, which the runtime discovers with a type assertion, as in
 // hashicorp/memberlist: run the work a frame starts on its read goroutine
 // (InlineConn), let a caller waiting for an answer read it (CallerReadConn),
-// and count what it did (StatsConn). TCP connections do all three. It also
+// and count what it did (StatsConn). TCP connections do all three. A
+// transport.ConnHandler may in turn hear where a batch of frames ends
+// (BatchEnder). It also
 // holds the hook by which a Transport's Dial says it has connected
 // (DialConnected). They are internal: the runtime is their only user.
 package conncap
@@ -67,6 +69,18 @@ type CallerReadConn interface {
 type Waiter interface {
 	// Ready reports whether the answer has been handed over.
 	Ready() bool
+}
+
+// BatchEnder is a transport.ConnHandler that hears when a connection's
+// reader has handled every frame it had read and is about to wait for the
+// network again (or to run work that may take long, or has stopped
+// reading): work its HandleFrame calls left for later can go then, once for
+// the whole batch. Replication uses it to hand raft the writes and messages
+// that arrived together in one step: one Ready, one append to each
+// follower, instead of one per frame. Both of the module's transports call
+// it.
+type BatchEnder interface {
+	HandleBatchEnd()
 }
 
 // Stats counts what one connection did. Conns that can report it implement

@@ -559,9 +559,19 @@ func (p *memPipe) run() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	// As a stream's reader does, tell the handler where a batch of frames
+	// ends: when no more are due now.
+	be, _ := to.h.(conncap.BatchEnder)
+	inBatch := false
 	for {
 		n.mu.Lock()
 		s := p.nextLocked()
+		if s.buf == nil && inBatch && be != nil {
+			n.mu.Unlock()
+			be.HandleBatchEnd()
+			inBatch = false
+			continue // what arrived meanwhile
+		}
 		if s.close {
 			to.conn.closed = true
 			if to.conn.live--; to.conn.live == 0 {
@@ -574,6 +584,7 @@ func (p *memPipe) run() {
 		n.mu.Unlock()
 		if s.buf != nil {
 			p.deliver(&dec, s.buf)
+			inBatch = true
 			continue
 		}
 		var fire <-chan time.Time

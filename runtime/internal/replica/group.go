@@ -148,6 +148,8 @@ type Group struct {
 	// runWake hands the run goroutine what the goroutines that brought it
 	// left, or, with a disk, all of it (loop.go).
 	runWake chan struct{}
+	// flushDue: Propose or Receive added to the inbox since the last Flush.
+	flushDue atomic.Bool
 
 	// evMu guards the events for the server, which the event goroutine
 	// delivers in order.
@@ -340,13 +342,26 @@ func (g *Group) do(f func()) {
 	g.kick()
 }
 
-// Propose hands a write to raft. Only the leader takes it; on any other
-// node, or if raft drops it, the Host hears of it through Dropped.
+// Propose hands a write to raft at the next Flush. Only the leader takes
+// it; on any other node, or if raft drops it, the Host hears of it through
+// Dropped.
 func (g *Group) Propose(cmd *Command) {
 	g.inMu.Lock()
 	g.inProps = append(g.inProps, proposal{opID: cmd.OpID, data: cmd.Marshal(nil)})
 	g.inMu.Unlock()
-	g.kick()
+	g.flushDue.Store(true)
+}
+
+// Flush hands raft what Propose and Receive brought since the last Flush,
+// on this goroutine unless another one holds raft. The server calls it
+// where a connection's batch of frames ends, so that the writes and
+// messages that arrived together are one step of raft: one Ready, one
+// append to each follower, one answer from each, rather than one of each
+// per frame.
+func (g *Group) Flush() {
+	if g.flushDue.Load() && g.flushDue.Swap(false) {
+		g.kick()
+	}
 }
 
 // Campaign makes this node stand for election at once, when a client
@@ -542,7 +557,8 @@ func (g *Group) Stopped() bool { return g.stopped() }
 // is not a tie-breaker.
 func (g *Group) CanLead() bool { return g.canLead.Load() }
 
-// Receive takes a Replica frame from a peer. body is copied where kept.
+// Receive takes a Replica frame from a peer; raft steps a raft message at
+// the next Flush. body is copied where kept.
 func (g *Group) Receive(from string, kind uint8, body []byte) error {
 	switch kind {
 	case KindRaft:
@@ -600,6 +616,6 @@ func (g *Group) receiveRaft(body []byte) error {
 	if full {
 		g.log.Debug("ffgen: dropped a raft message: raft is behind with the peers' messages", "from", m.GetFrom(), "type", m.GetType())
 	}
-	g.kick()
+	g.flushDue.Store(true)
 	return nil
 }

@@ -74,7 +74,10 @@ func (h *testHost) Send(to string, kind uint8, body []byte) error {
 		}
 	}
 	n.mu.Unlock()
-	go g.Receive(h.name, kind, body)
+	go func() {
+		g.Receive(h.name, kind, body)
+		g.Flush() // as the server does where its reader's batch ends
+	}()
 	return nil
 }
 
@@ -139,6 +142,7 @@ func write(g *Group, i int) {
 	cmd := &Command{Method: "Add", Payload: []byte{byte(i)}}
 	cmd.OpID[0], cmd.OpID[1] = byte(i), byte(i>>8)
 	g.Propose(cmd)
+	g.Flush()
 }
 
 // A follower that hears the leader's heartbeats but receives none of its
@@ -238,7 +242,7 @@ func TestHeartbeatAnswersInABurstCostOneAppend(t *testing.T) {
 			}
 		}
 		g.raftMu.Unlock()
-		g.kick()
+		g.Flush()
 		synctest.Wait()
 		if got := n.sentTo(f, pb.MessageType_MsgApp); got != 1 {
 			t.Fatalf("%d heartbeat answers in one batch: the leader sent %d appends, want 1", burst, got)

@@ -16,19 +16,22 @@ const chunkBytes = 1 << 20
 
 func unmarshalMessage(b []byte, m *pb.Message) error { return proto.Unmarshal(b, m) }
 
-// Raft runs on whichever goroutine has something for it: the one that
-// proposes a write, the transport's reader that brings a peer's message,
-// the ticker. Whoever holds raftMu steps what the inbox holds and handles
-// every Ready as etcd's server does (persist, send, hand the committed
-// entries to the apply goroutine, advance). A write thus reaches raft and
-// its appends reach the followers without a goroutine hand-off, and a busy
-// group still batches many writes into one Ready. A goroutine that brought
-// work takes a few rounds at most and leaves what arrives meanwhile to the
-// run goroutine: a transport reader kept busy by raft would stop reading
-// its connection (the peer's answers would wait behind it), and the ticker
-// would stop ticking (no heartbeats, no elections). What the server must
-// hear of (a new leader, a proposal raft dropped) goes through the event
-// goroutine, so that raft never waits on the server's lock.
+// Raft runs on whichever goroutine has something for it: the transport's
+// reader that brought writes or a peer's messages, once it has handled the
+// whole batch of frames it read (Flush), and the ticker. Whoever holds
+// raftMu steps what the inbox holds and handles every Ready as etcd's
+// server does (persist, send, hand the committed entries to the apply
+// goroutine, advance). A write thus reaches raft and its appends reach the
+// followers without a goroutine hand-off; and what a connection brought
+// together is one step of raft, so that under load many writes share one
+// Ready, one append to each follower and one answer from each. A goroutine
+// that brought work takes a few rounds at most and leaves what arrives
+// meanwhile to the run goroutine: a transport reader kept busy by raft
+// would stop reading its connection (the peer's answers would wait behind
+// it), and the ticker would stop ticking (no heartbeats, no elections).
+// What the server must hear of (a new leader, a proposal raft dropped)
+// goes through the event goroutine, so that raft never waits on the
+// server's lock.
 
 // kickRounds is how many rounds a goroutine that brought work takes
 // before it leaves the rest to the run goroutine.
@@ -187,15 +190,30 @@ func (g *Group) drainInbox() {
 	for _, f := range ctl {
 		f()
 	}
-	for _, p := range props {
-		why := "not the leader"
-		if g.leading {
-			err := g.rn.Propose(p.data)
-			if err == nil {
-				continue
-			}
-			why = err.Error()
+	g.propose(props)
+}
+
+// propose steps the proposals as one: raft appends them together and
+// sends each follower one append for all of them, where a proposal at a
+// time would cost an append (and an answer) each. Called with raftMu
+// held.
+func (g *Group) propose(props []proposal) {
+	if len(props) == 0 {
+		return
+	}
+	why := "not the leader"
+	if g.leading {
+		ents := make([]*pb.Entry, len(props))
+		for i, p := range props {
+			ents[i] = &pb.Entry{Data: p.data}
 		}
+		err := g.rn.Step(&pb.Message{Type: pb.MessageType_MsgProp.Enum(), From: proto.Uint64(g.id), Entries: ents})
+		if err == nil {
+			return
+		}
+		why = err.Error()
+	}
+	for _, p := range props {
 		g.emit(func() { g.cfg.Host.Dropped(p.opID, why) })
 	}
 }

@@ -76,7 +76,9 @@ func (h *storeHost) Send(to string, kind uint8, body []byte) error {
 	if g == nil {
 		return errors.New("no such peer")
 	}
-	return g.Receive(h.name, kind, slices.Clone(body))
+	err := g.Receive(h.name, kind, slices.Clone(body))
+	g.Flush()
+	return err
 }
 
 // failingStore fails every save while fail is set, as a full disk does.
@@ -150,7 +152,9 @@ func TestStoreFailureStepsDownAndRecovers(t *testing.T) {
 		write := func(method string) {
 			t.Helper()
 			testkit.Until(t, "a leader", func() bool { return leader() != nil })
-			leader().Propose(&Command{OpID: [16]byte{byte(len(method)), method[len(method)-1]}, Method: method})
+			g := leader()
+			g.Propose(&Command{OpID: [16]byte{byte(len(method)), method[len(method)-1]}, Method: method})
+			g.Flush()
 		}
 		testkit.Until(t, "a leader", func() bool { return leader() != nil })
 		// The leader is the one whose disk fills.
@@ -163,6 +167,7 @@ func TestStoreFailureStepsDownAndRecovers(t *testing.T) {
 
 		fail[a.cfg.Node].Store(true)
 		a.Propose(&Command{OpID: [16]byte{9}, Method: "w2"})
+		a.Flush()
 		testkit.Until(t, "the leader to report the failure", func() bool { return a.Status().StoreFailed != "" })
 		st := a.Status()
 		if !strings.Contains(st.NotReady, errDiskFull.Error()) || a.Serving() || st.Leading {
