@@ -3,6 +3,8 @@ package transport
 import (
 	"fmt"
 	goruntime "runtime"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,4 +73,64 @@ func TestRefusedInlineWorkCrowdsTheConnection(t *testing.T) {
 			t.Fatalf("frame %d: not crowded after work was refused while a frame waited", i)
 		}
 	}
+}
+
+// batchEvents is a ConnHandler that also hears where batches end
+// (conncap.BatchEnder), and records both: each frame as its Call, each end
+// as "end". onFrame, if set, runs after a frame is recorded.
+type batchEvents struct {
+	mu      sync.Mutex
+	events  []string
+	onFrame func(c Conn, f frame.Frame)
+}
+
+func (b *batchEvents) add(e string) {
+	b.mu.Lock()
+	b.events = append(b.events, e)
+	b.mu.Unlock()
+}
+
+func (b *batchEvents) HandleFrame(c Conn, f frame.Frame) {
+	b.add(fmt.Sprint(f.(*frame.Cancel).Call))
+	if b.onFrame != nil {
+		b.onFrame(c, f)
+	}
+}
+
+func (b *batchEvents) HandleBatchEnd()         { b.add("end") }
+func (b *batchEvents) HandleClose(Conn, error) {}
+
+// await waits until the events recorded are want.
+func (b *batchEvents) await(t *testing.T, want []string) {
+	t.Helper()
+	var got []string
+	testkit.Within(time.Minute, func() bool {
+		b.mu.Lock()
+		got = slices.Clone(b.events)
+		b.mu.Unlock()
+		return len(got) >= len(want)
+	})
+	if !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+}
+
+// The reader tells a BatchEnder where each batch of frames ends: once it
+// has handled every frame one read brought, and before it runs work that
+// may take long, so that what the frames before it left for the batch's
+// end does not wait behind that work.
+func TestReaderEndsBatches(t *testing.T) {
+	b := new(batchEvents)
+	b.onFrame = func(c Conn, f frame.Frame) {
+		if f.(*frame.Cancel).Call == 5 {
+			c.(conncap.InlineConn).RunInline(work(func() { b.add("work") }), quickGrace)
+		}
+	}
+	l := listen(t, newTCP(t, "server", nil), b)
+	raw := rawHello(t, l.Addr())
+
+	writeFrames(t, raw, &frame.Cancel{Call: 1}, &frame.Cancel{Call: 2}, &frame.Cancel{Call: 3})
+	b.await(t, []string{"1", "2", "3", "end"})
+	writeFrames(t, raw, &frame.Cancel{Call: 4}, &frame.Cancel{Call: 5})
+	b.await(t, []string{"1", "2", "3", "end", "4", "5", "end", "work", "end"})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -827,4 +828,66 @@ func BenchmarkMemRoundTrip(b *testing.B) {
 		}
 		<-res
 	}
+}
+
+// batchRec records the Calls of the frames it gets and, as "end", where
+// their batches end (conncap.BatchEnder).
+type batchRec struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (b *batchRec) HandleFrame(_ transport.Conn, f frame.Frame) {
+	b.mu.Lock()
+	b.events = append(b.events, fmt.Sprint(f.(*frame.Cancel).Call))
+	b.mu.Unlock()
+}
+
+func (b *batchRec) HandleBatchEnd() {
+	b.mu.Lock()
+	b.events = append(b.events, "end")
+	b.mu.Unlock()
+}
+
+func (b *batchRec) HandleClose(transport.Conn, error) {}
+
+// As a stream's reader does, a pipe tells a BatchEnder where each batch
+// of frames ends: every frame is followed by an end before the pipe waits,
+// and no end comes without a frame before it.
+func TestPipeEndsBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := NewNetwork()
+		defer n.Close()
+		rec := new(batchRec)
+		if _, err := n.Transport(transport.Config{Node: "a1", Group: "a"}).Listen("a1", rec); err != nil {
+			t.Fatal(err)
+		}
+		cli, err := n.Transport(transport.Config{Node: "b1", Group: "b"}).Dial(t.Context(), "a1", new(memRec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		memSendCancels(t, cli, 1, 4)
+		synctest.Wait()
+		memSendCancels(t, cli, 4, 5)
+		synctest.Wait()
+		rec.mu.Lock()
+		got := slices.Clone(rec.events)
+		rec.mu.Unlock()
+		var calls []string
+		for i, e := range got {
+			if e == "end" {
+				if i == 0 || got[i-1] == "end" {
+					t.Errorf("an end without a frame before it: %v", got)
+				}
+				continue
+			}
+			calls = append(calls, e)
+		}
+		if want := []string{"1", "2", "3", "4"}; !slices.Equal(calls, want) {
+			t.Errorf("frames %v, want %v", calls, want)
+		}
+		if i := slices.Index(got, "4"); i < 0 || i == len(got)-1 || got[i-1] != "end" || got[len(got)-1] != "end" {
+			t.Errorf("events %v: want each batch ended before the pipe waits", got)
+		}
+	})
 }
