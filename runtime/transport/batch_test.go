@@ -134,3 +134,27 @@ func TestReaderEndsBatches(t *testing.T) {
 	writeFrames(t, raw, &frame.Cancel{Call: 4}, &frame.Cancel{Call: 5})
 	b.await(t, []string{"1", "2", "3", "end", "4", "5", "end", "work", "end"})
 }
+
+// A batch that takes long to handle is ended on the way too, as its acks
+// are flushed on the way (TestQueueFlushedDuringALongBatch): what its first
+// frames left for the batch's end does not wait for the last.
+func TestLongBatchEndsOnTheWay(t *testing.T) {
+	const n = 32
+	b := &batchEvents{onFrame: func(Conn, frame.Frame) { time.Sleep(time.Millisecond) }}
+	raw := rawHello(t, listen(t, newTCP(t, "server", nil), b).Addr())
+	var fs []frame.Frame
+	for call := uint64(1); call <= n; call++ {
+		fs = append(fs, &frame.Cancel{Call: call})
+	}
+	writeFrames(t, raw, fs...)
+	var got []string
+	testkit.Until(t, "the whole batch", func() bool {
+		b.mu.Lock()
+		got = slices.Clone(b.events)
+		b.mu.Unlock()
+		return slices.Contains(got, fmt.Sprint(n))
+	})
+	if i := slices.Index(got, "end"); i < 0 || i > slices.Index(got, fmt.Sprint(n)) {
+		t.Errorf("events %v: no end before the last of %d frames handled 1ms each", got, n)
+	}
+}

@@ -463,10 +463,12 @@ func (s *stream) readLoop(me *readTurn) {
 		// Acks wait for the end of the batch, to leave in one write; but
 		// on a saturated node a batch of a few hundred attempts takes
 		// long enough to handle that the client would read the silence as
-		// a dead node. Past queuedFlushAfter they go out on the way.
+		// a dead node. Past queuedFlushAfter they go out on the way, and
+		// what else the frames left for the batch's end goes too.
 		if handled++; handled == 1 {
 			batch = time.Now()
 		} else if handled%queuedCheckEvery == 0 && time.Since(batch) >= queuedFlushAfter {
+			s.endBatch()
 			s.flushQueued()
 			batch = time.Now()
 		}

@@ -74,7 +74,8 @@ type Waiter interface {
 // BatchEnder is a transport.ConnHandler that hears when a connection's
 // reader has handled every frame it had read and is about to wait for the
 // network again (or to run work that may take long, or has stopped
-// reading): work its HandleFrame calls left for later can go then, once for
+// reading; in a batch that takes long to handle, every few milliseconds
+// too): work its HandleFrame calls left for later can go then, once for
 // the whole batch. Replication uses it to hand raft the writes and messages
 // that arrived together in one step: one Ready, one append to each
 // follower, instead of one per frame. Both of the module's transports call
