@@ -21,8 +21,12 @@ import (
 // connection callers read, the turn is often free: a caller that read its
 // own answer leaves it free when no other answer is awaited, and the next
 // caller takes it directly. A free turn does not stay free for long: a
-// timer starts a read goroutine after lazyReadAfter, so that a peer's
-// close or a frame nobody awaits is still noticed off any call's path.
+// timer starts a read goroutine once it has stayed free for lazyReadAfter,
+// so that a peer's close or a frame nobody awaits is still noticed off
+// any call's path. While callers keep taking the turn, the timer checks
+// less often (checktimer.go): after a long run of calls, the read
+// goroutine takes the turn up to maxCheckBackoff times lazyReadAfter
+// after the last one.
 // When other answers are awaited, a caller that leaves hands the turn to
 // a read goroutine at once; that goroutine in turn leaves it free once no
 // answer is awaited, nothing is left to read, and no answer was read
@@ -30,7 +34,8 @@ import (
 
 // lazyReadAfter is how long the reading stays free before a read
 // goroutine takes it: the next call of a caller that calls in a loop
-// comes sooner, and a peer's close is noticed this much later at most.
+// comes sooner, and a peer's close is noticed this much later (after a
+// long run of calls, up to maxCheckBackoff times this).
 const lazyReadAfter = 2 * time.Millisecond
 
 // unwatchedRead is how long a caller reads before it watches its context
@@ -57,10 +62,12 @@ type callerReads struct {
 	free atomic.Bool
 
 	// mu guards the following, and changes to free.
-	mu      sync.Mutex
-	reading bool      // a caller reads: Interrupt may stop it
-	lazyDue time.Time // when lazy fires; zero while it rests
-	freedAt time.Time // when the turn was last left free
+	mu        sync.Mutex
+	reading   bool          // a caller reads: Interrupt may stop it
+	lazyDue   time.Time     // when lazy fires; zero while it rests
+	lazyEvery checkInterval // how long lazy waits between checks
+	checkedAt time.Time     // when lazy last checked
+	freedAt   time.Time     // when the turn was last left free
 
 	// Set when the connection's callerReads is made, and not changed
 	// after (tests lengthen after before any caller reads).
@@ -227,34 +234,42 @@ func (s *stream) rest() bool {
 
 // freed, called under mu as the turn is left free, makes sure lazy will
 // look at the turn once it has stayed free for after. The timer is armed
-// only when it rests (or would fire late), not moved on every call: a
-// caller calling in a loop frees the turn after each call, and each move
-// of a timer to an earlier time can wake a thread to watch it. When lazy
-// fires, it looks at when the turn was last freed, and waits longer if
-// that was less than after ago.
+// only when it rests (or was armed for a longer after), not moved on every
+// call: a caller calling in a loop frees the turn after each call, and
+// each move of a timer can wake a thread to watch it. When lazy fires, it
+// looks at when the turn was last freed.
 func (cr *callerReads) freed() {
 	cr.freedAt = time.Now()
-	if due := cr.freedAt.Add(cr.after); cr.lazyDue.IsZero() || due.Before(cr.lazyDue) {
-		cr.lazyDue = due
-		cr.lazy.Reset(cr.after)
+	if cr.lazyDue.IsZero() || cr.after < cr.lazyEvery.base {
+		d := cr.lazyEvery.start(cr.after)
+		cr.lazyDue = cr.freedAt.Add(d)
+		cr.lazy.Reset(d)
 	}
 }
 
-// lazyRead starts a read goroutine on a turn no caller took.
+// lazyRead starts a read goroutine on a turn no caller took for after.
+// A turn freed since the last check, but not long enough ago, is checked
+// again later, each time twice as late; one taken and not freed since
+// leaves the timer to rest until it is freed again. A free turn never
+// leaves it resting.
 func (s *stream) lazyRead(cr *callerReads) {
 	cr.mu.Lock()
+	now := time.Now()
+	used := cr.freedAt.After(cr.checkedAt)
+	cr.checkedAt = now
+	if free := cr.free.Load(); !free || now.Sub(cr.freedAt) < cr.after {
+		if used || free {
+			d := cr.lazyEvery.longer()
+			cr.lazyDue = now.Add(d)
+			cr.lazy.Reset(d)
+		} else {
+			// Taken since: whoever frees it next arms the timer again.
+			cr.lazyDue = time.Time{}
+		}
+		cr.mu.Unlock()
+		return
+	}
 	cr.lazyDue = time.Time{}
-	if !cr.free.Load() {
-		// Taken since: whoever frees it next arms the timer again.
-		cr.mu.Unlock()
-		return
-	}
-	if left := cr.after - time.Since(cr.freedAt); left > 0 {
-		cr.lazyDue = cr.freedAt.Add(cr.after)
-		cr.lazy.Reset(left)
-		cr.mu.Unlock()
-		return
-	}
 	cr.free.Store(false)
 	next := s.newTurn()
 	cr.mu.Unlock()

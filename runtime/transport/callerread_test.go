@@ -198,7 +198,9 @@ func TestCallerReadLazyReaderNoticesPeerClose(t *testing.T) {
 // The lazy timer counts from the last time the turn was left free, not
 // from the first: callers that keep taking the turn keep the read
 // goroutine away, and the timer is armed once rather than moved on every
-// call.
+// call. While they keep taking it, each check comes twice as late as the
+// one before, up to maxCheckBackoff times after: a connection used call
+// after call costs a few firings a second, not one every after.
 func TestCallerReadLazyCountsFromLastFree(t *testing.T) {
 	e := newCallerEnv(t, time.Hour)
 	e.warm(t)
@@ -215,24 +217,35 @@ func TestCallerReadLazyCountsFromLastFree(t *testing.T) {
 		t.Errorf("the second call moved the lazy timer from %v to %v", due, e.cr.lazyDue)
 	}
 	// The timer fires (called here directly) while the turn was freed
-	// less than after ago: it waits for the rest, and the turn stays free.
-	e.cr.after = time.Minute
-	e.cr.freedAt = time.Now()
-	e.cr.mu.Unlock()
-	e.s.lazyRead(e.cr)
-	e.cr.mu.Lock()
-	if !e.cr.free.Load() {
-		t.Fatal("the lazy timer took a turn freed less than after ago")
-	}
-	if want := e.cr.freedAt.Add(e.cr.after); !e.cr.lazyDue.Equal(want) {
-		t.Errorf("lazy timer due at %v, want %v (after from the last free)", e.cr.lazyDue, want)
+	// less than after ago: the turn stays free, and the timer looks again
+	// twice as late, then twice as late again, up to its cap, as long as
+	// the turn is freed in between or stays free.
+	want := e.cr.after
+	for i := 0; i < 8; i++ {
+		e.cr.freedAt = time.Now()
+		e.cr.mu.Unlock()
+		before := time.Now()
+		e.s.lazyRead(e.cr)
+		e.cr.mu.Lock()
+		if !e.cr.free.Load() {
+			t.Fatal("the lazy timer took a turn freed less than after ago")
+		}
+		want = min(2*want, maxCheckBackoff*e.cr.after)
+		if e.cr.lazyEvery.cur != want || e.cr.lazyDue.Before(before.Add(want)) {
+			t.Fatalf("check %d: next check after %v, due %v from now; want %v", i+1, e.cr.lazyEvery.cur, e.cr.lazyDue.Sub(before), want)
+		}
 	}
 	// Freed longer than after ago: it takes the turn, and its read
 	// goroutine notices the peer's close.
-	e.cr.freedAt = time.Now().Add(-2 * time.Minute)
+	e.cr.freedAt = time.Now().Add(-2 * time.Hour)
 	e.cr.mu.Unlock()
 	go e.s.lazyRead(e.cr)
 	testkit.Until(t, "the lazy timer takes a turn freed long enough ago", func() bool { return !e.cr.free.Load() })
+	e.cr.mu.Lock()
+	if !e.cr.lazyDue.IsZero() {
+		t.Errorf("the lazy timer took the turn and is still due at %v", e.cr.lazyDue)
+	}
+	e.cr.mu.Unlock()
 	e.peerCloses(t)
 }
 

@@ -59,20 +59,22 @@ func (s *stream) RunInline(w interface{ Run() }, grace time.Duration) bool {
 	me := s.turn.Load()
 	s.lendMu.Lock()
 	s.lending, s.lendAt, s.lendGrace, s.lendWork = true, time.Now(), grace, w
-	// The timer is set once and checks on whichever work runs when it
-	// fires, rather than being set and stopped around each run: on a
-	// node with thousands of timers (one per operation held open), each
-	// timer moved to an earlier time makes the scheduler walk them all.
-	// It is moved only when this work's grace ends before it fires (a
-	// shorter grace than the last work's).
-	if due := s.lendAt.Add(grace); s.lendDue.IsZero() || due.Before(s.lendDue) {
-		s.lendDue = due
+	s.lendRuns++
+	// The timer is armed when it rests and checks on whichever work runs
+	// when it fires, rather than being set and stopped around each run:
+	// on a node with thousands of timers (one per operation held open),
+	// each timer moved to an earlier time makes the scheduler walk them
+	// all, and each move can wake a thread. It is armed again only for
+	// work with a shorter grace than the one it was armed for.
+	if s.lendDue.IsZero() || grace < s.lendEvery.base {
+		d := s.lendEvery.start(grace)
+		s.lendDue = s.lendAt.Add(d)
 		if s.lendTimer == nil {
 			// The overrun timer: each firing runs overran on a goroutine
 			// of its own, which may start a reader.
-			s.lendTimer = time.AfterFunc(grace, s.overran)
+			s.lendTimer = time.AfterFunc(d, s.overran)
 		} else {
-			s.lendTimer.Reset(grace)
+			s.lendTimer.Reset(d)
 		}
 	}
 	s.lendMu.Unlock()
@@ -88,21 +90,25 @@ func (s *stream) RunInline(w interface{ Run() }, grace time.Duration) bool {
 }
 
 // overran hands the reading to a new goroutine if the inline work running
-// now has taken longer than its grace; if it has not, it looks again when
-// the grace would end, and with no work running it lets the timer rest.
+// now has taken longer than its grace. Otherwise, if work runs or ran
+// inline since the last check, it checks again twice as late
+// (checktimer.go); if none did, it lets the timer rest.
 func (s *stream) overran() {
 	s.lendMu.Lock()
+	used := s.lendRuns != s.lendChecked
+	s.lendChecked = s.lendRuns
+	if !s.lending || time.Since(s.lendAt) < s.lendGrace {
+		if used || s.lending {
+			d := s.lendEvery.longer()
+			s.lendDue = time.Now().Add(d)
+			s.lendTimer.Reset(d)
+		} else {
+			s.lendDue = time.Time{}
+		}
+		s.lendMu.Unlock()
+		return
+	}
 	s.lendDue = time.Time{}
-	if !s.lending {
-		s.lendMu.Unlock()
-		return
-	}
-	if left := s.lendGrace - time.Since(s.lendAt); left > 0 {
-		s.lendDue = s.lendAt.Add(s.lendGrace)
-		s.lendTimer.Reset(left)
-		s.lendMu.Unlock()
-		return
-	}
 	s.lending = false
 	if o, ok := s.lendWork.(conncap.Overrunner); ok {
 		o.Overran()

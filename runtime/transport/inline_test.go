@@ -607,3 +607,133 @@ func TestQueueFlushedDuringALongBatch(t *testing.T) {
 		t.Error("the first reply left only after the whole batch was handled")
 	}
 }
+
+// Quick work run inline frame after frame keeps the overrun timer armed,
+// each check twice as late as the one before, up to maxCheckBackoff times
+// the grace; a check that finds no work run since lets it rest, and the
+// next work arms it at its grace again. The checks are made here by
+// calling the timer's function: the grace is long, so the timer itself
+// stays out of the way.
+func TestRunInlineChecksLessWhileQuick(t *testing.T) {
+	conns := make(chan *stream, 1)
+	ran := make(chan struct{}, 1)
+	srv := newFuncHandler(func(c Conn, f frame.Frame) {
+		s := c.(*stream)
+		select {
+		case conns <- s:
+		default:
+		}
+		s.RunInline(work(func() {}), quickGrace)
+		ran <- struct{}{}
+	})
+	l := listen(t, newTCP(t, "server", nil), srv)
+	c := dial(t, newTCP(t, "client", nil), l.Addr(), newRecorder())
+	var s *stream
+	run := func(call uint64) {
+		t.Helper()
+		if err := c.Send(&frame.Cancel{Call: call}); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Receive(t, ran, "the work to run")
+		if s == nil {
+			s = <-conns
+		}
+	}
+	interval := func() (time.Duration, bool) {
+		s.lendMu.Lock()
+		defer s.lendMu.Unlock()
+		return s.lendEvery.cur, !s.lendDue.IsZero()
+	}
+	run(1)
+	if d, armed := interval(); d != quickGrace || !armed {
+		t.Fatalf("after the first work: timer armed %v, every %v; want armed, every %v", armed, d, quickGrace)
+	}
+	want := quickGrace
+	for i := range 8 {
+		s.overran()
+		want = min(2*want, maxCheckBackoff*quickGrace)
+		if d, armed := interval(); d != want || !armed {
+			t.Fatalf("check %d after work ran: timer armed %v, every %v; want armed, every %v", i+1, armed, d, want)
+		}
+		run(uint64(i + 2))
+	}
+	s.overran()
+	s.overran() // no work ran since the last check
+	if _, armed := interval(); armed {
+		t.Fatal("the timer stays armed although no work ran since its last check")
+	}
+	run(100)
+	if d, armed := interval(); d != quickGrace || !armed {
+		t.Fatalf("after work on a resting timer: timer armed %v, every %v; want armed, every %v", armed, d, quickGrace)
+	}
+}
+
+// Work that blocks after a long run of quick work, once the overrun
+// timer checks at its longest interval, is still handed over: the frame
+// behind it is handled while it blocks.
+func TestRunInlineHandsOverAfterQuickWork(t *testing.T) {
+	release, started := make(chan struct{}), make(chan struct{})
+	blocked := make(chan bool, 1) // whether the blocking work ran inline
+	conns := make(chan *stream, 1)
+	srv := newFuncHandler(func(c Conn, f frame.Frame) {
+		s := c.(*stream)
+		select {
+		case conns <- s:
+		default:
+		}
+		if f.(*frame.Cancel).Call == 0 {
+			w := work(func() { close(started); <-release })
+			if !s.RunInline(w, inlineGrace) {
+				go w.Run()
+				blocked <- false
+				return
+			}
+			blocked <- true
+			return
+		}
+		if !s.RunInline(work(func() {}), inlineGrace) {
+			t.Errorf("quick work refused inline")
+		}
+		c.Send(f) // fails only once the test has ended
+	})
+	l := listen(t, newTCP(t, "server", nil), srv)
+	rec := newRecorder()
+	c := dial(t, newTCP(t, "client", nil), l.Addr(), rec)
+	call := uint64(1)
+	echo := func() {
+		t.Helper()
+		if err := c.Send(&frame.Cancel{Call: call}); err != nil {
+			t.Fatal(err)
+		}
+		if got := rec.next(t).f.(*frame.Cancel).Call; got != call {
+			t.Fatalf("echo of call %d, want %d", got, call)
+		}
+		call++
+	}
+	echo()
+	s := <-conns
+	// Quick work, frame after frame, until the timer checks at its
+	// longest interval (a pause on a busy machine may let it rest and
+	// start over).
+	testkit.Until(t, "the overrun timer backs off to its longest interval", func() bool {
+		for range 100 {
+			echo()
+			s.lendMu.Lock()
+			longest := s.lendEvery.cur == maxCheckBackoff*inlineGrace
+			s.lendMu.Unlock()
+			if longest {
+				return true
+			}
+		}
+		return false
+	})
+	if err := c.Send(&frame.Cancel{Call: 0}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Receive(t, started, "the blocking work to start")
+	echo()
+	close(release)
+	if !testkit.Receive(t, blocked, "the blocking work to end") {
+		t.Fatal("the blocking work did not run inline")
+	}
+}

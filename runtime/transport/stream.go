@@ -84,13 +84,16 @@ type stream struct {
 
 	// lendMu guards the following, the work the reader runs inline
 	// (inline.go).
-	lendMu    sync.Mutex
-	lending   bool               // the reader runs inline work
-	lendAt    time.Time          // when that work started
-	lendWork  interface{ Run() } // that work, until it returns
-	lendGrace time.Duration      // how long it may run
-	lendTimer *time.Timer        // checks on the work; hands the reading on when it overruns
-	lendDue   time.Time          // when lendTimer fires, if set
+	lendMu      sync.Mutex
+	lending     bool               // the reader runs inline work
+	lendAt      time.Time          // when that work started
+	lendWork    interface{ Run() } // that work, until it returns
+	lendGrace   time.Duration      // how long it may run
+	lendTimer   *time.Timer        // checks on the work; hands the reading on when it overruns
+	lendDue     time.Time          // when lendTimer fires, if set
+	lendEvery   checkInterval      // how long lendTimer waits between checks
+	lendRuns    uint64             // works run inline so far
+	lendChecked uint64             // lendRuns when lendTimer last checked
 
 	cr atomic.Pointer[callerReads] // set once callers read the connection (callerread.go)
 
