@@ -465,7 +465,7 @@ func (p *sent) unsent(rd *frame.Redirect, o outcome) outcome {
 // up, or the heartbeat's, or a heartbeat moved the deadline on.
 func (p *sent) expired(ctx context.Context, timer *time.Timer, now time.Time) (outcome, bool) {
 	s, l := p.op.s, &p.l
-	beatEnd := time.Unix(0, l.lastBeat(l.watch)).Add(s.HeartbeatTimeout)
+	beatEnd := time.Unix(0, l.beatDeadline(l.watch))
 	switch {
 	case !now.Before(p.attemptEnd):
 		r, err := p.op.timeUp(ctx, now, p.out.member.Name, p.a.Timeout)

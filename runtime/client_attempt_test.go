@@ -67,6 +67,7 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 				Call: 1, Timeout: s.AttemptTimeout, Flags: frame.FlagScatter, // no cancel to send on the missing connection
 			}, op: op, attemptEnd: now.Add(s.AttemptTimeout), due: now.Add(s.HeartbeatTimeout)}
 			w.l.beat.Store(now.UnixNano())
+			w.l.heartbeatTimeout = s.HeartbeatTimeout
 			return w, time.NewTimer(time.Hour)
 		}
 

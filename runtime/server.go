@@ -108,6 +108,9 @@ type Server struct {
 	// progressed counts the progress reports of all handlers: a
 	// connection's tick walks its calls again once it moved.
 	progressed atomic.Uint64
+	// tickLate is how late the connections' heartbeat ticks have run
+	// lately, which every heartbeat tells its client (Heartbeat.Late).
+	tickLate lateness
 	// members is the membership, read by replication without the
 	// server's lock (UseMembership may set it late).
 	members atomic.Pointer[Membership]
@@ -703,6 +706,7 @@ func (s *Server) connLocked(c transport.Conn) *serverConn {
 	if sc == nil {
 		sc = &serverConn{s: s, conn: c, calls: make(map[uint64]*execution)}
 		sc.inline, _ = c.(conncap.InlineConn)
+		sc.tellsLate = c.Peer().Revision >= 2
 		s.conns[c] = sc
 	}
 	return sc
