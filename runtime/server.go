@@ -70,6 +70,14 @@ type ServerConfig struct {
 	// SuggestedMaxPendingPerEntity suit a service of short handlers. See
 	// docs/runtime.md, "Overload".
 	MaxPending, MaxPendingPerEntity int
+	// MaxQueued bounds the operations on this node that wait to start:
+	// queued behind other operations on their entities, or replicated
+	// writes and reads waiting for the log. Running handlers, however
+	// long, and held operations are not counted, so the bound is on by
+	// default: the waiting is what a saturated node adds to every call's
+	// latency, and past it an attempt is refused at arrival, as past
+	// MaxPending. Default DefaultMaxQueued; negative: no limit.
+	MaxQueued int
 	// OverloadRetryAfter is the retry-after hint of a refusal for
 	// overload. Default the heartbeat interval.
 	OverloadRetryAfter time.Duration
@@ -94,6 +102,7 @@ type Server struct {
 	replicas   map[string]*replicated // by service, for services with scatter methods
 	closed     bool                   // no new operations
 	halted     bool                   // queued operations end without running
+	waiting    int                    // executions in execs that wait to start (track)
 
 	// peerMu guards the connections to the other servers, for
 	// replication: raft sends on them without the server's lock.
@@ -158,6 +167,9 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	if cfg.MaxAttemptTimeout <= 0 {
 		cfg.MaxAttemptTimeout = 10 * time.Minute
+	}
+	if cfg.MaxQueued == 0 {
+		cfg.MaxQueued = DefaultMaxQueued
 	}
 	if cfg.OverloadRetryAfter <= 0 {
 		cfg.OverloadRetryAfter = cfg.Settings.HeartbeatInterval
@@ -554,7 +566,7 @@ func (s *Server) arrive(c transport.Conn, a *frame.Attempt) {
 			e.payload = append([]byte(nil), a.Payload...)
 			res, rd := rep.write(e, a)
 			if res == nil && rd == nil {
-				s.execs[a.OpID] = e
+				s.track(e)
 				e.addWaiter(sc, a)
 			}
 			s.mu.Unlock()
@@ -578,14 +590,14 @@ func (s *Server) arrive(c transport.Conn, a *frame.Attempt) {
 			return
 		}
 		if wait {
-			s.execs[a.OpID] = e
+			s.track(e)
 			e.addWaiter(sc, a)
 			s.mu.Unlock()
 			go rep.awaitRead(e)
 			return
 		}
 	}
-	s.execs[a.OpID] = e
+	s.track(e)
 	e.addWaiter(sc, a)
 	started := s.enqueue(e)
 	inline := started && sc.inline != nil && sm.pace.quick()
@@ -595,6 +607,17 @@ func (s *Server) arrive(c transport.Conn, a *frame.Attempt) {
 	s.mu.Unlock()
 	if inline {
 		s.runInline(sc, e)
+	}
+}
+
+// track puts e, which has not started, among the server's executions,
+// and counts it among those waiting to start until it leaves that state
+// (execution.fire). Called with s.mu held.
+func (s *Server) track(e *execution) {
+	s.execs[e.info.OpID] = e
+	if !e.waitsIn && e.state.waiting() {
+		e.waitsIn = true
+		s.waiting++
 	}
 }
 
