@@ -30,7 +30,7 @@ type serverConn struct {
 	// Owned by the ticker goroutine (tick).
 	hb       frame.Heartbeat
 	quiet    []uint64  // beat's calls that All stands for
-	lastTick time.Time // when the previous tick ran; zero before the first
+	lastTick time.Time // when the previous tick ran, or the ticker started
 
 	// Owned by the goroutine reading conn's frames (acknowledge); one
 	// that takes over from a handler run inline starts after it.
