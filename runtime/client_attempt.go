@@ -422,7 +422,7 @@ func (p *sent) event(ctx context.Context, ev legEvent) (outcome, bool) {
 			r, err := p.op.timeUp(ctx, later(time.Now(), p.attemptEnd), name, p.a.Timeout)
 			o := p.end(r, fmt.Errorf("%w (%s: %s)", err, name, ev.result.Message))
 			o.delivery = Refused
-			return o, true
+			return p.ranBefore(o), true
 		}
 		if now := time.Now(); stoppedInTime(ev.result) && !now.Before(p.attemptEnd) {
 			// The server's own timer stopped the handler: the same
@@ -432,7 +432,7 @@ func (p *sent) event(ctx context.Context, ev legEvent) (outcome, bool) {
 			return p.end(r, err), true
 		}
 		c.alive(name)
-		return p.op.judge(p.end, ev.result, name), true
+		return p.ranBefore(p.op.judge(p.end, ev.result, name)), true
 	case ev.redirect != nil:
 		return p.followRedirect(ctx, ev.redirect)
 	case c.closed.Load():
@@ -477,6 +477,18 @@ func (p *sent) followRedirect(ctx context.Context, rd *frame.Redirect) (outcome,
 	}
 	l.beat.Store(time.Now().UnixNano())
 	return outcome{}, false
+}
+
+// ranBefore keeps o, which the attempt's node answered without running
+// it (a refusal for overload, say), from saying that nothing ran when a
+// node that redirected the attempt here may have run it: a leader that
+// proposed a replicated write and lost its leadership, whose write may
+// still commit.
+func (p *sent) ranBefore(o outcome) outcome {
+	if p.ranSomewhere && o.delivery == Refused {
+		o.delivery = Delivered
+	}
+	return o
 }
 
 // unsent marks o, an attempt that never reached its redirect target, as

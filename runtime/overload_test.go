@@ -515,3 +515,52 @@ func TestQueuedCountFollowsReplicatedWrites(t *testing.T) {
 		}
 	})
 }
+
+// A retry of a replicated write that the log has recorded is answered
+// from the record even when the node is past its admission bound: a
+// refusal would tell the caller that a write that ran never did.
+func TestRecordedWriteIsAnsweredPastTheBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newReplicatedEnv(t, fftest.Config{Server: func(_ string, cfg *runtime.ServerConfig) {
+			cfg.MaxQueued = 1
+		}})
+		synctest.Wait()
+		id := [16]byte{31, 1}
+		ctx := runtime.WithOperationID(t.Context(), id)
+		if _, err := e.ledger.Transfer(ctx, "x", "y", 0); err != nil {
+			t.Fatalf("Transfer: %v", err)
+		}
+		// One operation waits to start on every node: the bound.
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, n := range e.Nodes {
+			busy := ""
+			for i := 0; busy == ""; i++ {
+				if a := fmt.Sprintf("busy%d", i); e.owners(t, a)[0] == n.Name {
+					busy = a
+				}
+			}
+			e.ledgers[n.Name].SetHook(func(ctx context.Context, acct string, _ int64) error {
+				if acct == busy {
+					<-release
+				}
+				return nil
+			})
+			for range 2 {
+				wg.Go(func() { e.ledger.Add(t.Context(), busy, 1) })
+				synctest.Wait()
+			}
+			if ld := n.Server.Load(); ld.Queued != 1 {
+				t.Fatalf("%s's load %+v, want one operation waiting", n.Name, ld)
+			}
+		}
+		if _, err := e.ledger.Transfer(t.Context(), "x", "y", 0); !errors.Is(err, runtime.ErrOverloaded) {
+			t.Errorf("a new write past the bound: %v, want ErrOverloaded", err)
+		}
+		if _, err := e.ledger.Transfer(ctx, "x", "y", 0); err != nil {
+			t.Errorf("the recorded write asked again past the bound: %v, want its recorded answer", err)
+		}
+		close(release)
+		wg.Wait()
+	})
+}

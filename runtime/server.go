@@ -553,7 +553,7 @@ func (s *Server) arrive(c transport.Conn, a *frame.Attempt) {
 		s.refusedAttempt(sm, a.Service, a.Method, c, &frame.Result{Call: a.Call, Status: frame.StatusFailover, Code: codeCatchingUp, Message: "node is shutting down"})
 		return
 	}
-	if r := s.admitLocked(e); r != nil {
+	if r := s.admitLocked(e); r != nil && !s.recordedLocked(a) {
 		s.mu.Unlock()
 		r.Call = a.Call
 		s.refusedAttempt(sm, a.Service, a.Method, c, r)
@@ -608,6 +608,19 @@ func (s *Server) arrive(c transport.Conn, a *frame.Attempt) {
 	if inline {
 		s.runInline(sc, e)
 	}
+}
+
+// recordedLocked reports whether a is an attempt of a replicated write
+// that the log has recorded here: it is answered from the record whatever
+// the load, since a refusal would tell its caller that a write that ran
+// never did. Called with s.mu held.
+func (s *Server) recordedLocked(a *frame.Attempt) bool {
+	rep := s.replicas[a.Service]
+	if rep == nil || a.Flags&frame.FlagScatter == 0 {
+		return false
+	}
+	_, ok := rep.g.Recorded(a.OpID)
+	return ok
 }
 
 // track puts e, which has not started, among the server's executions,
