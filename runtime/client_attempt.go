@@ -264,16 +264,44 @@ func (op *operation) atLimit(node string, err error) error {
 // and has not said its Hello yet is busy, not dead (a saturated node is
 // slow to run its handshakes), and is waited for until the dial's own
 // bound (transport's handshake timeout) or the operation deadline.
+//
+// A client that was itself descheduled (a busy host, a process running
+// a thousand callers) may not even have run the dial's connect by the
+// heartbeat timeout: the silence is its own, as for a heartbeat timeout
+// whose timer fired late (recheck). A wait that ended late is given back
+// the time it was late, again while it keeps ending late, at most a
+// heartbeat timeout in all, before the node is blamed; one that ended on
+// time is believed at once.
 func (op *operation) dial(ctx context.Context, addr string) (transport.Conn, error) {
-	dctx, cancel := context.WithDeadline(ctx, op.dialDeadline())
-	conn, err := op.c.pool.Get(dctx, addr)
-	cancel()
-	if errors.Is(err, transport.ErrHelloLate) && ctx.Err() == nil {
-		dctx, cancel = context.WithDeadline(ctx, op.deadline)
-		conn, err = op.c.pool.Get(dctx, addr)
-		cancel()
+	due := op.dialDeadline()
+	var graced time.Duration
+	for {
+		conn, timedOut, err := op.getConn(ctx, addr, due)
+		if errors.Is(err, transport.ErrHelloLate) && ctx.Err() == nil {
+			conn, _, err = op.getConn(ctx, addr, op.deadline)
+			return conn, err
+		}
+		if !timedOut || ctx.Err() != nil || !due.Before(op.deadline) {
+			return conn, err
+		}
+		g := starvedGrace(time.Since(due), op.s.HeartbeatTimeout-graced)
+		if g == 0 {
+			return conn, err
+		}
+		graced += g
+		if due = time.Now().Add(g); op.deadline.Before(due) {
+			due = op.deadline
+		}
 	}
-	return conn, err
+}
+
+// getConn gets the pooled connection to addr, waiting until due at most,
+// and reports whether the wait ended there.
+func (op *operation) getConn(ctx context.Context, addr string, due time.Time) (conn transport.Conn, timedOut bool, err error) {
+	dctx, cancel := context.WithDeadline(ctx, due)
+	defer cancel()
+	conn, err = op.c.pool.Get(dctx, addr)
+	return conn, err != nil && dctx.Err() != nil && ctx.Err() == nil, err
 }
 
 // dialDeadline bounds a dial by a heartbeat timeout and the operation deadline.
@@ -394,7 +422,7 @@ func (p *sent) event(ctx context.Context, ev legEvent) (outcome, bool) {
 			r, err := p.op.timeUp(ctx, later(time.Now(), p.attemptEnd), name, p.a.Timeout)
 			o := p.end(r, fmt.Errorf("%w (%s: %s)", err, name, ev.result.Message))
 			o.delivery = Refused
-			return o, true
+			return p.ranBefore(o), true
 		}
 		if now := time.Now(); stoppedInTime(ev.result) && !now.Before(p.attemptEnd) {
 			// The server's own timer stopped the handler: the same
@@ -404,7 +432,7 @@ func (p *sent) event(ctx context.Context, ev legEvent) (outcome, bool) {
 			return p.end(r, err), true
 		}
 		c.alive(name)
-		return p.op.judge(p.end, ev.result, name), true
+		return p.ranBefore(p.op.judge(p.end, ev.result, name)), true
 	case ev.redirect != nil:
 		return p.followRedirect(ctx, ev.redirect)
 	case c.closed.Load():
@@ -451,6 +479,18 @@ func (p *sent) followRedirect(ctx context.Context, rd *frame.Redirect) (outcome,
 	return outcome{}, false
 }
 
+// ranBefore keeps o, which the attempt's node answered without running
+// it (a refusal for overload, say), from saying that nothing ran when a
+// node that redirected the attempt here may have run it: a leader that
+// proposed a replicated write and lost its leadership, whose write may
+// still commit.
+func (p *sent) ranBefore(o outcome) outcome {
+	if p.ranSomewhere && o.delivery == Refused {
+		o.delivery = Delivered
+	}
+	return o
+}
+
 // unsent marks o, an attempt that never reached its redirect target, as
 // refused when no node that redirected it may have run it: nothing ran
 // anywhere.
@@ -465,7 +505,7 @@ func (p *sent) unsent(rd *frame.Redirect, o outcome) outcome {
 // up, or the heartbeat's, or a heartbeat moved the deadline on.
 func (p *sent) expired(ctx context.Context, timer *time.Timer, now time.Time) (outcome, bool) {
 	s, l := p.op.s, &p.l
-	beatEnd := time.Unix(0, l.lastBeat(l.watch)).Add(s.HeartbeatTimeout)
+	beatEnd := time.Unix(0, l.beatDeadline(l.watch))
 	switch {
 	case !now.Before(p.attemptEnd):
 		r, err := p.op.timeUp(ctx, now, p.out.member.Name, p.a.Timeout)
@@ -513,13 +553,19 @@ const starvedAfter = time.Millisecond
 // clears the timeout; without one, the node is blamed. A node that really
 // stopped costs a client that is not starved nothing.
 func (p *sent) recheck(now time.Time) time.Duration {
-	late, left := now.Sub(p.due), p.op.s.HeartbeatTimeout-p.graced
+	g := starvedGrace(now.Sub(p.due), p.op.s.HeartbeatTimeout-p.graced)
+	p.graced += g
+	return g
+}
+
+// starvedGrace is how long to wait on for a node after a wait that ended
+// late by late: as long as it was late, within left, the grace not yet
+// given; zero when it ended on time (within starvedAfter).
+func starvedGrace(late, left time.Duration) time.Duration {
 	if late < starvedAfter || left <= 0 {
 		return 0
 	}
-	g := min(late, left)
-	p.graced += g
-	return g
+	return min(late, left)
 }
 
 const maxRedirects = 4

@@ -47,6 +47,35 @@ func TestStoppedAnswerAtTheAttemptEndIsATimeout(t *testing.T) {
 	})
 }
 
+// A leader that proposed a replicated write and then lost its leadership
+// redirects the attempt to the new leader saying it may have run there;
+// the new leader's refusal (for overload, say) speaks only for itself:
+// the attempt ends refused, but not as one that ran nowhere, since the
+// write may still commit.
+func TestRefusalAfterARedirectThatMayHaveRunIsNotRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := DefaultSettings()
+		s.Groups = []string{"a", "b"}
+		c := loneClient(t, s)
+		m := &MethodDesc{Service: "svc", Name: "M"}
+		for _, ran := range []bool{false, true} {
+			op := &operation{c: c, m: m, s: s, start: time.Now(), deadline: time.Now().Add(s.OperationTimeout)}
+			p := &sent{start: op.start, out: outcome{member: Member{Name: "n2", Group: "a"}, delivery: Delivered}, a: frame.Attempt{
+				Call: 1, Timeout: time.Second, Flags: frame.FlagScatter,
+			}, ranSomewhere: ran}
+			p.l.done = make(chan legEvent, 1)
+			p.l.done <- legEvent{result: overloadResult(s.HeartbeatInterval, "64 operations waiting to start")}
+			o := op.await(context.Background(), p)
+			if o.reason != ReasonOverloaded {
+				t.Fatalf("reason %s, want overloaded", o.reason)
+			}
+			if refused := o.delivery == Refused; refused == ran {
+				t.Errorf("redirected by a node that may have run it: %v; delivery %v, want refused only if not", ran, o.delivery)
+			}
+		}
+	})
+}
+
 // A heartbeat timeout whose timer fired late is re-checked: the client was
 // descheduled, and the heartbeats may be unread in its socket. A frame
 // that arrives meanwhile clears it; without one the node is blamed, after
@@ -67,6 +96,7 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 				Call: 1, Timeout: s.AttemptTimeout, Flags: frame.FlagScatter, // no cancel to send on the missing connection
 			}, op: op, attemptEnd: now.Add(s.AttemptTimeout), due: now.Add(s.HeartbeatTimeout)}
 			w.l.beat.Store(now.UnixNano())
+			w.l.heartbeatTimeout = s.HeartbeatTimeout
 			return w, time.NewTimer(time.Hour)
 		}
 

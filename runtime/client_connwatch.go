@@ -35,6 +35,10 @@ type connWatch struct {
 	// read an attempt yet, while answers keep coming (leg.lastBeat).
 	frame   atomic.Int64
 	vouched atomic.Bool
+	// late is how late the node said its heartbeat ticks have run lately,
+	// in its last heartbeat on conn (Heartbeat.Late; zero from a node
+	// that does not say): see allowance.
+	late atomic.Int64
 
 	mu sync.Mutex // guards the following, and the list links of its legs
 	// The legs waiting on conn, linked by watchPrev and watchNext, in two
@@ -180,7 +184,7 @@ func (t *legTable) fire(w *connWatch) {
 		if w.vouched.Load() {
 			beat = max(beat, w.frame.Load())
 		}
-		if covered := beat + int64(w.namedTimeout); covered > now {
+		if covered := beat + int64(w.namedTimeout) + w.allowance(w.namedTimeout); covered > now {
 			next = min(next, covered)
 		} else {
 			for l := w.named; l != nil; l = l.watchNext {
@@ -199,7 +203,7 @@ func (t *legTable) fire(w *connWatch) {
 // noAlarm if not. Called with w.mu held.
 func (w *connWatch) check(l *leg, now int64) int64 {
 	beat := l.lastBeat(w)
-	d := beat + int64(l.heartbeatTimeout)
+	d := beat + int64(l.heartbeatTimeout) + w.allowance(l.heartbeatTimeout)
 	if d > now {
 		return d
 	}
@@ -246,9 +250,29 @@ func (l *leg) lastBeat(w *connWatch) int64 {
 }
 
 // beatDeadline is when l's heartbeat timeout ends unless a heartbeat
-// comes first, UnixNano; w is l's connection's alarm.
+// comes first, UnixNano; w is l's connection's alarm (nil: none yet).
 func (l *leg) beatDeadline(w *connWatch) int64 {
-	return l.lastBeat(w) + int64(l.heartbeatTimeout)
+	d := l.lastBeat(w) + int64(l.heartbeatTimeout)
+	if w != nil {
+		d += w.allowance(l.heartbeatTimeout)
+	}
+	return d
+}
+
+// allowance is how much longer than a heartbeat timeout of timeout the
+// node at the other end of w is waited for, in nanoseconds: busy is not
+// dead. A node whose ticker has run late by L lately (it says so in its
+// heartbeats) sends heartbeats up to an interval plus L apart, and L may
+// grow while the load does; the timeout already allows for some
+// lateness, and the node is given twice its lateness beyond a quarter of
+// the timeout, up to one more timeout. A node whose ticks run on time (or
+// late by under a quarter of the timeout, as beside other busy
+// processes) gets none, so a stop of a node that was not overloaded is
+// detected exactly as fast as before; one that stops while overloaded, at
+// most a heartbeat timeout later.
+func (w *connWatch) allowance(timeout time.Duration) int64 {
+	late := time.Duration(w.late.Load())
+	return int64(min(max(2*late-timeout/2, 0), timeout))
 }
 
 // rewatch makes sure l's alarm covers its heartbeat deadline again after

@@ -285,3 +285,36 @@ func TestConnAlarmAnyFrameProvesTheNodeAlive(t *testing.T) {
 		lt.remove(named)
 	})
 }
+
+// Busy is not dead: a node that says its heartbeat ticks have run late
+// lately (Heartbeat.Late) is waited for twice its lateness beyond a
+// quarter of the timeout longer, up to one more timeout; one whose ticks
+// run on time, or late by less than a quarter of the timeout, is woken
+// for at the timeout as before, so the detection of a stopped node does
+// not move.
+func TestConnAlarmAllowsForTheNodesLateness(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	for _, c := range []struct {
+		late, wake time.Duration
+	}{
+		{0, timeout},
+		{timeout / 4, timeout},
+		{100 * time.Millisecond, timeout + 100*time.Millisecond},
+		{time.Second, 2 * timeout},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			lt, conn, start := alarmTable()
+			l := alarmLeg(lt, conn, 1, timeout)
+			lt.ack(conn, 1, start.UnixNano())
+			w := lt.watchOf(conn)
+			w.beat.Store(start.UnixNano())
+			w.late.Store(int64(c.late))
+			l.rewatch()
+			wokenExactlyAt(t, l, start, c.wake)
+			if got := time.Unix(0, l.beatDeadline(w)).Sub(start); got != c.wake {
+				t.Errorf("late %v: heartbeat deadline %v after the last heartbeat, want %v", c.late, got, c.wake)
+			}
+			lt.remove(l)
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -369,7 +370,7 @@ func (op *operation) info() OpInfo {
 		OpID:     hex.EncodeToString(op.id[:]),
 		Service:  op.m.Service,
 		Method:   op.m.Name,
-		Entities: op.entities,
+		Entities: slices.Clone(op.entities), // they may be in op's own entityBuf, which its reuse overwrites
 		Attempt:  op.attempts - 1,
 		Node:     op.node,
 		Started:  op.start,

@@ -24,6 +24,7 @@ func (h *clientHandler) HandleFrame(conn transport.Conn, f frame.Frame) {
 	case *frame.Heartbeat:
 		if w != nil {
 			w.vouched.Store(f.All)
+			w.late.Store(int64(f.Late))
 			if f.All {
 				w.beat.Store(now)
 			}

@@ -388,3 +388,179 @@ func TestBusyNodeIsNotDead(t *testing.T) {
 		}
 	})
 }
+
+// The bound on by default counts the operations that wait to start, not
+// those that run: a node holds any number of long handlers, and past
+// MaxQueued operations queued behind them a burst is refused at once with
+// the typed error, unrun, with nothing failed over and nobody suspected;
+// the queued ones run to the end once the way is free.
+func TestOverloadCountsQueuedWorkOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const limit = 4
+		e := newEnv(t, fftest.Config{Server: func(_ string, cfg *runtime.ServerConfig) {
+			cfg.MaxQueued = limit
+		}})
+		m := &failoverCounter{}
+		client := e.Client(t, func(c *runtime.ClientConfig) { c.Metrics = m })
+		ledger := testledger.NewClient(client)
+		synctest.Wait()
+		own := e.owners(t, "hot")[0]
+		// More long handlers than the bound, each on an entity of its own.
+		var long []string
+		for i := 0; len(long) < 3*limit; i++ {
+			if a := fmt.Sprintf("long%d", i); e.owners(t, a)[0] == own {
+				long = append(long, a)
+			}
+		}
+		release := make(chan struct{})
+		e.ledgers[own].SetHook(func(ctx context.Context, _ string, _ int64) error {
+			<-release
+			return nil
+		})
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var errs []error
+		call := func(acct string) {
+			wg.Go(func() {
+				_, err := ledger.Add(t.Context(), acct, 1)
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			})
+		}
+		for _, a := range long {
+			call(a)
+		}
+		synctest.Wait()
+		if n := e.ledgers[own].Executions(); n != len(long) {
+			t.Fatalf("%d long handlers running, want all %d: running handlers count against MaxQueued", n, len(long))
+		}
+		// One more on a busy entity runs behind it, and so do limit-1
+		// more: the queue is full.
+		for range limit {
+			call(long[0])
+		}
+		synctest.Wait()
+		if ld := e.Node(own).Server.Load(); ld.Queued != limit || ld.MaxQueued != limit {
+			t.Errorf("%s's load %+v, want %d queued of %d", own, ld, limit, limit)
+		}
+		start := time.Now()
+		for i := range 3 {
+			_, err := ledger.Add(t.Context(), long[0], 1)
+			if !errors.Is(err, runtime.ErrOverloaded) || runtime.MaybeExecuted(err) {
+				t.Fatalf("call %d beyond %d queued: err = %v, want ErrOverloaded, not executed", i, limit, err)
+			}
+			var oe *runtime.OverloadError
+			if !errors.As(err, &oe) || !strings.Contains(oe.Detail, "MaxQueued") {
+				t.Errorf("call %d: %v, want an OverloadError naming MaxQueued", i, err)
+			}
+		}
+		if took := time.Since(start); took != 0 {
+			t.Errorf("refusals took %v, want at once", took)
+		}
+		close(release)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("admitted call %d: %v", i, err)
+			}
+		}
+		if n, want := e.ledgers[own].Executions(), len(long)+limit; n != want {
+			t.Errorf("%s ran %d handlers, want %d: a refused call ran", own, n, want)
+		}
+		for _, n := range e.Nodes {
+			if n.Name != own && e.ledgers[n.Name].Executions() != 0 {
+				t.Errorf("%s ran a handler: a call failed over", n.Name)
+			}
+			if client.Suspected(n.Name) {
+				t.Errorf("%s suspected after refusing for overload", n.Name)
+			}
+		}
+		if n := m.n.Load(); n != 0 {
+			t.Errorf("%d failovers, want 0", n)
+		}
+		if ld := e.Node(own).Server.Load(); ld.Queued != 0 || ld.Pending != 0 {
+			t.Errorf("%s's load %+v once every call ended, want nothing queued or pending", own, ld)
+		}
+	})
+}
+
+// The count of operations waiting to start follows replicated writes
+// through the log on every node, leader and followers, and comes back to
+// nothing when they are done: a count that drifted up would refuse work
+// on an idle node.
+func TestQueuedCountFollowsReplicatedWrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newReplicatedEnv(t, fftest.Config{})
+		synctest.Wait()
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Go(func() {
+				from, to := fmt.Sprintf("r%d", i), fmt.Sprintf("r%d", i+1)
+				if _, err := e.ledger.Add(t.Context(), from, 5); err != nil {
+					t.Errorf("Add: %v", err)
+				}
+				if _, err := e.ledger.Transfer(t.Context(), from, to, 0); err != nil {
+					t.Errorf("Transfer: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		time.Sleep(time.Second) // followers apply
+		synctest.Wait()
+		for _, n := range e.Nodes {
+			if ld := n.Server.Load(); ld.Queued != 0 {
+				t.Errorf("%s: %d operations waiting to start once every call ended, want 0", n.Name, ld.Queued)
+			}
+		}
+	})
+}
+
+// A retry of a replicated write that the log has recorded is answered
+// from the record even when the node is past its admission bound: a
+// refusal would tell the caller that a write that ran never did.
+func TestRecordedWriteIsAnsweredPastTheBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newReplicatedEnv(t, fftest.Config{Server: func(_ string, cfg *runtime.ServerConfig) {
+			cfg.MaxQueued = 1
+		}})
+		synctest.Wait()
+		id := [16]byte{31, 1}
+		ctx := runtime.WithOperationID(t.Context(), id)
+		if _, err := e.ledger.Transfer(ctx, "x", "y", 0); err != nil {
+			t.Fatalf("Transfer: %v", err)
+		}
+		// One operation waits to start on every node: the bound.
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, n := range e.Nodes {
+			busy := ""
+			for i := 0; busy == ""; i++ {
+				if a := fmt.Sprintf("busy%d", i); e.owners(t, a)[0] == n.Name {
+					busy = a
+				}
+			}
+			e.ledgers[n.Name].SetHook(func(ctx context.Context, acct string, _ int64) error {
+				if acct == busy {
+					<-release
+				}
+				return nil
+			})
+			for range 2 {
+				wg.Go(func() { e.ledger.Add(t.Context(), busy, 1) })
+				synctest.Wait()
+			}
+			if ld := n.Server.Load(); ld.Queued != 1 {
+				t.Fatalf("%s's load %+v, want one operation waiting", n.Name, ld)
+			}
+		}
+		if _, err := e.ledger.Transfer(t.Context(), "x", "y", 0); !errors.Is(err, runtime.ErrOverloaded) {
+			t.Errorf("a new write past the bound: %v, want ErrOverloaded", err)
+		}
+		if _, err := e.ledger.Transfer(ctx, "x", "y", 0); err != nil {
+			t.Errorf("the recorded write asked again past the bound: %v, want its recorded answer", err)
+		}
+		close(release)
+		wg.Wait()
+	})
+}

@@ -70,6 +70,14 @@ type ServerConfig struct {
 	// SuggestedMaxPendingPerEntity suit a service of short handlers. See
 	// docs/runtime.md, "Overload".
 	MaxPending, MaxPendingPerEntity int
+	// MaxQueued bounds the operations on this node that wait to start:
+	// queued behind other operations on their entities, or replicated
+	// writes and reads waiting for the log. Running handlers, however
+	// long, and held operations are not counted, so the bound is on by
+	// default: the waiting is what a saturated node adds to every call's
+	// latency, and past it an attempt is refused at arrival, as past
+	// MaxPending. Default DefaultMaxQueued; negative: no limit.
+	MaxQueued int
 	// OverloadRetryAfter is the retry-after hint of a refusal for
 	// overload. Default the heartbeat interval.
 	OverloadRetryAfter time.Duration
@@ -94,6 +102,7 @@ type Server struct {
 	replicas   map[string]*replicated // by service, for services with scatter methods
 	closed     bool                   // no new operations
 	halted     bool                   // queued operations end without running
+	waiting    int                    // executions in execs that wait to start (track)
 
 	// peerMu guards the connections to the other servers, for
 	// replication: raft sends on them without the server's lock.
@@ -108,6 +117,9 @@ type Server struct {
 	// progressed counts the progress reports of all handlers: a
 	// connection's tick walks its calls again once it moved.
 	progressed atomic.Uint64
+	// tickLate is how late the connections' heartbeat ticks have run
+	// lately, which every heartbeat tells its client (Heartbeat.Late).
+	tickLate lateness
 	// members is the membership, read by replication without the
 	// server's lock (UseMembership may set it late).
 	members atomic.Pointer[Membership]
@@ -155,6 +167,9 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	if cfg.MaxAttemptTimeout <= 0 {
 		cfg.MaxAttemptTimeout = 10 * time.Minute
+	}
+	if cfg.MaxQueued == 0 {
+		cfg.MaxQueued = DefaultMaxQueued
 	}
 	if cfg.OverloadRetryAfter <= 0 {
 		cfg.OverloadRetryAfter = cfg.Settings.HeartbeatInterval
@@ -538,7 +553,7 @@ func (s *Server) arrive(c transport.Conn, a *frame.Attempt) {
 		s.refusedAttempt(sm, a.Service, a.Method, c, &frame.Result{Call: a.Call, Status: frame.StatusFailover, Code: codeCatchingUp, Message: "node is shutting down"})
 		return
 	}
-	if r := s.admitLocked(e); r != nil {
+	if r := s.admitLocked(e); r != nil && !s.recordedLocked(a) {
 		s.mu.Unlock()
 		r.Call = a.Call
 		s.refusedAttempt(sm, a.Service, a.Method, c, r)
@@ -551,7 +566,7 @@ func (s *Server) arrive(c transport.Conn, a *frame.Attempt) {
 			e.payload = append([]byte(nil), a.Payload...)
 			res, rd := rep.write(e, a)
 			if res == nil && rd == nil {
-				s.execs[a.OpID] = e
+				s.track(e)
 				e.addWaiter(sc, a)
 			}
 			s.mu.Unlock()
@@ -575,14 +590,14 @@ func (s *Server) arrive(c transport.Conn, a *frame.Attempt) {
 			return
 		}
 		if wait {
-			s.execs[a.OpID] = e
+			s.track(e)
 			e.addWaiter(sc, a)
 			s.mu.Unlock()
 			go rep.awaitRead(e)
 			return
 		}
 	}
-	s.execs[a.OpID] = e
+	s.track(e)
 	e.addWaiter(sc, a)
 	started := s.enqueue(e)
 	inline := started && sc.inline != nil && sm.pace.quick()
@@ -592,6 +607,30 @@ func (s *Server) arrive(c transport.Conn, a *frame.Attempt) {
 	s.mu.Unlock()
 	if inline {
 		s.runInline(sc, e)
+	}
+}
+
+// recordedLocked reports whether a is an attempt of a replicated write
+// that the log has recorded here: it is answered from the record whatever
+// the load, since a refusal would tell its caller that a write that ran
+// never did. Called with s.mu held.
+func (s *Server) recordedLocked(a *frame.Attempt) bool {
+	rep := s.replicas[a.Service]
+	if rep == nil || a.Flags&frame.FlagScatter == 0 {
+		return false
+	}
+	_, ok := rep.g.Recorded(a.OpID)
+	return ok
+}
+
+// track puts e, which has not started, among the server's executions,
+// and counts it among those waiting to start until it leaves that state
+// (execution.fire). Called with s.mu held.
+func (s *Server) track(e *execution) {
+	s.execs[e.info.OpID] = e
+	if !e.waitsIn && e.state.waiting() {
+		e.waitsIn = true
+		s.waiting++
 	}
 }
 
@@ -703,6 +742,7 @@ func (s *Server) connLocked(c transport.Conn) *serverConn {
 	if sc == nil {
 		sc = &serverConn{s: s, conn: c, calls: make(map[uint64]*execution)}
 		sc.inline, _ = c.(conncap.InlineConn)
+		sc.tellsLate = c.Peer().Revision >= 2
 		s.conns[c] = sc
 	}
 	return sc

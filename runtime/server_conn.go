@@ -14,9 +14,10 @@ import (
 // interval. The ticker goroutine runs only while the connection has attempts.
 type serverConn struct {
 	// Set when the connection's first attempt arrives, read only after.
-	s      *Server
-	conn   transport.Conn
-	inline conncap.InlineConn // conn, if its read goroutine can run handlers
+	s         *Server
+	conn      transport.Conn
+	inline    conncap.InlineConn // conn, if its read goroutine can run handlers
+	tellsLate bool               // the client reads Heartbeat.Late (revision 2)
 
 	// s.mu guards the following.
 	calls    map[uint64]*execution
@@ -27,8 +28,9 @@ type serverConn struct {
 	stop     chan struct{}
 
 	// Owned by the ticker goroutine (tick).
-	hb    frame.Heartbeat
-	quiet []uint64 // beat's calls that All stands for
+	hb       frame.Heartbeat
+	quiet    []uint64  // beat's calls that All stands for
+	lastTick time.Time // when the previous tick ran, or the ticker started
 
 	// Owned by the goroutine reading conn's frames (acknowledge); one
 	// that takes over from a handler run inline starts after it.
@@ -135,18 +137,78 @@ func (sc *serverConn) stopHeartbeats() {
 func (sc *serverConn) tick(interval time.Duration, reset <-chan time.Duration, stop <-chan struct{}) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	sc.lastTick = time.Now()
 	for {
 		select {
 		case <-stop:
 			return
 		case d := <-reset:
 			t.Reset(d)
+			interval = d
 		case <-t.C:
-			if !sc.beat() {
+			now := time.Now()
+			sc.s.tickLate.record(now, now.Sub(sc.lastTick)-interval)
+			sc.lastTick = now
+			if !sc.beat(now) {
 				return
 			}
 		}
 	}
+}
+
+// lateness is how late a node's heartbeat ticks have run lately: the most
+// any tick ran late in the current window of lateWindow and the one
+// before. A tick is late by how much more than the interval passed since
+// the connection's previous one: on a saturated node the ticker's
+// goroutine waits for a core behind the handlers and readers, and the
+// client sees its heartbeats that much further apart. Each heartbeat
+// carries it (Heartbeat.Late), so that the client allows for a node that
+// is busy, not dead; a node whose ticks run on time tells nothing, and
+// its client's detection of a stop is as fast as ever. Every connection's
+// ticker records into one, without a lock.
+type lateness struct {
+	// Each slot packs a window's number (the upper 32 bits) and the most
+	// a tick was late in it, in microseconds; slot i holds the windows
+	// whose number has parity i.
+	slots [2]atomic.Uint64
+}
+
+// lateWindow is how long a late tick is remembered, at least (at most
+// twice that).
+const lateWindow = time.Second
+
+// record notes a tick late by late at now.
+func (l *lateness) record(now time.Time, late time.Duration) {
+	us := late.Microseconds()
+	if us <= 0 {
+		return
+	}
+	us = min(us, 1<<32-1)
+	w := uint64(now.UnixNano()/int64(lateWindow)) & (1<<32 - 1)
+	slot := &l.slots[w&1]
+	for {
+		old := slot.Load()
+		if old>>32 == w && old&(1<<32-1) >= uint64(us) {
+			return
+		}
+		if slot.CompareAndSwap(old, w<<32|uint64(us)) {
+			return
+		}
+	}
+}
+
+// recent is the most a tick was late in the current window and the one
+// before, as of now.
+func (l *lateness) recent(now time.Time) time.Duration {
+	w := uint64(now.UnixNano()/int64(lateWindow)) & (1<<32 - 1)
+	var us uint64
+	for i := range l.slots {
+		v := l.slots[i].Load()
+		if n := v >> 32; n == w || n == (w-1)&(1<<32-1) {
+			us = max(us, v&(1<<32-1))
+		}
+	}
+	return time.Duration(us) * time.Microsecond
 }
 
 // beat sends one heartbeat frame for every live attempt on the connection.
@@ -163,9 +225,14 @@ func (sc *serverConn) tick(interval time.Duration, reset <-chan time.Duration, s
 // so the client's own timer may be far off. All would still stand for it:
 // while one such attempt of an All client waits on the connection, the
 // others are listed one by one instead.
-func (sc *serverConn) beat() bool {
+//
+// Toward a client that reads it, each heartbeat says how late the node's
+// ticks have run lately (lateness).
+func (sc *serverConn) beat(now time.Time) bool {
 	s := sc.s
-	now := time.Now()
+	if sc.tellsLate {
+		sc.hb.Late = s.tickLate.recent(now)
+	}
 	if until := sc.allUntil.Load(); now.UnixNano() < until && s.progressed.Load() == sc.allEpoch.Load() {
 		// The shortcut, without the lock: a call that joins or leaves
 		// meanwhile changes what the next tick sends, as it would

@@ -147,8 +147,18 @@ func (e *execution) fire(ev execEvent) execState {
 		return e.state
 	}
 	e.state = to
+	if e.waitsIn && !to.waiting() {
+		e.waitsIn = false
+		e.s.waiting--
+	}
 	return to
 }
+
+// waiting reports whether an execution in st waits to start: a replicated
+// write or read for the log, or one queued behind its entities. What
+// ServerConfig.MaxQueued counts; a held operation waits aside on purpose,
+// and is not counted.
+func (st execState) waiting() bool { return st == stateArrived || st == stateQueued }
 
 // reported is the state InFlight shows, in the words of OpInfo.State: a
 // handler being stopped still runs, and a replicated write waiting for its

@@ -52,6 +52,7 @@ type execution struct {
 	// timeout and apply without it as it runs: they are written before
 	// the run starts, and not while it runs.
 	state    execState // changed only by fire (server_execstate.go)
+	waitsIn  bool      // counted in s.waiting (track)
 	waiters  []waiter
 	waitBuf  [1]waiter
 	deadline time.Time   // heartbeats stop here, even if the handler does not

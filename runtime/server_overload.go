@@ -10,8 +10,9 @@ import (
 )
 
 // Overload. A node takes on a bounded amount of work: past
-// ServerConfig.MaxPending operations queued or running, or
-// MaxPendingPerEntity on one entity, an attempt is refused at arrival,
+// ServerConfig.MaxQueued operations waiting to start (on by default),
+// MaxPending operations queued or running, or MaxPendingPerEntity on one
+// entity, an attempt is refused at arrival,
 // before anything of it runs, with the code codeOverloaded and a hint of
 // when to come back. A node at its connection limit (TCPConfig.MaxConns)
 // says so in its Hello instead of closing the connection unexplained. The
@@ -65,6 +66,12 @@ func RetryAfter(err error) (time.Duration, bool) {
 // overload; its payload is the retry-after hint in microseconds (uvarint).
 const codeOverloaded = "ffgen.overloaded"
 
+// DefaultMaxQueued is the default ServerConfig.MaxQueued: operations
+// waiting to start on a node. Enough to keep every core busy through the
+// bursts of a few hundred callers, few enough that the wait adds tens of
+// milliseconds, not seconds, to the calls it takes.
+const DefaultMaxQueued = 64
+
 // Admission limits for a service whose handlers are short (ServerConfig:
 // off by default): past them such a node's answers wait in its queues
 // longer than a heartbeat interval on two cores.
@@ -77,7 +84,9 @@ const (
 // refusal to send instead. Called with s.mu held.
 func (s *Server) admitLocked(e *execution) *frame.Result {
 	why := ""
-	if max := s.cfg.MaxPending; max > 0 && len(s.execs) >= max {
+	if max := s.cfg.MaxQueued; max > 0 && s.waiting >= max {
+		why = fmt.Sprintf("%d operations waiting to start, limit %d (ServerConfig.MaxQueued)", s.waiting, max)
+	} else if max := s.cfg.MaxPending; max > 0 && len(s.execs) >= max {
 		why = fmt.Sprintf("%d operations queued or running, limit %d (ServerConfig.MaxPending)", len(s.execs), max)
 	} else if max := s.cfg.MaxPendingPerEntity; max > 0 {
 		for _, id := range e.entities {
@@ -113,12 +122,14 @@ func overloadError(r *frame.Result, node string) *OverloadError {
 type Load struct {
 	Pending    int // operations queued or running now
 	MaxPending int // ServerConfig.MaxPending; <= 0: no limit
+	Queued     int // operations waiting to start now
+	MaxQueued  int // ServerConfig.MaxQueued; <= 0: no limit
 }
 
-// Load reports the operations queued or running on the server against its
-// limit, for metrics.
+// Load reports the operations queued or running on the server, and those
+// waiting to start, against their limits, for metrics.
 func (s *Server) Load() Load {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Load{Pending: len(s.execs), MaxPending: s.cfg.MaxPending}
+	return Load{Pending: len(s.execs), MaxPending: s.cfg.MaxPending, Queued: s.waiting, MaxQueued: s.cfg.MaxQueued}
 }

@@ -617,7 +617,7 @@ func (s *Server) applyExec(r *replicated, cmd *replica.Command) (*execution, err
 		e.info.md = md // the leader validated it; a bad copy costs the metadata, never the write
 	}
 	if s.execs[cmd.OpID] == nil {
-		s.execs[cmd.OpID] = e // a retry that arrives meanwhile joins it
+		s.track(e) // a retry that arrives meanwhile joins it
 	}
 	return e, nil
 }

@@ -23,7 +23,9 @@ const Version = 1
 // format"); the Hello says it, so that each side knows what the other reads,
 // and a mismatch is named instead of guessed. A Hello of a release before
 // revisions has none: revision 0.
-const Revision = 1
+//
+// Revision 2: Heartbeat.Late.
+const Revision = 2
 
 // Capabilities a node announces in its Hello (Hello.Caps).
 const (
@@ -225,6 +227,15 @@ type Heartbeat struct {
 	// before the field existed. With it, a heartbeat costs the same for
 	// 10,000 long operations as for one.
 	All bool
+	// Late is how late the node's heartbeat ticks have run lately (the
+	// most, over the last second or two): a saturated node's ticker
+	// waits for a core, and its heartbeats come that much further apart
+	// than the interval. The client allows for it before it blames the
+	// node (see runtime's connWatch). On the wire, in microseconds, after
+	// All (then written even when false), only when not zero, and only
+	// to a peer of revision 2 or later: an older one would reject the
+	// frame.
+	Late time.Duration
 }
 
 // Result ends an attempt.
@@ -393,8 +404,11 @@ func (f *Heartbeat) appendBody(b []byte) []byte {
 		b = codec.AppendUvarint(b, it.Call)
 		b = codec.AppendBytes(b, it.Progress)
 	}
-	if f.All {
-		b = append(b, 1)
+	if f.All || f.Late > 0 {
+		b = codec.AppendBool(b, f.All)
+	}
+	if us := f.Late.Microseconds(); us > 0 {
+		b = codec.AppendUvarint(b, uint64(us))
 	}
 	return b
 }
@@ -411,9 +425,12 @@ func (f *Heartbeat) decodeBody(r *codec.Reader) {
 	for i := range f.Items {
 		f.Items[i] = HeartbeatItem{Call: r.Uvarint(), Progress: r.Bytes()}
 	}
-	f.All = false
+	f.All, f.Late = false, 0
 	if r.Len() > 0 { // absent unless set
 		f.All = r.Bool()
+	}
+	if r.Len() > 0 { // absent unless set, revision 2
+		f.Late = time.Duration(min(r.Uvarint(), uint64(time.Hour/time.Microsecond))) * time.Microsecond
 	}
 }
 

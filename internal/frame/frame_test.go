@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -93,6 +94,35 @@ func TestHeartbeatAllOptional(t *testing.T) {
 	}
 	if _, err := d.Decode(append(plain, 2)); !errors.Is(err, frame.ErrMalformed) {
 		t.Errorf("a heartbeat ending in 02 decoded with error %v, want ErrMalformed", err)
+	}
+}
+
+// A heartbeat's lateness (revision 2) follows All, written then even when
+// false, in microseconds; a heartbeat without it is the bytes it was, and
+// a decoder that reused its Heartbeat does not carry it over to the next.
+func TestHeartbeatLateOptional(t *testing.T) {
+	hb := frame.Heartbeat{Items: []frame.HeartbeatItem{{Call: 3}}}
+	plain := encode(t, &hb)
+	hb.Late = 150 * time.Millisecond
+	late := encode(t, &hb)
+	if want := append(append([]byte(nil), plain...), 0, 0xf0, 0x93, 0x09); !bytes.Equal(late, want) {
+		t.Fatalf("Late encoded as % x, want % x", late, want)
+	}
+	hb.All = true
+	both := encode(t, &hb)
+	var d frame.Decoder
+	for _, c := range []struct {
+		in   []byte
+		all  bool
+		late time.Duration
+	}{{late, false, 150 * time.Millisecond}, {both, true, 150 * time.Millisecond}, {plain, false, 0}} {
+		f, err := d.Decode(c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.(*frame.Heartbeat); got.All != c.all || got.Late != c.late || len(got.Items) != 1 {
+			t.Errorf("decoded % x as %+v, want All %v, Late %v and one item", c.in, got, c.all, c.late)
+		}
 	}
 }
 

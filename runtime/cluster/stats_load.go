@@ -18,8 +18,9 @@ type Limiter interface {
 	Limits() []runtime.PeerLimit
 }
 
-// WatchLoad adds the server's queue depth and its limit to what Stats
-// exports (ffgen_server_pending, ffgen_server_pending_limit).
+// WatchLoad adds the server's queue depth and its limits to what Stats
+// exports (ffgen_server_pending, ffgen_server_pending_limit,
+// ffgen_server_queued, ffgen_server_queued_limit).
 func (s *Stats) WatchLoad(l Loader) { s.load.Store(&l) }
 
 // WatchLimits adds the client's limit to each node, the attempts in
@@ -31,6 +32,8 @@ func (s *Stats) WatchLimits(l Limiter) { s.limiter.Store(&l) }
 var (
 	descPending      = prometheus.NewDesc("ffgen_server_pending", "Operations queued or running on the server: what its admission limit (ServerConfig.MaxPending) counts.", nil, nil)
 	descPendingLimit = prometheus.NewDesc("ffgen_server_pending_limit", "ServerConfig.MaxPending; attempts beyond it are refused with ffgen.overloaded (ffgen_server_handled_total{status=\"refused\"}).", nil, nil)
+	descQueued       = prometheus.NewDesc("ffgen_server_queued", "Operations waiting to start on the server (queued behind their entities, or for the replicated log): what ServerConfig.MaxQueued counts.", nil, nil)
+	descQueuedLimit  = prometheus.NewDesc("ffgen_server_queued_limit", "ServerConfig.MaxQueued; attempts beyond it are refused with ffgen.overloaded (ffgen_server_handled_total{status=\"refused\"}).", nil, nil)
 	descClientLimit  = prometheus.NewDesc("ffgen_client_limit", "The client's adaptive limit on the attempts in flight to a node.", []string{"peer"}, nil)
 	descLimitFlight  = prometheus.NewDesc("ffgen_client_limit_in_flight", "Attempts in flight to a node under the client's limit.", []string{"peer"}, nil)
 	descLimitWaiting = prometheus.NewDesc("ffgen_client_limit_waiting", "Attempts waiting on the client for a slot of its limit to a node.", []string{"peer"}, nil)
@@ -39,6 +42,8 @@ var (
 func describeLoad(ch chan<- *prometheus.Desc) {
 	ch <- descPending
 	ch <- descPendingLimit
+	ch <- descQueued
+	ch <- descQueuedLimit
 	ch <- descClientLimit
 	ch <- descLimitFlight
 	ch <- descLimitWaiting
@@ -49,6 +54,8 @@ func (s *Stats) collectLoad(ch chan<- prometheus.Metric) {
 		ld := (*l).Load()
 		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(ld.Pending))
 		ch <- prometheus.MustNewConstMetric(descPendingLimit, prometheus.GaugeValue, float64(ld.MaxPending))
+		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(ld.Queued))
+		ch <- prometheus.MustNewConstMetric(descQueuedLimit, prometheus.GaugeValue, float64(ld.MaxQueued))
 	}
 	if l := s.limiter.Load(); l != nil {
 		for _, p := range (*l).Limits() {

@@ -300,7 +300,7 @@ func TestStatsTransportCounters(t *testing.T) {
 // The server's queue depth and the client's limits are exported.
 func TestStatsExportsLoad(t *testing.T) {
 	s := NewStats()
-	s.WatchLoad(fakeLoad{runtime.Load{Pending: 7, MaxPending: 512}})
+	s.WatchLoad(fakeLoad{runtime.Load{Pending: 7, MaxPending: 512, Queued: 5, MaxQueued: 64}})
 	s.WatchLimits(fakeLimits{{Node: "a1", Limit: 40, InFlight: 3, Waiting: 2}})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(s)
@@ -308,7 +308,7 @@ func TestStatsExportsLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]float64{"ffgen_server_pending": 7, "ffgen_server_pending_limit": 512, "ffgen_client_limit": 40, "ffgen_client_limit_in_flight": 3, "ffgen_client_limit_waiting": 2}
+	want := map[string]float64{"ffgen_server_pending": 7, "ffgen_server_pending_limit": 512, "ffgen_server_queued": 5, "ffgen_server_queued_limit": 64, "ffgen_client_limit": 40, "ffgen_client_limit_in_flight": 3, "ffgen_client_limit_waiting": 2}
 	for _, mf := range got {
 		if v, ok := want[mf.GetName()]; ok {
 			if g := mf.GetMetric()[0].GetGauge().GetValue(); g != v {

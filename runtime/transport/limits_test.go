@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -278,6 +279,42 @@ func TestTCPMaxConns(t *testing.T) {
 	c := dial(t, newTCP(t, "client", nil), l.Addr(), newRecorder())
 	if err := c.Send(&frame.Cancel{Call: 1}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A burst of dials at a node at MaxConns, more than it tells at once
+// with a teller, is told so all the same: every dialer reports
+// ErrAtLimit, a busy node, and none a connection closed unexplained,
+// which its runtime would take for a node that is gone.
+func TestTCPMaxConnsBurstIsToldSo(t *testing.T) {
+	tr := newTCP(t, "server", func(c *TCPConfig) { c.MaxConns, c.HandshakeTimeout = 1, time.Minute })
+	l := listen(t, tr, newRecorder())
+	held, err := net.Dial("tcp", l.Addr()) // the one connection: it never says Hello
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	testkit.Until(t, "the connection counted", func() bool { return tr.NodeStats().Conns == 1 })
+	const burst = 4 * maxAtLimitHellos
+	// A loaded machine must not turn a slow dial into a failed one.
+	client := newTCP(t, "client", func(c *TCPConfig) { c.DialTimeout, c.HandshakeTimeout = time.Minute, time.Minute })
+	errs := make(chan error, burst)
+	var wg sync.WaitGroup
+	for range burst {
+		wg.Go(func() {
+			c, err := client.Dial(t.Context(), l.Addr(), newRecorder())
+			if err == nil {
+				c.Close()
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, ErrAtLimit) {
+			t.Errorf("dial in a burst past the limit: %v, want ErrAtLimit", err)
+		}
 	}
 }
 

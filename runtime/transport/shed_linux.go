@@ -85,3 +85,14 @@ func sockaddrString(sa syscall.Sockaddr) string {
 	}
 	return "unknown"
 }
+
+// tellFDInPassing writes hello, which says the node is at its limit, to
+// fd, a connection the shedder took from the backlog, and reads what its
+// dialer sent already, if anything, without waiting: closing it with
+// bytes unread would reset the connection (see tellInPassing). The
+// caller closes fd.
+func tellFDInPassing(fd int, hello []byte) {
+	syscall.Write(fd, hello) // a fresh connection's send buffer takes it at once
+	var buf [512]byte
+	syscall.Recvfrom(fd, buf[:], syscall.MSG_DONTWAIT)
+}

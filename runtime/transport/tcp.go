@@ -245,6 +245,10 @@ func (t *TCP) Listen(addr string, h ConnHandler) (Listener, error) {
 		return nil, fmt.Errorf("transport: listening on %s: %w", addr, err)
 	}
 	l := &tcpListener{t: t, nl: nl, h: h, done: make(chan struct{}), atLimit: make(chan struct{}, maxAtLimitHellos)}
+	if l.atLimitHello, err = frame.Append(nil, hello(t.cfg.Config, frame.Caps|frame.CapAtLimit), t.cfg.MaxFrameSize); err != nil {
+		nl.Close()
+		return nil, err
+	}
 	l.wg.Add(1)
 	// The accept loop: it owns nl's accepting and the pacer.
 	go l.acceptLoop()
@@ -307,6 +311,9 @@ type tcpListener struct {
 	// atLimit holds a token per connection being told that the node is
 	// at its connection limit (refuseAtLimit).
 	atLimit chan struct{}
+	// atLimitHello is the Hello that says so, encoded once by Listen
+	// (nil: a connection past a limit is closed unexplained).
+	atLimitHello []byte
 }
 
 // Addr returns the resolved listening address.
@@ -378,7 +385,9 @@ func (l *tcpListener) acceptLoop() {
 }
 
 // maxAtLimitHellos bounds the connections being told, at once, that the
-// node is at its connection limit; past it they are closed unexplained.
+// node is at its connection limit by a teller, which waits for the
+// dialer's Hello before it closes; past it they are told in passing
+// (tellInPassing).
 const maxAtLimitHellos = 32
 
 // atLimitLinger bounds how long such a connection is kept open after its
@@ -408,16 +417,38 @@ func (l *tcpListener) refuseAtLimit(nc net.Conn) {
 	select {
 	case l.atLimit <- struct{}{}:
 	default:
-		nc.Close()
+		l.tellInPassing(nc)
 		return
 	}
 	l.tellAtLimit(nc)
 }
 
+// tellInPassing tells the dialer of nc that the node is at its limit
+// without a teller, when maxAtLimitHellos are busy (a storm of dials at a
+// node at its limit): one write, which a connection's empty send buffer
+// takes at once, then the close. Closing without waiting for the
+// dialer's Hello may reset the connection where that Hello came first;
+// a dialer that has the node's Hello in its socket still reads it first.
+// A connection closed unexplained looked like a node that is gone, and
+// its dialer suspected a busy node for seconds. Without TLS only (with
+// TLS, saying so costs the handshake that shedding saves).
+func (l *tcpListener) tellInPassing(nc net.Conn) {
+	if l.t.serverTLS == nil && l.atLimitHello != nil {
+		nc.SetWriteDeadline(time.Now().Add(atLimitWrite))
+		nc.Write(l.atLimitHello)
+	}
+	nc.Close()
+}
+
+// atLimitWrite bounds the write of a Hello told in passing: it never
+// waits for the network, and the accept loop waits for it.
+const atLimitWrite = 10 * time.Millisecond
+
 // tellShedFD tells the dialer of fd, a connection the shedder took from
-// the backlog, that the node is at its limit, as refuseShed does, while
-// fewer than maxAtLimitHellos are being told; it reports whether it took
-// fd (closing it is then its business).
+// the backlog, that the node is at its limit, as refuseShed does: by a
+// teller while fewer than maxAtLimitHellos are being told, in passing
+// otherwise. It reports whether it took fd (closing it is then its
+// business).
 func (l *tcpListener) tellShedFD(fd int) bool {
 	if l.t.serverTLS != nil {
 		return false
@@ -425,6 +456,7 @@ func (l *tcpListener) tellShedFD(fd int) bool {
 	select {
 	case l.atLimit <- struct{}{}:
 	default:
+		tellFDInPassing(fd, l.atLimitHello)
 		return false
 	}
 	f := os.NewFile(uintptr(fd), "shed")
@@ -462,11 +494,7 @@ func (l *tcpListener) sayAtLimit(nc net.Conn) {
 		}
 		nc = tc
 	}
-	out, err := frame.Append(nil, hello(cfg.Config, frame.Caps|frame.CapAtLimit), cfg.MaxFrameSize)
-	if err != nil {
-		return
-	}
-	if _, err := nc.Write(out); err != nil {
+	if _, err := nc.Write(l.atLimitHello); err != nil {
 		return
 	}
 	if cw, ok := nc.(interface{ CloseWrite() error }); ok {

@@ -127,9 +127,10 @@
   // per-method family at all: it was started without a cluster.Stats.
   function parseMetrics(text) {
     // reported: failovers clients saw, "client|service.method|reason" → count.
-    // pending and pendingLimit: the server's admission (null when not
-    // exported); limits: the client's limit to each node, by node.
-    const snap = { at: Date.now(), methods: new Map(), hasStats: false, hasServed: false, reported: new Map(), pending: null, pendingLimit: null, limits: new Map() };
+    // pending and pendingLimit, waiting and waitingLimit: the server's
+    // admission (null when not exported); limits: the client's limit to
+    // each node, by node.
+    const snap = { at: Date.now(), methods: new Map(), hasStats: false, hasServed: false, reported: new Map(), pending: null, pendingLimit: null, waiting: null, waitingLimit: null, limits: new Map() };
     const limit = (peer) => {
       let p = snap.limits.get(peer);
       if (!p) {
@@ -204,6 +205,12 @@
           break;
         case "ffgen_server_pending_limit":
           snap.pendingLimit = v;
+          break;
+        case "ffgen_server_queued":
+          snap.waiting = v;
+          break;
+        case "ffgen_server_queued_limit":
+          snap.waitingLimit = v;
           break;
         case "ffgen_client_limit":
           limit(labels.peer).limit = v;
@@ -596,6 +603,8 @@
       tile("held", String(byState.held || 0), "held"),
       tile("pending / admission limit", snap.pending === null ? "—" :
         snap.pending + " / " + (snap.pendingLimit > 0 ? snap.pendingLimit : "no limit"), "pending"),
+      tile("waiting to start / limit", snap.waiting === null ? "—" :
+        snap.waiting + " / " + (snap.waitingLimit > 0 ? snap.waitingLimit : "no limit"), "waiting"),
     );
 
     const keys = [...snap.methods.keys()].sort();

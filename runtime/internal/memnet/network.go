@@ -249,7 +249,7 @@ func (n *Network) connectLocked(t *Transport, h transport.ConnHandler, ln *memLi
 }
 
 func memExchangeHello(from, to *Transport) (*frame.Hello, error) {
-	buf, err := frame.Append(nil, &frame.Hello{Version: frame.Version, Node: from.cfg.Node, Group: from.cfg.Group, MaxFrame: uint32(from.cfg.MaxFrameSize)}, from.cfg.MaxFrameSize)
+	buf, err := frame.Append(nil, &frame.Hello{Version: frame.Version, Node: from.cfg.Node, Group: from.cfg.Group, MaxFrame: uint32(from.cfg.MaxFrameSize), Revision: frame.Revision}, from.cfg.MaxFrameSize)
 	if err != nil {
 		return nil, err
 	}

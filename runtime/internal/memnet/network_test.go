@@ -162,11 +162,11 @@ func TestMemRoundTrip(t *testing.T) {
 		if diff := cmp.Diff(want, s.cliRec.frames); diff != "" {
 			t.Errorf("client received (-want +got):\n%s", diff)
 		}
-		if got, want := s.cli.Peer(), (frame.Hello{Version: frame.Version, Node: "a1", Group: "a", MaxFrame: transport.DefaultMaxFrameSize}); got != want {
+		if got, want := s.cli.Peer(), (frame.Hello{Version: frame.Version, Node: "a1", Group: "a", MaxFrame: transport.DefaultMaxFrameSize, Revision: frame.Revision}); got != want {
 			t.Errorf("client Peer() = %+v, want %+v", got, want)
 		}
 		srv := s.srvRec.lastConn()
-		if got, want := srv.Peer(), (frame.Hello{Version: frame.Version, Node: "b1", Group: "b", MaxFrame: transport.DefaultMaxFrameSize}); got != want {
+		if got, want := srv.Peer(), (frame.Hello{Version: frame.Version, Node: "b1", Group: "b", MaxFrame: transport.DefaultMaxFrameSize, Revision: frame.Revision}); got != want {
 			t.Errorf("server Peer() = %+v, want %+v", got, want)
 		}
 		cs, ss := s.cli.(conncap.StatsConn).Stats(), srv.(conncap.StatsConn).Stats()

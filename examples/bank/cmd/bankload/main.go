@@ -391,7 +391,8 @@ func follow(ctx context.Context, c config, groups []string, log *slog.Logger) (*
 
 // openAll opens the accounts with n callers, each Open under an ID of its
 // own, recorded in log and hist. Load has not started, so every Open must
-// succeed.
+// succeed; one a node refused for overload ran nowhere, and is sent again
+// under its ID after the node's hint.
 func openAll(ctx context.Context, a *bank.AccountsClient, log *writeLog, hist *history.Recorder, ids []string, initial int64, n int) error {
 	work := make(chan string)
 	errs := make(chan error, len(ids))
@@ -402,6 +403,10 @@ func openAll(ctx context.Context, a *bank.AccountsClient, log *writeLog, hist *h
 				op := newOpID()
 				h := history.Op{Client: i, ID: hex.EncodeToString(op[:]), Kind: history.Open, Accounts: []string{id}, Amount: initial, Invoke: history.Now()}
 				b, err := a.Open(runtime.WithOperationID(ctx, op), bank.OpenRequest{AccountID: id, Initial: bank.Cents(initial)})
+				for d, ok := runtime.RetryAfter(err); ok && errors.Is(err, runtime.ErrOverloaded) && !runtime.MaybeExecuted(err); d, ok = runtime.RetryAfter(err) {
+					time.Sleep(d)
+					b, err = a.Open(runtime.WithOperationID(ctx, op), bank.OpenRequest{AccountID: id, Initial: bank.Cents(initial)})
+				}
 				h.Return = history.Now()
 				h.Outcome, h.Balance, h.Error = historyOutcome(b, err)
 				hist.Record(h)
