@@ -76,20 +76,7 @@ func TestOverloadRefusesBurstAtOnce(t *testing.T) {
 				t.Errorf("call %d within the limit: %v", i, err)
 			}
 		}
-		if n := e.ledgers[own].Executions(); n != limit {
-			t.Errorf("%s ran %d handlers, want %d: a refused call ran", own, n, limit)
-		}
-		for _, n := range e.Nodes {
-			if n.Name != own && e.ledgers[n.Name].Executions() != 0 {
-				t.Errorf("%s ran a handler: a refused call failed over", n.Name)
-			}
-			if client.Suspected(n.Name) {
-				t.Errorf("%s suspected after refusing for overload", n.Name)
-			}
-		}
-		if n := m.n.Load(); n != 0 {
-			t.Errorf("%d failovers, want 0", n)
-		}
+		checkRefusedUnrun(t, e, client, m, own, limit)
 	})
 }
 
@@ -465,20 +452,7 @@ func TestOverloadCountsQueuedWorkOnly(t *testing.T) {
 				t.Errorf("admitted call %d: %v", i, err)
 			}
 		}
-		if n, want := e.ledgers[own].Executions(), len(long)+limit; n != want {
-			t.Errorf("%s ran %d handlers, want %d: a refused call ran", own, n, want)
-		}
-		for _, n := range e.Nodes {
-			if n.Name != own && e.ledgers[n.Name].Executions() != 0 {
-				t.Errorf("%s ran a handler: a call failed over", n.Name)
-			}
-			if client.Suspected(n.Name) {
-				t.Errorf("%s suspected after refusing for overload", n.Name)
-			}
-		}
-		if n := m.n.Load(); n != 0 {
-			t.Errorf("%d failovers, want 0", n)
-		}
+		checkRefusedUnrun(t, e, client, m, own, len(long)+limit)
 		if ld := e.Node(own).Server.Load(); ld.Queued != 0 || ld.Pending != 0 {
 			t.Errorf("%s's load %+v once every call ended, want nothing queued or pending", own, ld)
 		}
@@ -563,4 +537,26 @@ func TestRecordedWriteIsAnsweredPastTheBound(t *testing.T) {
 		close(release)
 		wg.Wait()
 	})
+}
+
+// checkRefusedUnrun checks what a burst refused for overload left behind:
+// own ran want handlers (none of those it refused), no other node ran one
+// (nothing failed over), no node is suspected, and the client counted no
+// failover.
+func checkRefusedUnrun(t *testing.T, e *env, client *runtime.Client, m *failoverCounter, own string, want int) {
+	t.Helper()
+	if n := e.ledgers[own].Executions(); n != want {
+		t.Errorf("%s ran %d handlers, want %d: a refused call ran", own, n, want)
+	}
+	for _, n := range e.Nodes {
+		if n.Name != own && e.ledgers[n.Name].Executions() != 0 {
+			t.Errorf("%s ran a handler: a refused call failed over", n.Name)
+		}
+		if client.Suspected(n.Name) {
+			t.Errorf("%s suspected after refusing for overload", n.Name)
+		}
+	}
+	if n := m.n.Load(); n != 0 {
+		t.Errorf("%d failovers, want 0", n)
+	}
 }
