@@ -269,9 +269,15 @@ func (l *leg) beatDeadline(w *connWatch) int64 {
 // late by under a quarter of the timeout, as beside other busy
 // processes) gets none, so a stop of a node that was not overloaded is
 // detected exactly as fast as before; one that stops while overloaded, at
-// most a heartbeat timeout later.
+// most a heartbeat timeout later. Nor does a node whose ticks ran a whole
+// timeout late: its process did not run at all for that long (it was
+// frozen, or stopped and continued), which is what the timeout is there to
+// catch, and a node stopped again soon after must be caught as fast.
 func (w *connWatch) allowance(timeout time.Duration) int64 {
 	late := time.Duration(w.late.Load())
+	if late >= timeout {
+		return 0
+	}
 	return int64(min(max(2*late-timeout/2, 0), timeout))
 }
 

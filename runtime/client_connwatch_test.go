@@ -300,7 +300,12 @@ func TestConnAlarmAllowsForTheNodesLateness(t *testing.T) {
 		{0, timeout},
 		{timeout / 4, timeout},
 		{100 * time.Millisecond, timeout + 100*time.Millisecond},
-		{time.Second, 2 * timeout},
+		{150 * time.Millisecond, 2 * timeout},
+		{190 * time.Millisecond, 2 * timeout},
+		// Ticks a whole timeout late: the node was frozen, not busy (as
+		// after a SIGSTOP and SIGCONT), and gets no allowance.
+		{timeout, timeout},
+		{time.Second, timeout},
 	} {
 		synctest.Test(t, func(t *testing.T) {
 			lt, conn, start := alarmTable()

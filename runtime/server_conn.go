@@ -29,8 +29,9 @@ type serverConn struct {
 
 	// Owned by the ticker goroutine (tick).
 	hb       frame.Heartbeat
-	quiet    []uint64  // beat's calls that All stands for
-	lastTick time.Time // when the previous tick ran, or the ticker started
+	quiet    []uint64      // beat's calls that All stands for
+	lastTick time.Time     // when the previous tick ran, or the ticker started
+	lastLate time.Duration // how late the previous tick ran
 
 	// Owned by the goroutine reading conn's frames (acknowledge); one
 	// that takes over from a handler run inline starts after it.
@@ -147,13 +148,26 @@ func (sc *serverConn) tick(interval time.Duration, reset <-chan time.Duration, s
 			interval = d
 		case <-t.C:
 			now := time.Now()
-			sc.s.tickLate.record(now, now.Sub(sc.lastTick)-interval)
+			sc.s.tickLate.record(now, sc.busyLate(now.Sub(sc.lastTick)-interval))
 			sc.lastTick = now
 			if !sc.beat(now) {
 				return
 			}
 		}
 	}
+}
+
+// busyLate returns how late the ticks ran, a tick late by late just now,
+// as a sign that the node is busy: the lesser of this tick's lateness and
+// the previous one's. A busy node's ticks run late one after another; a
+// node that was frozen and continued (SIGSTOP, a paused VM) runs one tick
+// late by the whole freeze and the next on time, and must not be waited
+// for longer the next time it stops (connWatch.allowance). Called by the
+// ticker goroutine.
+func (sc *serverConn) busyLate(late time.Duration) time.Duration {
+	busy := min(late, sc.lastLate)
+	sc.lastLate = late
+	return busy
 }
 
 // lateness is how late a node's heartbeat ticks have run lately: the most

@@ -85,3 +85,23 @@ func TestHeartbeatSaysHowLateTheTicksRan(t *testing.T) {
 		}
 	})
 }
+
+// A tick's lateness counts as the node being busy only when the tick
+// before ran late too: a node frozen and continued runs one tick late by
+// the whole freeze, then on time, and that one tick must not make its
+// clients wait longer the next time it stops.
+func TestOneLateTickIsAFreezeNotLoad(t *testing.T) {
+	var sc serverConn
+	for i, c := range []struct{ late, busy time.Duration }{
+		{0, 0},
+		{2 * time.Second, 0}, // the first tick after a freeze
+		{time.Millisecond, time.Millisecond},
+		{80 * time.Millisecond, time.Millisecond}, // load starts
+		{120 * time.Millisecond, 80 * time.Millisecond},
+		{90 * time.Millisecond, 90 * time.Millisecond},
+	} {
+		if got := sc.busyLate(c.late); got != c.busy {
+			t.Errorf("tick %d late by %v: busy %v, want %v", i, c.late, got, c.busy)
+		}
+	}
+}
