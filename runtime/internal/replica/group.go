@@ -132,6 +132,14 @@ type Group struct {
 	// handed is the index of the last entry handed to the apply
 	// goroutine.
 	handed uint64
+	// commit is the commit index of the last Ready's hard state, once one
+	// has said it (commitKnown).
+	commit      uint64
+	commitKnown bool
+	// unanswered are the answers raft owes the leader for appends that
+	// only told this follower of a newer commit index: not sent
+	// (commitnotice.go).
+	unanswered []noticeAnswer
 	// diskErr is set while the node cannot store raft's state: raft is
 	// not driven until a retry after diskFailedAt.
 	diskErr      error

@@ -15,12 +15,14 @@ import (
 	"github.com/ffgen/ffgen/internal/frame"
 )
 
-// testNet connects groups in memory, each message delivered on a goroutine
-// of its own, as a transport's reader would; drop decides, by sender,
+// testNet connects groups in memory, each message delivered in order from
+// one node to another, as over the connection between them, on a goroutine
+// of the link's, as a transport's reader would; drop decides, by sender,
 // receiver and raft message, what is lost.
 type testNet struct {
 	mu     sync.Mutex
 	groups map[string]*Group
+	links  map[[2]string]*testLink // by sender and receiver
 	drop   func(from, to string, m *pb.Message) bool
 	sent   map[string]map[pb.MessageType]int // raft messages sent, by receiver and type
 	// appends counts the appends carrying entries sent, by receiver.
@@ -78,12 +80,59 @@ func (h *testHost) Send(to string, kind uint8, body []byte) error {
 			return nil // lost on the way, as a cut connection loses it
 		}
 	}
+	key := [2]string{h.name, to}
+	l := n.links[key]
+	if l == nil {
+		l = &testLink{from: h.name, to: g}
+		n.links[key] = l
+	}
 	n.mu.Unlock()
-	go func() {
-		g.Receive(h.name, kind, body)
-		g.Flush() // as the server does where its reader's batch ends
-	}()
+	l.send(kind, body)
 	return nil
+}
+
+// testLink delivers one node's messages to another in order, on a
+// goroutine that runs while it has some.
+type testLink struct {
+	from string
+	to   *Group
+
+	mu      sync.Mutex
+	queue   []testMsg
+	running bool
+}
+
+type testMsg struct {
+	kind uint8
+	body []byte
+}
+
+func (l *testLink) send(kind uint8, body []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.queue = append(l.queue, testMsg{kind, body})
+	if !l.running {
+		l.running = true
+		go l.deliver()
+	}
+}
+
+func (l *testLink) deliver() {
+	for {
+		l.mu.Lock()
+		batch := l.queue
+		l.queue = nil
+		if len(batch) == 0 {
+			l.running = false
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
+		for _, m := range batch {
+			l.to.Receive(l.from, m.kind, m.body)
+		}
+		l.to.Flush() // as the server does where its reader's batch ends
+	}
 }
 
 func (n *testNet) setDrop(f func(from, to string, m *pb.Message) bool) {
@@ -105,7 +154,7 @@ func (n *testNet) sentTo(node string, t pb.MessageType) int {
 // startGroups forms a group of the named voters and waits for a leader.
 func startGroups(t *testing.T, names ...string) (*testNet, map[string]*Group) {
 	t.Helper()
-	n := &testNet{groups: map[string]*Group{}, sent: map[string]map[pb.MessageType]int{}, appends: map[string]int{}}
+	n := &testNet{groups: map[string]*Group{}, links: map[[2]string]*testLink{}, sent: map[string]map[pb.MessageType]int{}, appends: map[string]int{}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	n.mu.Lock()
 	for _, name := range names {

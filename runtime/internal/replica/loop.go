@@ -179,6 +179,7 @@ func (g *Group) drainInbox() {
 		// An error is a message raft does not take (from an unknown
 		// term's proposal forwarding, a local message type): nothing to
 		// do about it but drop it.
+		g.noteCommitNotice(m)
 		g.rn.Step(m)
 	}
 	if cap(msgs) <= maxInbox {
@@ -272,6 +273,7 @@ func (g *Group) handleReady() {
 		var hs *pb.HardState
 		if !raft.IsEmptyHardState(rd.HardState) {
 			hs = rd.HardState
+			g.commit, g.commitKnown = hs.GetCommit(), true
 		}
 		// Only what raft must find again after a crash is stored, with an
 		// fsync, as etcd's server syncs only then (raft.MustSync):
@@ -319,7 +321,7 @@ func (g *Group) handleReady() {
 			g.storage.SetHardState(hs)
 		}
 		if !leading {
-			g.send(rd.Messages)
+			g.send(g.withoutNoticeAnswers(rd.Messages))
 		}
 		for _, rs := range rd.ReadStates {
 			g.readDone(rs)
