@@ -119,7 +119,7 @@ type caller struct {
 
 // maxBackoffDoublings bounds a caller's backoff after refusals in a row to
 // 2^(maxBackoffDoublings-1) times the node's hint.
-const maxBackoffDoublings = 4
+const maxBackoffDoublings = 6
 
 // jitter returns a random duration in [d/2, d), so that callers refused
 // together do not come back together.
