@@ -137,7 +137,9 @@ faults: faults-deps
 
 # The bank example past its capacity: for each run a fresh 4-node cluster
 # on loopback and one bankload: 16 callers (the capacity), 256 and 1024
-# callers unpaced, 256 callers paced at 3x the capacity. Per run: ops/s,
+# callers unpaced, 256 callers paced at 3x the capacity, the callers of
+# each run sharing four clients (a fleet of four application processes;
+# -clients changes it). Per run: ops/s,
 # admitted p50/p99/max, refusals, heartbeat-timeout failovers of nodes that
 # were only busy, suspicions, the audit, and the load average beside them;
 # then the targets (exit 1 if one is missed). About two minutes at the

@@ -24,7 +24,8 @@ import (
 // fleet of clients backs off to what the node takes instead of queueing
 // there or being refused by it; it ends with ErrOverloaded, unsent, only
 // if no slot frees before its time is up (the attempt timeout, the
-// operation deadline). Hedges and failovers count like first attempts.
+// operation deadline), or at once when Backlog attempts wait already.
+// Hedges and failovers count like first attempts.
 type LimitConfig struct {
 	// Enabled turns the limit on. It is off by default: a client that
 	// holds many operations open on one node (long polls, held
@@ -43,6 +44,17 @@ type LimitConfig struct {
 	// hold the limit at Min. Methods with //ff:hold are never judged by
 	// their latency.
 	Tolerance float64
+	// Backlog bounds the attempts that wait for a slot to one node, as a
+	// multiple of the limit: an attempt that finds that many waiting is
+	// refused at once, unsent, with ErrOverloaded, as a node past its
+	// admission limits refuses it, instead of waiting behind them. One
+	// holds the wait for a slot to about one more answer of the node:
+	// the calls a client takes on stay near the node's own latency, and
+	// the rest are shed to the caller, who may retry after the hint or
+	// shed the request upstream. Zero (the default): any number wait,
+	// each until its time is up, turning load into latency on the
+	// client rather than into refusals.
+	Backlog float64
 }
 
 func (lc *LimitConfig) withDefaults() {
@@ -63,6 +75,7 @@ func (lc *LimitConfig) withDefaults() {
 	if lc.Tolerance <= 1 {
 		lc.Tolerance = 0
 	}
+	lc.Backlog = max(lc.Backlog, 0)
 }
 
 // peerLimit is the limit to one node.
@@ -110,6 +123,12 @@ func (ls *limits) acquire(ctx context.Context, node string, by time.Time, retryA
 		p.inflight++
 		p.mu.Unlock()
 		return p, ReasonNone, nil
+	}
+	if b := ls.cfg.Backlog; b > 0 && float64(len(p.waiting)) >= max(1, b*p.limit) {
+		waiting, inflight := len(p.waiting), p.inflight
+		p.mu.Unlock()
+		return nil, ReasonOverloaded, &OverloadError{Node: node, RetryAfter: retryAfter,
+			Detail: fmt.Sprintf("this client's limit to it is reached: %d attempts in flight, %d waiting for a slot (ClientConfig.Limit)", inflight, waiting)}
 	}
 	w := &slotWait{ready: make(chan struct{})}
 	p.waiting = append(p.waiting, w)

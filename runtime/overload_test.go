@@ -269,6 +269,71 @@ func TestClientLimitKeepsCapacity(t *testing.T) {
 	})
 }
 
+// A client with a Backlog sheds instead of queueing: past its limit and
+// the attempts that may wait for a slot, a call is refused at once,
+// unsent, with the typed error and the hint, nothing fails over and
+// nobody is suspected; those that wait get their slots as the node
+// answers.
+func TestClientLimitBacklogSheds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const limit, backlog = 4, 2 // Backlog 0.5 of the limit
+		e := newEnv(t, fftest.Config{})
+		m := &failoverCounter{}
+		client := e.Client(t, func(c *runtime.ClientConfig) {
+			c.Metrics = m
+			c.Limit = runtime.LimitConfig{Enabled: true, Initial: limit, Min: limit, Max: limit, Backlog: 0.5}
+		})
+		ledger := testledger.NewClient(client)
+		synctest.Wait()
+		own := e.owners(t, "acct0")[0]
+		var accts []string
+		for i := 0; len(accts) < 2*limit; i++ {
+			if a := fmt.Sprintf("acct%d", i); e.owners(t, a)[0] == own {
+				accts = append(accts, a)
+			}
+		}
+		release := make(chan struct{})
+		e.ledgers[own].SetHook(func(ctx context.Context, _ string, _ int64) error {
+			<-release
+			return nil
+		})
+		errs := make([]error, limit+backlog)
+		var wg sync.WaitGroup
+		for i, a := range accts[:limit+backlog] {
+			wg.Go(func() { _, errs[i] = ledger.Add(t.Context(), a, 1) })
+			synctest.Wait() // in order: the first limit are sent, the rest wait
+		}
+		start := time.Now()
+		for i, a := range accts[limit+backlog:] {
+			_, err := ledger.Add(t.Context(), a, 1)
+			var oe *runtime.OverloadError
+			if !errors.As(err, &oe) || !strings.Contains(oe.Detail, "ClientConfig.Limit") {
+				t.Fatalf("call %d past the backlog: err = %v, want this client's *OverloadError", i, err)
+			}
+			if runtime.MaybeExecuted(err) {
+				t.Errorf("call %d past the backlog: MaybeExecuted = true, want false: %v", i, err)
+			}
+			if d, ok := runtime.RetryAfter(err); !ok || d <= 0 {
+				t.Errorf("call %d past the backlog: RetryAfter = %v, %v; want a hint", i, d, ok)
+			}
+		}
+		if took := time.Since(start); took != 0 {
+			t.Errorf("refusals took %v, want at once", took)
+		}
+		if n := e.ledgers[own].Executions(); n != limit {
+			t.Errorf("%s runs %d handlers, want the limit's %d", own, n, limit)
+		}
+		close(release)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("call %d within the limit and its backlog: %v", i, err)
+			}
+		}
+		checkRefusedUnrun(t, e, client, m, own, limit+backlog)
+	})
+}
+
 // Clients sharing a node converge on its capacity between them: together
 // they keep at least 90% of it, none is starved, and the node refuses
 // no more than their probes above the limit, each once a round.

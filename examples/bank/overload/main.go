@@ -13,6 +13,14 @@
 // enough to cover the run. The machine's load average stands beside each
 // run: the figures mean little without it.
 //
+// The callers share clients as the callers of a fleet share their
+// application process's client: four clients by default (-clients), a
+// fleet of four application processes, so 1024 callers are four clients
+// of 256, each with one connection to each node. A client of its own for each caller would be
+// 1024 processes of one caller each, all in the one bankload process: it
+// would hold every node at its connection limit and starve itself of the
+// CPU to read its own heartbeats, and measure that.
+//
 // It ends with the targets: no heartbeat-timeout failover and no
 // suspicion of a busy node, the p99 of admitted calls within five times
 // the unloaded p99, throughput at least 90% of the capacity, and every
@@ -21,12 +29,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -60,6 +70,10 @@ var runs = []run{
 type config struct {
 	duration, capDuration time.Duration
 	accounts, reads       int
+	clients               int
+	limitMin              int
+	limitTolerance        float64
+	limitBacklog          float64
 	capacity              float64 // ops/s; 0: measure it
 	only                  string
 	keep                  bool
@@ -70,6 +84,10 @@ func main() {
 	flag.DurationVar(&c.duration, "duration", envDuration("FFGEN_OVERLOAD_DURATION", 20*time.Second), "load per overload run ($FFGEN_OVERLOAD_DURATION)")
 	flag.DurationVar(&c.capDuration, "capacity-duration", 0, "load of the capacity run (default -duration)")
 	flag.IntVar(&c.accounts, "accounts", 100, "accounts")
+	flag.IntVar(&c.clients, "clients", 4, "clients the callers of each run share, as the application processes of a fleet (0: a client for each caller's reads, one for the writes)")
+	flag.IntVar(&c.limitMin, "limit-min", 4, "with -clients: the least a client's limit to a node falls to (bankload -limit-min)")
+	flag.Float64Var(&c.limitTolerance, "limit-tolerance", 5, "with -clients: how many times its fastest recent answer an answer may take before a client's limit falls (bankload -limit-tolerance)")
+	flag.Float64Var(&c.limitBacklog, "limit-backlog", 0.1, "with -clients: the attempts that may wait for a slot of a client's limit, as a multiple of it (bankload -limit-backlog)")
 	flag.IntVar(&c.reads, "reads", 40, "percentage of operations that are Balance reads")
 	flag.Float64Var(&c.capacity, "capacity", 0, "the capacity in ops/s, for the paced run when the capacity run is not among -only")
 	flag.StringVar(&c.only, "only", "", "run only these, comma-separated: "+runNames())
@@ -103,10 +121,12 @@ func runNames() string {
 type result struct {
 	run
 	rate           int // ops/s asked for; 0: unpaced
+	clients        int // the callers share them; 0: a client for each caller's reads
 	sum            cli.Summary
 	loadBefore     string
 	loadAfter      string
 	heartbeatBusy  uint64 // heartbeat-timeout failovers and write legs, every node alive
+	nodeRefused    uint64 // attempts the nodes refused for overload; the rest the clients held back unsent
 	otherFailovers uint64
 	nodesAlive     bool
 	err            error
@@ -144,6 +164,12 @@ func overload(c config) int {
 	if err := testbed.Build(ctx, dir); err != nil {
 		fmt.Fprintln(os.Stderr, "overload:", err)
 		return code
+	}
+	if c.clients > 0 {
+		fmt.Printf("overload: the callers of each run share %d clients (a fleet of %d application processes); each client's limit: min %d, tolerance %v, backlog %v\n",
+			c.clients, c.clients, c.limitMin, c.limitTolerance, c.limitBacklog)
+	} else {
+		fmt.Println("overload: each caller reads through a client of its own; the writes share one more")
 	}
 	var results []*result
 	capacity := c.capacity
@@ -198,13 +224,18 @@ func (c config) one(ctx context.Context, dir string, d time.Duration, res *resul
 		return err
 	}
 	defer cl.Close()
-	cl.Logf("%d callers, %s for %v: %s", res.callers, rateText(res.rate), d, cl.Describe())
+	res.clients = min(c.clients, res.callers)
+	cl.Logf("%s, %s for %v: %s", layout(res), rateText(res.rate), d, cl.Describe())
 	args := []string{
 		"-name", "bankload-" + res.name, "-groups", strings.Join(testbed.Groups, ","),
 		"-mgmt", strings.Join(cl.MgmtAddrs(), ","), "-accounts", strconv.Itoa(c.accounts),
-		"-callers", strconv.Itoa(res.callers), "-reads", strconv.Itoa(c.reads),
+		"-callers", strconv.Itoa(res.callers), "-clients", strconv.Itoa(res.clients), "-reads", strconv.Itoa(c.reads),
 		"-duration", d.String(), "-rate", strconv.Itoa(res.rate), "-progress", "0",
 		"-audit-timeout", "60s", "-json", filepath.Join(dir, "summary.json"),
+	}
+	if res.clients > 0 {
+		args = append(args, "-limit-min", strconv.Itoa(c.limitMin), "-limit-tolerance", fmt.Sprint(c.limitTolerance),
+			"-limit-backlog", fmt.Sprint(c.limitBacklog))
 	}
 	res.loadBefore = loadAvg()
 	cmd := cl.Command("bankload", args...)
@@ -216,6 +247,7 @@ func (c config) one(ctx context.Context, dir string, d time.Duration, res *resul
 	cmd.Stdout, cmd.Stderr = out, out
 	runErr := testbed.Run(ctx, cmd)
 	res.loadAfter = loadAvg()
+	res.nodeRefused = nodeRefusals(ctx, cl)
 	res.nodesAlive = true
 	for _, n := range cl.Nodes {
 		res.nodesAlive = res.nodesAlive && n.Running()
@@ -242,6 +274,49 @@ func (c config) one(ctx context.Context, dir string, d time.Duration, res *resul
 	return nil
 }
 
+// layout says how the run's callers share clients.
+func layout(r *result) string {
+	if r.clients == 0 {
+		return fmt.Sprintf("%d callers, each reading through a client of its own", r.callers)
+	}
+	return fmt.Sprintf("%d callers sharing %d clients", r.callers, r.clients)
+}
+
+func clientsText(r *result) string {
+	if r.clients == 0 {
+		return "own"
+	}
+	return strconv.Itoa(r.clients)
+}
+
+// nodeRefusals sums the attempts the nodes of cl refused for overload,
+// from their /metrics.
+func nodeRefusals(ctx context.Context, cl *testbed.Cluster) uint64 {
+	var n uint64
+	for _, addr := range cl.MgmtAddrs() {
+		req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
+		if err != nil {
+			continue
+		}
+		resp, err := cl.Client().Do(req)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "ffgen_server_handled_total{") && strings.Contains(line, `status="refused"`) &&
+				strings.Contains(line, `code="ffgen.overloaded"`) {
+				f := strings.Fields(line)
+				v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+				n += uint64(v)
+			}
+		}
+		resp.Body.Close()
+	}
+	return n
+}
+
 func rateText(rate int) string {
 	if rate == 0 {
 		return "unpaced"
@@ -264,7 +339,7 @@ func loadAvg() string {
 
 func printResult(w io.Writer, r *result) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
-	p("-- %s: %d callers, %s (load average %s before, %s after)", r.name, r.callers, rateText(r.rate), r.loadBefore, r.loadAfter)
+	p("-- %s: %s, %s (load average %s before, %s after)", r.name, layout(r), rateText(r.rate), r.loadBefore, r.loadAfter)
 	if r.err != nil {
 		p("   ERROR: %v", r.err)
 		return
@@ -272,7 +347,7 @@ func printResult(w io.Writer, r *result) {
 	s := &r.sum
 	p("   %-22s %.0f (%d in %.1fs); admitted %.0f/s", "ops/s", s.OpsPerSecond, s.Operations, s.Duration, admittedRate(s))
 	p("   %-22s p50 %.1fms  p99 %.1fms  max %.1fms  (%d calls)", "admitted latency", s.Admitted.P50, s.Admitted.P99, s.Admitted.Max, s.Admitted.Count)
-	p("   %-22s %s", "refused, not executed", counts(s.Refusals))
+	p("   %-22s %s (attempts the nodes refused: %d; the rest the clients held back unsent)", "refused, not executed", counts(s.Refusals), r.nodeRefused)
 	p("   %-22s %d (every node stayed up: %v)", "hb-timeout failovers", r.heartbeatBusy, r.nodesAlive)
 	p("   %-22s reads %s; write legs %s", "other failovers", counts(without(s.Failovers, "heartbeat-timeout")), counts(without(s.ScatterLegs, "heartbeat-timeout")))
 	p("   %-22s %s", "suspicions", counts(s.Suspicions))
@@ -318,7 +393,7 @@ func auditText(s *cli.Summary) string {
 func printTable(w io.Writer, rs []*result) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("")
-	p("%-9s %7s %7s %8s %9s %27s %-22s %8s %8s %-24s %-7s %s", "run", "callers", "rate", "ops/s", "admitted/s", "admitted p50 / p99 / max ms", "refused", "hb-busy", "other-fo", "suspicions", "audit", "load before/after")
+	p("%-9s %7s %7s %7s %8s %9s %27s %-22s %8s %8s %-24s %-7s %s", "run", "callers", "clients", "rate", "ops/s", "admitted/s", "admitted p50 / p99 / max ms", "refused", "hb-busy", "other-fo", "suspicions", "audit", "load before/after")
 	for _, r := range rs {
 		if r.err != nil {
 			p("%-9s %7d error: %v", r.name, r.callers, r.err)
@@ -329,7 +404,7 @@ func printTable(w io.Writer, rs []*result) {
 		if s.AuditPassed {
 			audit = "passed"
 		}
-		p("%-9s %7d %7s %8.0f %9.0f %27s %-22s %8d %8d %-24s %-7s %s / %s", r.name, r.callers, strconv.Itoa(r.rate), s.OpsPerSecond, admittedRate(s),
+		p("%-9s %7d %7s %7s %8.0f %9.0f %27s %-22s %8d %8d %-24s %-7s %s / %s", r.name, r.callers, clientsText(r), strconv.Itoa(r.rate), s.OpsPerSecond, admittedRate(s),
 			fmt.Sprintf("%.1f / %.1f / %.1f", s.Admitted.P50, s.Admitted.P99, s.Admitted.Max),
 			counts(s.Refusals), r.heartbeatBusy, r.otherFailovers, counts(s.Suspicions), audit, r.loadBefore, r.loadAfter)
 	}

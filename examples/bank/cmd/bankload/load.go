@@ -82,9 +82,8 @@ type tally struct {
 	errors        map[string]uint64
 	timeouts      uint64
 	uncertain     uint64
-	failed        uint64            // ended in an error other than uncertain or ErrInsufficientFunds
-	failovers     map[string]uint64 // by reason
-	failoverLat   []time.Duration   // reads that failed over
+	failed        uint64          // ended in an error other than uncertain or ErrInsufficientFunds
+	failoverLat   []time.Duration // reads that failed over (each caller reading through a client of its own)
 	failoverLatBy map[string][]time.Duration
 	overdue       uint64 // operations that outlived the deadline plus margin
 	// newMethods counts the calls of what this client's version of the
@@ -93,16 +92,19 @@ type tally struct {
 }
 
 func newTally() *tally {
-	return &tally{errors: map[string]uint64{}, refusals: map[string]uint64{}, failovers: map[string]uint64{}, failoverLatBy: map[string][]time.Duration{},
+	return &tally{errors: map[string]uint64{}, refusals: map[string]uint64{}, failoverLatBy: map[string][]time.Duration{},
 		newMethods: map[string]uint64{}}
 }
 
 // caller runs operations until stop says so.
 type caller struct {
 	accounts []string
-	writes   *bank.AccountsClient // shared: one order of writes to every node
-	reads    *bank.AccountsClient // its own, with probe attached
+	writes   *bank.AccountsClient
+	reads    *bank.AccountsClient // with probe attached
 	probe    *probe
+	// ownReads: reads is this caller's alone, so that its probe
+	// attributes each failover to the read that paid for it.
+	ownReads bool
 	log      *writeLog
 	hist     *history.Recorder // nil: no -history
 	client   int               // this caller's number in the history
@@ -112,6 +114,17 @@ type caller struct {
 	maxWait  time.Duration // operation timeout plus margin
 	readPct  int
 	group    int // transfers stay within groups of this many accounts (0: any two)
+	backoff  int // refusals in a row, up to maxBackoffDoublings
+}
+
+// maxBackoffDoublings bounds a caller's backoff after refusals in a row to
+// 2^(maxBackoffDoublings-1) times the node's hint.
+const maxBackoffDoublings = 6
+
+// jitter returns a random duration in [d/2, d), so that callers refused
+// together do not come back together.
+func (c *caller) jitter(d time.Duration) time.Duration {
+	return d/2 + time.Duration(c.rng.Int64N(int64(d/2)+1))
 }
 
 func (c *caller) run(next func() bool) {
@@ -201,11 +214,16 @@ func (c *caller) one() {
 	if k, ok := refusal(err); ok {
 		t.refusals[k]++
 		if d, ok := runtime.RetryAfter(err); ok {
-			// Back off as the node asked: a caller that comes back at
-			// once only keeps it busy refusing.
-			time.Sleep(d)
+			// Back off as the node asked, and longer each time it asks
+			// again, as gRPC's retry policy backs off: a caller that
+			// comes back at once only keeps it busy refusing, and 1024
+			// callers that come back after each hint keep the node, or
+			// their own process, busy refusing them.
+			c.backoff = min(c.backoff+1, maxBackoffDoublings)
+			time.Sleep(c.jitter(d << (c.backoff - 1)))
 		}
 	} else {
+		c.backoff = 0
 		t.admitted = append(t.admitted, d)
 	}
 	if d > c.maxWait {
@@ -234,12 +252,8 @@ func (c *caller) one() {
 			c.live.timeouts.Add(1)
 		}
 	}
-	if kind == opBalance {
+	if kind == opBalance && c.ownReads {
 		if fo := c.probe.take(); len(fo) > 0 {
-			for _, r := range fo {
-				t.failovers[r.String()]++
-			}
-			c.live.failovers.Add(uint64(len(fo)))
 			t.failoverLat = append(t.failoverLat, d)
 			first := fo[0].String()
 			t.failoverLatBy[first] = append(t.failoverLatBy[first], d)

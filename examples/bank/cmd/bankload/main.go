@@ -7,10 +7,14 @@
 //
 // It is a thin client: it follows the membership the nodes' management
 // endpoints report (cluster.Follow) without joining gossip, so it needs no
-// gossip port or failure group and no node lists it. Writes share one
-// client, so that every node receives them in the same order; each caller
-// reads through a client of its own, so a failover is attributed to the
-// read that paid for it.
+// gossip port or failure group and no node lists it. By default writes
+// share one client, and each caller reads through a client of its own, so
+// that a failover is attributed to the read that paid for it. With
+// -clients N the callers share N clients instead, each caller reading and
+// writing through one of them, as callers share the client of their
+// application process in a fleet of N: 1024 callers each with clients of
+// their own would be 1024 processes, each with a connection to every node,
+// and one process driving them all starves itself.
 //
 // Several bankload processes can write to the same accounts: one opens them
 // (-run R -duration 0 -writes open.json), the others write without opening
@@ -25,10 +29,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	mrand "math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,17 +56,18 @@ const usage = `Runs load against a bank cluster and audits every node's balances
 const deadlineMargin = time.Second
 
 type config struct {
-	name, groups, mgmt, token                     string
-	logLevel, jsonPath                            string
-	tlsCA, tlsCert, tlsKey                        string
-	run, writesPath, auditOnly, historyPath       string
-	checkHistory                                  string
-	transferGroup                                 int
-	checkTimeout                                  time.Duration
-	open, audit, requireAll                       bool
-	accounts, callers, ops, readPct, rate         int
-	initial                                       int
-	duration, progress, auditTimeout, joinTimeout time.Duration
+	name, groups, mgmt, token                      string
+	logLevel, jsonPath                             string
+	tlsCA, tlsCert, tlsKey                         string
+	run, writesPath, auditOnly, historyPath        string
+	checkHistory                                   string
+	transferGroup, limitMin                        int
+	limitTolerance, limitBacklog                   float64
+	checkTimeout                                   time.Duration
+	open, audit, requireAll                        bool
+	accounts, callers, clients, ops, readPct, rate int
+	initial                                        int
+	duration, progress, auditTimeout, joinTimeout  time.Duration
 }
 
 func main() {
@@ -76,8 +84,12 @@ func main() {
 		jsonPath = f.String("json", "", "", "also write the summary as JSON to this file")
 		accounts = f.Int("accounts", "", 100, "accounts to open and use")
 		callers  = f.Int("callers", "", 16, "concurrent callers")
+		clients  = f.Int("clients", "", 0, "clients the callers share, each caller reading and writing through one, as the application processes of a fleet (0: one shared client for writes and one for each caller's reads)")
 		ops      = f.Int("ops", "", 0, "stop after this many operations (0: run for -duration)")
 		readPct  = f.Int("reads", "", 40, "percentage of operations that are Balance reads")
+		limMin   = f.Int("limit-min", "", 0, "the least a client's limit to a node may fall to (runtime.LimitConfig.Min; 0: its default)")
+		limTol   = f.FlagSet.Float64("limit-tolerance", 0, "how many times slower than a method's fastest recent answer an answer may be before the client's limit falls (runtime.LimitConfig.Tolerance; 0: refusals and timeouts alone)")
+		limBack  = f.FlagSet.Float64("limit-backlog", 0, "attempts that may wait for a slot of a client's limit, as a multiple of it; past them a call is refused at once (runtime.LimitConfig.Backlog; 0: any number wait)")
 		rate     = f.Int("rate", "", 0, "operations per second, all callers together (0: as fast as they go)")
 		initial  = f.Int("initial", "", 5000, "opening balance of each account, in cents")
 		duration = f.Duration("duration", "", 20*time.Second, "how long to run when -ops is 0")
@@ -98,7 +110,7 @@ func main() {
 	f.Parse(os.Args[1:])
 	c := config{
 		name: *name, groups: *groups, mgmt: *mgmt, token: *token, logLevel: *logLevel, jsonPath: *jsonPath, tlsCA: *tlsCA, tlsCert: *tlsCert, tlsKey: *tlsKey,
-		accounts: *accounts, callers: *callers, ops: *ops, readPct: *readPct, rate: *rate, initial: *initial,
+		accounts: *accounts, callers: *callers, clients: *clients, ops: *ops, readPct: *readPct, rate: *rate, initial: *initial, limitMin: *limMin, limitTolerance: *limTol, limitBacklog: *limBack,
 		duration: *duration, progress: *progress, auditTimeout: *auditTO, joinTimeout: *joinTO,
 		run: *runFlag, writesPath: *writes, historyPath: *hist, checkHistory: *checkH, checkTimeout: *checkTO, transferGroup: *tgroup, auditOnly: *only, open: *open, audit: *doAudit, requireAll: *all,
 	}
@@ -122,8 +134,8 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 	if c.mgmt == "" {
 		return fail(errors.New("-mgmt is required"))
 	}
-	if c.accounts < 2 || c.callers < 1 || c.readPct < 0 || c.readPct > 100 || c.initial < 0 || c.initial > math.MaxInt32 || c.rate < 0 || c.transferGroup < 0 || c.transferGroup == 1 {
-		return fail(errors.New("want -accounts >= 2, -callers >= 1, 0 <= -reads <= 100, 0 <= -initial <= 2147483647, -rate >= 0, -transfer-group 0 or >= 2"))
+	if c.accounts < 2 || c.callers < 1 || c.clients < 0 || c.readPct < 0 || c.readPct > 100 || c.initial < 0 || c.initial > math.MaxInt32 || c.rate < 0 || c.transferGroup < 0 || c.transferGroup == 1 {
+		return fail(errors.New("want -accounts >= 2, -callers >= 1, -clients >= 0, 0 <= -reads <= 100, 0 <= -initial <= 2147483647, -rate >= 0, -transfer-group 0 or >= 2"))
 	}
 	settings, err := runtime.SettingsFromEnv(runtime.DefaultSettings())
 	if err != nil {
@@ -152,13 +164,20 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 	if err != nil {
 		return fail(err)
 	}
+	// Backs off to what the nodes take (runtime.LimitConfig).
+	limit := runtime.LimitConfig{Enabled: true, Min: c.limitMin, Tolerance: c.limitTolerance, Backlog: c.limitBacklog}
 	newClient := func(m runtime.Metrics) (*runtime.Client, error) {
-		// Backs off to what the nodes take (runtime.LimitConfig).
 		return runtime.NewClient(runtime.ClientConfig{Transport: tcp, Membership: members, Settings: settings, Metrics: m, Logger: rtLog,
-			Limit: runtime.LimitConfig{Enabled: true}})
+			Limit: limit})
 	}
-	writeProbe := newProbe()
-	wc, err := newClient(writeProbe)
+	lv := &live{}
+	var probes []*probe
+	newProbedClient := func() (*runtime.Client, error) {
+		p := newProbe(lv)
+		probes = append(probes, p)
+		return newClient(p)
+	}
+	wc, err := newProbedClient()
 	if err != nil {
 		return fail(err)
 	}
@@ -185,20 +204,36 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 	}
 	fmt.Fprintf(os.Stderr, "bankload: run %s: %d accounts, %d callers, groups %v\n", run, len(ids), c.callers, settings.Groups)
 
-	lv := &live{}
-	callers := make([]*caller, c.callers)
-	for i := range callers {
-		p := newProbe()
-		rc, err := newClient(p)
+	// shared are the clients of -clients; the first is the one that
+	// opened the accounts.
+	shared := []*runtime.Client{wc}
+	for len(shared) < c.clients {
+		cl, err := newProbedClient()
 		if err != nil {
 			return fail(err)
 		}
-		defer rc.Close()
-		callers[i] = &caller{
-			accounts: ids, writes: writes, reads: bank.NewAccountsClient(rc), probe: p,
+		defer cl.Close()
+		shared = append(shared, cl)
+	}
+	callers := make([]*caller, c.callers)
+	for i := range callers {
+		cr := &caller{
+			accounts: ids, writes: writes,
 			log: wlog, hist: hist, client: i, live: lv, t: newTally(), rng: mrand.New(mrand.NewPCG(uint64(i), mrand.Uint64())),
 			maxWait: settings.OperationTimeout + deadlineMargin, readPct: c.readPct, group: c.transferGroup,
 		}
+		if c.clients > 0 {
+			cl := bank.NewAccountsClient(shared[i%len(shared)])
+			cr.reads, cr.writes = cl, cl
+		} else {
+			rc, err := newProbedClient()
+			if err != nil {
+				return fail(err)
+			}
+			defer rc.Close()
+			cr.reads, cr.probe, cr.ownReads = bank.NewAccountsClient(rc), probes[len(probes)-1], true
+		}
+		callers[i] = cr
 	}
 
 	loadCtx := ctx
@@ -217,15 +252,25 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 	wg.Wait()
 	elapsed := time.Since(start)
 	stopProgress()
+	if c.clients > 0 {
+		fmt.Fprintf(os.Stderr, "bankload: limits at the end: %s\n", limitsText(shared))
+	}
 
 	tallies := make([]*tally, len(callers))
 	for i, cr := range callers {
 		tallies[i] = cr.t
 	}
 	sum := summarize(run, elapsed, tallies, settings)
-	for r, n := range writeProbe.ends() {
-		if r != runtime.ReasonNone {
-			sum.ScatterLegs[r.String()] += n
+	sum.Clients = c.clients
+	for _, p := range probes {
+		reads, writes := p.counts()
+		for r, n := range reads {
+			sum.Failovers[r.String()] += n
+		}
+		for r, n := range writes {
+			if r != runtime.ReasonNone {
+				sum.ScatterLegs[r.String()] += n
+			}
 		}
 	}
 	sum.Writes = len(wlog.Writes)
@@ -460,4 +505,28 @@ func startProgress(every time.Duration, lv *live, start time.Time) (stop func())
 		}
 	})
 	return func() { close(done); wg.Wait() }
+}
+
+// limitsText sums the limits of clients to each node: what the fleet of
+// clients learned that the node takes.
+func limitsText(clients []*runtime.Client) string {
+	type sum struct{ limit, inflight, waiting, n, least, most int }
+	by := map[string]*sum{}
+	for _, cl := range clients {
+		for _, l := range cl.Limits() {
+			s := by[l.Node]
+			if s == nil {
+				s = &sum{least: l.Limit, most: l.Limit}
+				by[l.Node] = s
+			}
+			s.limit, s.inflight, s.waiting, s.n = s.limit+l.Limit, s.inflight+l.InFlight, s.waiting+l.Waiting, s.n+1
+			s.least, s.most = min(s.least, l.Limit), max(s.most, l.Limit)
+		}
+	}
+	var parts []string
+	for _, node := range slices.Sorted(maps.Keys(by)) {
+		s := by[node]
+		parts = append(parts, fmt.Sprintf("%s %d over %d clients (each %d-%d)", node, s.limit, s.n, s.least, s.most))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -7,42 +7,69 @@ import (
 	"sync"
 	"time"
 
+	bank "github.com/ffgen/ffgen/examples/bank/internal/accounts"
 	"github.com/ffgen/ffgen/runtime"
 )
 
 // probe is a runtime.Metrics for one client. A client whose operations run
-// one at a time, as each caller's read client does, reports every event of
-// an operation before Invoke returns, so take() attributes the failovers
-// to the operation that paid for them.
+// one at a time, as each caller's read client does without -clients,
+// reports every event of an operation before Invoke returns, so take()
+// attributes the failovers to the operation that paid for them. Whatever
+// the layout it counts the failovers of reads and the attempts of writes
+// that ended unanswered, by reason.
 type probe struct {
-	mu          sync.Mutex
-	failovers   []runtime.Reason // of the current operation
-	attemptEnds map[runtime.Reason]uint64
+	mu        sync.Mutex
+	failovers []runtime.Reason // of the current operation
+	// readFailovers counts the failovers of reads; writeEnds how the
+	// attempts of writes (scattered methods) ended.
+	readFailovers, writeEnds map[runtime.Reason]uint64
+	live                     *live // counts the failovers of reads as they come
 }
 
-func newProbe() *probe { return &probe{attemptEnds: make(map[runtime.Reason]uint64)} }
+func newProbe(lv *live) *probe {
+	return &probe{readFailovers: make(map[runtime.Reason]uint64), writeEnds: make(map[runtime.Reason]uint64), live: lv}
+}
 
 var _ runtime.Metrics = (*probe)(nil)
 
+// scattered names the bank's replicated writes: their attempts are the
+// write legs of the summary.
+var scattered = func() map[string]bool {
+	m := map[string]bool{}
+	for _, md := range bank.AccountsDesc.Methods {
+		m[md.Name] = md.Mode == runtime.ModeScatter
+	}
+	return m
+}()
+
 func (p *probe) AttemptStarted(string, string) {}
 
-func (p *probe) AttemptEnded(_, _ string, r runtime.Reason, _ time.Duration) {
+func (p *probe) AttemptEnded(_, method string, r runtime.Reason, _ time.Duration) {
+	if !scattered[method] {
+		return
+	}
 	p.mu.Lock()
-	p.attemptEnds[r]++
+	p.writeEnds[r]++
 	p.mu.Unlock()
 }
 
-func (p *probe) Failover(_, _ string, r runtime.Reason) {
+func (p *probe) Failover(_, method string, r runtime.Reason) {
+	if scattered[method] {
+		return
+	}
 	p.mu.Lock()
 	p.failovers = append(p.failovers, r)
+	p.readFailovers[r]++
 	p.mu.Unlock()
+	p.live.failovers.Add(1)
 }
 
 func (p *probe) OperationEnded(string, string, bool, time.Duration)    {}
 func (p *probe) ServerAttempt(string, string, int)                     {}
 func (p *probe) Handled(string, string, string, string, time.Duration) {}
 
-// take returns the failovers since the last call and forgets them.
+// take returns the failovers of reads since the last call and forgets
+// them: those of the caller's last read when the client is its own.
 func (p *probe) take() []runtime.Reason {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -51,15 +78,12 @@ func (p *probe) take() []runtime.Reason {
 	return f
 }
 
-// ends returns how attempts ended, by reason.
-func (p *probe) ends() map[runtime.Reason]uint64 {
+// counts returns the failovers of reads and how the attempts of writes
+// ended, by reason.
+func (p *probe) counts() (readFailovers, writeEnds map[runtime.Reason]uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[runtime.Reason]uint64, len(p.attemptEnds))
-	for r, n := range p.attemptEnds {
-		out[r] = n
-	}
-	return out
+	return maps.Clone(p.readFailovers), maps.Clone(p.writeEnds)
 }
 
 // onceHandler passes each distinct message about each node once: a dead

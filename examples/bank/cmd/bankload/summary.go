@@ -57,9 +57,6 @@ func summarize(run string, elapsed time.Duration, ts []*tally, s runtime.Setting
 		for k, n := range t.errors {
 			sum.Errors[k] += n
 		}
-		for k, n := range t.failovers {
-			sum.Failovers[k] += n
-		}
 		for k, n := range t.newMethods {
 			if sum.NewMethods == nil {
 				sum.NewMethods = map[string]uint64{}

@@ -19,9 +19,13 @@ type Summary struct {
 	ServiceVersion string `json:"service_version,omitempty"`
 	// NewMethods counts the calls of the methods the v2 service added, by
 	// outcome (ok, unimplemented: no node reached served it yet, failed).
-	NewMethods    map[string]uint64 `json:"new_methods,omitempty"`
-	Writers       int               `json:"writers,omitempty"` // logs merged by -audit-only
-	Writes        int               `json:"writes"`            // writes recorded, Opens included
+	NewMethods map[string]uint64 `json:"new_methods,omitempty"`
+	Writers    int               `json:"writers,omitempty"` // logs merged by -audit-only
+	Writes     int               `json:"writes"`            // writes recorded, Opens included
+	// Clients is how many clients the callers shared (bankload -clients);
+	// zero: each caller read through a client of its own, and the writes
+	// went through one more.
+	Clients       int               `json:"clients,omitempty"`
 	Duration      float64           `json:"duration_s"`
 	Operations    uint64            `json:"operations"`
 	OpsPerSecond  float64           `json:"ops_per_second"`
