@@ -127,6 +127,44 @@ func TestStreamIdleTimeout(t *testing.T) {
 	})
 }
 
+// Frames that come close together keep the idle deadline where it is,
+// measured from an earlier receive, without reading the clock
+// (frameReader.setDeadline); it fires early, and the connection is
+// still closed exactly the idle timeout after the last frame.
+func TestStreamIdleTimeoutAfterBusyRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const idle = time.Minute
+		rec := newRecorder()
+		s, raw := pipeStream(t, Config{}, rec, newGuard(0, 0, discard), idle)
+		go io.Copy(io.Discard, raw)
+		cancel, err := frame.Append(nil, &frame.Cancel{Call: 1}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 100 {
+			time.Sleep(time.Second)
+			raw.Write(cancel)
+			rec.next(t)
+		}
+		last := time.Now()
+		var cl closed
+		select {
+		case cl = <-rec.closes:
+		case <-time.After(2 * idle):
+			t.Fatal("the idle connection was not closed")
+		}
+		if !errors.Is(cl.err, ErrIdle) {
+			t.Fatalf("close reason %v, want ErrIdle", cl.err)
+		}
+		if quiet := time.Since(last); quiet != idle {
+			t.Errorf("closed %v after the last frame, want the idle timeout %v", quiet, idle)
+		}
+		if err := s.Send(&frame.Cancel{Call: 2}); !errors.Is(err, ErrIdle) {
+			t.Errorf("Send after the idle close: %v, want ErrIdle", err)
+		}
+	})
+}
+
 // A peer that stops reading cannot hold the connection's queue forever: a
 // write that makes no progress for the frame timeout ends it.
 func TestStreamWriteStall(t *testing.T) {
