@@ -42,6 +42,8 @@ func clientMain(name string, addrs []string, in io.Reader, out io.Writer) error 
 	var done func()
 	var h holds
 	defer h.stop()
+	var tr tracer
+	defer tr.stop()
 	return commands(in, out, func(cmd []string) (string, error) {
 		n := 0
 		if len(cmd) > 1 {
@@ -58,9 +60,15 @@ func clientMain(name string, addrs []string, in io.Reader, out io.Writer) error 
 		case cmd[0] == "seq" && call != nil:
 			var before, after goruntime.MemStats
 			lat := make([]time.Duration, n)
+			if err := tr.start(); err != nil {
+				return "", err
+			}
 			goruntime.ReadMemStats(&before)
 			failed := timeCalls(call, lat)
 			goruntime.ReadMemStats(&after)
+			if err := tr.stop(); err != nil {
+				return "", err
+			}
 			done()
 			call, done = nil, nil
 			return seqAnswer(failed, after.Mallocs-before.Mallocs, lat), nil
@@ -146,8 +154,8 @@ func (h *holds) stop() int64 {
 type clientProc struct{ *child }
 
 // startClient re-executes this program as a client of s calling addrs.
-func startClient(s *system, addrs []string, profileDir string) (*clientProc, error) {
-	c, err := startChild(s.name+" client", profileDir, clientEnv+"="+s.name, addrsEnv+"="+addrList(addrs))
+func startClient(s *system, addrs []string, cfg config) (*clientProc, error) {
+	c, err := startChild(s.name+" client", cfg, clientEnv+"="+s.name, addrsEnv+"="+addrList(addrs))
 	if err != nil {
 		return nil, err
 	}

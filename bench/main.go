@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"time"
 )
@@ -46,6 +47,7 @@ func main() {
 	only := flag.String("only", "", `run one section: "rpc" or "replicated" (default: both)`)
 	strict := flag.Bool("strict", false, "exit 1 if a target is missed")
 	flag.StringVar(&cfg.profileDir, "cpuprofile", "", "write CPU profiles of the driver and of every client and server process into this directory")
+	flag.StringVar(&cfg.traceDir, "trace", "", "write execution traces of every sequential phase, client and server process, into this directory")
 	flag.Parse()
 	switch *only {
 	case "":
@@ -58,11 +60,16 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.progress = os.Stderr
-	if cfg.profileDir != "" {
-		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
+	for _, dir := range []string{cfg.profileDir, cfg.traceDir} {
+		if dir == "" {
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			fmt.Fprintln(os.Stderr, "bench-compare:", err)
 			os.Exit(1)
 		}
+	}
+	if cfg.profileDir != "" {
 		stop, err := profile(filepath.Join(cfg.profileDir, "driver.pprof"))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench-compare:", err)
@@ -82,8 +89,12 @@ func main() {
 }
 
 // profileEnv passes a child process the file for its CPU profile
-// (-cpuprofile).
-const profileEnv = "BENCH_COMPARE_CPUPROFILE"
+// (-cpuprofile); traceEnv the start of the names of the files for its
+// execution traces (-trace).
+const (
+	profileEnv = "BENCH_COMPARE_CPUPROFILE"
+	traceEnv   = "BENCH_COMPARE_TRACE"
+)
 
 // childMain runs this process as the server, client or ping-pong part its
 // environment names (proc.go) and reports whether it did; it exits the
@@ -130,6 +141,43 @@ func profile(path string) (stop func(), err error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// tracer writes the execution traces of a child process's sequential
+// phases (-trace), one file each: <traceEnv>-<n>.trace, n counting from
+// 1, so that round r's phase is the r-th file. Without traceEnv it does
+// nothing.
+type tracer struct {
+	n int
+	f *os.File
+}
+
+func (t *tracer) start() error {
+	prefix := os.Getenv(traceEnv)
+	if prefix == "" || t.f != nil {
+		return nil
+	}
+	t.n++
+	f, err := os.Create(fmt.Sprintf("%s-%d.trace", prefix, t.n))
+	if err != nil {
+		return err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return err
+	}
+	t.f = f
+	return nil
+}
+
+func (t *tracer) stop() error {
+	if t.f == nil {
+		return nil
+	}
+	trace.Stop()
+	err := t.f.Close()
+	t.f = nil
+	return err
 }
 
 func defaultConfig() config {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestOneRound(t *testing.T) {
 	// finished none at a load average of 14.
 	// 200 idle connections: with a handful, the server's resident set,
 	// read in pages once it stops falling, may not grow at all.
-	cfg := config{rpc: true, rounds: 1, seqCalls: 50, dur: 300 * time.Millisecond, idleConns: 200, inFlight: 20}
+	cfg := config{rpc: true, rounds: 1, seqCalls: 50, dur: 300 * time.Millisecond, idleConns: 200, inFlight: 20, traceDir: t.TempDir()}
 	rep, err := run(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -39,11 +40,21 @@ func TestOneRound(t *testing.T) {
 		if rr.p50 <= 0 || rr.p90 < rr.p50 || rr.p99 < rr.p90 || rr.tput64 <= 0 || rr.tput256 <= 0 {
 			t.Errorf("%s: implausible figures %+v", s.name, rr)
 		}
+		if rr.cpuC <= 0 || rr.cpuS <= 0 {
+			t.Errorf("%s: no CPU time measured for the sequential calls: %+v", s.name, rr)
+		}
 		if rep.idle[i] == 0 {
 			t.Errorf("%s: no memory measured for idle connections", s.name)
 		}
+		// -trace: each process traced its sequential phase.
+		for _, side := range []string{"client", "server"} {
+			name := filepath.Join(cfg.traceDir, fileName(s.name+" "+side)+"-1.trace")
+			if st, err := os.Stat(name); err != nil || st.Size() == 0 {
+				t.Errorf("%s: no execution trace of the sequential phase: %v", s.name, err)
+			}
+		}
 	}
-	if len(rep.floor) != 1 || rep.floor[0].p50 <= 0 {
+	if len(rep.floor) != 1 || rep.floor[0].p50 <= 0 || rep.floor[0].cpuC <= 0 {
 		t.Errorf("minimal ping-pong: implausible figures %+v", rep.floor)
 	}
 	if ff := rep.rounds[0][ffgenIdx]; !ff.hasInFlightResult || ff.tput64InFlight <= 0 || ff.tput64Arrived <= 0 {
@@ -51,7 +62,7 @@ func TestOneRound(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rep.print(&out)
-	for _, want := range []string{"| sequential p50 |", "| sequential p90 |", "minimal ping-pong", "fastest–slowest round", "| 64 callers, calls/s |", "allocations per call", "per idle connection", "with 20 in flight", "right after they started"} {
+	for _, want := range []string{"| sequential p50 |", "| sequential p90 |", "minimal ping-pong", "fastest–slowest round", "| 64 callers, calls/s |", "allocations per call", "CPU per sequential call", "context switches per sequential call", "per idle connection", "with 20 in flight", "right after they started"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

@@ -45,9 +45,7 @@ func pingPongServerMain(in io.Reader, out io.Writer) error {
 		}
 	}()
 	fmt.Fprintf(out, "READY %s\n", ln.Addr())
-	return commands(in, out, func(cmd []string) (string, error) {
-		return "", fmt.Errorf("unknown command %q", cmd)
-	})
+	return serverCommands(in, out, counters{})
 }
 
 // pingPongClientMain dials addr, warms up as every client does, prints
@@ -74,6 +72,8 @@ func pingPongClientMain(addr string, in io.Reader, out io.Writer) error {
 		}
 	}
 	fmt.Fprintln(out, "READY")
+	var tr tracer
+	defer tr.stop()
 	return commands(in, out, func(cmd []string) (string, error) {
 		n := 0
 		if len(cmd) == 2 {
@@ -89,12 +89,18 @@ func pingPongClientMain(addr string, in io.Reader, out io.Writer) error {
 			return "WARM", nil
 		case len(cmd) == 2 && cmd[0] == "seq":
 			lat := make([]time.Duration, n)
+			if err := tr.start(); err != nil {
+				return "", err
+			}
 			for i := range lat {
 				start := time.Now()
 				if err := call(); err != nil {
 					return "", err
 				}
 				lat[i] = time.Since(start)
+			}
+			if err := tr.stop(); err != nil {
+				return "", err
 			}
 			return seqAnswer(0, 0, lat), nil
 		}
@@ -104,21 +110,21 @@ func pingPongClientMain(addr string, in io.Reader, out io.Writer) error {
 
 // floorProcs are the two processes of the minimal ping-pong.
 type floorProcs struct {
-	server *child
+	server *serverProc
 	client *clientProc
 }
 
-func startFloor(profileDir string) (*floorProcs, error) {
-	srv, err := startChild("ping-pong server", profileDir, pingPongEnv+"=server")
+func startFloor(cfg config) (*floorProcs, error) {
+	srv, err := startChild("ping-pong server", cfg, pingPongEnv+"=server")
 	if err != nil {
 		return nil, err
 	}
-	cli, err := startChild("ping-pong client", profileDir, pingPongEnv+"=client", addrsEnv+"="+srv.ready)
+	cli, err := startChild("ping-pong client", cfg, pingPongEnv+"=client", addrsEnv+"="+srv.ready)
 	if err != nil {
 		srv.stop()
 		return nil, err
 	}
-	return &floorProcs{server: srv, client: &clientProc{cli}}, nil
+	return &floorProcs{server: &serverProc{child: srv, addrs: []string{srv.ready}, tracing: cfg.traceDir != ""}, client: &clientProc{cli}}, nil
 }
 
 func (f *floorProcs) stop() {

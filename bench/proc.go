@@ -39,15 +39,18 @@ type child struct {
 
 // startChild re-executes this program with env added, and waits for its
 // "READY" line.
-func startChild(what, profileDir string, env ...string) (*child, error) {
+func startChild(what string, cfg config, env ...string) (*child, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), env...)
-	if profileDir != "" {
-		cmd.Env = append(cmd.Env, profileEnv+"="+filepath.Join(profileDir, fileName(what)+".pprof"))
+	if cfg.profileDir != "" {
+		cmd.Env = append(cmd.Env, profileEnv+"="+filepath.Join(cfg.profileDir, fileName(what)+".pprof"))
+	}
+	if cfg.traceDir != "" {
+		cmd.Env = append(cmd.Env, traceEnv+"="+filepath.Join(cfg.traceDir, fileName(what)))
 	}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()

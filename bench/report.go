@@ -221,8 +221,8 @@ func (r *report) printRPC(w io.Writer) {
 			return r.rounds.column(i, f)
 		}
 		out := make([]float64, 0, len(r.floor))
-		for _, l := range r.floor {
-			out = append(out, f(roundResult{latency: l}))
+		for _, rr := range r.floor {
+			out = append(out, f(rr))
 		}
 		return out
 	}
@@ -256,6 +256,17 @@ func (r *report) printRPC(w io.Writer) {
 	row("allocations per call, client + server", func(i int) string {
 		return fmt.Sprintf("%.1f + %.1f", median(r.rounds.column(i, func(rr roundResult) float64 { return rr.allocsC })),
 			median(r.rounds.column(i, func(rr roundResult) float64 { return rr.allocsS })))
+	})
+	// What a sequential call costs each process, which depends less on
+	// the machine's load than its latency does: the floor's column says
+	// what the kernel and the Go runtime take of it.
+	table("CPU per sequential call, client + server", func(i int) string {
+		return fmt.Sprintf("%.1f + %.1f µs", median(column(i, func(rr roundResult) float64 { return rr.cpuC }))/1e3,
+			median(column(i, func(rr roundResult) float64 { return rr.cpuS }))/1e3)
+	})
+	table("context switches per sequential call, client + server", func(i int) string {
+		return fmt.Sprintf("%.2f + %.2f", median(column(i, func(rr roundResult) float64 { return rr.switchC })),
+			median(column(i, func(rr roundResult) float64 { return rr.switchS })))
 	})
 	row("failed calls", r.rounds.failedOf)
 	if r.cfg.idleConns > 0 {

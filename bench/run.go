@@ -24,6 +24,7 @@ type config struct {
 	inFlight        int
 	progress        io.Writer // nil: quiet
 	profileDir      string    // "": no CPU profiles
+	traceDir        string    // "": no execution traces of the sequential phases
 	// The replicated-write section.
 	replRounds  int
 	replSeq     int    // sequential writes per system per round
@@ -34,6 +35,8 @@ type config struct {
 type roundResult struct {
 	latency                   // of the sequential calls
 	allocsC, allocsS  float64 // per sequential call, client and server process
+	cpuC, cpuS        float64 // CPU time per sequential call (ns), client and server process
+	switchC, switchS  float64 // context switches per sequential call, client and server process
 	tput64, tput256   float64 // calls/s
 	tput64InFlight    float64 // calls/s with cfg.inFlight long operations held open
 	tput64Arrived     float64 // the same, in the second right after the last of them started (not a target)
@@ -55,7 +58,7 @@ func latencyOf(lat []time.Duration) latency {
 type report struct {
 	cfg    config
 	rounds rounds        // the RPC section's; empty if it did not run
-	floor  []latency     // the minimal ping-pong's, by round
+	floor  []roundResult // the minimal ping-pong's sequential figures, by round
 	settle time.Duration // the longest wait for the processes to go idle before a sequential phase
 	idle   []float64     // server RSS bytes per idle connection, by system
 	repl   *replReport   // nil if the replicated-write section did not run
@@ -110,12 +113,12 @@ func startProcs(cfg config, systems []*system, dataDir string) (*procs, error) {
 		if dataDir != "" {
 			dir = filepath.Join(dataDir, fileName(s.name))
 		}
-		p, err := startServer(s, cfg.profileDir, dir)
+		p, err := startServer(s, cfg, dir)
 		if err != nil {
 			return ps, err
 		}
 		ps.servers[i] = p
-		c, err := startClient(s, p.addrs, cfg.profileDir)
+		c, err := startClient(s, p.addrs, cfg)
 		if err != nil {
 			return ps, err
 		}
@@ -147,7 +150,7 @@ func runRPC(cfg config, rep *report) error {
 		return err
 	}
 	servers, clients := ps.servers, ps.clients
-	floor, err := startFloor(cfg.profileDir)
+	floor, err := startFloor(cfg)
 	if err != nil {
 		return err
 	}
@@ -167,11 +170,11 @@ func runRPC(cfg config, rep *report) error {
 			i := (r + k) % (len(systems) + 1)
 			rep.settle = max(rep.settle, settle(pids))
 			if i == len(systems) {
-				lat, err := floorSequential(cfg, floor.client)
-				if err != nil {
+				var rr roundResult
+				if err := measureSequential(cfg.seqCalls, floor.server, floor.client, &rr); err != nil {
 					return fmt.Errorf("round %d: minimal ping-pong: %w", r+1, err)
 				}
-				rep.floor = append(rep.floor, lat)
+				rep.floor = append(rep.floor, rr)
 				continue
 			}
 			if err := measureSequential(cfg.seqCalls, servers[i], clients[i], &res[i]); err != nil {
@@ -201,7 +204,8 @@ func runRPC(cfg config, rep *report) error {
 }
 
 // measureSequential times n calls one after the other, on a worker
-// warmed up first, and counts the allocations of both processes.
+// warmed up first, and counts the allocations, the CPU time and the
+// context switches of both processes.
 func measureSequential(n int, p *serverProc, c *clientProc, out *roundResult) error {
 	if err := c.warm(seqWarmUp); err != nil {
 		return err
@@ -210,8 +214,16 @@ func measureSequential(n int, p *serverProc, c *clientProc, out *roundResult) er
 	if err != nil {
 		return err
 	}
+	if err := p.trace(true); err != nil {
+		return err
+	}
+	ub, us := procUsage(c.pid()), procUsage(p.pid())
 	lat, failed, mallocs, err := c.seq(n)
 	if err != nil {
+		return err
+	}
+	ua, ut := procUsage(c.pid()), procUsage(p.pid())
+	if err := p.trace(false); err != nil {
 		return err
 	}
 	sa, err := p.stats(false)
@@ -222,21 +234,10 @@ func measureSequential(n int, p *serverProc, c *clientProc, out *roundResult) er
 	calls := float64(len(lat))
 	out.allocsC = float64(mallocs) / calls
 	out.allocsS = float64(sa.mallocs-sb.mallocs) / calls
+	out.cpuC, out.cpuS = float64(ua.cpu-ub.cpu)/calls, float64(ut.cpu-us.cpu)/calls
+	out.switchC, out.switchS = float64(ua.switches-ub.switches)/calls, float64(ut.switches-us.switches)/calls
 	out.latency = latencyOf(lat)
 	return nil
-}
-
-// floorSequential times the minimal ping-pong as measureSequential times
-// a system.
-func floorSequential(cfg config, c *clientProc) (latency, error) {
-	if err := c.warm(seqWarmUp); err != nil {
-		return latency{}, err
-	}
-	lat, _, _, err := c.seq(cfg.seqCalls)
-	if err != nil {
-		return latency{}, err
-	}
-	return latencyOf(lat), nil
 }
 
 // measureConcurrent measures the throughput of many callers, and for
@@ -270,10 +271,10 @@ func settle(pids []int) time.Duration {
 		most   = 2 * time.Second
 	)
 	start := time.Now()
-	last := cpuTime(pids)
+	last := procUsage(pids...).cpu
 	for time.Since(start) < most {
 		time.Sleep(window)
-		now := cpuTime(pids)
+		now := procUsage(pids...).cpu
 		if now-last < busy {
 			break
 		}
@@ -282,24 +283,43 @@ func settle(pids []int) time.Duration {
 	return time.Since(start)
 }
 
-// cpuTime is the CPU time the threads of pids have run, from
-// /proc/<pid>/task/<tid>/schedstat; 0 where that cannot be read.
-func cpuTime(pids []int) time.Duration {
-	var sum time.Duration
+// usage is what threads have run: their CPU time and their context
+// switches, voluntary (a thread that waited) or not (one preempted).
+type usage struct {
+	cpu      time.Duration
+	switches int64
+}
+
+// procUsage is the usage of the threads of pids, from
+// /proc/<pid>/task/<tid>/schedstat and status; what cannot be read counts
+// as nothing. A thread that ended between two readings takes its share
+// with it: the Go runtime keeps its threads, so a measured phase loses
+// none.
+func procUsage(pids ...int) usage {
+	var u usage
 	for _, pid := range pids {
 		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 		for _, t := range tasks {
-			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+			dir := fmt.Sprintf("/proc/%d/task/%s/", pid, t.Name())
+			if b, err := os.ReadFile(dir + "schedstat"); err == nil {
+				if f := strings.Fields(string(b)); len(f) > 0 {
+					ns, _ := strconv.ParseInt(f[0], 10, 64)
+					u.cpu += time.Duration(ns)
+				}
+			}
+			b, err := os.ReadFile(dir + "status")
 			if err != nil {
 				continue
 			}
-			if f := strings.Fields(string(b)); len(f) > 0 {
-				ns, _ := strconv.ParseInt(f[0], 10, 64)
-				sum += time.Duration(ns)
+			for line := range strings.Lines(string(b)) {
+				if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+					n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+					u.switches += n
+				}
 			}
 		}
 	}
-	return sum
+	return u
 }
 
 // phase counts the calls of one measurement.

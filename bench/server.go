@@ -12,9 +12,7 @@ import (
 )
 
 // serveMain is a server process: it starts the system's server, prints
-// "READY <addresses>", then answers each command ("stats", or "gc" to give
-// freed memory back to the OS first) with "STATS <mallocs> <rss bytes>
-// <connections> <long operations running> <raft term>".
+// "READY <addresses>", then answers the commands of serverCommands.
 func serveMain(name string, in io.Reader, out io.Writer) error {
 	s := systemNamed(name)
 	if s == nil {
@@ -25,11 +23,30 @@ func serveMain(name string, in io.Reader, out io.Writer) error {
 		return fmt.Errorf("%s: serve: %w", name, err)
 	}
 	fmt.Fprintf(out, "READY %s\n", addrList(addrs))
+	return serverCommands(in, out, cs)
+}
+
+// serverCommands answers the commands of a server process, the minimal
+// ping-pong's too, until in closes:
+//
+//	stats     "STATS <mallocs> <rss bytes> <connections> <long operations
+//	          running> <raft term>" (a counter cs lacks reads 0)
+//	gc        the same, once freed memory is given back to the OS
+//	trace     "TRACE": an execution trace starts (-trace), into the next
+//	          file of the process's series
+//	untrace   "TRACE": it ends
+func serverCommands(in io.Reader, out io.Writer, cs counters) error {
+	var tr tracer
+	defer tr.stop()
 	return commands(in, out, func(cmd []string) (string, error) {
 		switch strings.Join(cmd, " ") {
 		case "gc":
 			debug.FreeOSMemory()
 		case "stats":
+		case "trace":
+			return "TRACE", tr.start()
+		case "untrace":
+			return "TRACE", tr.stop()
 		default:
 			return "", fmt.Errorf("unknown command %q", cmd)
 		}
@@ -39,7 +56,10 @@ func serveMain(name string, in io.Reader, out io.Writer) error {
 		if err != nil {
 			return "", err
 		}
-		held := 0
+		conns, held := 0, 0
+		if cs.conns != nil {
+			conns = cs.conns()
+		}
 		if cs.held != nil {
 			held = cs.held()
 		}
@@ -47,7 +67,7 @@ func serveMain(name string, in io.Reader, out io.Writer) error {
 		if cs.term != nil {
 			term = cs.term()
 		}
-		return fmt.Sprintf("STATS %d %d %d %d %d", ms.Mallocs, rss, cs.conns(), held, term), nil
+		return fmt.Sprintf("STATS %d %d %d %d %d", ms.Mallocs, rss, conns, held, term), nil
 	})
 }
 
@@ -71,7 +91,8 @@ func residentBytes() (int64, error) {
 // serverProc is a running server process, seen from the driver.
 type serverProc struct {
 	*child
-	addrs []string
+	addrs   []string
+	tracing bool // -trace: the sequential phases are traced
 }
 
 type serverStats struct {
@@ -84,16 +105,16 @@ type serverStats struct {
 
 // startServer re-executes this program as the server of s, keeping its
 // data (a replicated system's) under dataDir.
-func startServer(s *system, profileDir, dataDir string) (*serverProc, error) {
+func startServer(s *system, cfg config, dataDir string) (*serverProc, error) {
 	env := []string{serveEnv + "=" + s.name}
 	if dataDir != "" {
 		env = append(env, dataDirEnv+"="+dataDir)
 	}
-	c, err := startChild(s.name+" server", profileDir, env...)
+	c, err := startChild(s.name+" server", cfg, env...)
 	if err != nil {
 		return nil, err
 	}
-	return &serverProc{child: c, addrs: strings.Split(c.ready, ",")}, nil
+	return &serverProc{child: c, addrs: strings.Split(c.ready, ","), tracing: cfg.traceDir != ""}, nil
 }
 
 func (p *serverProc) stats(gc bool) (serverStats, error) {
@@ -110,4 +131,18 @@ func (p *serverProc) stats(gc bool) (serverStats, error) {
 		return serverStats{}, fmt.Errorf("server stats %q: %w", f, err)
 	}
 	return st, nil
+}
+
+// trace starts (on) or ends the server's execution trace of a sequential
+// phase, if the run traces them.
+func (p *serverProc) trace(on bool) error {
+	if !p.tracing {
+		return nil
+	}
+	cmd := "untrace"
+	if on {
+		cmd = "trace"
+	}
+	_, err := p.request(cmd, "TRACE")
+	return err
 }

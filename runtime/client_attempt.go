@@ -140,9 +140,10 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	}
 	c.cfg.Metrics.AttemptStarted(op.m.Service, op.m.Name)
 
-	timeout := min(s.AttemptTimeout, time.Until(op.deadline))
+	// Counted from the attempt's start: one clock reading, not three.
+	timeout := min(s.AttemptTimeout, op.deadline.Sub(p.start))
 	if dl, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, time.Until(dl))
+		timeout = min(timeout, dl.Sub(p.start))
 	}
 	if ctx.Err() != nil {
 		return fail(ctxReason(ctx), context.Cause(ctx))

@@ -463,9 +463,13 @@ func (s *Server) handleClose(c transport.Conn, err error) {
 }
 
 func (s *Server) arrive(c transport.Conn, a *frame.Attempt) {
+	// One clock reading for the attempt's arrival and both looks in the
+	// result cache: they are microseconds apart, and the cache keeps
+	// results for minutes.
+	now := time.Now()
 	s.mu.Lock()
 	sc := s.connLocked(c)
-	if r, seen := s.seenLocked(sc, a); seen {
+	if r, seen := s.seenLocked(sc, a, now); seen {
 		s.mu.Unlock()
 		if r != nil {
 			s.send(c, r)
@@ -517,7 +521,7 @@ func (s *Server) arrive(c transport.Conn, a *frame.Attempt) {
 		impl:    reg.impl,
 		args:    args,
 		timeout: timeout,
-		arrived: time.Now(),
+		arrived: now,
 		hold:    a.Flags&frame.FlagHold != 0,
 		scatter: a.Flags&frame.FlagScatter != 0,
 	}
@@ -541,7 +545,7 @@ func (s *Server) arrive(c transport.Conn, a *frame.Attempt) {
 	s.mu.Lock()
 	// Another attempt of the operation may have come in meanwhile, on
 	// another connection, and started it or even finished it.
-	if r, seen := s.seenLocked(sc, a); seen {
+	if r, seen := s.seenLocked(sc, a, now); seen {
 		s.mu.Unlock()
 		if r != nil {
 			s.send(c, r)
@@ -634,11 +638,12 @@ func (s *Server) track(e *execution) {
 	}
 }
 
-// seenLocked takes attempt a on if its operation is known here already.
-// Queued or running, the operation gets a as another waiter (r is nil).
-// Completed, its remembered result is returned in r, addressed to a, for
-// the caller to send once it has unlocked s.mu. Called with s.mu held.
-func (s *Server) seenLocked(sc *serverConn, a *frame.Attempt) (r *frame.Result, seen bool) {
+// seenLocked takes attempt a, which arrived at now, on if its operation is
+// known here already. Queued or running, the operation gets a as another
+// waiter (r is nil). Completed, its remembered result is returned in r,
+// addressed to a, for the caller to send once it has unlocked s.mu. Called
+// with s.mu held.
+func (s *Server) seenLocked(sc *serverConn, a *frame.Attempt, now time.Time) (r *frame.Result, seen bool) {
 	if e := s.execs[a.OpID]; e != nil {
 		// A repeat of a queued operation, or of a running one (one being
 		// stopped for want of waiters runs again).
@@ -647,7 +652,7 @@ func (s *Server) seenLocked(sc *serverConn, a *frame.Attempt) (r *frame.Result, 
 		e.addWaiter(sc, a)
 		return nil, true
 	}
-	cached, ok := s.results.get(a.OpID, time.Now())
+	cached, ok := s.results.get(a.OpID, now)
 	if !ok {
 		return nil, false
 	}

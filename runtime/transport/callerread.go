@@ -122,8 +122,10 @@ func (s *stream) ReadFor(ctx context.Context, w conncap.Waiter, until time.Time)
 	var stop func() bool
 	s.fr.until, s.fr.stop = until, &cr.stop
 	watch := ctx.Done() != nil
-	if soon := time.Now().Add(unwatchedRead); watch && soon.Before(until) {
-		s.fr.until = soon
+	if watch {
+		if soon := time.Now().Add(unwatchedRead); soon.Before(until) {
+			s.fr.until = soon
+		}
 	}
 	var err error
 	for err == nil && !w.Ready() {

@@ -89,7 +89,6 @@ func TestStreamIdleTimeout(t *testing.T) {
 		rec := newRecorder()
 		s, raw := pipeStream(t, Config{}, rec, g, idle)
 		go io.Copy(io.Discard, raw)
-		start := time.Now()
 		cancel, err := frame.Append(nil, &frame.Cancel{Call: 1}, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -105,26 +104,56 @@ func TestStreamIdleTimeout(t *testing.T) {
 		time.Sleep(40 * time.Second)
 		raw.Write(cancel)
 		rec.next(t)
-		last := time.Now()
-		var cl closed
-		select {
-		case cl = <-rec.closes:
-		case <-time.After(2 * idle):
-			t.Fatal("the idle connection was not closed")
-		}
-		if !errors.Is(cl.err, ErrIdle) {
-			t.Fatalf("close reason %v, want ErrIdle", cl.err)
-		}
-		if quiet := time.Since(last); quiet != idle {
-			t.Errorf("closed %v after the last frame (%v after the start), want the idle timeout %v", quiet, time.Since(start), idle)
-		}
-		if err := s.Send(&frame.Cancel{Call: 3}); !errors.Is(err, ErrClosed) || !errors.Is(err, ErrIdle) {
-			t.Errorf("Send after the idle close: %v, want ErrClosed wrapping ErrIdle", err)
-		}
+		awaitIdleClose(t, s, rec, idle)
 		if n := g.stats().IdleClosed; n != 1 {
 			t.Errorf("IdleClosed = %d, want 1", n)
 		}
 	})
+}
+
+// Frames that come close together keep the idle deadline where it is,
+// measured from an earlier receive, without reading the clock
+// (frameReader.setDeadline); it fires early, and the connection is
+// still closed exactly the idle timeout after the last frame.
+func TestStreamIdleTimeoutAfterBusyRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const idle = time.Minute
+		rec := newRecorder()
+		s, raw := pipeStream(t, Config{}, rec, newGuard(0, 0, discard), idle)
+		go io.Copy(io.Discard, raw)
+		cancel, err := frame.Append(nil, &frame.Cancel{Call: 1}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 100 {
+			time.Sleep(time.Second)
+			raw.Write(cancel)
+			rec.next(t)
+		}
+		awaitIdleClose(t, s, rec, idle)
+	})
+}
+
+// awaitIdleClose checks that s, whose last frame came just now, is closed
+// as idle exactly idle later, and that a Send after that says why.
+func awaitIdleClose(t *testing.T, s *stream, rec *recorder, idle time.Duration) {
+	t.Helper()
+	last := time.Now()
+	var cl closed
+	select {
+	case cl = <-rec.closes:
+	case <-time.After(2 * idle):
+		t.Fatal("the idle connection was not closed")
+	}
+	if !errors.Is(cl.err, ErrIdle) {
+		t.Fatalf("close reason %v, want ErrIdle", cl.err)
+	}
+	if quiet := time.Since(last); quiet != idle {
+		t.Errorf("closed %v after the last frame, want the idle timeout %v", quiet, idle)
+	}
+	if err := s.Send(&frame.Cancel{Call: 3}); !errors.Is(err, ErrClosed) || !errors.Is(err, ErrIdle) {
+		t.Errorf("Send after the idle close: %v, want ErrClosed wrapping ErrIdle", err)
+	}
 }
 
 // A peer that stops reading cannot hold the connection's queue forever: a
