@@ -305,10 +305,33 @@ func killSequencer(ctx context.Context, e *env) error {
 	return killRestart(name)(ctx, e)
 }
 
-// leader finds the node that leads the service's writes: of the nodes
+// leaderWait bounds how long leader waits for a node to report leading:
+// between two faults an election may be under way (a leader starved of
+// CPU on a loaded machine steps down when it has not heard from a quorum,
+// as CheckQuorum asks), and a fault aimed at the leader waits for the
+// next one rather than failing.
+const leaderWait = 10 * time.Second
+
+// leader finds the node that leads the service's writes, waiting up to
+// leaderWait for one.
+func leader(ctx context.Context, e *env) (name, how string, err error) {
+	until := time.Now().Add(leaderWait)
+	for {
+		name, how, err = leaderNow(e)
+		if err == nil || ctx.Err() != nil {
+			return name, how, err
+		}
+		if time.Now().After(until) {
+			return "", "", fmt.Errorf("%w within %v", err, leaderWait)
+		}
+		sleep(ctx, 50*time.Millisecond)
+	}
+}
+
+// leaderNow finds the node that leads the service's writes: of the nodes
 // that report leading, the one of the newest term (a leader that thawed
 // may report leading until it hears of the newer one).
-func leader(ctx context.Context, e *env) (name, how string, err error) {
+func leaderNow(e *env) (name, how string, err error) {
 	var term uint64
 	for _, n := range e.Nodes {
 		resp, err := e.Client().Get("http://" + n.Mgmt + "/cluster/replicas")
