@@ -85,6 +85,7 @@ type peerLimit struct {
 	inflight int
 	lastDrop time.Time
 	waiting  []*slotWait // attempts waiting for a slot, first come first
+	drops    LimitDecreases
 }
 
 // slotWait is an attempt waiting for a slot of a peerLimit.
@@ -166,13 +167,14 @@ func (ls *limits) release(p *peerLimit, m *methodLatency, hold bool, r Reason, d
 	if p == nil {
 		return
 	}
-	drop := false
+	drop, slow := false, false
 	switch r {
 	case ReasonOverloaded, ReasonHeartbeatTimeout, ReasonAttemptTimeout:
 		drop = true
 	case ReasonNone:
 		if !hold && ls.cfg.Tolerance > 0 {
 			drop = m.slow(d, ls.cfg.Tolerance)
+			slow = drop
 		}
 	default:
 		// Nothing learned: the node failed, or the caller gave up.
@@ -189,6 +191,7 @@ func (ls *limits) release(p *peerLimit, m *methodLatency, hold bool, r Reason, d
 		// a limit that was never reached says nothing of the node.
 		p.limit = max(float64(ls.cfg.Min), min(p.limit, float64(p.inflight+1))*ls.cfg.Backoff)
 		p.lastDrop = now
+		p.drops.count(r, slow)
 	case !drop && r == ReasonNone:
 		p.limit = min(float64(ls.cfg.Max), p.limit+1/p.limit)
 	}
@@ -260,6 +263,29 @@ func (c *Client) latencyOf(m *MethodDesc) *methodLatency {
 type PeerLimit struct {
 	Node                     string
 	Limit, InFlight, Waiting int // Waiting: attempts waiting for a slot
+	// Decreases counts the times the limit fell, by the sign that
+	// lowered it: what an operator reads to tell a node that refuses or
+	// times out from answers judged slow.
+	Decreases LimitDecreases
+}
+
+// LimitDecreases counts the decreases of a client's limit to a node by
+// their sign.
+type LimitDecreases struct {
+	Refused  int64 // the node refused an attempt for overload
+	TimedOut int64 // a heartbeat or attempt timeout
+	Slow     int64 // an answer judged slow (LimitConfig.Tolerance)
+}
+
+func (ld *LimitDecreases) count(r Reason, slow bool) {
+	switch {
+	case slow:
+		ld.Slow++
+	case r == ReasonOverloaded:
+		ld.Refused++
+	default:
+		ld.TimedOut++
+	}
 }
 
 // Limits lists the client's limit to every node it has sent attempts to;
@@ -272,7 +298,7 @@ func (c *Client) Limits() []PeerLimit {
 	c.limits.peers.Range(func(k, v any) bool {
 		p := v.(*peerLimit)
 		p.mu.Lock()
-		out = append(out, PeerLimit{Node: k.(string), Limit: int(p.limit), InFlight: p.inflight, Waiting: len(p.waiting)})
+		out = append(out, PeerLimit{Node: k.(string), Limit: int(p.limit), InFlight: p.inflight, Waiting: len(p.waiting), Decreases: p.drops})
 		p.mu.Unlock()
 		return true
 	})

@@ -510,7 +510,10 @@ func startProgress(every time.Duration, lv *live, start time.Time) (stop func())
 // limitsText sums the limits of clients to each node: what the fleet of
 // clients learned that the node takes.
 func limitsText(clients []*runtime.Client) string {
-	type sum struct{ limit, inflight, waiting, n, least, most int }
+	type sum struct {
+		limit, inflight, waiting, n, least, most int
+		drops                                    runtime.LimitDecreases
+	}
 	by := map[string]*sum{}
 	for _, cl := range clients {
 		for _, l := range cl.Limits() {
@@ -521,12 +524,16 @@ func limitsText(clients []*runtime.Client) string {
 			}
 			s.limit, s.inflight, s.waiting, s.n = s.limit+l.Limit, s.inflight+l.InFlight, s.waiting+l.Waiting, s.n+1
 			s.least, s.most = min(s.least, l.Limit), max(s.most, l.Limit)
+			s.drops.Refused += l.Decreases.Refused
+			s.drops.TimedOut += l.Decreases.TimedOut
+			s.drops.Slow += l.Decreases.Slow
 		}
 	}
 	var parts []string
 	for _, node := range slices.Sorted(maps.Keys(by)) {
 		s := by[node]
-		parts = append(parts, fmt.Sprintf("%s %d over %d clients (each %d-%d)", node, s.limit, s.n, s.least, s.most))
+		parts = append(parts, fmt.Sprintf("%s %d over %d clients (each %d-%d; decreases: %d refused, %d timeout, %d slow)",
+			node, s.limit, s.n, s.least, s.most, s.drops.Refused, s.drops.TimedOut, s.drops.Slow))
 	}
 	return strings.Join(parts, "; ")
 }
