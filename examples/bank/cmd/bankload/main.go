@@ -88,7 +88,7 @@ func main() {
 		ops      = f.Int("ops", "", 0, "stop after this many operations (0: run for -duration)")
 		readPct  = f.Int("reads", "", 40, "percentage of operations that are Balance reads")
 		limMin   = f.Int("limit-min", "", 0, "the least a client's limit to a node may fall to (runtime.LimitConfig.Min; 0: its default)")
-		limTol   = f.FlagSet.Float64("limit-tolerance", 0, "how many times slower than a method's fastest recent answer an answer may be before the client's limit falls (runtime.LimitConfig.Tolerance; 0: refusals and timeouts alone)")
+		limTol   = f.FlagSet.Float64("limit-tolerance", 0, "how many times their long-run average a method's recent answers from a node may take before the client's limit to it falls (runtime.LimitConfig.Tolerance; 0: refusals and timeouts alone)")
 		limBack  = f.FlagSet.Float64("limit-backlog", 0, "attempts that may wait for a slot of a client's limit, as a multiple of it; past them a call is refused at once (runtime.LimitConfig.Backlog; 0: any number wait)")
 		rate     = f.Int("rate", "", 0, "operations per second, all callers together (0: as fast as they go)")
 		initial  = f.Int("initial", "", 5000, "opening balance of each account, in cents")
