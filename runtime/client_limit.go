@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -14,12 +13,13 @@ import (
 // attempts it keeps in flight to one node at once. The limit is learned
 // by AIMD, as Netflix's concurrency-limits does: each attempt answered
 // quickly raises it by 1/limit (one a round), and a sign that the node has
-// more than it takes lowers it to Backoff times what was in flight, once a round (for
-// an attempt that started after the last decrease, and no sooner than the
-// method's fastest recent answer after it), as TCP lowers its window once
-// per window. The signs are a refusal for overload, a heartbeat
-// or attempt timeout, and an answer slower than Tolerance times the
-// fastest recent one of the same method. An attempt beyond the limit
+// more than it takes lowers it to Backoff times what was in flight, once a
+// round (for an attempt that started after the last decrease, and no
+// sooner than the node's recent answers of the method take after it), as
+// TCP lowers its window once per window. The signs are a refusal for
+// overload, a heartbeat or attempt timeout, and, with Tolerance, recent
+// answers of a method that take Tolerance times their long-run average,
+// the baseline of Netflix's Gradient2 limit. An attempt beyond the limit
 // waits on the client for a slot, first come first served, so that a
 // fleet of clients backs off to what the node takes instead of queueing
 // there or being refused by it; it ends with ErrOverloaded, unsent, only
@@ -37,12 +37,15 @@ type LimitConfig struct {
 	Initial, Min, Max int
 	// Backoff is the factor of a decrease, in (0, 1). Default 0.9.
 	Backoff float64
-	// Tolerance, above 1, is how many times slower than the method's
-	// fastest recent answer an answer may be before it counts as a sign
-	// of queueing. Zero (the default) judges by refusals and timeouts
-	// alone: on a host whose scheduling is noisy, latency alone would
-	// hold the limit at Min. Methods with //ff:hold are never judged by
-	// their latency.
+	// Tolerance, above 1, is how many times its long-run average (over
+	// about 500 answers) the average of a method's last 25 or so answers
+	// from a node may be before it counts as a sign of queueing there.
+	// A latency that rises with the load slowly, as on a host whose other
+	// work grows, raises the average with it; a node that slows down at
+	// once, or queues what a limit grown too far sends it, shows over it.
+	// Gradient2's default is 1.5; 2 leaves room for a noisy host. Zero
+	// (the default) judges by refusals and timeouts alone. Methods with
+	// //ff:hold are never judged by their latency.
 	Tolerance float64
 	// Backlog bounds the attempts that wait for a slot to one node, as a
 	// multiple of the limit: an attempt that finds that many waiting is
@@ -85,6 +88,8 @@ type peerLimit struct {
 	inflight int
 	lastDrop time.Time
 	waiting  []*slotWait // attempts waiting for a slot, first come first
+	drops    LimitDecreases
+	latency  map[*methodLatency]*latency
 }
 
 // slotWait is an attempt waiting for a slot of a peerLimit.
@@ -158,37 +163,40 @@ func (ls *limits) acquire(ctx context.Context, node string, by time.Time, retryA
 		Detail: fmt.Sprintf("no slot of this client's limit to it freed in time: %d attempts in flight (ClientConfig.Limit)", inflight)}
 }
 
-// release gives p's slot back, learning from how the attempt, which
-// took d, ended: a sign of overload lowers the limit, a quick answer
-// raises it. The slots free under the limit go to the attempts waiting,
-// in the order they came.
+// release gives p's slot back, learning from how the attempt of the
+// method m, which took d, ended: a sign of overload lowers the limit, a
+// quick answer raises it. The slots free under the limit go to the
+// attempts waiting, in the order they came.
 func (ls *limits) release(p *peerLimit, m *methodLatency, hold bool, r Reason, d time.Duration) {
 	if p == nil {
 		return
 	}
-	drop := false
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inflight--
+	lat := p.latencyOf(m)
+	drop, slow := false, false
 	switch r {
 	case ReasonOverloaded, ReasonHeartbeatTimeout, ReasonAttemptTimeout:
 		drop = true
 	case ReasonNone:
-		if !hold && ls.cfg.Tolerance > 0 {
-			drop = m.slow(d, ls.cfg.Tolerance)
+		if !hold {
+			lat.add(d, ls.cfg.Tolerance)
+			slow = ls.cfg.Tolerance > 0 && lat.queueing(ls.cfg.Tolerance)
+			drop = slow
 		}
 	default:
 		// Nothing learned: the node failed, or the caller gave up.
 	}
-	now := time.Now()
-	round := m.fastest()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.inflight--
 	switch {
-	case drop && now.Add(-d).After(p.lastDrop) && now.Sub(p.lastDrop) >= round:
+	case drop && now.Add(-d).After(p.lastDrop) && now.Sub(p.lastDrop) >= lat.round():
 		// From what was in flight when the node showed its limit, as
 		// TCP halves its flight size and not a window it did not use:
 		// a limit that was never reached says nothing of the node.
 		p.limit = max(float64(ls.cfg.Min), min(p.limit, float64(p.inflight+1))*ls.cfg.Backoff)
 		p.lastDrop = now
+		p.drops.count(r, slow)
 	case !drop && r == ReasonNone:
 		p.limit = min(float64(ls.cfg.Max), p.limit+1/p.limit)
 	}
@@ -202,57 +210,86 @@ func (ls *limits) release(p *peerLimit, m *methodLatency, hold bool, r Reason, d
 	}
 }
 
-// methodLatency keeps a method's fastest recent answer: the least of the
-// current window of samples, or of the last one while the current one is
-// young, so that a method that became slower for good is judged by its
-// new speed within a window.
-type methodLatency struct {
-	mu      sync.Mutex    // guards the following
-	best    time.Duration // of the last full window
-	cur     time.Duration // least of the current window
-	samples int
+// latencyOf is what p knows of m's answers, made on first use; p.mu must
+// be held.
+func (p *peerLimit) latencyOf(m *methodLatency) *latency {
+	l := p.latency[m]
+	if l == nil {
+		if p.latency == nil {
+			p.latency = map[*methodLatency]*latency{}
+		}
+		l = &latency{}
+		p.latency[m] = l
+	}
+	return l
 }
 
-// fastest is the fastest recent answer, zero before the first.
-func (m *methodLatency) fastest() time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.best == 0 || (m.samples > 0 && m.cur < m.best) {
-		return m.cur
-	}
-	return m.best
+// latency is what a peer limit knows of one method's answers from its
+// node, as Netflix's Gradient2 limit keeps it: an average over a long
+// window of answers, the baseline, and one over a short window, the
+// node's state now. Answers that queue behind more than the node takes
+// raise the short average above the baseline, and the limit falls; a
+// latency that rises with the load slowly, as on a host whose other work
+// grows, raises the baseline with it. The least answer, which this
+// replaced as the baseline, was a moment of a quiet host: on a busy one
+// most answers were many times slower than it, and the limit of every
+// client of a fleet fell to LimitConfig.Min.
+type latency struct {
+	long, short float64 // averages of answers, in nanoseconds
+	n           int     // answers seen, up to latencyLong
 }
 
-// latencyWindow is how many answers a window of methodLatency holds.
-const latencyWindow = 256
+// The windows of a latency, in answers. The short one is long enough
+// that one late answer, a thread descheduled on a busy host, does not
+// move it past the tolerance alone.
+const (
+	latencyLong  = 500
+	latencyShort = 25
+)
 
-// slow records d and reports whether it is over tolerance times the
-// fastest recent answer (with a floor of a millisecond, below which
-// scheduling noise rules).
-func (m *methodLatency) slow(d time.Duration, tolerance float64) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.samples == 0 || d < m.cur {
-		m.cur = d
+// add records an answer that took d. An answer counts for at most twice
+// tolerance times the baseline: one that a stall held for a hundred
+// times as long moves the short average no more than a few late ones,
+// and a node that slows down for good still shows it, each of its
+// answers over the tolerance.
+func (l *latency) add(d time.Duration, tolerance float64) {
+	x := float64(d)
+	if l.n > 0 && tolerance > 0 {
+		x = min(x, 2*tolerance*l.long)
 	}
-	m.samples++
-	best := m.best
-	if best == 0 || m.cur < best {
-		best = m.cur
+	l.n = min(l.n+1, latencyLong)
+	l.long += (x - l.long) / float64(l.n)
+	l.short += (x - l.short) / float64(min(l.n, latencyShort))
+	if l.long > 2*l.short {
+		// Back from a slow spell: a baseline that kept its memory of it
+		// would hide the next one (Gradient2 does the same).
+		l.long *= 0.95
 	}
-	if m.samples >= latencyWindow {
-		m.best, m.samples = m.cur, 0
-	}
-	bound := time.Duration(math.Max(float64(time.Millisecond), tolerance*float64(best)))
-	return d > bound
 }
+
+// queueing reports whether the recent answers are over tolerance times
+// the baseline (with a floor of a millisecond, below which scheduling
+// noise rules), once a short window of answers has been seen.
+func (l *latency) queueing(tolerance float64) bool {
+	return l.n >= latencyShort && l.short > max(float64(time.Millisecond), tolerance*l.long)
+}
+
+// round is how long an answer takes now: the limit falls at most once in
+// it, as TCP lowers its window once a round trip.
+func (l *latency) round() time.Duration {
+	return time.Duration(l.short)
+}
+
+// methodLatency names a method for the latencies that each peer limit
+// keeps of its answers.
+type methodLatency struct{ name string }
 
 // latencyOf is the methodLatency of m, made on first use.
 func (c *Client) latencyOf(m *MethodDesc) *methodLatency {
 	if v, ok := c.latency.Load(m); ok {
 		return v.(*methodLatency)
 	}
-	v, _ := c.latency.LoadOrStore(m, &methodLatency{})
+	v, _ := c.latency.LoadOrStore(m, &methodLatency{name: m.Service + "." + m.Name})
 	return v.(*methodLatency)
 }
 
@@ -260,6 +297,29 @@ func (c *Client) latencyOf(m *MethodDesc) *methodLatency {
 type PeerLimit struct {
 	Node                     string
 	Limit, InFlight, Waiting int // Waiting: attempts waiting for a slot
+	// Decreases counts the times the limit fell, by the sign that
+	// lowered it: what an operator reads to tell a node that refuses or
+	// times out from answers judged slow.
+	Decreases LimitDecreases
+}
+
+// LimitDecreases counts the decreases of a client's limit to a node by
+// their sign.
+type LimitDecreases struct {
+	Refused  int64 // the node refused an attempt for overload
+	TimedOut int64 // a heartbeat or attempt timeout
+	Slow     int64 // an answer judged slow (LimitConfig.Tolerance)
+}
+
+func (ld *LimitDecreases) count(r Reason, slow bool) {
+	switch {
+	case slow:
+		ld.Slow++
+	case r == ReasonOverloaded:
+		ld.Refused++
+	default:
+		ld.TimedOut++
+	}
 }
 
 // Limits lists the client's limit to every node it has sent attempts to;
@@ -272,7 +332,7 @@ func (c *Client) Limits() []PeerLimit {
 	c.limits.peers.Range(func(k, v any) bool {
 		p := v.(*peerLimit)
 		p.mu.Lock()
-		out = append(out, PeerLimit{Node: k.(string), Limit: int(p.limit), InFlight: p.inflight, Waiting: len(p.waiting)})
+		out = append(out, PeerLimit{Node: k.(string), Limit: int(p.limit), InFlight: p.inflight, Waiting: len(p.waiting), Decreases: p.drops})
 		p.mu.Unlock()
 		return true
 	})

@@ -41,7 +41,7 @@
 //	legShard.mu               legs and operations in flight
 //	connWatch.mu              taken by the shard's holder as a leg joins or leaves the watch
 //	operation.mu              taken by the shard's holder for InFlight
-//	Client.mu, peerLimit.mu, methodLatency.mu, budget.mu, StaticMembership.mu
+//	Client.mu, peerLimit.mu, budget.mu, StaticMembership.mu
 //
 // Locks on one line are never held together. Under Server.mu the engine
 // calls the transport (Conn.Send only queues a frame), the Logger, Metrics

@@ -37,6 +37,7 @@ var (
 	descClientLimit  = prometheus.NewDesc("ffgen_client_limit", "The client's adaptive limit on the attempts in flight to a node.", []string{"peer"}, nil)
 	descLimitFlight  = prometheus.NewDesc("ffgen_client_limit_in_flight", "Attempts in flight to a node under the client's limit.", []string{"peer"}, nil)
 	descLimitWaiting = prometheus.NewDesc("ffgen_client_limit_waiting", "Attempts waiting on the client for a slot of its limit to a node.", []string{"peer"}, nil)
+	descLimitDrops   = prometheus.NewDesc("ffgen_client_limit_decreases_total", "Decreases of the client's limit to a node, by the sign that lowered it: refused (for overload), timeout (heartbeat or attempt), slow (an answer judged slow).", []string{"peer", "sign"}, nil)
 )
 
 func describeLoad(ch chan<- *prometheus.Desc) {
@@ -47,6 +48,7 @@ func describeLoad(ch chan<- *prometheus.Desc) {
 	ch <- descClientLimit
 	ch <- descLimitFlight
 	ch <- descLimitWaiting
+	ch <- descLimitDrops
 }
 
 func (s *Stats) collectLoad(ch chan<- prometheus.Metric) {
@@ -62,6 +64,9 @@ func (s *Stats) collectLoad(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descClientLimit, prometheus.GaugeValue, float64(p.Limit), p.Node)
 			ch <- prometheus.MustNewConstMetric(descLimitFlight, prometheus.GaugeValue, float64(p.InFlight), p.Node)
 			ch <- prometheus.MustNewConstMetric(descLimitWaiting, prometheus.GaugeValue, float64(p.Waiting), p.Node)
+			ch <- prometheus.MustNewConstMetric(descLimitDrops, prometheus.CounterValue, float64(p.Decreases.Refused), p.Node, "refused")
+			ch <- prometheus.MustNewConstMetric(descLimitDrops, prometheus.CounterValue, float64(p.Decreases.TimedOut), p.Node, "timeout")
+			ch <- prometheus.MustNewConstMetric(descLimitDrops, prometheus.CounterValue, float64(p.Decreases.Slow), p.Node, "slow")
 		}
 	}
 }

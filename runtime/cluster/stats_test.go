@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
 	"sync"
 	"testing"
@@ -301,7 +302,7 @@ func TestStatsTransportCounters(t *testing.T) {
 func TestStatsExportsLoad(t *testing.T) {
 	s := NewStats()
 	s.WatchLoad(fakeLoad{runtime.Load{Pending: 7, MaxPending: 512, Queued: 5, MaxQueued: 64}})
-	s.WatchLimits(fakeLimits{{Node: "a1", Limit: 40, InFlight: 3, Waiting: 2}})
+	s.WatchLimits(fakeLimits{{Node: "a1", Limit: 40, InFlight: 3, Waiting: 2, Decreases: runtime.LimitDecreases{Refused: 1, TimedOut: 2, Slow: 9}}})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(s)
 	got, err := reg.Gather()
@@ -319,6 +320,21 @@ func TestStatsExportsLoad(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Errorf("not exported: %v", want)
+	}
+	decreases := map[string]float64{}
+	for _, mf := range got {
+		if mf.GetName() == "ffgen_client_limit_decreases_total" {
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "sign" {
+						decreases[l.GetValue()] = m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+	}
+	if want := map[string]float64{"refused": 1, "timeout": 2, "slow": 9}; !maps.Equal(decreases, want) {
+		t.Errorf("ffgen_client_limit_decreases_total by sign = %v, want %v", decreases, want)
 	}
 }
 

@@ -88,7 +88,7 @@ func main() {
 		ops      = f.Int("ops", "", 0, "stop after this many operations (0: run for -duration)")
 		readPct  = f.Int("reads", "", 40, "percentage of operations that are Balance reads")
 		limMin   = f.Int("limit-min", "", 0, "the least a client's limit to a node may fall to (runtime.LimitConfig.Min; 0: its default)")
-		limTol   = f.FlagSet.Float64("limit-tolerance", 0, "how many times slower than a method's fastest recent answer an answer may be before the client's limit falls (runtime.LimitConfig.Tolerance; 0: refusals and timeouts alone)")
+		limTol   = f.FlagSet.Float64("limit-tolerance", 0, "how many times their long-run average a method's recent answers from a node may take before the client's limit to it falls (runtime.LimitConfig.Tolerance; 0: refusals and timeouts alone)")
 		limBack  = f.FlagSet.Float64("limit-backlog", 0, "attempts that may wait for a slot of a client's limit, as a multiple of it; past them a call is refused at once (runtime.LimitConfig.Backlog; 0: any number wait)")
 		rate     = f.Int("rate", "", 0, "operations per second, all callers together (0: as fast as they go)")
 		initial  = f.Int("initial", "", 5000, "opening balance of each account, in cents")
@@ -510,7 +510,10 @@ func startProgress(every time.Duration, lv *live, start time.Time) (stop func())
 // limitsText sums the limits of clients to each node: what the fleet of
 // clients learned that the node takes.
 func limitsText(clients []*runtime.Client) string {
-	type sum struct{ limit, inflight, waiting, n, least, most int }
+	type sum struct {
+		limit, inflight, waiting, n, least, most int
+		drops                                    runtime.LimitDecreases
+	}
 	by := map[string]*sum{}
 	for _, cl := range clients {
 		for _, l := range cl.Limits() {
@@ -521,12 +524,16 @@ func limitsText(clients []*runtime.Client) string {
 			}
 			s.limit, s.inflight, s.waiting, s.n = s.limit+l.Limit, s.inflight+l.InFlight, s.waiting+l.Waiting, s.n+1
 			s.least, s.most = min(s.least, l.Limit), max(s.most, l.Limit)
+			s.drops.Refused += l.Decreases.Refused
+			s.drops.TimedOut += l.Decreases.TimedOut
+			s.drops.Slow += l.Decreases.Slow
 		}
 	}
 	var parts []string
 	for _, node := range slices.Sorted(maps.Keys(by)) {
 		s := by[node]
-		parts = append(parts, fmt.Sprintf("%s %d over %d clients (each %d-%d)", node, s.limit, s.n, s.least, s.most))
+		parts = append(parts, fmt.Sprintf("%s %d over %d clients (each %d-%d; decreases: %d refused, %d timeout, %d slow)",
+			node, s.limit, s.n, s.least, s.most, s.drops.Refused, s.drops.TimedOut, s.drops.Slow))
 	}
 	return strings.Join(parts, "; ")
 }
