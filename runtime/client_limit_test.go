@@ -2,7 +2,6 @@ package runtime_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,12 +20,7 @@ import (
 func limitLoad(t *testing.T, e *env, client *runtime.Client, callers int, hook func(ctx context.Context) error, d, after time.Duration) (own string, ok int64, least, last int) {
 	t.Helper()
 	own = e.owners(t, "acct0")[0]
-	var accts []string
-	for i := 0; len(accts) < callers; i++ {
-		if a := fmt.Sprintf("acct%d", i); e.owners(t, a)[0] == own {
-			accts = append(accts, a)
-		}
-	}
+	accts := e.ownedBy(t, own, "acct", callers)
 	e.ledgers[own].SetHook(func(ctx context.Context, _ string, _ int64) error { return hook(ctx) })
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), d)

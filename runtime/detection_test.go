@@ -2,7 +2,6 @@ package runtime_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -312,13 +311,7 @@ func TestOverrunHandlerIsNotVouchedForByAll(t *testing.T) {
 			cfg.MaxAttemptTimeout = time.Second
 		}})
 		own := e.owners(t, "stuck")[0]
-		other := ""
-		for i := range 100 {
-			if a := fmt.Sprintf("busy-%d", i); e.owners(t, a)[0] == own {
-				other = a
-				break
-			}
-		}
+		other := e.ownedBy(t, own, "busy-", 1)[0]
 		if other == "" {
 			t.Fatal("no second account with the same owner")
 		}

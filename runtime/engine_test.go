@@ -71,6 +71,19 @@ func (e *env) owners(t *testing.T, entity string) []string {
 	return own
 }
 
+// ownedBy returns the first n of the entities prefix0, prefix1, ... whose
+// first owner is node.
+func (e *env) ownedBy(t *testing.T, node, prefix string, n int) []string {
+	t.Helper()
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		if a := fmt.Sprintf("%s%d", prefix, i); e.owners(t, a)[0] == node {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 func TestHealthyCallGoesToPrimary(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})

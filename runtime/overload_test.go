@@ -35,13 +35,7 @@ func TestOverloadRefusesBurstAtOnce(t *testing.T) {
 		own := e.owners(t, "acct0")[0]
 		// Entities that the same node owns, one per call, so that the
 		// per-entity queues hold nobody up.
-		var accts []string
-		for i := 0; len(accts) < 3*limit; i++ {
-			a := fmt.Sprintf("acct%d", i)
-			if e.owners(t, a)[0] == own {
-				accts = append(accts, a)
-			}
-		}
+		accts := e.ownedBy(t, own, "acct", 3*limit)
 		release := make(chan struct{})
 		e.ledgers[own].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			<-release
@@ -103,12 +97,7 @@ func TestOverloadPerEntity(t *testing.T) {
 		if _, err := e.ledger.Add(t.Context(), "hot", 1); !errors.Is(err, runtime.ErrOverloaded) || runtime.MaybeExecuted(err) {
 			t.Errorf("third call of the hot entity: err = %v, want ErrOverloaded, not executed", err)
 		}
-		var other string
-		for i := 0; other == ""; i++ {
-			if a := fmt.Sprintf("cold%d", i); e.owners(t, a)[0] == own {
-				other = a
-			}
-		}
+		other := e.ownedBy(t, own, "cold", 1)[0]
 		if _, err := e.ledger.Add(t.Context(), other, 1); err != nil {
 			t.Errorf("call of another entity on the same node: %v", err)
 		}
@@ -169,12 +158,7 @@ func TestConnectionLimitIsNotDeath(t *testing.T) {
 func limitRun(t *testing.T, e *env, capacity int, clients []*runtime.Client, callers int) (own string, ok []int64, refused, heldBack int64) {
 	t.Helper()
 	own = e.owners(t, "acct0")[0]
-	var accts []string
-	for i := 0; len(accts) < len(clients)*callers; i++ {
-		if a := fmt.Sprintf("acct%d", i); e.owners(t, a)[0] == own {
-			accts = append(accts, a)
-		}
-	}
+	accts := e.ownedBy(t, own, "acct", len(clients)*callers)
 	e.ledgers[own].SetHook(func(ctx context.Context, _ string, _ int64) error {
 		time.Sleep(10 * time.Millisecond)
 		return nil
@@ -286,12 +270,7 @@ func TestClientLimitBacklogSheds(t *testing.T) {
 		ledger := testledger.NewClient(client)
 		synctest.Wait()
 		own := e.owners(t, "acct0")[0]
-		var accts []string
-		for i := 0; len(accts) < 2*limit; i++ {
-			if a := fmt.Sprintf("acct%d", i); e.owners(t, a)[0] == own {
-				accts = append(accts, a)
-			}
-		}
+		accts := e.ownedBy(t, own, "acct", 2*limit)
 		release := make(chan struct{})
 		e.ledgers[own].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			<-release
@@ -386,12 +365,7 @@ func TestBusyNodeIsNotDead(t *testing.T) {
 		ledger := testledger.NewClient(client)
 		synctest.Wait()
 		own := e.owners(t, "late")[0]
-		var busy []string
-		for i := 0; len(busy) < 8; i++ {
-			if a := fmt.Sprintf("busy%d", i); e.owners(t, a)[0] == own {
-				busy = append(busy, a)
-			}
-		}
+		busy := e.ownedBy(t, own, "busy", 8)
 		release := make(chan struct{})
 		e.ledgers[own].SetHook(func(ctx context.Context, acct string, _ int64) error {
 			if strings.HasPrefix(acct, "busy") {
@@ -458,12 +432,7 @@ func TestOverloadCountsQueuedWorkOnly(t *testing.T) {
 		synctest.Wait()
 		own := e.owners(t, "hot")[0]
 		// More long handlers than the bound, each on an entity of its own.
-		var long []string
-		for i := 0; len(long) < 3*limit; i++ {
-			if a := fmt.Sprintf("long%d", i); e.owners(t, a)[0] == own {
-				long = append(long, a)
-			}
-		}
+		long := e.ownedBy(t, own, "long", 3*limit)
 		release := make(chan struct{})
 		e.ledgers[own].SetHook(func(ctx context.Context, _ string, _ int64) error {
 			<-release
