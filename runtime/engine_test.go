@@ -84,6 +84,17 @@ func (e *env) ownedBy(t *testing.T, node, prefix string, n int) []string {
 	return out
 }
 
+// holdHandlers makes node's ledger handlers wait until the channel it
+// returns is closed.
+func (e *env) holdHandlers(node string) chan struct{} {
+	release := make(chan struct{})
+	e.ledgers[node].SetHook(func(context.Context, string, int64) error {
+		<-release
+		return nil
+	})
+	return release
+}
+
 func TestHealthyCallGoesToPrimary(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})

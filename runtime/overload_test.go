@@ -36,11 +36,7 @@ func TestOverloadRefusesBurstAtOnce(t *testing.T) {
 		// Entities that the same node owns, one per call, so that the
 		// per-entity queues hold nobody up.
 		accts := e.ownedBy(t, own, "acct", 3*limit)
-		release := make(chan struct{})
-		e.ledgers[own].SetHook(func(ctx context.Context, _ string, _ int64) error {
-			<-release
-			return nil
-		})
+		release := e.holdHandlers(own)
 		errs := make([]error, len(accts))
 		var wg sync.WaitGroup
 		for i, a := range accts[:limit] {
@@ -271,11 +267,7 @@ func TestClientLimitBacklogSheds(t *testing.T) {
 		synctest.Wait()
 		own := e.owners(t, "acct0")[0]
 		accts := e.ownedBy(t, own, "acct", 2*limit)
-		release := make(chan struct{})
-		e.ledgers[own].SetHook(func(ctx context.Context, _ string, _ int64) error {
-			<-release
-			return nil
-		})
+		release := e.holdHandlers(own)
 		errs := make([]error, limit+backlog)
 		var wg sync.WaitGroup
 		for i, a := range accts[:limit+backlog] {
@@ -433,11 +425,7 @@ func TestOverloadCountsQueuedWorkOnly(t *testing.T) {
 		own := e.owners(t, "hot")[0]
 		// More long handlers than the bound, each on an entity of its own.
 		long := e.ownedBy(t, own, "long", 3*limit)
-		release := make(chan struct{})
-		e.ledgers[own].SetHook(func(ctx context.Context, _ string, _ int64) error {
-			<-release
-			return nil
-		})
+		release := e.holdHandlers(own)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		var errs []error
