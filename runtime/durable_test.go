@@ -230,8 +230,12 @@ func TestDurableCorruptFileRejoinsFromPeers(t *testing.T) {
 		}
 		victim := otherThan(e.names(), e.Leader(t, counterDesc.Name))[0]
 		e.Kill(t, victim)
-		path := filepath.Join(dirs[victim], counterDesc.Name, "raft.db")
-		flipRecordBytes(t, path)
+		dir := filepath.Join(dirs[victim], counterDesc.Name)
+		segs, _ := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
+		if len(segs) == 0 {
+			t.Fatalf("no log segment in %s", dir)
+		}
+		flipRecordBytes(t, segs[len(segs)-1])
 		e.Start(t, victim)
 		e.WaitReady(t)
 		e.check(t)
@@ -239,8 +243,8 @@ func TestDurableCorruptFileRejoinsFromPeers(t *testing.T) {
 		if !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "corrupt") {
 			t.Errorf("no error-level log of the corrupt file:\n%s", out)
 		}
-		if m, _ := filepath.Glob(path + ".corrupt-*"); len(m) != 1 {
-			t.Errorf("the corrupt file was not kept aside: %v", m)
+		if m, _ := filepath.Glob(filepath.Join(dir, "corrupt-*", "wal")); len(m) != 1 {
+			t.Errorf("the corrupt log was not kept aside: %v", m)
 		}
 	})
 }
@@ -255,8 +259,8 @@ func wrapLogger(prev func(string, *runtime.ServerConfig), logs *testkit.LogBuffe
 	}
 }
 
-// flipRecordBytes flips bytes inside the file's stored records (the
-// counter's keys are in every write), leaving bbolt's own pages alone.
+// flipRecordBytes flips bytes inside the log's records (the counter's
+// keys are in every write), leaving the records' framing alone.
 func flipRecordBytes(t *testing.T, path string) {
 	t.Helper()
 	b, err := os.ReadFile(path)

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,15 +24,31 @@ import (
 // durableFaults are the rows of the data directories.
 var durableFaults = []fault{
 	{name: "power-cut", about: "SIGKILL every node at once under load, start them all: every acknowledged write comes back from disk", run: powerCut},
-	{name: "torn-tail", about: "SIGKILL b2, cut the last 64 KiB off its data file, start it", run: tornTail("b2")},
-	{name: "corrupt-file", about: "SIGKILL b2, flip bytes in the records of its data file, start it: it sets the file aside and catches up", run: corruptFile("b2")},
+	{name: "torn-tail", about: "SIGKILL b2, cut its log's last record short, start it: it cuts the torn record and catches up", run: tornTail("b2")},
+	{name: "corrupt-file", about: "SIGKILL b2, flip bytes in the records of its log, start it: it sets its state aside and catches up", run: corruptFile("b2")},
 	{name: "emptied-dir", about: "SIGKILL b2, delete its data directory, start it: a new member that catches up", run: emptiedDir("b2")},
-	{name: "full-disk", about: "b2's data directory on a 48 MiB tmpfs, filled during the load, then freed", prepare: smallDisk("b2", 48<<20), run: fullDisk("b2")},
+	{name: "full-disk", about: "b2's data directory on a 48 MiB tmpfs (2 MB log segments), filled during the load, then freed",
+		env: []string{"FFGEN_WAL_SEGMENT_BYTES=2000000"}, prepare: smallDisk("b2", 48<<20), run: fullDisk("b2")},
 }
 
-// dataFile is n's file of the ledger's replicated state.
-func dataFile(e *env, n *testbed.Node) string {
-	return filepath.Join(e.DataDir(n), bank.AccountsDesc.Name, "raft.db")
+// serviceDir is n's directory of the ledger's replicated state.
+func serviceDir(e *env, n *testbed.Node) string {
+	return filepath.Join(e.DataDir(n), bank.AccountsDesc.Name)
+}
+
+// lastSegment is the newest segment of n's log, and the length of what is
+// written in it (the rest of a segment is allocated, and zero).
+func lastSegment(e *env, n *testbed.Node) (string, int, error) {
+	segs, _ := filepath.Glob(filepath.Join(serviceDir(e, n), "wal", "*.wal"))
+	if len(segs) == 0 {
+		return "", 0, fmt.Errorf("no log segment in %s", serviceDir(e, n))
+	}
+	path := segs[len(segs)-1]
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", 0, err
+	}
+	return path, len(bytes.TrimRight(b, "\x00")), nil
 }
 
 func powerCut(ctx context.Context, e *env) error {
@@ -72,12 +89,12 @@ func whileDown(name string, down func(e *env, n *testbed.Node) error) func(conte
 }
 
 // noteSetAside notes, once n has had time to start, whether it set its
-// data file aside as corrupt.
+// state aside as corrupt.
 func noteSetAside(e *env, n *testbed.Node, aside, kept string) {
-	path := dataFile(e, n)
+	dir := serviceDir(e, n)
 	go func() {
 		sleep(e.ctx, 2*time.Second)
-		if m, _ := filepath.Glob(path + ".corrupt-*"); len(m) > 0 {
+		if m, _ := filepath.Glob(filepath.Join(dir, "corrupt-*")); len(m) > 0 {
 			e.note("%s %s", n.Name, aside)
 		} else {
 			e.note("%s %s", n.Name, kept)
@@ -87,36 +104,37 @@ func noteSetAside(e *env, n *testbed.Node, aside, kept string) {
 
 func tornTail(name string) func(context.Context, *env) error {
 	return whileDown(name, func(e *env, n *testbed.Node) error {
-		path := dataFile(e, n)
-		fi, err := os.Stat(path)
+		path, written, err := lastSegment(e, n)
 		if err != nil {
 			return err
 		}
-		cut := max(fi.Size()-64<<10, 0)
-		if err := os.Truncate(path, cut); err != nil {
+		// A crash mid-append leaves the last record short: cut it a few
+		// bytes before its end. (The node had synced it, so its peers
+		// have it too: what the node loses comes back from them.)
+		cut := max(written-5, 0)
+		if err := os.Truncate(path, int64(cut)); err != nil {
 			return err
 		}
-		e.note("%s: %s cut from %d to %d bytes", n.Name, filepath.Base(path), fi.Size(), cut)
-		// Either the cut reached pages in use, and the node sets the file
-		// aside and copies the state from its peers, or it took only
-		// free pages, and the node keeps its state: nothing acknowledged
-		// may be lost either way, which the audit checks.
-		noteSetAside(e, n, "set the damaged file aside and rejoined as a new member",
-			"found its file whole (the cut took free pages only)")
+		e.note("%s: %s cut from %d to %d bytes written", n.Name, filepath.Base(path), written, cut)
+		noteSetAside(e, n, "set its state aside and rejoined as a new member",
+			"cut the torn record and kept its state")
 		return nil
 	})
 }
 
 func corruptFile(name string) func(context.Context, *env) error {
 	return whileDown(name, func(e *env, n *testbed.Node) error {
-		path := dataFile(e, n)
+		path, written, err := lastSegment(e, n)
+		if err != nil {
+			return err
+		}
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
 		// Account IDs end in -NNNNN: every write's record holds one.
 		flipped := 0
-		for i := 0; i+6 < len(b); i++ {
+		for i := 0; i+6 < written; i++ {
 			if b[i] == '-' && b[i+1] == '0' && b[i+2] == '0' {
 				b[i+2] ^= 0x20
 				flipped++
@@ -126,7 +144,7 @@ func corruptFile(name string) func(context.Context, *env) error {
 			return err
 		}
 		e.note("%s: %d bytes flipped in %s", n.Name, flipped, filepath.Base(path))
-		noteSetAside(e, n, "set the corrupt file aside and rejoined as a new member", "did not set the corrupt file aside")
+		noteSetAside(e, n, "set its corrupt state aside and rejoined as a new member", "did not set its corrupt state aside")
 		return nil
 	})
 }
@@ -198,7 +216,7 @@ func fullDisk(name string) func(context.Context, *env) error {
 			sleep(ctx, 50*time.Millisecond)
 		}
 		if !notReady {
-			e.note("%s: still ready 10 s after the disk filled (its file had room)", n.Name)
+			e.note("%s: still ready 10 s after the disk filled (its log segment had room)", n.Name)
 		}
 		sleep(ctx, e.bounded(downFor, 0.15))
 		if err := os.Remove(filler); err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -185,7 +186,9 @@ type fault struct {
 	// directory; it returns what undoes it after the row. An error
 	// wrapping errSkip skips the row.
 	prepare func(ctx context.Context, dir string) (func(), error)
-	run     func(ctx context.Context, e *env) error
+	// env is the row's extra environment for every process.
+	env []string
+	run func(ctx context.Context, e *env) error
 }
 
 // runFault runs one fault against a fresh cluster and audits it.
@@ -206,7 +209,7 @@ func (s *Suite) runFault(ctx context.Context, f fault, fw *firewall) Row {
 	}
 	fmt.Fprintf(s.Out, "\n== %s: %s\n", f.name, f.about)
 	// Every node keeps the ledger on disk, as a deployment should.
-	cfg := testbed.Config{BinDir: s.BinDir, Dir: dir, Env: s.Env, Out: s.Out, Prefix: "faults", TieBreaker: f.tieBreaker, DataDirs: true}
+	cfg := testbed.Config{BinDir: s.BinDir, Dir: dir, Env: append(slices.Clip(s.Env), f.env...), Out: s.Out, Prefix: "faults", TieBreaker: f.tieBreaker, DataDirs: true}
 	if f.prepare != nil {
 		undo, err := f.prepare(ctx, dir)
 		if errors.Is(err, errSkip) {

@@ -1,57 +1,60 @@
 package replica
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
+	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
-	"time"
+	"sort"
+	"strings"
+	"sync"
 
-	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
+	"go.etcd.io/etcd/server/v3/storage/wal"
+	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
-// The group's raft state on disk: one bbolt file per service
-// (<dir>/raft.db), as etcd keeps its own state in bbolt. bbolt commits a
-// transaction atomically (copy-on-write pages, two checksummed meta pages):
-// a crash mid-commit leaves the previous transaction, so there is no torn
-// tail to repair. It does not checksum its data pages, so every record
-// carries a CRC-32C of its own, checked whenever it is read: flipped bytes
-// are found, never trusted.
+// The group's raft state on disk is kept as etcd's server keeps its own:
+// etcd's write-ahead log (go.etcd.io/etcd/server/v3/storage/wal) in
+// <dir>/wal and its snapshot files (etcdserver/api/snap) in <dir>/snap.
 //
-// What one Ready hands over (hard state, entries, a snapshot from the
-// leader) is one transaction, one bbolt commit (two fdatasyncs: the pages,
-// then the meta page that makes them current): writes that arrive together
-// are made durable together (group commit).
+// Why the WAL and not a bbolt file: what one Ready hands over (hard state,
+// entries) is one append and one fdatasync of a preallocated segment,
+// where a bbolt commit is two (its pages, then the meta page that makes
+// them current). On the write's path that is the follower's store and the
+// leader's, so it halves what a replicated write waits for on disk.
+// Writes that arrive together are stored together (group commit).
 //
-// The layout:
+// What protects what:
+//   - every WAL record carries a rolling CRC-32C: flipped bytes anywhere
+//     are found (ErrCorrupt), never trusted; a record cut short at the end
+//     of the last segment (a crash mid-append, which was never synced, so
+//     never acknowledged) is a torn tail, cut at the last good record
+//     (wal.Repair), and the rest comes from peers;
+//   - a snapshot file carries a CRC-32 of its own; one that does not
+//     check is renamed *.broken by etcd's loader, and an older snapshot
+//     the log still reaches is used, or the store is corrupt;
+//   - the WAL's metadata, on every segment, is the identity: the cluster,
+//     node and service the directory belongs to, and the node's raft ID.
 //
-//	meta/identity   the cluster, node and service the directory belongs to, and the node's raft ID
-//	meta/hardstate  raft's term, vote and commit
-//	snap/snapshot   the newest snapshot, its metadata and data
-//	log/<index>     the entries after the snapshot (8-byte big-endian keys)
-//
-// The snapshot has a bucket of its own: bbolt rewrites a changed bucket's
-// page whole, and the hard state, which changes with every Ready, must not
-// share a page with megabytes of snapshot.
+// A snapshot from the leader replaces the whole log: it goes into a new
+// WAL (<dir>/wal.next) that replaces the old one by rename, so that no
+// entry of the old log can reappear after the snapshot at a restart.
 
-// fileName is the file in a service's directory.
-const fileName = "raft.db"
-
-var (
-	bucketMeta = []byte("meta")
-	bucketSnap = []byte("snap")
-	bucketLog  = []byte("log")
-	keyIdent   = []byte("identity")
-	keyHard    = []byte("hardstate")
-	keySnap    = []byte("snapshot")
+const (
+	walDirName  = "wal"
+	snapDirName = "snap"
+	// keepSnaps is how many snapshot files are kept: the newest, and one
+	// to fall back on if it is found broken.
+	keepSnaps = 2
 )
 
 // Identity is whose a data directory is.
@@ -95,331 +98,422 @@ type saved struct {
 	ents []*pb.Entry   // after the snapshot, contiguous
 }
 
-// boltStore is the store on bbolt.
-type boltStore struct {
-	db   *bolt.DB
-	path string
+// walStore is the store on etcd's WAL and snapshot files.
+type walStore struct {
+	dir     string // the service's data directory
+	meta    []byte // the identity, as the WAL's metadata
+	noSync  bool
+	lg      *zap.Logger
+	snapper *snap.Snapshotter
+	loaded  *saved
+
+	// mu guards the following.
+	mu     sync.Mutex
+	w      *wal.WAL
+	hs     *pb.HardState // the last one written
+	snapAt uint64        // the newest snapshot's index
+	// failed is a failed write's error: the WAL's tail is unknown until
+	// it is opened again.
+	failed error
+	stale  bool // written since loaded was read
 }
 
-// openDisk opens (creating it if need be) the store in dir for identity.
-// A new store gets a new raft ID; an existing one must be identity's.
-// noSync skips the fsync of each commit.
-func openDisk(dir string, identity Identity, noSync bool) (*boltStore, uint64, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// openDisk opens (creating it if need be) the store in dir for identity,
+// and reads what it holds. A new store gets a new raft ID; an existing one
+// must be identity's. noSync skips the fdatasync of each append.
+func openDisk(dir string, identity Identity, noSync bool, log *slog.Logger) (*walStore, uint64, error) {
+	if err := os.MkdirAll(filepath.Join(dir, snapDirName), 0o700); err != nil {
 		return nil, 0, fmt.Errorf("data directory %s: %w", dir, err)
 	}
-	path := filepath.Join(dir, fileName)
-	db, err := openBolt(path, noSync)
-	if err != nil {
+	s := &walStore{dir: dir, noSync: noSync, lg: zapToSlog(log)}
+	s.snapper = snap.New(s.lg, filepath.Join(dir, snapDirName))
+	if err := s.finishSwap(); err != nil {
 		return nil, 0, err
 	}
-	s := &boltStore{db: db, path: path}
-	id, err := s.identify(identity)
-	if err != nil {
-		db.Close()
+	if !wal.Exist(s.walDir()) {
+		// Another process creating the same directory's WAL is another
+		// node with the same directory: Create's rename fails for one.
+		w, err := wal.Create(s.lg, s.walDir(), marshalIdentity(identity, newID(identity.Node)))
+		if err != nil {
+			return nil, 0, fmt.Errorf("data directory %s: %w", dir, err)
+		}
+		if err := w.Close(); err != nil {
+			return nil, 0, fmt.Errorf("data directory %s: %w", dir, err)
+		}
+	}
+	if err := s.open(); err != nil {
 		return nil, 0, err
 	}
+	have, id, err := unmarshalIdentity(s.meta)
+	if err != nil {
+		s.close()
+		return nil, 0, fmt.Errorf("%s: identity: %w: %v", s.walDir(), ErrCorrupt, err)
+	}
+	if have != identity {
+		s.close()
+		return nil, 0, fmt.Errorf("%s: %w: it is of %s, this is %s", dir, ErrForeignDir, have, identity)
+	}
+	s.loaded.id = id
 	return s, id, nil
 }
 
-func openBolt(path string, noSync bool) (db *bolt.DB, err error) {
-	// bbolt panics on some damaged pages rather than returning an error,
-	// and a file cut short faults when a page past its end is read:
-	// both become ErrCorrupt. Opening walks every page in use (the free
-	// list is rebuilt, not stored), so a damaged file is found here.
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+func (s *walStore) walDir() string { return filepath.Join(s.dir, walDirName) }
+
+// open opens the WAL at the newest snapshot it can load and reads it to
+// its end, leaving it ready to append. Called without other users, or
+// with mu held.
+func (s *walStore) open() (err error) {
+	// etcd's decoders panic on a record whose checksum holds but whose
+	// protobuf does not decode: that is a corrupt store too.
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("%s: %w: %v", path, ErrCorrupt, p)
+			err = fmt.Errorf("%s: %w: %v", s.dir, ErrCorrupt, p)
 		}
 	}()
-	db, err = bolt.Open(path, 0o600, &bolt.Options{
-		// Another process with the file open is another node using the
-		// same directory.
-		Timeout:        time.Second,
-		NoFreelistSync: true,
-		FreelistType:   bolt.FreelistMapType,
-		NoSync:         noSync,
-	})
+	walSnaps, err := wal.ValidSnapshotEntries(s.lg, s.walDir())
 	if err != nil {
-		if errors.Is(err, berrors.ErrTimeout) {
-			return nil, fmt.Errorf("%s: in use by another process: %w", path, err)
-		}
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			return nil, fmt.Errorf("data file %s: %w", path, err)
-		}
-		// bbolt found both meta pages damaged, or a file that is not
-		// its own.
-		return nil, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
+		return s.readErr(err)
 	}
-	return db, nil
-}
-
-// identify checks the store's identity, or writes it (with a new raft ID)
-// into a new store.
-func (s *boltStore) identify(want Identity) (uint64, error) {
-	var id uint64
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+	var sn *pb.Snapshot
+	start := &walpb.Snapshot{}
+	if last := walSnaps[len(walSnaps)-1]; last.GetIndex() > 0 {
+		sn, err = s.snapper.LoadNewestAvailable(walSnaps)
 		if err != nil {
-			return err
+			// The log has been compacted to a snapshot that is gone or
+			// broken: what it held is nowhere here.
+			return fmt.Errorf("%s: %w: no snapshot the log starts from can be read (newest at %d): %v",
+				s.dir, ErrCorrupt, last.GetIndex(), err)
 		}
-		for _, b := range [][]byte{bucketLog, bucketSnap} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		if b := meta.Get(keyIdent); b != nil {
-			data, err := unseal(b)
-			if err != nil {
-				return fmt.Errorf("%s: identity: %w", s.path, err)
-			}
-			have, hid, err := unmarshalIdentity(data)
-			if err != nil {
-				return fmt.Errorf("%s: identity: %w: %v", s.path, ErrCorrupt, err)
-			}
-			if have != want {
-				return fmt.Errorf("%s: %w: it is of %s, this is %s", s.path, ErrForeignDir, have, want)
-			}
-			id = hid
-			return nil
-		}
-		id = newID(want.Node)
-		return meta.Put(keyIdent, seal(marshalIdentity(want, id)))
-	})
-	return id, err
-}
-
-func (s *boltStore) load() (out *saved, err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if p := recover(); p != nil {
-			out, err = nil, fmt.Errorf("%s: %w: %v", s.path, ErrCorrupt, p)
-		}
-	}()
-	out = &saved{hs: &pb.HardState{}}
-	err = s.db.View(func(tx *bolt.Tx) error {
-		meta := tx.Bucket(bucketMeta)
-		ident, err := unseal(meta.Get(keyIdent))
-		if err != nil {
-			return fmt.Errorf("identity: %w", err)
-		}
-		_, id, err := unmarshalIdentity(ident)
-		if err != nil {
-			return err
-		}
-		out.id = id
-		if b := meta.Get(keyHard); b != nil {
-			if err := unsealInto(b, out.hs); err != nil {
-				return fmt.Errorf("hard state: %w", err)
-			}
-		}
-		next := uint64(1)
-		if b := tx.Bucket(bucketSnap).Get(keySnap); b != nil {
-			out.snap = &pb.Snapshot{}
-			if err := unsealInto(b, out.snap); err != nil {
-				return fmt.Errorf("snapshot: %w", err)
-			}
-			next = out.snap.GetMetadata().GetIndex() + 1
-		}
-		c := tx.Bucket(bucketLog).Cursor()
-		for k, v := c.Seek(indexKey(next)); k != nil; k, v = c.Next() {
-			e := &pb.Entry{}
-			if err := unsealInto(v, e); err != nil {
-				return fmt.Errorf("entry %d: %w", binary.BigEndian.Uint64(k), err)
-			}
-			if e.GetIndex() != next || binary.BigEndian.Uint64(k) != next {
-				return fmt.Errorf("%w: entry %d where %d belongs", ErrCorrupt, e.GetIndex(), next)
-			}
-			out.ents = append(out.ents, e)
-			next++
-		}
-		last := next - 1
-		if c := out.hs.GetCommit(); c > last {
-			return fmt.Errorf("%w: commit %d is past the last entry %d", ErrCorrupt, c, last)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", s.path, err)
+		md := sn.GetMetadata()
+		start = &walpb.Snapshot{Index: md.Index, Term: md.Term, ConfState: md.ConfState}
 	}
-	if out.snap == nil && len(out.ents) == 0 && out.hs.GetTerm() == 0 {
-		return &saved{id: out.id}, nil
-	}
-	return out, nil
-}
-
-func (s *boltStore) save(hs *pb.HardState, ents []*pb.Entry, snap *pb.Snapshot) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		meta, log := tx.Bucket(bucketMeta), tx.Bucket(bucketLog)
-		if snap != nil {
-			if err := putSnapshot(tx.Bucket(bucketSnap), snap); err != nil {
-				return err
-			}
-			// raft replaces the whole log with a snapshot from the leader.
-			if err := tx.DeleteBucket(bucketLog); err != nil {
-				return err
-			}
-			var err error
-			if log, err = tx.CreateBucket(bucketLog); err != nil {
-				return err
-			}
-		}
-		if len(ents) > 0 {
-			if err := deleteFrom(log, ents[0].GetIndex()); err != nil {
-				return err
-			}
-			for _, e := range ents {
-				b, err := proto.Marshal(e)
-				if err != nil {
-					return err
-				}
-				if err := log.Put(indexKey(e.GetIndex()), seal(b)); err != nil {
-					return err
-				}
-			}
-		}
-		if hs != nil {
-			b, err := proto.Marshal(hs)
-			if err != nil {
-				return err
-			}
-			if err := meta.Put(keyHard, seal(b)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-func (s *boltStore) saveSnapshot(snap *pb.Snapshot, compact uint64) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		bucket := tx.Bucket(bucketSnap)
-		if b := bucket.Get(keySnap); b != nil {
-			var old pb.Snapshot
-			if err := unsealInto(b, &old); err == nil && old.GetMetadata().GetIndex() >= snap.GetMetadata().GetIndex() {
-				compact = 0
-				return nil // the leader's newer snapshot came first
-			}
-		}
-		if err := putSnapshot(bucket, snap); err != nil {
-			return err
-		}
-		// The commit index is stored only with entries or a vote
-		// (handleReady), so it may lag what apply reached; raft restarted
-		// from this snapshot needs it at least as high as the snapshot,
-		// which only committed writes reach.
-		meta := tx.Bucket(bucketMeta)
-		hs := &pb.HardState{}
-		if b := meta.Get(keyHard); b != nil {
-			if err := unsealInto(b, hs); err != nil {
-				return err
-			}
-		}
-		if index := snap.GetMetadata().GetIndex(); hs.GetCommit() < index {
-			hs.Commit = &index
-			b, err := proto.Marshal(hs)
-			if err != nil {
-				return err
-			}
-			return meta.Put(keyHard, seal(b))
-		}
-		return nil
-	})
+	w, hs, ents, err := s.readWAL(start)
 	if err != nil {
 		return err
 	}
-	// The entries the snapshot covers go in small transactions: bbolt has
-	// one writer at a time, and the Ready loop's next fsync must not wait
-	// for a hundred thousand deletions. Entries left behind by a crash
-	// meanwhile are below the snapshot, where load does not look.
-	for more := compact > 0; more; {
-		err := s.db.Update(func(tx *bolt.Tx) error {
-			c := tx.Bucket(bucketLog).Cursor()
-			more = false
-			n := 0
-			for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= compact; k, _ = c.First() {
-				if n == compactBatch {
-					more = true
-					return nil
-				}
-				if err := c.Delete(); err != nil {
-					return err
-				}
-				n++
-			}
-			return nil
-		})
+	out := &saved{hs: hs, snap: sn, ents: ents}
+	snapAt := uint64(0)
+	if sn != nil {
+		snapAt = sn.GetMetadata().GetIndex()
+		// A hard state is stored with entries or a vote, so its commit
+		// index may lag what a snapshot taken since covers; the snapshot
+		// holds only committed writes, and raft needs commit ≥ it.
+		if hs.GetCommit() < snapAt {
+			hs.Commit = &snapAt
+		}
+	}
+	last := snapAt + uint64(len(ents))
+	if len(ents) > 0 && ents[0].GetIndex() != snapAt+1 {
+		w.Close()
+		return fmt.Errorf("%s: %w: the log starts at %d after a snapshot at %d", s.dir, ErrCorrupt, ents[0].GetIndex(), snapAt)
+	}
+	if c := hs.GetCommit(); c > last {
+		w.Close()
+		return fmt.Errorf("%s: %w: commit %d is past the last entry %d", s.dir, ErrCorrupt, c, last)
+	}
+	if s.noSync {
+		w.SetUnsafeNoFsync()
+	}
+	if sn == nil && len(ents) == 0 && hs.GetTerm() == 0 {
+		out = &saved{}
+	}
+	if s.loaded != nil {
+		out.id = s.loaded.id
+	}
+	s.w, s.hs, s.snapAt, s.loaded, s.failed, s.stale = w, hs, snapAt, out, nil, false
+	return nil
+}
+
+// readWAL opens the WAL at start and reads it, cutting a torn tail.
+func (s *walStore) readWAL(start *walpb.Snapshot) (*wal.WAL, *pb.HardState, []*pb.Entry, error) {
+	for repaired := false; ; repaired = true {
+		w, err := wal.Open(s.lg, s.walDir(), start)
 		if err != nil {
-			return err
+			return nil, nil, nil, s.readErr(err)
+		}
+		meta, hs, ents, err := w.ReadAll()
+		if err == nil {
+			s.meta = meta
+			return w, hs, ents, nil
+		}
+		w.Close()
+		if !errors.Is(err, io.ErrUnexpectedEOF) || repaired {
+			return nil, nil, nil, s.readErr(err)
+		}
+		// The last record was cut short by a crash mid-append. It was
+		// never synced, so never acknowledged: cut it (etcd keeps a copy
+		// of the segment as *.broken).
+		if !wal.Repair(s.lg, s.walDir()) {
+			return nil, nil, nil, fmt.Errorf("%s: a torn tail that cannot be cut: %w", s.walDir(), err)
+		}
+	}
+}
+
+// readErr says what reading the WAL found: damage is ErrCorrupt, what
+// the OS refused (a permission, a lock held by another process) is not.
+func (s *walStore) readErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("data directory %s: %w", s.dir, err)
+	}
+	return fmt.Errorf("%s: %w: %v", s.walDir(), ErrCorrupt, err)
+}
+
+// load returns what the store holds: what open read, or, after writes,
+// what reading it again finds.
+func (s *walStore) load() (*saved, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stale {
+		if s.w != nil {
+			s.w.Close()
+			s.w = nil
+		}
+		if err := s.open(); err != nil {
+			return nil, err
+		}
+	}
+	return s.loaded, nil
+}
+
+func (s *walStore) save(hs *pb.HardState, ents []*pb.Entry, sn *pb.Snapshot) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.reopen(); err != nil {
+		return err
+	}
+	s.stale = true
+	var err error
+	if sn != nil {
+		err = s.replace(hs, ents, sn)
+	} else {
+		err = s.w.Save(hs, ents)
+	}
+	if err != nil {
+		s.failed = err
+		return err
+	}
+	if hs != nil {
+		s.hs = hs
+	}
+	return nil
+}
+
+// reopen opens the WAL again after a failed write: its tail may hold part
+// of what failed, which must be read (and a torn record cut) before
+// anything is appended after it. Called with mu held.
+func (s *walStore) reopen() error {
+	if s.failed == nil {
+		return nil
+	}
+	if s.w != nil {
+		s.w.Close()
+		s.w = nil
+	}
+	if err := s.open(); err != nil {
+		return fmt.Errorf("%w (after %v)", err, s.failed)
+	}
+	return nil
+}
+
+// replace makes a snapshot from the leader, and what comes with it, the
+// whole of the stored state. Called with mu held.
+func (s *walStore) replace(hs *pb.HardState, ents []*pb.Entry, sn *pb.Snapshot) error {
+	// The file first, as etcd's server does: a log may name only a
+	// snapshot that is there.
+	if err := s.snapper.SaveSnap(sn); err != nil {
+		return err
+	}
+	md := sn.GetMetadata()
+	if hs = proto.CloneOf(hs); hs == nil {
+		hs = &pb.HardState{}
+	}
+	if hs.GetCommit() < md.GetIndex() {
+		hs.Commit = md.Index
+	}
+	next := filepath.Join(s.dir, walDirName+".next")
+	if err := os.RemoveAll(next); err != nil {
+		return err
+	}
+	w, err := wal.Create(s.lg, next, s.meta)
+	if err != nil {
+		return err
+	}
+	if s.noSync {
+		w.SetUnsafeNoFsync()
+	}
+	err = w.SaveSnapshot(&walpb.Snapshot{Index: md.Index, Term: md.Term, ConfState: md.ConfState})
+	if err == nil {
+		err = w.Save(hs, ents)
+	}
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.w.Close(); err != nil {
+		return err
+	}
+	s.w = nil
+	s.failed = errors.New("the log is being replaced") // open again below, or by the next save
+	old := filepath.Join(s.dir, walDirName+".old")
+	if err := os.Rename(s.walDir(), old); err != nil {
+		return err
+	}
+	if err := os.Rename(next, s.walDir()); err != nil {
+		return err
+	}
+	if err := syncDir(s.dir); err != nil {
+		return err
+	}
+	os.RemoveAll(old)
+	if err := s.open(); err != nil {
+		return err
+	}
+	s.purgeSnaps()
+	return nil
+}
+
+// finishSwap completes or undoes a replacement of the log that a crash
+// interrupted (replace): the new log counts once the old one is moved.
+func (s *walStore) finishSwap() error {
+	next, old := filepath.Join(s.dir, walDirName+".next"), filepath.Join(s.dir, walDirName+".old")
+	if _, err := os.Stat(s.walDir()); errors.Is(err, fs.ErrNotExist) {
+		for _, from := range []string{next, old} {
+			if _, err := os.Stat(from); err == nil {
+				if err := os.Rename(from, s.walDir()); err != nil {
+					return fmt.Errorf("data directory %s: %w", s.dir, err)
+				}
+				break
+			}
+		}
+	}
+	for _, p := range []string{next, old} {
+		if err := os.RemoveAll(p); err != nil {
+			return fmt.Errorf("data directory %s: %w", s.dir, err)
 		}
 	}
 	return nil
 }
 
-// compactBatch is how many entries one transaction of compaction deletes.
-const compactBatch = 2000
-
-func (s *boltStore) close() error { return s.db.Close() }
-
-func putSnapshot(bucket *bolt.Bucket, snap *pb.Snapshot) error {
-	b, err := proto.Marshal(snap)
-	if err != nil {
+func (s *walStore) saveSnapshot(sn *pb.Snapshot, compact uint64) error {
+	md := sn.GetMetadata()
+	s.mu.Lock()
+	newer := s.snapAt >= md.GetIndex()
+	s.mu.Unlock()
+	if newer {
+		return nil // the leader's newer snapshot came first
+	}
+	// The file is written outside mu: it may be megabytes, and the Ready
+	// loop's next append must not wait for it.
+	if err := s.snapper.SaveSnap(sn); err != nil {
 		return err
 	}
-	return bucket.Put(keySnap, seal(b))
-}
-
-// deleteFrom deletes the entries from index on.
-func deleteFrom(log *bolt.Bucket, index uint64) error {
-	c := log.Cursor()
-	for k, _ := c.Seek(indexKey(index)); k != nil; k, _ = c.Seek(indexKey(index)) {
-		if err := c.Delete(); err != nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.snapAt >= md.GetIndex() {
+		return nil
+	}
+	if err := s.reopen(); err != nil {
+		return err
+	}
+	s.stale = true
+	// etcd trusts a snapshot record only once the log's commit index has
+	// reached it, and the commit index is stored only with entries or a
+	// vote (handleReady): raise it here, which only committed writes
+	// reach.
+	if s.hs.GetCommit() < md.GetIndex() {
+		hs := proto.CloneOf(s.hs)
+		hs.Commit = md.Index
+		if err := s.w.Save(hs, nil); err != nil {
+			s.failed = err
 			return err
 		}
+		s.hs = hs
 	}
+	if err := s.w.SaveSnapshot(&walpb.Snapshot{Index: md.Index, Term: md.Term, ConfState: md.ConfState}); err != nil {
+		s.failed = err
+		return err
+	}
+	s.snapAt = md.GetIndex()
+	if compact > 0 {
+		if err := s.w.ReleaseLockTo(compact); err != nil {
+			return err
+		}
+		s.purgeSegments()
+	}
+	s.purgeSnaps()
 	return nil
 }
 
-func indexKey(i uint64) []byte {
-	var k [8]byte
-	binary.BigEndian.PutUint64(k[:], i)
-	return k[:]
-}
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// seal prefixes a record with its CRC-32C.
-func seal(b []byte) []byte {
-	out := make([]byte, 4, 4+len(b))
-	binary.LittleEndian.PutUint32(out, crc32.Checksum(b, castagnoli))
-	return append(out, b...)
-}
-
-// unseal checks a record's CRC-32C and returns the record. The result
-// points into b, which bbolt owns only for the transaction.
-func unseal(b []byte) ([]byte, error) {
-	if len(b) < 4 {
-		return nil, fmt.Errorf("%w: a record of %d bytes", ErrCorrupt, len(b))
+// purgeSegments removes the WAL segments the log no longer holds a lock
+// on (ReleaseLockTo): every entry in them is below the compaction point.
+// Called with mu held.
+func (s *walStore) purgeSegments() {
+	names := filesWithSuffix(s.walDir(), ".wal")
+	for _, name := range names[:max(len(names)-1, 0)] {
+		p := filepath.Join(s.walDir(), name)
+		l, err := fileutil.TryLockFile(p, os.O_WRONLY, fileutil.PrivateFileMode)
+		if err != nil {
+			return // held: this one and every later one are still in use
+		}
+		err = os.Remove(p)
+		l.Close()
+		if err != nil {
+			s.lg.Warn("could not remove a WAL segment", zap.String("path", p), zap.Error(err))
+			return
+		}
 	}
-	if crc32.Checksum(b[4:], castagnoli) != binary.LittleEndian.Uint32(b) {
-		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
-	}
-	return b[4:], nil
 }
 
-// unsealInto checks a record and decodes it into m (proto.Unmarshal
-// copies what it keeps).
-func unsealInto(b []byte, m proto.Message) error {
-	data, err := unseal(b)
+// purgeSnaps removes all but the newest keepSnaps snapshot files. Called
+// with mu held.
+func (s *walStore) purgeSnaps() {
+	dir := filepath.Join(s.dir, snapDirName)
+	names := filesWithSuffix(dir, ".snap")
+	for _, name := range names[:max(len(names)-keepSnaps, 0)] {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			s.lg.Warn("could not remove a snapshot file", zap.String("path", name), zap.Error(err))
+		}
+	}
+}
+
+// filesWithSuffix lists dir's files named ...suffix, sorted: etcd names
+// segments and snapshots so that the order of names is their order.
+func filesWithSuffix(dir, suffix string) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), suffix) {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func syncDir(dir string) error {
+	d, err := fileutil.OpenDir(dir)
 	if err != nil {
 		return err
 	}
-	if err := proto.Unmarshal(data, m); err != nil {
-		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	defer d.Close()
+	return fileutil.Fsync(d)
+}
+
+func (s *walStore) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.w == nil {
+		return nil
 	}
-	return nil
+	err := s.w.Close()
+	s.w = nil
+	return err
 }
 
 const (

@@ -1,11 +1,15 @@
 package replica
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.etcd.io/etcd/server/v3/storage/wal"
 
 	"github.com/google/go-cmp/cmp"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -23,13 +27,23 @@ func entries(from, to, term uint64) []*pb.Entry {
 	return out
 }
 
-func openTest(t *testing.T, dir string) (*boltStore, uint64) {
+func openTest(t *testing.T, dir string) (*walStore, uint64) {
 	t.Helper()
-	s, id, err := openDisk(dir, testIdentity, false)
+	s, id, err := openDisk(dir, testIdentity, false, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s, id
+}
+
+func openLoad(dir string) (store, *saved, error) {
+	return openAndLoad(dir, testIdentity, false, 100, slog.New(slog.DiscardHandler))
+}
+
+func testSnap(index, term, voter uint64, state string) *pb.Snapshot {
+	data := (&snapshotData{service: testIdentity.Service, written: newWritten(10), names: map[uint64]string{voter: "n1"}, state: []byte(state)}).marshal()
+	return &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(index), Term: proto.Uint64(term),
+		ConfState: &pb.ConfState{Voters: []uint64{voter}}}}
 }
 
 // What is saved is loaded back: a snapshot from the leader replaces the
@@ -49,13 +63,11 @@ func TestStoreSavesAndLoads(t *testing.T) {
 	if err := s.save(nil, entries(7, 9, 2), nil); err != nil {
 		t.Fatal(err)
 	}
-	snap := &pb.Snapshot{Data: []byte("state"), Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(4), Term: proto.Uint64(1),
-		ConfState: &pb.ConfState{Voters: []uint64{id}}}}
+	snap := testSnap(4, 1, id, "state")
 	if err := s.saveSnapshot(snap, 2); err != nil {
 		t.Fatal(err)
 	}
-	older := proto.Clone(snap).(*pb.Snapshot)
-	older.Metadata.Index = proto.Uint64(3)
+	older := testSnap(3, 1, id, "older")
 	if err := s.saveSnapshot(older, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -80,89 +92,215 @@ func TestStoreSavesAndLoads(t *testing.T) {
 		t.Errorf("hard state (-want +got):\n%s", diff)
 	}
 	// A snapshot from the leader replaces the whole log.
-	lead := &pb.Snapshot{Data: []byte("newer"), Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(20), Term: proto.Uint64(3),
-		ConfState: &pb.ConfState{Voters: []uint64{id}}}}
+	lead := testSnap(20, 3, id, "newer")
 	hs20 := &pb.HardState{Term: proto.Uint64(3), Commit: proto.Uint64(20)}
 	if err := s.save(hs20, entries(21, 21, 3), lead); err != nil {
 		t.Fatal(err)
 	}
-	if sv, err = s.load(); err != nil || len(sv.ents) != 1 || sv.ents[0].GetIndex() != 21 || sv.snap.GetMetadata().GetIndex() != 20 {
+	if sv, err = s.load(); err != nil || len(sv.ents) != 1 || sv.ents[0].GetIndex() != 21 || sv.snap.GetMetadata().GetIndex() != 20 || sv.id != id {
 		t.Errorf("after the leader's snapshot: %+v, %v", sv, err)
 	}
 }
 
-func corruptStore(t *testing.T, change func(b []byte) []byte) error {
-	t.Helper()
+// Entries of the old log past a snapshot from the leader never come back:
+// raft dropped them with the whole log, and a node that found them again
+// would vote with a log it does not have.
+func TestStoreLeaderSnapshotDropsTheOldLog(t *testing.T) {
 	dir := t.TempDir()
-	s, _ := openTest(t, dir)
-	hs := &pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(40)}
-	if err := s.save(hs, entries(1, 40, 1), nil); err != nil {
+	s, id := openTest(t, dir)
+	if err := s.save(&pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(3)}, entries(1, 30, 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.save(&pb.HardState{Term: proto.Uint64(4), Commit: proto.Uint64(20)}, nil, testSnap(20, 2, id, "lead")); err != nil {
 		t.Fatal(err)
 	}
 	s.close()
-	path := filepath.Join(dir, fileName)
+	st, sv, err := openLoad(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	if len(sv.ents) != 0 || sv.snap.GetMetadata().GetIndex() != 20 || sv.hs.GetTerm() != 4 || sv.id != id {
+		t.Errorf("after the leader's snapshot and a restart: snapshot %v, %d entries, hard state %v, ID %x (was %x)",
+			sv.snap.GetMetadata(), len(sv.ents), sv.hs, sv.id, id)
+	}
+}
+
+// A crash while a snapshot from the leader replaces the log leaves either
+// log whole: before the old one is moved, the old; after, the new.
+func TestStoreCrashInLogReplacement(t *testing.T) {
+	for _, moved := range []bool{false, true} {
+		dir := t.TempDir()
+		s, id := openTest(t, dir)
+		if err := s.save(&pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(3)}, entries(1, 5, 1), nil); err != nil {
+			t.Fatal(err)
+		}
+		s.close()
+		// The new log as replace makes it, made aside.
+		other := t.TempDir()
+		n, _ := openTest(t, other)
+		n.meta = s.meta
+		if err := n.save(&pb.HardState{Term: proto.Uint64(2), Commit: proto.Uint64(9)}, nil, testSnap(9, 2, id, "lead")); err != nil {
+			t.Fatal(err)
+		}
+		n.close()
+		copyDir(t, filepath.Join(other, snapDirName), filepath.Join(dir, snapDirName))
+		copyDir(t, filepath.Join(other, walDirName), filepath.Join(dir, walDirName+".next"))
+		if moved {
+			os.Rename(filepath.Join(dir, walDirName), filepath.Join(dir, walDirName+".old"))
+		}
+		st, sv, err := openLoad(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.close()
+		if moved && (sv.snap.GetMetadata().GetIndex() != 9 || len(sv.ents) != 0) {
+			t.Errorf("crash after the old log was moved: snapshot %v, %d entries; want the new log", sv.snap.GetMetadata(), len(sv.ents))
+		}
+		if !moved && (sv.snap != nil || len(sv.ents) != 5) {
+			t.Errorf("crash before the old log was moved: snapshot %v, %d entries; want the old log", sv.snap.GetMetadata(), len(sv.ents))
+		}
+		for _, left := range []string{walDirName + ".next", walDirName + ".old"} {
+			if _, err := os.Stat(filepath.Join(dir, left)); err == nil {
+				t.Errorf("moved=%v: %s left behind", moved, left)
+			}
+		}
+	}
+}
+
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.CopyFS(to, os.DirFS(from)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// segment returns the path of the store's only WAL segment and the length
+// of what is written in it (the rest is preallocated zeros).
+func segment(t *testing.T, dir string) (string, int) {
+	t.Helper()
+	names := filesWithSuffix(filepath.Join(dir, walDirName), ".wal")
+	if len(names) != 1 {
+		t.Fatalf("segments %v; want one", names)
+	}
+	path := filepath.Join(dir, walDirName, names[0])
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, change(b), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	st, sv, err := openAndLoad(dir, testIdentity, false, 100)
-	if err == nil {
-		st.close()
-		if len(sv.ents) != 40 {
-			t.Fatalf("a changed file loaded %d entries without an error", len(sv.ents))
+	return path, len(bytes.TrimRight(b, "\x00"))
+}
+
+// corruptStore saves entries 1 to 40, one append each, changes the
+// segment, and opens the store again.
+func corruptStore(t *testing.T, change func(b []byte, written int) []byte) (*saved, error) {
+	t.Helper()
+	dir := t.TempDir()
+	s, _ := openTest(t, dir)
+	for i := uint64(1); i <= 40; i++ {
+		if err := s.save(&pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(i)}, entries(i, i, 1), nil); err != nil {
+			t.Fatal(err)
 		}
 	}
-	return err
+	s.close()
+	path, written := segment(t, dir)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, change(b, written), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, sv, err := openLoad(dir)
+	if err == nil {
+		st.close()
+	}
+	return sv, err
 }
 
 // Flipped bytes in a record are found by its checksum.
 func TestStoreFindsFlippedBytes(t *testing.T) {
-	err := corruptStore(t, func(b []byte) []byte {
-		i := strings.Index(string(b), "\x14xy") // entry 20's data
+	_, err := corruptStore(t, func(b []byte, _ int) []byte {
+		i := bytes.Index(b, []byte("\x14xy")) // entry 20's data
 		if i < 0 {
 			t.Fatal("entry 20 not found in the file")
 		}
 		b[i+1] ^= 0x01
 		return b
 	})
-	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "entry 20") {
-		t.Errorf("load = %v; want ErrCorrupt naming entry 20", err)
+	if !errors.Is(err, ErrCorrupt) {
+		t.Errorf("load = %v; want ErrCorrupt", err)
 	}
 }
 
-// A file cut short, or its meta pages overwritten, is refused rather than
-// read past its end.
-func TestStoreRefusesTruncatedAndDamagedFiles(t *testing.T) {
-	for name, change := range map[string]func([]byte) []byte{
-		"truncated":  func(b []byte) []byte { return b[:len(b)/3] },
-		"meta pages": func(b []byte) []byte { clear(b[:8192]); return b },
-	} {
-		t.Run(name, func(t *testing.T) {
-			if err := corruptStore(t, change); !errors.Is(err, ErrCorrupt) {
-				t.Errorf("load = %v; want ErrCorrupt", err)
-			}
-		})
+// A segment whose head is overwritten (its metadata and first records) is
+// refused.
+func TestStoreRefusesADamagedHead(t *testing.T) {
+	_, err := corruptStore(t, func(b []byte, _ int) []byte { clear(b[:64]); return b })
+	if !errors.Is(err, ErrCorrupt) {
+		t.Errorf("load = %v; want ErrCorrupt", err)
 	}
 }
 
-// An emptied file (the directory deleted, or a crash as the file was
-// made) is a new member: a new raft ID, nothing loaded.
-func TestStoreEmptiedFileIsANewMember(t *testing.T) {
+// A record cut short at the end (a crash mid-append) is a torn tail: cut
+// at the last whole record, the store loads what came before it.
+func TestStoreCutsATornTail(t *testing.T) {
+	sv, err := corruptStore(t, func(b []byte, written int) []byte { return b[:written-5] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sv.ents); n != 39 && n != 40 {
+		t.Fatalf("loaded %d entries after a torn tail; want 39 or 40", n)
+	}
+	if diff := cmp.Diff(entries(1, uint64(len(sv.ents)), 1), sv.ents, protocmp.Transform()); diff != "" {
+		t.Errorf("entries after a torn tail (-want +got):\n%s", diff)
+	}
+	if c := sv.hs.GetCommit(); c > uint64(len(sv.ents)) || c < 38 {
+		t.Errorf("commit %d with %d entries", c, len(sv.ents))
+	}
+}
+
+// A deleted log (the directory emptied) is a new member: a new raft ID,
+// nothing loaded.
+func TestStoreEmptiedDirIsANewMember(t *testing.T) {
 	dir := t.TempDir()
 	s, id := openTest(t, dir)
 	s.save(&pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(3)}, entries(1, 3, 1), nil)
 	s.close()
-	os.WriteFile(filepath.Join(dir, fileName), nil, 0o600)
-	st, sv, err := openAndLoad(dir, testIdentity, false, 100)
+	os.RemoveAll(filepath.Join(dir, walDirName))
+	st, sv, err := openLoad(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.close()
 	if sv.id == id || len(sv.ents) != 0 || sv.snap != nil {
-		t.Errorf("emptied file loads %+v (ID %x before)", sv, id)
+		t.Errorf("emptied directory loads %+v (ID %x before)", sv, id)
+	}
+}
+
+// A snapshot file that does not check is refused: the log was compacted
+// to it, so the store is corrupt (and set aside by openStore).
+func TestStoreRefusesABrokenSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	s, id := openTest(t, dir)
+	if err := s.save(&pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(9)}, entries(1, 9, 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.saveSnapshot(testSnap(6, 1, id, "the state at six"), 4); err != nil {
+		t.Fatal(err)
+	}
+	s.close()
+	names := filesWithSuffix(filepath.Join(dir, snapDirName), ".snap")
+	if len(names) != 1 {
+		t.Fatalf("snapshot files %v", names)
+	}
+	path := filepath.Join(dir, snapDirName, names[0])
+	b, _ := os.ReadFile(path)
+	i := bytes.Index(b, []byte("six"))
+	b[i] ^= 0x20
+	os.WriteFile(path, b, 0o600)
+	if _, _, err := openLoad(dir); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("load = %v; want ErrCorrupt", err)
 	}
 }
 
@@ -176,7 +314,7 @@ func TestStoreRefusesForeignIdentity(t *testing.T) {
 		{Cluster: "c", Node: "n2", Service: "s.S"},
 		{Cluster: "c", Node: "n1", Service: "s.T"},
 	} {
-		_, _, err := openDisk(dir, other, false)
+		_, _, err := openDisk(dir, other, false, slog.New(slog.DiscardHandler))
 		if !errors.Is(err, ErrForeignDir) || !strings.Contains(err.Error(), testIdentity.String()) || !strings.Contains(err.Error(), other.String()) {
 			t.Errorf("open as %v = %v; want ErrForeignDir naming both", other, err)
 		}
@@ -192,16 +330,50 @@ func TestStoreSnapshotRaisesTheCommitIndex(t *testing.T) {
 	if err := s.save(&pb.HardState{Term: proto.Uint64(1), Vote: proto.Uint64(id), Commit: proto.Uint64(2)}, entries(1, 9, 1), nil); err != nil {
 		t.Fatal(err)
 	}
-	snap := &pb.Snapshot{Data: []byte("s"), Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(6), Term: proto.Uint64(1),
-		ConfState: &pb.ConfState{Voters: []uint64{id}}}}
-	if err := s.saveSnapshot(snap, 4); err != nil {
+	if err := s.saveSnapshot(testSnap(6, 1, id, "s"), 4); err != nil {
 		t.Fatal(err)
 	}
 	sv, err := s.load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sv.hs.GetCommit() != 6 || sv.hs.GetTerm() != 1 || sv.hs.GetVote() != id {
-		t.Errorf("hard state after the snapshot: %v; want commit 6, term and vote kept", sv.hs)
+	if sv.hs.GetCommit() != 6 || sv.hs.GetTerm() != 1 || sv.hs.GetVote() != id || sv.snap.GetMetadata().GetIndex() != 6 {
+		t.Errorf("hard state after the snapshot: %v, snapshot %v; want commit 6, term and vote kept", sv.hs, sv.snap.GetMetadata())
+	}
+}
+
+// Compaction removes the segments the log no longer needs and all but
+// the newest snapshots; what is left loads whole.
+func TestStoreCompactionRemovesOldSegments(t *testing.T) {
+	defer func(size int64) { wal.SegmentSizeBytes = size }(wal.SegmentSizeBytes)
+	wal.SegmentSizeBytes = 2048
+	dir := t.TempDir()
+	s, id := openTest(t, dir)
+	for i := uint64(1); i <= 400; i += 10 {
+		if err := s.save(&pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(i + 9)}, entries(i, i+9, 1), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := len(filesWithSuffix(filepath.Join(dir, walDirName), ".wal"))
+	for _, at := range []uint64{100, 200, 300, 350} {
+		if err := s.saveSnapshot(testSnap(at, 1, id, "s"), at-20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := len(filesWithSuffix(filepath.Join(dir, walDirName), ".wal"))
+	if before < 5 || after >= before/2 {
+		t.Errorf("%d segments before compaction, %d after", before, after)
+	}
+	if snaps := filesWithSuffix(filepath.Join(dir, snapDirName), ".snap"); len(snaps) != keepSnaps {
+		t.Errorf("snapshot files %v; want the newest %d", snaps, keepSnaps)
+	}
+	s.close()
+	st, sv, err := openLoad(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	if diff := cmp.Diff(entries(351, 400, 1), sv.ents, protocmp.Transform()); diff != "" || sv.snap.GetMetadata().GetIndex() != 350 {
+		t.Errorf("after compaction: snapshot %v, entries (-want +got):\n%s", sv.snap.GetMetadata(), diff)
 	}
 }

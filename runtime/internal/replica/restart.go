@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,8 +19,10 @@ import (
 //     raft restarts with the stored hard state and log under the node's
 //     stored raft ID, and the committed entries after the snapshot are
 //     applied again. The node needs no peer for any of it.
+//   - A torn tail (the last record cut short by a crash mid-append) is cut
+//     at the last good record as the store opens (disk.go).
 //   - A corrupt store (a checksum that does not match, a record that does
-//     not decode, a log with a gap, a file bbolt refuses) is never
+//     not decode, a log with a gap, no snapshot the log starts from) is never
 //     trusted: it is moved aside, and the node starts empty under a new
 //     raft ID. It rejoins as a new member (the leader removes its earlier
 //     self) and catches up from its peers. Keeping the same ID with a
@@ -36,22 +39,35 @@ const diskRetry = time.Second
 // openStore opens the group's store, setting a corrupt one aside.
 func openStore(cfg Config, log *slog.Logger) (store, *saved, error) {
 	ident := Identity{Cluster: cfg.Cluster, Node: cfg.Node, Service: cfg.Service}
-	s, sv, err := openAndLoad(cfg.Dir, ident, cfg.NoSync, cfg.RememberWrites)
+	s, sv, err := openAndLoad(cfg.Dir, ident, cfg.NoSync, cfg.RememberWrites, log)
 	if err == nil || !errors.Is(err, ErrCorrupt) {
 		return s, sv, err
 	}
-	path := filepath.Join(cfg.Dir, fileName)
-	aside := fmt.Sprintf("%s.corrupt-%s", path, time.Now().UTC().Format("20060102T150405.000"))
-	if rerr := os.Rename(path, aside); rerr != nil {
+	aside := filepath.Join(cfg.Dir, "corrupt-"+time.Now().UTC().Format("20060102T150405.000"))
+	if rerr := setAside(cfg.Dir, aside); rerr != nil {
 		return nil, nil, fmt.Errorf("%w; and it cannot be set aside: %v", err, rerr)
 	}
 	log.Error("ffgen: the replicated state on disk is corrupt and is not used: it is kept aside, and the node rejoins the group as a new member, catching up from its peers",
 		"err", err, "kept", aside)
-	return openAndLoad(cfg.Dir, ident, cfg.NoSync, cfg.RememberWrites)
+	return openAndLoad(cfg.Dir, ident, cfg.NoSync, cfg.RememberWrites, log)
 }
 
-func openAndLoad(dir string, ident Identity, noSync bool, remember int) (store, *saved, error) {
-	s, _, err := openDisk(dir, ident, noSync)
+// setAside moves the log and the snapshots in dir into aside.
+func setAside(dir, aside string) error {
+	if err := os.MkdirAll(aside, 0o700); err != nil {
+		return err
+	}
+	for _, name := range []string{walDirName, snapDirName} {
+		err := os.Rename(filepath.Join(dir, name), filepath.Join(aside, name))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return syncDir(dir)
+}
+
+func openAndLoad(dir string, ident Identity, noSync bool, remember int, log *slog.Logger) (store, *saved, error) {
+	s, _, err := openDisk(dir, ident, noSync, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -61,7 +77,7 @@ func openAndLoad(dir string, ident Identity, noSync bool, remember int) (store, 
 		// is as corrupt as one whose checksum does not.
 		var derr error
 		if sv.data, derr = unmarshalSnapshot(sv.snap.GetData(), remember); derr != nil {
-			err = fmt.Errorf("%s: snapshot at %d: %w: %v", s.path, sv.snap.GetMetadata().GetIndex(), ErrCorrupt, derr)
+			err = fmt.Errorf("%s: snapshot at %d: %w: %v", dir, sv.snap.GetMetadata().GetIndex(), ErrCorrupt, derr)
 		}
 	}
 	if err != nil {

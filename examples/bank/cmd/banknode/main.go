@@ -30,6 +30,7 @@ import (
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/cluster"
 	"github.com/ffgen/ffgen/runtime/transport"
+	"go.etcd.io/etcd/server/v3/storage/wal"
 )
 
 const usage = `Runs one node of the bank example: the Accounts service over TCP,
@@ -51,6 +52,7 @@ type config struct {
 	tieBreaker                    bool
 	dataDir, clusterName          string
 	noFsync                       bool
+	segmentBytes                  int
 }
 
 func main() {
@@ -95,6 +97,7 @@ func defineFlags(f *cli.Flags) func() config {
 		tieBreak  = f.Bool("tiebreaker", "FFGEN_TIEBREAKER", false, "this node only votes: it never leads and serves no calls; its -group is a third location, not one of -groups")
 		dataDir   = f.String("data-dir", "FFGEN_DATA_DIR", "", "directory of the ledger's replicated state, so that the node and the whole cluster restart with every acknowledged write (empty: memory only, lost when every node stops)")
 		noFsync   = f.Bool("unsafe-no-fsync", "FFGEN_UNSAFE_NO_FSYNC", false, "acknowledge writes before the disk has them: a power cut of a majority of the voters at once can lose acknowledged writes")
+		segment   = f.Int("wal-segment-bytes", "FFGEN_WAL_SEGMENT_BYTES", 0, "size of each log segment in -data-dir, allocated whole as it is begun (0: etcd's 64 MB); a smaller one takes less disk up front")
 		clusterNm = f.String("cluster-name", "FFGEN_CLUSTER_NAME", "bank", "the cluster's name, kept in -data-dir: a directory of another cluster is refused")
 	)
 	return func() config {
@@ -104,7 +107,7 @@ func defineFlags(f *cli.Flags) func() config {
 			mgmt: *mgmt, token: *token, healthPublic: *health, preset: *preset, key: *key, logLevel: *logLevel,
 			tlsCert: *tlsCert, tlsKey: *tlsKey, tlsCA: *tlsCA, plaintext: *plaintext,
 			drain: *drain, remember: *remember, journal: *journal, voters: *voters, tieBreaker: *tieBreak,
-			dataDir: *dataDir, noFsync: *noFsync, clusterName: *clusterNm,
+			dataDir: *dataDir, noFsync: *noFsync, clusterName: *clusterNm, segmentBytes: *segment,
 		}
 	}
 }
@@ -193,6 +196,11 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	// ledger.
 	// The ledger's handlers are short: past the suggested bounds a node
 	// refuses work (ErrOverloaded) rather than queue it.
+	if c.segmentBytes > 0 {
+		// etcd's log keeps its segment size in one variable for the
+		// process: set here, before any log is opened.
+		wal.SegmentSizeBytes = int64(c.segmentBytes)
+	}
 	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Metrics: stats, Logger: log, Node: c.name,
 		Replication: replication(c), DataDir: c.dataDir,
 		MaxPending: runtime.SuggestedMaxPending, MaxPendingPerEntity: runtime.SuggestedMaxPendingPerEntity})
