@@ -27,8 +27,8 @@ var durableFaults = []fault{
 	{name: "torn-tail", about: "SIGKILL b2, cut its log's last record short, start it: it cuts the torn record and catches up", run: tornTail("b2")},
 	{name: "corrupt-file", about: "SIGKILL b2, flip bytes in the records of its log, start it: it sets its state aside and catches up", run: corruptFile("b2")},
 	{name: "emptied-dir", about: "SIGKILL b2, delete its data directory, start it: a new member that catches up", run: emptiedDir("b2")},
-	{name: "full-disk", about: "b2's data directory on a 48 MiB tmpfs (2 MB log segments), filled during the load, then freed",
-		env: []string{"FFGEN_WAL_SEGMENT_BYTES=2000000"}, prepare: smallDisk("b2", 48<<20), run: fullDisk("b2")},
+	{name: "full-disk", about: "b2's data directory on a 48 MiB tmpfs (32 KiB log segments), filled during the load, then freed",
+		env: []string{"FFGEN_WAL_SEGMENT_BYTES=32768"}, prepare: smallDisk("b2", 48<<20), run: fullDisk("b2")},
 }
 
 // serviceDir is n's directory of the ledger's replicated state.
