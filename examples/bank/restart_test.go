@@ -150,18 +150,28 @@ func TestLedgerRestartsFromDisk(t *testing.T) {
 	}
 }
 
-// retried runs call with one operation ID until it succeeds, a few times
-// at most.
+// retried runs call with one operation ID until it succeeds: a call that
+// ran nothing (refused by a busy node, or by a client suspecting one on a
+// busy machine) is tried again for up to a minute, waiting as a refusal
+// asks; one that may have run, a few times.
 func retried(ctx context.Context, call func(context.Context) error) error {
 	var id [16]byte
 	rand.Read(id[:])
 	ctx = runtime.WithOperationID(ctx, id)
+	deadline := time.Now().Add(time.Minute)
 	var err error
-	for range 5 {
+	for failed := 0; failed < 5; {
 		if err = call(ctx); err == nil {
 			return nil
 		}
-		time.Sleep(100 * time.Millisecond)
+		wait, ok := runtime.RetryAfter(err)
+		if !ok {
+			wait = 100 * time.Millisecond
+		}
+		if runtime.MaybeExecuted(err) || time.Now().After(deadline) {
+			failed++
+		}
+		time.Sleep(wait)
 	}
 	return err
 }

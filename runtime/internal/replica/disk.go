@@ -52,6 +52,7 @@ import (
 const (
 	walDirName  = "wal"
 	snapDirName = "snap"
+	lockName    = "lock"
 	// keepSnaps is how many snapshot files are kept: the newest, and one
 	// to fall back on if it is found broken.
 	keepSnaps = 2
@@ -106,6 +107,7 @@ type walStore struct {
 	lg      *zap.Logger
 	snapper *snap.Snapshotter
 	loaded  *saved
+	lock    *fileutil.LockedFile // <dir>/lock, held while open
 
 	// mu guards the following.
 	mu     sync.Mutex
@@ -126,22 +128,33 @@ func openDisk(dir string, identity Identity, noSync bool, log *slog.Logger) (*wa
 		return nil, 0, fmt.Errorf("data directory %s: %w", dir, err)
 	}
 	s := &walStore{dir: dir, noSync: noSync, lg: zapToSlog(log)}
+	// Another process with the directory open is another node using the
+	// same directory: it must not find this one's files moving.
+	lock, err := fileutil.TryLockFile(filepath.Join(dir, lockName), os.O_WRONLY|os.O_CREATE, fileutil.PrivateFileMode)
+	if errors.Is(err, fileutil.ErrLocked) {
+		return nil, 0, fmt.Errorf("data directory %s: in use by another process: %w", dir, err)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("data directory %s: %w", dir, err)
+	}
+	s.lock = lock
 	s.snapper = snap.New(s.lg, filepath.Join(dir, snapDirName))
 	if err := s.finishSwap(); err != nil {
+		s.close()
 		return nil, 0, err
 	}
 	if !wal.Exist(s.walDir()) {
-		// Another process creating the same directory's WAL is another
-		// node with the same directory: Create's rename fails for one.
 		w, err := wal.Create(s.lg, s.walDir(), marshalIdentity(identity, newID(identity.Node)))
-		if err != nil {
-			return nil, 0, fmt.Errorf("data directory %s: %w", dir, err)
+		if err == nil {
+			err = w.Close()
 		}
-		if err := w.Close(); err != nil {
+		if err != nil {
+			s.close()
 			return nil, 0, fmt.Errorf("data directory %s: %w", dir, err)
 		}
 	}
 	if err := s.open(); err != nil {
+		s.close()
 		return nil, 0, err
 	}
 	have, id, err := unmarshalIdentity(s.meta)
@@ -173,6 +186,9 @@ func (s *walStore) open() (err error) {
 	walSnaps, err := wal.ValidSnapshotEntries(s.lg, s.walDir())
 	if err != nil {
 		return s.readErr(err)
+	}
+	if len(walSnaps) == 0 {
+		return fmt.Errorf("%s: %w: the log names no snapshot to start from", s.walDir(), ErrCorrupt)
 	}
 	var sn *pb.Snapshot
 	start := &walpb.Snapshot{}
@@ -253,7 +269,7 @@ func (s *walStore) readWAL(start *walpb.Snapshot) (*wal.WAL, *pb.HardState, []*p
 // the OS refused (a permission, a lock held by another process) is not.
 func (s *walStore) readErr(err error) error {
 	var pe *fs.PathError
-	if errors.As(err, &pe) && !errors.Is(err, fs.ErrNotExist) {
+	if errors.As(err, &pe) && !errors.Is(err, fs.ErrNotExist) || errors.Is(err, fileutil.ErrLocked) {
 		return fmt.Errorf("data directory %s: %w", s.dir, err)
 	}
 	return fmt.Errorf("%s: %w: %v", s.walDir(), ErrCorrupt, err)
@@ -508,11 +524,15 @@ func syncDir(dir string) error {
 func (s *walStore) close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.w == nil {
-		return nil
+	var err error
+	if s.w != nil {
+		err = s.w.Close()
+		s.w = nil
 	}
-	err := s.w.Close()
-	s.w = nil
+	if s.lock != nil {
+		s.lock.Close()
+		s.lock = nil
+	}
 	return err
 }
 

@@ -304,6 +304,25 @@ func TestStoreRefusesABrokenSnapshot(t *testing.T) {
 	}
 }
 
+// A directory in use by another process (another node started with the
+// same directory) is refused as such, not taken for a corrupt one and
+// moved aside under the node using it.
+func TestStoreRefusesADirectoryInUse(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := openTest(t, dir)
+	defer s.close()
+	st, _, err := openLoad(dir)
+	if err == nil {
+		st.close()
+	}
+	if err == nil || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "in use by another process") {
+		t.Errorf("second open = %v; want an in-use error", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, walDirName)); err != nil {
+		t.Errorf("the log of the node using the directory: %v", err)
+	}
+}
+
 // A directory of another cluster, node or service is refused, naming both.
 func TestStoreRefusesForeignIdentity(t *testing.T) {
 	dir := t.TempDir()
