@@ -46,8 +46,12 @@ import (
 //     node and service the directory belongs to, and the node's raft ID.
 //
 // A snapshot from the leader replaces the whole log: it goes into a new
-// WAL (<dir>/wal.next) that replaces the old one by rename, so that no
-// entry of the old log can reappear after the snapshot at a restart.
+// WAL (<dir>/wal.next) that replaces the old one by rename once the
+// snapshot's file is written, so that no entry of the old log can
+// reappear after the snapshot at a restart (a WAL read from a snapshot
+// record keeps the entries written before the record). A snapshot taken
+// here is of the log itself: its file is written, then its record.
+// <dir>/lock is held while the store is open.
 
 const (
 	walDirName  = "wal"
@@ -183,26 +187,34 @@ func (s *walStore) open() (err error) {
 			err = fmt.Errorf("%s: %w: %v", s.dir, ErrCorrupt, p)
 		}
 	}()
-	walSnaps, err := wal.ValidSnapshotEntries(s.lg, s.walDir())
-	if err != nil {
-		return s.readErr(err)
-	}
-	if len(walSnaps) == 0 {
-		return fmt.Errorf("%s: %w: the log names no snapshot to start from", s.walDir(), ErrCorrupt)
-	}
-	var sn *pb.Snapshot
+	// The newest snapshot file that checks (etcd's loader renames one
+	// that does not *.broken, and takes the next older). etcd's server
+	// asks the log first which snapshots it names
+	// (wal.ValidSnapshotEntries), which reads every segment once more;
+	// here the newest file is always one the log can start from: a
+	// snapshot taken here is of this log (written before its record, a
+	// crash between leaves a file of committed entries the log holds),
+	// and one from the leader counts only once its log has replaced the
+	// old one (replace, finishSwap).
 	start := &walpb.Snapshot{}
-	if last := walSnaps[len(walSnaps)-1]; last.GetIndex() > 0 {
-		sn, err = s.snapper.LoadNewestAvailable(walSnaps)
-		if err != nil {
-			// The log has been compacted to a snapshot that is gone or
-			// broken: what it held is nowhere here.
-			return fmt.Errorf("%s: %w: no snapshot the log starts from can be read (newest at %d): %v",
-				s.dir, ErrCorrupt, last.GetIndex(), err)
-		}
+	files := filesWithSuffix(filepath.Join(s.dir, snapDirName), ".snap")
+	sn, err := s.snapper.Load()
+	if broken := len(files) - len(filesWithSuffix(filepath.Join(s.dir, snapDirName), ".snap")); broken > 0 {
+		s.lg.Error("snapshot files do not check and are set aside (*.snap.broken): the node starts from an older one if its log reaches it, or catches up from its peers",
+			zap.String("dir", filepath.Join(s.dir, snapDirName)), zap.Int("files", broken))
+	}
+	switch {
+	case errors.Is(err, snap.ErrNoSnapshot):
+		sn = nil
+	case err != nil:
+		return fmt.Errorf("data directory %s: %w", s.dir, err)
+	default:
 		md := sn.GetMetadata()
 		start = &walpb.Snapshot{Index: md.Index, Term: md.Term, ConfState: md.ConfState}
 	}
+	// A log compacted past the snapshot found (the newer ones broken or
+	// gone) has no segment to start from: what it held is nowhere here,
+	// and readWAL says the store is corrupt.
 	w, hs, ents, err := s.readWAL(start)
 	if err != nil {
 		return err
@@ -333,13 +345,12 @@ func (s *walStore) reopen() error {
 }
 
 // replace makes a snapshot from the leader, and what comes with it, the
-// whole of the stored state. Called with mu held.
+// whole of the stored state: a new log (<dir>/wal.next) holding the
+// snapshot's record, the hard state and the entries, then the snapshot's
+// file, then the new log in place of the old by rename. Both the new log
+// and the file being there is the commit point (finishSwap). Called with
+// mu held.
 func (s *walStore) replace(hs *pb.HardState, ents []*pb.Entry, sn *pb.Snapshot) error {
-	// The file first, as etcd's server does: a log may name only a
-	// snapshot that is there.
-	if err := s.snapper.SaveSnap(sn); err != nil {
-		return err
-	}
 	md := sn.GetMetadata()
 	if hs = proto.CloneOf(hs); hs == nil {
 		hs = &pb.HardState{}
@@ -365,7 +376,11 @@ func (s *walStore) replace(hs *pb.HardState, ents []*pb.Entry, sn *pb.Snapshot) 
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = s.saveSnapFile(sn)
+	}
 	if err != nil {
+		os.RemoveAll(next)
 		return err
 	}
 	if err := s.w.Close(); err != nil {
@@ -373,7 +388,19 @@ func (s *walStore) replace(hs *pb.HardState, ents []*pb.Entry, sn *pb.Snapshot) 
 	}
 	s.w = nil
 	s.failed = errors.New("the log is being replaced") // open again below, or by the next save
-	old := filepath.Join(s.dir, walDirName+".old")
+	if err := s.swap(); err != nil {
+		return err
+	}
+	if err := s.open(); err != nil {
+		return err
+	}
+	s.purgeSnaps()
+	return nil
+}
+
+// swap puts <dir>/wal.next in place of <dir>/wal.
+func (s *walStore) swap() error {
+	next, old := filepath.Join(s.dir, walDirName+".next"), filepath.Join(s.dir, walDirName+".old")
 	if err := os.Rename(s.walDir(), old); err != nil {
 		return err
 	}
@@ -383,31 +410,45 @@ func (s *walStore) replace(hs *pb.HardState, ents []*pb.Entry, sn *pb.Snapshot) 
 	if err := syncDir(s.dir); err != nil {
 		return err
 	}
-	os.RemoveAll(old)
-	if err := s.open(); err != nil {
-		return err
-	}
-	s.purgeSnaps()
-	return nil
+	return os.RemoveAll(old)
 }
 
 // finishSwap completes or undoes a replacement of the log that a crash
-// interrupted (replace): the new log counts once the old one is moved.
+// interrupted (replace): a new log whose snapshot file is there and
+// checks is put in place; one without is removed.
 func (s *walStore) finishSwap() error {
 	next, old := filepath.Join(s.dir, walDirName+".next"), filepath.Join(s.dir, walDirName+".old")
-	if _, err := os.Stat(s.walDir()); errors.Is(err, fs.ErrNotExist) {
-		for _, from := range []string{next, old} {
-			if _, err := os.Stat(from); err == nil {
-				if err := os.Rename(from, s.walDir()); err != nil {
-					return fmt.Errorf("data directory %s: %w", s.dir, err)
+	fail := func(err error) error { return fmt.Errorf("data directory %s: %w", s.dir, err) }
+	_, errWAL := os.Stat(s.walDir())
+	_, errNext := os.Stat(next)
+	switch {
+	case errWAL == nil && errNext == nil:
+		// Crashed before the renames: the new log counts only with its
+		// snapshot's file whole.
+		snaps, err := wal.ValidSnapshotEntries(s.lg, next)
+		if err == nil && len(snaps) > 0 && snaps[len(snaps)-1].GetIndex() > 0 {
+			if _, err := s.snapper.LoadNewestAvailable(snaps[len(snaps)-1:]); err == nil {
+				if err := s.swap(); err != nil {
+					return fail(err)
 				}
-				break
+				return nil
+			}
+		}
+	case errors.Is(errWAL, fs.ErrNotExist) && errNext == nil:
+		// Crashed between the two renames.
+		if err := os.Rename(next, s.walDir()); err != nil {
+			return fail(err)
+		}
+	case errors.Is(errWAL, fs.ErrNotExist):
+		if _, err := os.Stat(old); err == nil {
+			if err := os.Rename(old, s.walDir()); err != nil {
+				return fail(err)
 			}
 		}
 	}
 	for _, p := range []string{next, old} {
 		if err := os.RemoveAll(p); err != nil {
-			return fmt.Errorf("data directory %s: %w", s.dir, err)
+			return fail(err)
 		}
 	}
 	return nil
@@ -423,7 +464,7 @@ func (s *walStore) saveSnapshot(sn *pb.Snapshot, compact uint64) error {
 	}
 	// The file is written outside mu: it may be megabytes, and the Ready
 	// loop's next append must not wait for it.
-	if err := s.snapper.SaveSnap(sn); err != nil {
+	if err := s.saveSnapFile(sn); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -461,6 +502,16 @@ func (s *walStore) saveSnapshot(sn *pb.Snapshot, compact uint64) error {
 	}
 	s.purgeSnaps()
 	return nil
+}
+
+// saveSnapFile writes a snapshot's file and makes its name durable too
+// (etcd's snapshotter fsyncs the file, not the directory): the log that
+// names it, and the segments removed after it, count on it.
+func (s *walStore) saveSnapFile(sn *pb.Snapshot) error {
+	if err := s.snapper.SaveSnap(sn); err != nil {
+		return err
+	}
+	return syncDir(filepath.Join(s.dir, snapDirName))
 }
 
 // purgeSegments removes the WAL segments the log no longer holds a lock

@@ -127,9 +127,10 @@ func TestStoreLeaderSnapshotDropsTheOldLog(t *testing.T) {
 }
 
 // A crash while a snapshot from the leader replaces the log leaves either
-// log whole: before the old one is moved, the old; after, the new.
+// log whole: the new one once it and its snapshot file are both written,
+// the old one before.
 func TestStoreCrashInLogReplacement(t *testing.T) {
-	for _, moved := range []bool{false, true} {
+	for _, crash := range []string{"before the file", "before the renames", "between the renames"} {
 		dir := t.TempDir()
 		s, id := openTest(t, dir)
 		if err := s.save(&pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(3)}, entries(1, 5, 1), nil); err != nil {
@@ -144,9 +145,11 @@ func TestStoreCrashInLogReplacement(t *testing.T) {
 			t.Fatal(err)
 		}
 		n.close()
-		copyDir(t, filepath.Join(other, snapDirName), filepath.Join(dir, snapDirName))
 		copyDir(t, filepath.Join(other, walDirName), filepath.Join(dir, walDirName+".next"))
-		if moved {
+		if crash != "before the file" {
+			copyDir(t, filepath.Join(other, snapDirName), filepath.Join(dir, snapDirName))
+		}
+		if crash == "between the renames" {
 			os.Rename(filepath.Join(dir, walDirName), filepath.Join(dir, walDirName+".old"))
 		}
 		st, sv, err := openLoad(dir)
@@ -154,15 +157,15 @@ func TestStoreCrashInLogReplacement(t *testing.T) {
 			t.Fatal(err)
 		}
 		st.close()
-		if moved && (sv.snap.GetMetadata().GetIndex() != 9 || len(sv.ents) != 0) {
-			t.Errorf("crash after the old log was moved: snapshot %v, %d entries; want the new log", sv.snap.GetMetadata(), len(sv.ents))
+		if crash == "before the file" && (sv.snap != nil || len(sv.ents) != 5) {
+			t.Errorf("crash %s: snapshot %v, %d entries; want the old log", crash, sv.snap.GetMetadata(), len(sv.ents))
 		}
-		if !moved && (sv.snap != nil || len(sv.ents) != 5) {
-			t.Errorf("crash before the old log was moved: snapshot %v, %d entries; want the old log", sv.snap.GetMetadata(), len(sv.ents))
+		if crash != "before the file" && (sv.snap.GetMetadata().GetIndex() != 9 || len(sv.ents) != 0 || sv.hs.GetTerm() != 2) {
+			t.Errorf("crash %s: snapshot %v, %d entries; want the new log", crash, sv.snap.GetMetadata(), len(sv.ents))
 		}
 		for _, left := range []string{walDirName + ".next", walDirName + ".old"} {
 			if _, err := os.Stat(filepath.Join(dir, left)); err == nil {
-				t.Errorf("moved=%v: %s left behind", moved, left)
+				t.Errorf("crash %s: %s left behind", crash, left)
 			}
 		}
 	}
@@ -278,29 +281,59 @@ func TestStoreEmptiedDirIsANewMember(t *testing.T) {
 	}
 }
 
-// A snapshot file that does not check is refused: the log was compacted
-// to it, so the store is corrupt (and set aside by openStore).
+// A snapshot file that does not check is refused, and logged at error
+// level. While the log still holds every entry the snapshot covered, the
+// node rebuilds its state from the log; once the log was compacted to it,
+// the store is corrupt (and set aside by openStore).
 func TestStoreRefusesABrokenSnapshot(t *testing.T) {
-	dir := t.TempDir()
-	s, id := openTest(t, dir)
-	if err := s.save(&pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(9)}, entries(1, 9, 1), nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.saveSnapshot(testSnap(6, 1, id, "the state at six"), 4); err != nil {
-		t.Fatal(err)
-	}
-	s.close()
-	names := filesWithSuffix(filepath.Join(dir, snapDirName), ".snap")
-	if len(names) != 1 {
-		t.Fatalf("snapshot files %v", names)
-	}
-	path := filepath.Join(dir, snapDirName, names[0])
-	b, _ := os.ReadFile(path)
-	i := bytes.Index(b, []byte("six"))
-	b[i] ^= 0x20
-	os.WriteFile(path, b, 0o600)
-	if _, _, err := openLoad(dir); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("load = %v; want ErrCorrupt", err)
+	defer func(size int64) { wal.SegmentSizeBytes = size }(wal.SegmentSizeBytes)
+	wal.SegmentSizeBytes = 2048
+	for _, compacted := range []bool{false, true} {
+		dir := t.TempDir()
+		s, id := openTest(t, dir)
+		last := uint64(9)
+		if compacted {
+			last = 400
+		}
+		for i := uint64(1); i <= last; i += 10 {
+			if err := s.save(&pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(min(i+9, last))}, entries(i, min(i+9, last), 1), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		at := uint64(6)
+		if compacted {
+			at = 350
+		}
+		if err := s.saveSnapshot(testSnap(at, 1, id, "the state at six"), at-2); err != nil {
+			t.Fatal(err)
+		}
+		s.close()
+		names := filesWithSuffix(filepath.Join(dir, snapDirName), ".snap")
+		if len(names) != 1 {
+			t.Fatalf("snapshot files %v", names)
+		}
+		path := filepath.Join(dir, snapDirName, names[0])
+		b, _ := os.ReadFile(path)
+		b[bytes.Index(b, []byte("six"))] ^= 0x20
+		os.WriteFile(path, b, 0o600)
+		var logs bytes.Buffer
+		st, sv, err := openAndLoad(dir, testIdentity, false, 100, slog.New(slog.NewTextHandler(&logs, nil)))
+		if !strings.Contains(logs.String(), "level=ERROR") {
+			t.Errorf("compacted=%v: no error-level log of the broken snapshot:\n%s", compacted, logs.String())
+		}
+		if compacted {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Errorf("compacted: load = %v; want ErrCorrupt", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.close()
+		if sv.snap != nil || len(sv.ents) != 9 {
+			t.Errorf("a broken snapshot over a whole log: snapshot %v, %d entries; want none and 9", sv.snap.GetMetadata(), len(sv.ents))
+		}
 	}
 }
 
