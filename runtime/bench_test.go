@@ -9,6 +9,7 @@ import (
 	"net/rpc"
 	"os"
 	goruntime "runtime"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,15 @@ func runCallers(b *testing.B, callers int, call func(i int) error) {
 	b.ReportAllocs()
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	created := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(created)
+	before := created[0].Value.Uint64()
+	defer func() {
+		// Goroutines started per call, the callers' own aside: each
+		// costs a stack, and often its growth, and a wake-up.
+		metrics.Read(created)
+		b.ReportMetric(float64(created[0].Value.Uint64()-before-uint64(callers))/float64(b.N), "goroutines/op")
+	}()
 	b.ResetTimer()
 	for range callers {
 		wg.Go(func() {
