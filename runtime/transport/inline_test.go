@@ -375,6 +375,37 @@ func TestRunInlineRefusedWhileFramesWait(t *testing.T) {
 	check(lent{4, true, true})
 }
 
+// Work too short to hand over runs on the reader with frames waiting
+// behind it too: each frame's work runs, on the read goroutine, before the
+// next frame is handled.
+func TestRunAheadWhileFramesWait(t *testing.T) {
+	type lent struct {
+		call  uint64
+		ranOn uint64 // the goroutine the work ran on, 0 if it did not run
+		g     uint64 // the goroutine that handled the frame
+	}
+	got := make(chan lent, 16)
+	srv := newFuncHandler(func(c Conn, f frame.Frame) {
+		var ranOn uint64
+		c.(conncap.InlineConn).RunAhead(work(func() { ranOn = goid() }), quickGrace)
+		got <- lent{f.(*frame.Cancel).Call, ranOn, goid()}
+	})
+	l := listen(t, newTCP(t, "server", nil), srv)
+	raw := rawHello(t, l.Addr())
+
+	writeFrames(t, raw, &frame.Cancel{Call: 1}, &frame.Cancel{Call: 2}, &frame.Cancel{Call: 3})
+	var reader uint64
+	for want := uint64(1); want <= 3; want++ {
+		g := testkit.Receive(t, got, fmt.Sprintf("frame %d", want))
+		if reader == 0 {
+			reader = g.g
+		}
+		if g.call != want || g.ranOn != reader || g.g != reader {
+			t.Errorf("frame %d handled on goroutine %d, its work ran on %d; want frame %d, both on the reader %d", g.call, g.g, g.ranOn, want, reader)
+		}
+	}
+}
+
 // A frame Queue adds in HandleFrame goes out without any other write once
 // the reader has handled what it read: the replies to a batch leave in one
 // write.
