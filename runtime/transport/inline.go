@@ -94,6 +94,7 @@ func (s *stream) lend(w interface{ Run() }, grace time.Duration) {
 			s.lendTimer.Reset(d)
 		}
 	}
+	s.readerWrites.Store(true)
 	s.lendMu.Unlock()
 
 	w.Run()
@@ -101,6 +102,7 @@ func (s *stream) lend(w interface{ Run() }, grace time.Duration) {
 	s.lendMu.Lock()
 	if s.turn.Load() == me {
 		s.lending, s.lendWork = false, nil
+		s.readerWrites.Store(false)
 	}
 	s.lendMu.Unlock()
 }
@@ -126,6 +128,9 @@ func (s *stream) overran() {
 	}
 	s.lendDue = time.Time{}
 	s.lending = false
+	// Sends go back to writing for themselves: this reader writes nothing
+	// more, and what they left to it so far is written below.
+	s.readerWrites.Store(false)
 	if o, ok := s.lendWork.(conncap.Overrunner); ok {
 		o.Overran()
 	}
