@@ -417,7 +417,6 @@ func TestInlineWorkLeavesItsSendsToTheReader(t *testing.T) {
 	srv := newFuncHandler(func(c Conn, f frame.Frame) {
 		conn.Store(c.(*stream))
 		call := f.(*frame.Cancel).Call
-		w, grace := work(func() {}), quickGrace
 		reply := func() {
 			if err := c.Send(&frame.Cancel{Call: 1000 + call}); err != nil {
 				panic(err)
@@ -427,11 +426,10 @@ func TestInlineWorkLeavesItsSendsToTheReader(t *testing.T) {
 			flusher <- s.writing
 			s.mu.Unlock()
 		}
+		w, grace := work(reply), quickGrace
 		if call == 4 {
 			// Blocks past its grace, then replies from the old reader.
 			w, grace = func() { started <- struct{}{}; <-release; reply() }, inlineGrace
-		} else {
-			w = reply
 		}
 		c.(conncap.InlineConn).RunAhead(w, grace)
 	})
