@@ -43,6 +43,9 @@ func TestOneRound(t *testing.T) {
 		if rr.cpuC <= 0 || rr.cpuS <= 0 {
 			t.Errorf("%s: no CPU time measured for the sequential calls: %+v", s.name, rr)
 		}
+		if rr.cpu64C <= 0 || rr.cpu64S <= 0 {
+			t.Errorf("%s: no CPU time measured for the calls at %d callers: %+v", s.name, callers, rr)
+		}
 		if rep.idle[i] == 0 {
 			t.Errorf("%s: no memory measured for idle connections", s.name)
 		}
@@ -62,7 +65,7 @@ func TestOneRound(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rep.print(&out)
-	for _, want := range []string{"| sequential p50 |", "| sequential p90 |", "minimal ping-pong", "fastest–slowest round", "| 64 callers, calls/s |", "allocations per call", "CPU per sequential call", "context switches per sequential call", "per idle connection", "with 20 in flight", "right after they started"} {
+	for _, want := range []string{"| sequential p50 |", "| sequential p90 |", "minimal ping-pong", "fastest–slowest round", "| 64 callers, calls/s |", "allocations per call", "CPU per sequential call", "context switches per sequential call", "CPU per call at 64 callers", "per idle connection", "with 20 in flight", "right after they started"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

@@ -268,6 +268,15 @@ func (r *report) printRPC(w io.Writer) {
 		return fmt.Sprintf("%.2f + %.2f", median(column(i, func(rr roundResult) float64 { return rr.switchC })),
 			median(column(i, func(rr roundResult) float64 { return rr.switchS })))
 	})
+	// What a call costs when many share the client: on a machine whose
+	// CPUs are shared, the throughput is what these allow.
+	row(fmt.Sprintf("CPU per call at %d callers, client + server", callers), func(i int) string {
+		return fmt.Sprintf("%.1f + %.1f µs", median(r.rounds.column(i, func(rr roundResult) float64 { return rr.cpu64C }))/1e3,
+			median(r.rounds.column(i, func(rr roundResult) float64 { return rr.cpu64S }))/1e3)
+	})
+	row(fmt.Sprintf("context switches per call at %d callers, both processes", callers), func(i int) string {
+		return fmt.Sprintf("%.2f", median(r.rounds.column(i, func(rr roundResult) float64 { return rr.switch64C })))
+	})
 	row("failed calls", r.rounds.failedOf)
 	if r.cfg.idleConns > 0 {
 		row(fmt.Sprintf("server RSS per idle connection (%d)", r.cfg.idleConns), func(i int) string {

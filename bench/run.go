@@ -37,6 +37,8 @@ type roundResult struct {
 	allocsC, allocsS  float64 // per sequential call, client and server process
 	cpuC, cpuS        float64 // CPU time per sequential call (ns), client and server process
 	switchC, switchS  float64 // context switches per sequential call, client and server process
+	cpu64C, cpu64S    float64 // CPU time per call at 64 callers (ns), client and server process
+	switch64C         float64 // context switches per call at 64 callers, client and server process together
 	tput64, tput256   float64 // calls/s
 	tput64InFlight    float64 // calls/s with cfg.inFlight long operations held open
 	tput64Arrived     float64 // the same, in the second right after the last of them started (not a target)
@@ -245,10 +247,18 @@ func measureSequential(n int, p *serverProc, c *clientProc, out *roundResult) er
 func measureConcurrent(cfg config, s *system, p *serverProc, c *clientProc, out *roundResult) error {
 	var ph phase
 	var err error
+	ub, us := procUsage(c.pid()), procUsage(p.pid())
 	if out.tput64, ph, err = c.concurrent(callers, cfg.dur); err != nil {
 		return err
 	}
+	ua, ut := procUsage(c.pid()), procUsage(p.pid())
 	out.add(ph)
+	// The phase's set-up (each caller's first call, untimed) is counted
+	// too: a few dozen calls beside tens of thousands.
+	if calls := float64(ph.calls); calls > 0 {
+		out.cpu64C, out.cpu64S = float64(ua.cpu-ub.cpu)/calls, float64(ut.cpu-us.cpu)/calls
+		out.switch64C = float64(ua.switches-ub.switches+ut.switches-us.switches) / calls
+	}
 	if out.tput256, ph, err = c.concurrent(manyCallers, cfg.dur); err != nil {
 		return err
 	}

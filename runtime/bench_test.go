@@ -9,6 +9,7 @@ import (
 	"net/rpc"
 	"os"
 	goruntime "runtime"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,18 @@ func runCallers(b *testing.B, callers int, call func(i int) error) {
 	b.ReportAllocs()
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	created := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(created)
+	before, cpu := created[0].Value.Uint64(), processCPU()
+	defer func() {
+		// Goroutines started per call, the callers' own aside: each
+		// costs a stack, and often its growth, and a wake-up.
+		metrics.Read(created)
+		b.ReportMetric(float64(created[0].Value.Uint64()-before-uint64(callers))/float64(b.N), "goroutines/op")
+		// CPU time per call, client and server together: on a machine
+		// whose CPUs are shared, what the throughput is made of.
+		b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	}()
 	b.ResetTimer()
 	for range callers {
 		wg.Go(func() {
@@ -78,6 +91,15 @@ func runCallers(b *testing.B, callers int, call func(i int) error) {
 		})
 	}
 	wg.Wait()
+}
+
+// processCPU is the CPU time the process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // RPCLedger is the net/rpc twin of testledger.Mem.Add.

@@ -14,7 +14,11 @@ import (
 // by side with others, or work arrives faster than it is handled), a send
 // leaves its frame queued and a flusher writes the queue after the other
 // goroutines ready to run have had their turn: the frames they send
-// meanwhile go out in the same write.
+// meanwhile go out in the same write. While the reader runs work inline
+// (inline.go), a crowded connection needs no flusher: the reader writes
+// the queue once the work returns and it has handled what it read, as it
+// writes the acks, so the results of a batch of quick handlers leave in
+// one write, without a goroutine started and yielding for them.
 
 // batchAfterCrowd is how long after the reader last found the connection
 // crowded sends still leave their frames to a flusher.

@@ -12,8 +12,11 @@ import (
 // quiet connection the handoff is most of a call's cost: waking a goroutine
 // on an idle CPU takes longer than a quick handler runs. The read goroutine
 // must not stall the frames behind it, though, so it runs work inline only
-// when nothing else has been read, and when the work overruns its grace, a
-// new goroutine takes over the reading and the old one ends with the work.
+// when nothing else has been read (RunInline), or when the work takes less
+// time than handing it over would (RunAhead): the frames behind it then
+// wait less than they would for the handoff. When the work overruns its
+// grace, a new goroutine takes over the reading and the old one ends with
+// the work.
 //
 // Acknowledgements and other frames a handler sends on the way are queued
 // rather than written: they go out with the next write, often the result
@@ -53,6 +56,20 @@ func (s *stream) RunInline(w interface{ Run() }, grace time.Duration) bool {
 		s.crowded()
 		return false
 	}
+	s.lend(w, grace)
+	return true
+}
+
+// RunAhead implements conncap.InlineConn.
+func (s *stream) RunAhead(w interface{ Run() }, grace time.Duration) {
+	if s.fr.buffered() {
+		s.crowded()
+	}
+	s.lend(w, grace)
+}
+
+// lend runs w on the read goroutine, watched by the overrun timer.
+func (s *stream) lend(w interface{ Run() }, grace time.Duration) {
 	// The frames before w are handled: what they left for the batch's
 	// end must not wait for w.
 	s.endBatch()
@@ -77,6 +94,7 @@ func (s *stream) RunInline(w interface{ Run() }, grace time.Duration) bool {
 			s.lendTimer.Reset(d)
 		}
 	}
+	s.readerWrites.Store(true)
 	s.lendMu.Unlock()
 
 	w.Run()
@@ -84,9 +102,9 @@ func (s *stream) RunInline(w interface{ Run() }, grace time.Duration) bool {
 	s.lendMu.Lock()
 	if s.turn.Load() == me {
 		s.lending, s.lendWork = false, nil
+		s.readerWrites.Store(false)
 	}
 	s.lendMu.Unlock()
-	return true
 }
 
 // overran hands the reading to a new goroutine if the inline work running
@@ -110,6 +128,9 @@ func (s *stream) overran() {
 	}
 	s.lendDue = time.Time{}
 	s.lending = false
+	// Sends go back to writing for themselves: this reader writes nothing
+	// more, and what they left to it so far is written below.
+	s.readerWrites.Store(false)
 	if o, ok := s.lendWork.(conncap.Overrunner); ok {
 		o.Overran()
 	}

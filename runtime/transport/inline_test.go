@@ -375,6 +375,95 @@ func TestRunInlineRefusedWhileFramesWait(t *testing.T) {
 	check(lent{4, true, true})
 }
 
+// Work too short to hand over runs on the reader with frames waiting
+// behind it too: each frame's work runs, on the read goroutine, before the
+// next frame is handled.
+func TestRunAheadWhileFramesWait(t *testing.T) {
+	type lent struct {
+		call  uint64
+		ranOn uint64 // the goroutine the work ran on, 0 if it did not run
+		g     uint64 // the goroutine that handled the frame
+	}
+	got := make(chan lent, 16)
+	srv := newFuncHandler(func(c Conn, f frame.Frame) {
+		var ranOn uint64
+		c.(conncap.InlineConn).RunAhead(work(func() { ranOn = goid() }), quickGrace)
+		got <- lent{f.(*frame.Cancel).Call, ranOn, goid()}
+	})
+	l := listen(t, newTCP(t, "server", nil), srv)
+	raw := rawHello(t, l.Addr())
+
+	writeFrames(t, raw, &frame.Cancel{Call: 1}, &frame.Cancel{Call: 2}, &frame.Cancel{Call: 3})
+	var reader uint64
+	for want := uint64(1); want <= 3; want++ {
+		g := testkit.Receive(t, got, fmt.Sprintf("frame %d", want))
+		if reader == 0 {
+			reader = g.g
+		}
+		if g.call != want || g.ranOn != reader || g.g != reader {
+			t.Errorf("frame %d handled on goroutine %d, its work ran on %d; want frame %d, both on the reader %d", g.call, g.g, g.ranOn, want, reader)
+		}
+	}
+}
+
+// What inline work sends on a crowded connection is left to the reader,
+// which writes it with the rest of the batch: no flusher is started for
+// it. The replies arrive, in order, and the reader's handing over of a
+// blocked work's reading does not strand what the work sends after.
+func TestInlineWorkLeavesItsSendsToTheReader(t *testing.T) {
+	flusher := make(chan bool, 16) // after each Send: a goroutine other than the reader was writing
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	var conn atomic.Pointer[stream]
+	srv := newFuncHandler(func(c Conn, f frame.Frame) {
+		conn.Store(c.(*stream))
+		call := f.(*frame.Cancel).Call
+		reply := func() {
+			if err := c.Send(&frame.Cancel{Call: 1000 + call}); err != nil {
+				panic(err)
+			}
+			s := c.(*stream)
+			s.mu.Lock()
+			flusher <- s.writing
+			s.mu.Unlock()
+		}
+		w, grace := work(reply), quickGrace
+		if call == 4 {
+			// Blocks past its grace, then replies from the old reader.
+			w, grace = func() { started <- struct{}{}; <-release; reply() }, inlineGrace
+		}
+		c.(conncap.InlineConn).RunAhead(w, grace)
+	})
+	raw := rawHello(t, listen(t, newTCP(t, "server", nil), srv).Addr())
+	rr := newRawReader(raw)
+	writeFrames(t, raw, &frame.Cancel{Call: 1}, &frame.Cancel{Call: 2}, &frame.Cancel{Call: 3})
+	for want := uint64(1001); want <= 1003; want++ {
+		if got := rr.next(t).(*frame.Cancel).Call; got != want {
+			t.Fatalf("reply %d, want %d", got, want)
+		}
+	}
+	for i := range 3 {
+		if testkit.Receive(t, flusher, "a send") {
+			t.Errorf("send %d of a batch of three: a flusher was writing, want the reader to write", i+1)
+		}
+	}
+
+	// A work that blocks is handed over; what it sends once released goes
+	// out though nothing else arrives for the new reader.
+	writeFrames(t, raw, &frame.Cancel{Call: 4})
+	testkit.Receive(t, started, "the blocking work to start")
+	testkit.Until(t, "the reading to be handed over", func() bool {
+		s := conn.Load()
+		s.lendMu.Lock()
+		defer s.lendMu.Unlock()
+		return !s.lending
+	})
+	close(release)
+	if got := rr.next(t).(*frame.Cancel).Call; got != 1004 {
+		t.Fatalf("reply %d, want 1004", got)
+	}
+	testkit.Receive(t, flusher, "the released send")
+}
+
 // A frame Queue adds in HandleFrame goes out without any other write once
 // the reader has handled what it read: the replies to a batch leave in one
 // write.

@@ -97,6 +97,12 @@ type stream struct {
 
 	cr atomic.Pointer[callerReads] // set once callers read the connection (callerread.go)
 
+	// readerWrites is set while the goroutine that holds the read turn
+	// runs inline work: it writes the queue once the work returns and
+	// it has handled what it read, so a crowded connection's Sends leave
+	// their frames to it instead of starting a flusher (batch.go).
+	readerWrites atomic.Bool
+
 	// crowdAt is when the reader last found frames read side by side
 	// with others of their kind: answers while other answers were
 	// awaited, or work while more work was waiting. Sends then write a
@@ -182,16 +188,22 @@ func (s *stream) Send(f frame.Frame) error {
 		s.mu.Unlock()
 		return err
 	}
-	if !s.startWritingLocked() {
+	if s.writing {
 		s.mu.Unlock() // the goroutine writing takes f with the rest
 		return nil
 	}
 	if s.crowdedWithin(batchAfterCrowd) {
+		if s.readerWrites.Load() {
+			s.mu.Unlock() // the reader writes f with the rest of its batch
+			return nil
+		}
+		s.writing = true
 		s.mu.Unlock()
 		// The flusher: it owns the queue's buffers until writing ends.
 		go s.flushSoon()
 		return nil
 	}
+	s.writing = true
 	buf := s.takePendingLocked()
 	s.mu.Unlock()
 	s.writeInline(buf)

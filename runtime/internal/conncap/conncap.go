@@ -34,6 +34,12 @@ type InlineConn interface {
 	// HandleFrame, after the frame's contents are no longer needed: the
 	// new goroutine reuses the read buffer.
 	RunInline(w interface{ Run() }, grace time.Duration) bool
+	// RunAhead is RunInline for work that takes less time than handing
+	// it to another goroutine costs: it runs w on the read goroutine
+	// even when more frames are read and waiting, which then wait for w
+	// as they would have waited for its handoff. The grace bounds it as
+	// it bounds RunInline's.
+	RunAhead(w interface{ Run() }, grace time.Duration)
 }
 
 // An Overrunner is work for RunInline that wants to know when it overran
