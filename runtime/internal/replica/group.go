@@ -177,7 +177,8 @@ type Group struct {
 	notReadySince time.Time // since when Ready has failed
 	lag           lagWatch  // how far this follower trails the leader
 	draining      bool
-	reads         map[uint64]chan uint64 // ReadIndex requests by context
+	readNext      *readRound            // the round new reads join (reads.go)
+	readRounds    map[uint64]*readRound // rounds sent to raft, by request context
 	readSeq       uint64
 	appliedCh     chan struct{} // closed when applied moves; made only while someone waits (WaitApplied)
 	servingCh     chan struct{} // closed and replaced when serving changes
@@ -239,21 +240,21 @@ func New(cfg Config) (*Group, error) {
 		cfg.Voters = []string{soloName}
 	}
 	g := &Group{
-		cfg:       cfg,
-		storage:   raft.NewMemoryStorage(),
-		log:       cfg.Logger.With("service", cfg.Service),
-		conf:      &pb.ConfState{},
-		heard:     make(map[string]heardHello),
-		evWake:    make(chan struct{}, 1),
-		runWake:   make(chan struct{}, 1),
-		asm:       make(map[string]*assembly),
-		names:     make(map[uint64]string),
-		reads:     make(map[uint64]chan uint64),
-		servingCh: make(chan struct{}),
-		written:   newWritten(cfg.RememberWrites),
-		qwake:     make(chan struct{}, 1),
-		applyConf: &pb.ConfState{},
-		stopc:     make(chan struct{}),
+		cfg:        cfg,
+		storage:    raft.NewMemoryStorage(),
+		log:        cfg.Logger.With("service", cfg.Service),
+		conf:       &pb.ConfState{},
+		heard:      make(map[string]heardHello),
+		evWake:     make(chan struct{}, 1),
+		runWake:    make(chan struct{}, 1),
+		asm:        make(map[string]*assembly),
+		names:      make(map[uint64]string),
+		readRounds: make(map[uint64]*readRound),
+		servingCh:  make(chan struct{}),
+		written:    newWritten(cfg.RememberWrites),
+		qwake:      make(chan struct{}, 1),
+		applyConf:  &pb.ConfState{},
+		stopc:      make(chan struct{}),
 	}
 	g.nextSnap = snapshotInterval(cfg.SnapshotEvery)
 	var sv *saved
@@ -333,12 +334,7 @@ func (g *Group) Stop() {
 		g.disk.close()
 	}
 	g.raftMu.Unlock()
-	g.mu.Lock()
-	for k, ch := range g.reads {
-		close(ch)
-		delete(g.reads, k)
-	}
-	g.mu.Unlock()
+	g.endReads()
 }
 
 // do runs f with raft at hand (raftMu held), on this goroutine or the
@@ -449,34 +445,6 @@ func (g *Group) EachVoter(f func(name string) bool) bool {
 		}
 	}
 	return true
-}
-
-// ReadIndex returns an index such that a read served once Applied has
-// reached it sees every write committed before the call (raft's
-// ReadIndex: the leader confirms with a heartbeat round that it still
-// leads). It waits until ctx ends without a leader.
-func (g *Group) ReadIndex(ctx context.Context) (uint64, error) {
-	g.mu.Lock()
-	g.readSeq++
-	seq := g.readSeq
-	ch := make(chan uint64, 1)
-	g.reads[seq] = ch
-	g.mu.Unlock()
-	var rctx [8]byte
-	binary.BigEndian.PutUint64(rctx[:], seq)
-	g.do(func() { g.rn.ReadIndex(rctx[:]) })
-	select {
-	case idx, ok := <-ch:
-		if !ok {
-			return 0, ErrStopped
-		}
-		return idx, nil
-	case <-ctx.Done():
-		g.mu.Lock()
-		delete(g.reads, seq)
-		g.mu.Unlock()
-		return 0, ctx.Err()
-	}
 }
 
 // WaitApplied waits until this node has applied index.

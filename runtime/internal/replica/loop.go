@@ -457,24 +457,6 @@ func (g *Group) sendBytes(to string, b []byte) error {
 	return nil
 }
 
-// readDone answers the ReadIndex request a ReadState is for.
-func (g *Group) readDone(rs raft.ReadState) {
-	if len(rs.RequestCtx) != 8 {
-		return
-	}
-	seq := uint64(0)
-	for _, c := range rs.RequestCtx {
-		seq = seq<<8 | uint64(c)
-	}
-	g.mu.Lock()
-	ch := g.reads[seq]
-	delete(g.reads, seq)
-	g.mu.Unlock()
-	if ch != nil {
-		ch <- rs.Index
-	}
-}
-
 // confChange applies a committed configuration change to raft, returning
 // the configuration it makes, or nil for any other entry.
 func (g *Group) confChange(e *pb.Entry) *pb.ConfState {

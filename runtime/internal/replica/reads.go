@@ -1,0 +1,109 @@
+package replica
+
+import (
+	"context"
+	"encoding/binary"
+
+	"go.etcd.io/raft/v3"
+)
+
+// Linearizable reads, batched as etcd's server batches them: raft's
+// ReadIndex costs the leader a heartbeat round to every follower (and a
+// follower a message to the leader and back), so one request serves every
+// read that arrived before it was sent. A read joins the round not yet
+// sent, never one in flight: its index must be fixed after the read
+// arrived. Under many readers a round is one per turn of the Ready loop
+// rather than one per read.
+
+// A readRound is one raft ReadIndex request and the reads that wait on it.
+type readRound struct {
+	done   chan struct{} // closed once index or err is set
+	index  uint64
+	err    error
+	joined int // reads waiting on it; guarded by Group.mu
+}
+
+// ReadIndex returns an index such that a read served once Applied has
+// reached it sees every write committed before the call (raft's
+// ReadIndex: the leader confirms with a heartbeat round that it still
+// leads). It waits until ctx ends without a leader.
+func (g *Group) ReadIndex(ctx context.Context) (uint64, error) {
+	g.mu.Lock()
+	r := g.readNext
+	first := r == nil
+	if first {
+		r = &readRound{done: make(chan struct{})}
+		g.readNext = r
+	}
+	r.joined++
+	g.mu.Unlock()
+	if first {
+		g.do(g.sendRead)
+	}
+	select {
+	case <-r.done:
+		return r.index, r.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// sendRead hands raft the round that reads have joined since the last.
+// Called with raftMu held.
+func (g *Group) sendRead() {
+	g.mu.Lock()
+	r := g.readNext
+	g.readNext = nil
+	g.readSeq++
+	seq := g.readSeq
+	if r != nil {
+		g.readRounds[seq] = r
+	}
+	g.mu.Unlock()
+	if r == nil {
+		return
+	}
+	var rctx [8]byte
+	binary.BigEndian.PutUint64(rctx[:], seq)
+	g.rn.ReadIndex(rctx[:])
+}
+
+// readDone answers the round a ReadState is for, and any sent before it
+// still unanswered (raft drops a request it cannot serve, without a
+// word): an index fixed after a later round was sent was fixed after
+// every read of the earlier ones arrived.
+func (g *Group) readDone(rs raft.ReadState) {
+	if len(rs.RequestCtx) != 8 {
+		return
+	}
+	seq := binary.BigEndian.Uint64(rs.RequestCtx)
+	var done []*readRound
+	g.mu.Lock()
+	for s, r := range g.readRounds {
+		if s <= seq {
+			done = append(done, r)
+			delete(g.readRounds, s)
+		}
+	}
+	g.mu.Unlock()
+	for _, r := range done {
+		r.index = rs.Index
+		close(r.done)
+	}
+}
+
+// endReads ends every waiting read with ErrStopped.
+func (g *Group) endReads() {
+	g.mu.Lock()
+	rounds := g.readRounds
+	g.readRounds = map[uint64]*readRound{}
+	if g.readNext != nil {
+		rounds[0] = g.readNext
+		g.readNext = nil
+	}
+	g.mu.Unlock()
+	for _, r := range rounds {
+		r.err = ErrStopped
+		close(r.done)
+	}
+}
