@@ -78,6 +78,16 @@ type ServerConfig struct {
 	// latency, and past it an attempt is refused at arrival, as past
 	// MaxPending. Default DefaultMaxQueued; negative: no limit.
 	MaxQueued int
+	// QueueDelay bounds how long the operations this node takes on wait
+	// to start, beyond what they wait on an idle node (for the
+	// replicated log, say): once every operation that started in an
+	// interval (100 ms) waited longer, a queue stands, and until one
+	// waits less an attempt is refused at arrival, as past MaxQueued,
+	// when as many operations wait as the node starts in that time.
+	// MaxQueued bounds how many wait; QueueDelay how long, at whatever
+	// rate the host lets the node work. Default DefaultQueueDelay;
+	// negative: not watched. See docs/runtime.md, "Overload".
+	QueueDelay time.Duration
 	// OverloadRetryAfter is the retry-after hint of a refusal for
 	// overload. Default the heartbeat interval.
 	OverloadRetryAfter time.Duration
@@ -103,6 +113,7 @@ type Server struct {
 	closed     bool                   // no new operations
 	halted     bool                   // queued operations end without running
 	waiting    int                    // executions in execs that wait to start (track)
+	delay      delayWatch             // how long they waited (server_queuedelay.go)
 
 	// peerMu guards the connections to the other servers, for
 	// replication: raft sends on them without the server's lock.
@@ -171,6 +182,9 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.MaxQueued == 0 {
 		cfg.MaxQueued = DefaultMaxQueued
 	}
+	if cfg.QueueDelay == 0 {
+		cfg.QueueDelay = DefaultQueueDelay
+	}
 	if cfg.OverloadRetryAfter <= 0 {
 		cfg.OverloadRetryAfter = cfg.Settings.HeartbeatInterval
 	}
@@ -184,6 +198,7 @@ func NewServer(cfg ServerConfig) *Server {
 		replicas: make(map[string]*replicated),
 		dialing:  make(map[string]bool),
 		peerIn:   make(map[string]transport.Conn),
+		delay:    delayWatch{target: cfg.QueueDelay},
 	}
 	s.workers.init()
 	if cfg.Membership != nil {

@@ -10,8 +10,9 @@ import (
 )
 
 // Overload. A node takes on a bounded amount of work: past
-// ServerConfig.MaxQueued operations waiting to start (on by default),
-// MaxPending operations queued or running, or MaxPendingPerEntity on one
+// ServerConfig.MaxQueued operations waiting to start (on by default), as
+// many as it starts in ServerConfig.QueueDelay while a queue stands (on
+// by default, server_queuedelay.go), MaxPending operations queued or running, or MaxPendingPerEntity on one
 // entity, an attempt is refused at arrival,
 // before anything of it runs, with the code codeOverloaded and a hint of
 // when to come back. A node at its connection limit (TCPConfig.MaxConns)
@@ -86,6 +87,8 @@ func (s *Server) admitLocked(e *execution) *frame.Result {
 	why := ""
 	if max := s.cfg.MaxQueued; max > 0 && s.waiting >= max {
 		why = fmt.Sprintf("%d operations waiting to start, limit %d (ServerConfig.MaxQueued)", s.waiting, max)
+	} else if d := s.delay.refusal(e.arrived, s.waiting); d != "" {
+		why = d
 	} else if max := s.cfg.MaxPending; max > 0 && len(s.execs) >= max {
 		why = fmt.Sprintf("%d operations queued or running, limit %d (ServerConfig.MaxPending)", len(s.execs), max)
 	} else if max := s.cfg.MaxPendingPerEntity; max > 0 {
