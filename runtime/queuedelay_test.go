@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -79,35 +78,6 @@ func TestOverloadBoundsQueueDelay(t *testing.T) {
 		time.Sleep(time.Second)
 		if _, err := ledger.Add(t.Context(), other, 1); err != nil {
 			t.Errorf("call once the queue is gone: %v", err)
-		}
-	})
-}
-
-// A burst that drains within the interval is no standing queue: some
-// operation of it waited little, and every call is taken on, each run
-// once.
-func TestOverloadTakesBurstThatDrains(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, fftest.Config{Server: func(_ string, cfg *runtime.ServerConfig) {
-			cfg.MaxQueued = -1
-		}})
-		synctest.Wait()
-		const n, step = 45, 2 * time.Millisecond
-		own, other, wait := queueRun(t, e, e.ledger, n, step)
-		time.Sleep(80 * time.Millisecond) // the last of the burst waited as long
-		var ran atomic.Int64
-		if _, err := e.ledger.Add(t.Context(), other, 1); err != nil {
-			t.Errorf("call during a burst that drains: %v", err)
-		} else {
-			ran.Add(1)
-		}
-		for i, err := range wait() {
-			if err != nil {
-				t.Errorf("call %d of the burst: %v", i, err)
-			}
-		}
-		if got, want := e.ledgers[own].Executions(), n+int(ran.Load()); got != want {
-			t.Errorf("%s ran %d handlers, want %d", own, got, want)
 		}
 	})
 }

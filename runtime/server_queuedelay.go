@@ -2,25 +2,36 @@ package runtime
 
 import (
 	"fmt"
+	"math/bits"
 	"time"
 )
 
 // Queueing delay. A bound on how many operations wait to start
-// (ServerConfig.MaxQueued) is a bound on their wait only at one rate of
-// work: on a node that a host's other work slows to a fraction of its
-// capacity, 64 operations waiting are 64 times the time each takes to get
-// through, and every call the node takes on pays it. So a node also
-// watches how long the operations it took on waited to start, as CoDel
-// watches a queue's sojourn times and Facebook's servers their queues'
-// delay: a wait that every operation starting in an interval paid, the
-// least of them over ServerConfig.QueueDelay beyond the node's unloaded
-// wait, is a standing queue, not a burst (a burst leaves some operation
-// a short wait). While one stands, the node takes on only as many
-// waiting operations as it starts in the unloaded wait plus the target,
-// by Little's law the number that waits that long, and refuses the rest
-// at arrival as it refuses past MaxQueued. The clients' limits fall on
-// the refusals, and the wait of what the node takes on stays near the
-// target whatever the rate the host leaves it.
+// (ServerConfig.MaxQueued) bounds their wait only at one rate of work: on
+// a node that a host's other work slows to a fraction of its capacity, 64
+// operations waiting are 64 times the time each takes to get through, and
+// every call the node takes on pays it. So a node also watches how long
+// the operations it took on waited to start, as CoDel watches a queue's
+// sojourn times and Facebook's servers the delay of their queues, and
+// bounds that. When the median wait of an interval exceeds the node's
+// unloaded one (the least median of the last minute: what a replicated
+// write or a linearizable read waits for the log on an idle node, which
+// is no queue) by ServerConfig.QueueDelay, a queue stands, and the node
+// takes on only as many waiting operations as it starts in the unloaded
+// wait plus the target (by Little's law, the number that waits that
+// long), and refuses the rest at arrival as it refuses past MaxQueued,
+// until an interval's median is back under it. The rate is measured as
+// the node works, so the bound follows what the host leaves it; the
+// clients' limits fall on the refusals.
+//
+// The median, not CoDel's least wait: the replicated log serves its
+// waiting writes and reads in batches, one per round of raft, so some
+// operation of each batch waits little however many wait for the next
+// one, and the least wait never shows that queue. Nor the average: a
+// stall of the host of a few tens of milliseconds, which every operation
+// waiting then pays, raises an interval's average past the target with
+// no queue standing, and half of the interval's operations must wait
+// long for its median to.
 
 // DefaultQueueDelay is the default ServerConfig.QueueDelay, CoDel's target
 // and the queue timeout of Facebook's servers under load: well above
@@ -29,15 +40,14 @@ import (
 const DefaultQueueDelay = 5 * time.Millisecond
 
 const (
-	// queueDelayInterval is how long every starting operation must have
-	// waited for a standing queue: CoDel's interval, long enough that a
-	// burst drains within it.
+	// queueDelayInterval is the span of the waits judged together
+	// (CoDel's interval): long enough for many, short enough that a
+	// queue is caught before it costs a caller much.
 	queueDelayInterval = 100 * time.Millisecond
 	// queueDelayFloorIntervals is how many intervals the unloaded wait is
-	// the least of (a minute): the time a replicated write or a
-	// linearizable read waits for the log even on an idle node, which
-	// is no queue. A node loaded for longer than that takes its wait
-	// then as the unloaded one, as a latency baseline rides slow drift.
+	// the least median of (a minute). A node loaded for longer than
+	// that takes its wait then for the unloaded one, as a latency
+	// baseline rides slow drift.
 	queueDelayFloorIntervals = 600
 )
 
@@ -49,16 +59,16 @@ type delayWatch struct {
 	target time.Duration // ServerConfig.QueueDelay; <= 0: not watched
 
 	// The current interval.
-	end    time.Time     // it ends here
-	least  time.Duration // the least wait of an operation that started in it
-	starts int           // operations that started in it
+	end    time.Time           // it ends here
+	waits  [waitBuckets]uint32 // the waits of the operations that started in it
+	starts int
 
-	// The last interval that ended, or a quiet spell after it.
-	standing bool          // its least wait exceeded floor + target
+	// The last interval that ended, unless nothing started since.
+	standing bool          // its median wait exceeded floor + target
 	allowed  int           // while standing: the operations that may wait
-	last     time.Duration // its least wait
+	last     time.Duration // its median wait
 
-	// lows are the least waits of the last intervals that had starts,
+	// lows are the median waits of the last intervals that had starts,
 	// a ring; floor is the least of them, the unloaded wait.
 	lows  [queueDelayFloorIntervals]time.Duration
 	nlows int
@@ -72,15 +82,13 @@ func (d *delayWatch) started(now time.Time, wait time.Duration) {
 		return
 	}
 	d.roll(now)
-	if d.starts == 0 || wait < d.least {
-		d.least = wait
-	}
+	d.waits[waitBucket(wait)]++
 	d.starts++
 }
 
 // roll ends the current interval if now is past it, judging it. An
 // interval with no start, or one that ended a while before now (no
-// operation started since), leaves no standing queue: the waiting bound
+// operation started since), leaves no queue standing: the waiting bound
 // (MaxQueued) covers a node where nothing starts at all.
 func (d *delayWatch) roll(now time.Time) {
 	if now.Before(d.end) {
@@ -91,27 +99,64 @@ func (d *delayWatch) roll(now time.Time) {
 	} else {
 		d.standing = false
 	}
-	d.starts = 0
+	if d.starts > 0 {
+		d.waits = [waitBuckets]uint32{}
+		d.starts = 0
+	}
 	d.end = now.Add(queueDelayInterval)
 }
 
 // judge ends an interval that had starts.
 func (d *delayWatch) judge() {
-	d.lows[d.ilow] = d.least
+	d.last = d.median()
+	d.lows[d.ilow] = d.last
 	d.ilow = (d.ilow + 1) % len(d.lows)
 	d.nlows = min(d.nlows+1, len(d.lows))
-	d.floor = d.least
+	d.floor = d.last
 	for _, l := range d.lows[:d.nlows] {
 		d.floor = min(d.floor, l)
 	}
-	d.last = d.least
-	d.standing = d.least > d.floor+d.target
+	d.standing = d.last > d.floor+d.target
 	rate := float64(d.starts) / queueDelayInterval.Seconds()
 	d.allowed = max(1, int(rate*(d.floor+d.target).Seconds()))
 }
 
+// median is the median wait of the current interval, which had starts,
+// within an eighth.
+func (d *delayWatch) median() time.Duration {
+	n := 0
+	for i, c := range d.waits {
+		if n += int(c); 2*n >= d.starts {
+			return (waitLow(i) + waitLow(i+1)) / 2
+		}
+	}
+	return waitLow(waitBuckets)
+}
+
+// The waits of an interval are counted in buckets, exact to 8 µs and
+// four to each doubling above, to 60 s and more.
+const waitBuckets = 100
+
+func waitBucket(d time.Duration) int {
+	us := uint64(max(d, 0) / time.Microsecond)
+	if us < 8 {
+		return int(us)
+	}
+	n := bits.Len64(us)
+	return min(4*n+int(us>>(n-3)&3)-8, waitBuckets-1)
+}
+
+// waitLow is the least wait of bucket i.
+func waitLow(i int) time.Duration {
+	if i < 8 {
+		return time.Duration(i) * time.Microsecond
+	}
+	n, sub := (i+8)/4, (i+8)%4
+	return time.Duration((4+sub)<<(n-3)) * time.Microsecond
+}
+
 // refusal says why an attempt arriving at now, with waiting operations
-// waiting to start, is refused for the queue's delay; "" takes it on.
+// waiting to start, is refused for their delay; "" takes it on.
 func (d *delayWatch) refusal(now time.Time, waiting int) string {
 	if d.target <= 0 {
 		return ""
@@ -120,6 +165,6 @@ func (d *delayWatch) refusal(now time.Time, waiting int) string {
 	if !d.standing || waiting < d.allowed {
 		return ""
 	}
-	return fmt.Sprintf("every operation that started in the last %v waited %v or more to start, over %v (ServerConfig.QueueDelay) beyond the unloaded %v; %d waiting, %d taken on while the queue stands",
-		queueDelayInterval, d.last.Round(time.Microsecond), d.target, d.floor.Round(time.Microsecond), waiting, d.allowed)
+	return fmt.Sprintf("half the operations that started in the last %v waited %v or more to start, over %v (ServerConfig.QueueDelay) beyond the unloaded %v; %d wait, as many as start in %v",
+		queueDelayInterval, d.last.Round(time.Microsecond), d.target, d.floor.Round(time.Microsecond), waiting, (d.floor + d.target).Round(time.Microsecond))
 }

@@ -27,23 +27,25 @@ func TestQueueDelayFromTheUnloadedWait(t *testing.T) {
 	if why := d.refusal(now, 100); why != "" {
 		t.Fatalf("every operation waits 20 ms, as on an idle node: refused (%s)", why)
 	}
-	if d.floor != 20*time.Millisecond {
-		t.Errorf("unloaded wait %v, want 20ms", d.floor)
+	if d.floor < 18*time.Millisecond || d.floor > 22*time.Millisecond {
+		t.Errorf("unloaded wait %v, want 20ms within an eighth", d.floor)
 	}
 	// Then each waits 40 ms: a queue stands after an interval.
 	now = feed(d, now, 200*time.Millisecond, time.Millisecond, 40*time.Millisecond)
-	if why := d.refusal(now, 24); why != "" {
-		t.Errorf("24 waiting, fewer than the 25 the node starts in 25 ms: refused (%s)", why)
+	// The node starts 1000 a second: 25 in 25 ms.
+	if why := d.refusal(now, 20); why != "" {
+		t.Errorf("20 waiting, fewer than the node starts in 25 ms: refused (%s)", why)
 	}
-	if why := d.refusal(now, 25); !strings.Contains(why, "QueueDelay") {
-		t.Errorf("25 waiting while a queue stands: %q, want a refusal naming QueueDelay", why)
+	if why := d.refusal(now, 30); !strings.Contains(why, "QueueDelay") {
+		t.Errorf("30 waiting while a queue stands: %q, want a refusal naming QueueDelay", why)
 	}
-	// An interval in which one operation waited no more than the
-	// target beyond the unloaded wait ends the standing queue.
-	d.started(now, 21*time.Millisecond)
-	now = feed(d, now.Add(time.Millisecond), 99*time.Millisecond, time.Millisecond, 40*time.Millisecond)
+	// An interval in which half the operations waited no more than the
+	// target beyond the unloaded wait ends the standing queue, however
+	// long the others waited (a stall of the host).
+	now = feed(d, now, 100*time.Millisecond, 2*time.Millisecond, 22*time.Millisecond)
+	feed(d, now.Add(-99*time.Millisecond), 100*time.Millisecond, 2*time.Millisecond, 200*time.Millisecond)
 	if why := d.refusal(now, 100); why != "" {
-		t.Errorf("after an interval with a wait of 21 ms: refused (%s)", why)
+		t.Errorf("after an interval with a median wait of 22 ms: refused (%s)", why)
 	}
 	now = feed(d, now, 100*time.Millisecond, time.Millisecond, 40*time.Millisecond)
 	if why := d.refusal(now, 100); why == "" {
@@ -52,5 +54,26 @@ func TestQueueDelayFromTheUnloadedWait(t *testing.T) {
 	// So does a spell in which nothing started.
 	if why := d.refusal(now.Add(time.Second), 100); why != "" {
 		t.Errorf("after a second with no start: refused (%s)", why)
+	}
+}
+
+// The buckets of the waits are ordered, contiguous, and within an eighth.
+func TestWaitBuckets(t *testing.T) {
+	for i := range waitBuckets - 1 {
+		lo, hi := waitLow(i), waitLow(i+1)
+		if hi <= lo {
+			t.Fatalf("bucket %d: [%v, %v)", i, lo, hi)
+		}
+		for _, d := range []time.Duration{lo, hi - time.Microsecond} {
+			if b := waitBucket(d); b != i {
+				t.Errorf("waitBucket(%v) = %d, want %d", d, b, i)
+			}
+		}
+		if i >= 8 && float64(hi-lo) > float64(lo)/4+float64(time.Microsecond) {
+			t.Errorf("bucket %d: [%v, %v) wider than a quarter", i, lo, hi)
+		}
+	}
+	if b := waitBucket(time.Hour); b != waitBuckets-1 {
+		t.Errorf("waitBucket(1h) = %d, want the last", b)
 	}
 }
