@@ -57,6 +57,9 @@ func TestOverloadBoundsQueueDelay(t *testing.T) {
 		const n, step = 200, 2 * time.Millisecond
 		own, other, wait := queueRun(t, e, ledger, n, step)
 		time.Sleep(250 * time.Millisecond)
+		if ld := e.Node(own).Server.Load(); ld.QueueDelay <= ld.QueueDelayLimit || ld.QueueDelayLimit < runtime.DefaultQueueDelay {
+			t.Errorf("%s's load %+v, want a median wait over its limit, the unloaded wait plus %v", own, ld, runtime.DefaultQueueDelay)
+		}
 		start := time.Now()
 		_, err := ledger.Add(t.Context(), other, 1)
 		if !errors.Is(err, runtime.ErrOverloaded) || runtime.MaybeExecuted(err) {

@@ -127,12 +127,20 @@ type Load struct {
 	MaxPending int // ServerConfig.MaxPending; <= 0: no limit
 	Queued     int // operations waiting to start now
 	MaxQueued  int // ServerConfig.MaxQueued; <= 0: no limit
+	// QueueDelay is the median time the operations that started in the
+	// last 100 ms waited to start; past QueueDelayLimit (the unloaded
+	// wait plus ServerConfig.QueueDelay) a queue stands, and the node
+	// refuses work. Both zero when ServerConfig.QueueDelay is negative.
+	QueueDelay, QueueDelayLimit time.Duration
 }
 
 // Load reports the operations queued or running on the server, and those
 // waiting to start, against their limits, for metrics.
 func (s *Server) Load() Load {
+	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Load{Pending: len(s.execs), MaxPending: s.cfg.MaxPending, Queued: s.waiting, MaxQueued: s.cfg.MaxQueued}
+	ld := Load{Pending: len(s.execs), MaxPending: s.cfg.MaxPending, Queued: s.waiting, MaxQueued: s.cfg.MaxQueued}
+	ld.QueueDelay, ld.QueueDelayLimit = s.delay.queueDelay(now)
+	return ld
 }

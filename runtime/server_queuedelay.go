@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"time"
 )
 
@@ -19,7 +20,7 @@ import (
 // is no queue) by ServerConfig.QueueDelay, a queue stands, and the node
 // takes on only as many waiting operations as it starts in the unloaded
 // wait plus the target (by Little's law, the number that waits that
-// long), and refuses the rest at arrival as it refuses past MaxQueued,
+// long; at the greatest rate of the last second), and refuses the rest at arrival as it refuses past MaxQueued,
 // until an interval's median is back under it. The rate is measured as
 // the node works, so the bound follows what the host leaves it; the
 // clients' limits fall on the refusals.
@@ -44,6 +45,10 @@ const (
 	// (CoDel's interval): long enough for many, short enough that a
 	// queue is caught before it costs a caller much.
 	queueDelayInterval = 100 * time.Millisecond
+	// queueDelayRateIntervals is how many intervals the rate that sets
+	// the bound is the greatest of (a second): what the node showed it
+	// starts, not what one stall of the host left it.
+	queueDelayRateIntervals = 10
 	// queueDelayFloorIntervals is how many intervals the unloaded wait is
 	// the least median of (a minute). A node loaded for longer than
 	// that takes its wait then for the unloaded one, as a latency
@@ -66,7 +71,7 @@ type delayWatch struct {
 	// The last interval that ended, unless nothing started since.
 	standing bool          // its median wait exceeded floor + target
 	allowed  int           // while standing: the operations that may wait
-	last     time.Duration // its median wait
+	last     time.Duration // its median wait; 0 after a quiet spell
 
 	// lows are the median waits of the last intervals that had starts,
 	// a ring; floor is the least of them, the unloaded wait.
@@ -74,6 +79,10 @@ type delayWatch struct {
 	nlows int
 	ilow  int
 	floor time.Duration
+
+	// rates are the starts of the last intervals, a ring.
+	rates [queueDelayRateIntervals]int
+	irate int
 }
 
 // started records that an operation that waited wait started at now.
@@ -97,7 +106,8 @@ func (d *delayWatch) roll(now time.Time) {
 	if d.starts > 0 && now.Before(d.end.Add(queueDelayInterval)) {
 		d.judge()
 	} else {
-		d.standing = false
+		d.standing, d.last = false, 0
+		d.rates = [queueDelayRateIntervals]int{}
 	}
 	if d.starts > 0 {
 		d.waits = [waitBuckets]uint32{}
@@ -117,7 +127,9 @@ func (d *delayWatch) judge() {
 		d.floor = min(d.floor, l)
 	}
 	d.standing = d.last > d.floor+d.target
-	rate := float64(d.starts) / queueDelayInterval.Seconds()
+	d.rates[d.irate] = d.starts
+	d.irate = (d.irate + 1) % len(d.rates)
+	rate := float64(slices.Max(d.rates[:])) / queueDelayInterval.Seconds()
 	d.allowed = max(1, int(rate*(d.floor+d.target).Seconds()))
 }
 
@@ -167,4 +179,14 @@ func (d *delayWatch) refusal(now time.Time, waiting int) string {
 	}
 	return fmt.Sprintf("half the operations that started in the last %v waited %v or more to start, over %v (ServerConfig.QueueDelay) beyond the unloaded %v; %d wait, as many as start in %v",
 		queueDelayInterval, d.last.Round(time.Microsecond), d.target, d.floor.Round(time.Microsecond), waiting, (d.floor + d.target).Round(time.Microsecond))
+}
+
+// queueDelay returns the median wait to start of the last interval and
+// the median past which the node refuses work (0, 0: not watched).
+func (d *delayWatch) queueDelay(now time.Time) (wait, limit time.Duration) {
+	if d.target <= 0 {
+		return 0, 0
+	}
+	d.roll(now)
+	return d.last, d.floor + d.target
 }

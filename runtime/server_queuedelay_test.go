@@ -39,6 +39,12 @@ func TestQueueDelayFromTheUnloadedWait(t *testing.T) {
 	if why := d.refusal(now, 30); !strings.Contains(why, "QueueDelay") {
 		t.Errorf("30 waiting while a queue stands: %q, want a refusal naming QueueDelay", why)
 	}
+	// An interval of few starts, a stall of the host, does not lower
+	// the bound: it is set by the greatest rate of the last second.
+	now = feed(d, now, 100*time.Millisecond, 10*time.Millisecond, 40*time.Millisecond)
+	if why := d.refusal(now, 20); why != "" {
+		t.Errorf("20 waiting after an interval of 10 starts: refused (%s)", why)
+	}
 	// An interval in which half the operations waited no more than the
 	// target beyond the unloaded wait ends the standing queue, however
 	// long the others waited (a stall of the host).
