@@ -51,6 +51,7 @@ type config struct {
 	tieBreaker                    bool
 	dataDir, clusterName          string
 	noFsync                       bool
+	queueDelay                    time.Duration
 }
 
 func main() {
@@ -96,6 +97,7 @@ func defineFlags(f *cli.Flags) func() config {
 		dataDir   = f.String("data-dir", "FFGEN_DATA_DIR", "", "directory of the ledger's replicated state, so that the node and the whole cluster restart with every acknowledged write (empty: memory only, lost when every node stops)")
 		noFsync   = f.Bool("unsafe-no-fsync", "FFGEN_UNSAFE_NO_FSYNC", false, "acknowledge writes before the disk has them: a power cut of a majority of the voters at once can lose acknowledged writes")
 		clusterNm = f.String("cluster-name", "FFGEN_CLUSTER_NAME", "bank", "the cluster's name, kept in -data-dir: a directory of another cluster is refused")
+		qDelay    = f.Duration("queue-delay", "FFGEN_QUEUE_DELAY", runtime.DefaultQueueDelay, "the queue the node lets stand beyond its unloaded wait to start before it refuses work (ServerConfig.QueueDelay; negative: off)")
 	)
 	return func() config {
 		return config{
@@ -104,7 +106,7 @@ func defineFlags(f *cli.Flags) func() config {
 			mgmt: *mgmt, token: *token, healthPublic: *health, preset: *preset, key: *key, logLevel: *logLevel,
 			tlsCert: *tlsCert, tlsKey: *tlsKey, tlsCA: *tlsCA, plaintext: *plaintext,
 			drain: *drain, remember: *remember, journal: *journal, voters: *voters, tieBreaker: *tieBreak,
-			dataDir: *dataDir, noFsync: *noFsync, clusterName: *clusterNm,
+			dataDir: *dataDir, noFsync: *noFsync, clusterName: *clusterNm, queueDelay: *qDelay,
 		}
 	}
 }
@@ -195,7 +197,8 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	// refuses work (ErrOverloaded) rather than queue it.
 	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Metrics: stats, Logger: log, Node: c.name,
 		Replication: replication(c), DataDir: c.dataDir,
-		MaxPending: runtime.SuggestedMaxPending, MaxPendingPerEntity: runtime.SuggestedMaxPendingPerEntity})
+		MaxPending: runtime.SuggestedMaxPending, MaxPendingPerEntity: runtime.SuggestedMaxPendingPerEntity,
+		QueueDelay: c.queueDelay})
 	stats.WatchLoad(srv)
 	if err := registerAccounts(srv, ledger); err != nil {
 		return err
