@@ -80,10 +80,13 @@ type ServerConfig struct {
 	MaxQueued int
 	// QueueDelay bounds how long the operations this node takes on wait
 	// to start, beyond what they wait on an idle node (for the
-	// replicated log, say): once every operation that started in an
-	// interval (100 ms) waited longer, a queue stands, and until one
-	// waits less an attempt is refused at arrival, as past MaxQueued,
-	// when as many operations wait as the node starts in that time.
+	// replicated log, say; a node whose operations wait longer than
+	// QueueDelay unloaded lets a queue as long as that wait stand):
+	// once half the operations that started in an interval (100 ms)
+	// waited longer, a queue stands, and until an interval's median is
+	// back under it an attempt is refused at arrival, as past
+	// MaxQueued, when as many operations wait as the node starts in
+	// that time.
 	// MaxQueued bounds how many wait; QueueDelay how long, at whatever
 	// rate the host lets the node work. Default DefaultQueueDelay;
 	// negative: not watched. See docs/runtime.md, "Overload".

@@ -17,10 +17,10 @@ import (
 // bounds that. When the median wait of an interval exceeds the node's
 // unloaded one (the least median of the last minute: what a replicated
 // write or a linearizable read waits for the log on an idle node, which
-// is no queue) by ServerConfig.QueueDelay, a queue stands, and the node
-// takes on only as many waiting operations as it starts in the unloaded
-// wait plus the target (by Little's law, the number that waits that
-// long; at the greatest rate of the last second), and refuses the rest at arrival as it refuses past MaxQueued,
+// is no queue) by ServerConfig.QueueDelay (or by the unloaded wait, if
+// longer: limit), a queue stands, and the node takes on only as many
+// waiting operations as it starts in that median (by Little's law, the
+// number that waits that long; at the greatest rate of the last second), and refuses the rest at arrival as it refuses past MaxQueued,
 // until an interval's median is back under it. The rate is measured as
 // the node works, so the bound follows what the host leaves it; the
 // clients' limits fall on the refusals.
@@ -69,7 +69,7 @@ type delayWatch struct {
 	starts int
 
 	// The last interval that ended, unless nothing started since.
-	standing bool          // its median wait exceeded floor + target
+	standing bool          // its median wait exceeded limit()
 	allowed  int           // while standing: the operations that may wait
 	last     time.Duration // its median wait; 0 after a quiet spell
 
@@ -126,11 +126,11 @@ func (d *delayWatch) judge() {
 	for _, l := range d.lows[:d.nlows] {
 		d.floor = min(d.floor, l)
 	}
-	d.standing = d.last > d.floor+d.target
+	d.standing = d.last > d.limit()
 	d.rates[d.irate] = d.starts
 	d.irate = (d.irate + 1) % len(d.rates)
 	rate := float64(slices.Max(d.rates[:])) / queueDelayInterval.Seconds()
-	d.allowed = max(1, int(rate*(d.floor+d.target).Seconds()))
+	d.allowed = max(1, int(rate*d.limit().Seconds()))
 }
 
 // median is the median wait of the current interval, which had starts,
@@ -177,8 +177,8 @@ func (d *delayWatch) refusal(now time.Time, waiting int) string {
 	if !d.standing || waiting < d.allowed {
 		return ""
 	}
-	return fmt.Sprintf("half the operations that started in the last %v waited %v or more to start, over %v (ServerConfig.QueueDelay) beyond the unloaded %v; %d wait, as many as start in %v",
-		queueDelayInterval, d.last.Round(time.Microsecond), d.target, d.floor.Round(time.Microsecond), waiting, (d.floor + d.target).Round(time.Microsecond))
+	return fmt.Sprintf("half the operations that started in the last %v waited %v or more to start, the unloaded %v plus over %v (ServerConfig.QueueDelay, or the unloaded wait if longer); %d wait, as many as start in %v",
+		queueDelayInterval, d.last.Round(time.Microsecond), d.floor.Round(time.Microsecond), max(d.target, d.floor).Round(time.Microsecond), waiting, d.limit().Round(time.Microsecond))
 }
 
 // queueDelay returns the median wait to start of the last interval and
@@ -188,5 +188,13 @@ func (d *delayWatch) queueDelay(now time.Time) (wait, limit time.Duration) {
 		return 0, 0
 	}
 	d.roll(now)
-	return d.last, d.floor + d.target
+	return d.last, d.limit()
 }
+
+// limit is the median wait past which a queue stands: the unloaded wait,
+// and as long again, or the target if that is longer. A queue of the
+// target is what a node whose operations wait little unloaded lets
+// stand; one whose operations wait on a disk or a distant peer lets one
+// as long as that wait stand, or it would refuse a load its log serves
+// in two rounds.
+func (d *delayWatch) limit() time.Duration { return d.floor + max(d.target, d.floor) }

@@ -15,51 +15,74 @@ func feed(d *delayWatch, at time.Time, span, gap, wait time.Duration) time.Time 
 	return at
 }
 
-// What every operation waits on an idle node (for the replicated log, a
-// round trip away) is not a queue: only a wait beyond it by more than the
-// target is, and while it stands the node takes on as many waiting
-// operations as it starts in the unloaded wait plus the target.
+// What every operation waits on an idle node is not a queue: only a
+// median wait beyond it by more than the target is, and while such a
+// queue stands the node takes on as many waiting operations as it starts
+// in the unloaded wait plus the target.
 func TestQueueDelayFromTheUnloadedWait(t *testing.T) {
 	d := &delayWatch{target: 5 * time.Millisecond}
 	now := time.Unix(1000, 0)
-	// One start a millisecond, each after 20 ms for the log.
-	now = feed(d, now, time.Second, time.Millisecond, 20*time.Millisecond)
+	// One start a millisecond, each after 2 ms (a log nearby).
+	now = feed(d, now, time.Second, time.Millisecond, 2*time.Millisecond)
 	if why := d.refusal(now, 100); why != "" {
-		t.Fatalf("every operation waits 20 ms, as on an idle node: refused (%s)", why)
+		t.Fatalf("every operation waits 2 ms, as on an idle node: refused (%s)", why)
 	}
-	if d.floor < 18*time.Millisecond || d.floor > 22*time.Millisecond {
-		t.Errorf("unloaded wait %v, want 20ms within an eighth", d.floor)
+	if d.floor < 1750*time.Microsecond || d.floor > 2250*time.Microsecond {
+		t.Errorf("unloaded wait %v, want 2ms within an eighth", d.floor)
 	}
-	// Then each waits 40 ms: a queue stands after an interval.
-	now = feed(d, now, 200*time.Millisecond, time.Millisecond, 40*time.Millisecond)
-	// The node starts 1000 a second: 25 in 25 ms.
-	if why := d.refusal(now, 20); why != "" {
-		t.Errorf("20 waiting, fewer than the node starts in 25 ms: refused (%s)", why)
+	// Then each waits 6 ms: within the target.
+	now = feed(d, now, 200*time.Millisecond, time.Millisecond, 6*time.Millisecond)
+	if why := d.refusal(now, 100); why != "" {
+		t.Errorf("waits of 6 ms, within 5 ms of the unloaded 2 ms: refused (%s)", why)
 	}
-	if why := d.refusal(now, 30); !strings.Contains(why, "QueueDelay") {
-		t.Errorf("30 waiting while a queue stands: %q, want a refusal naming QueueDelay", why)
+	// Then 10 ms: a queue stands after an interval. The node starts
+	// 1000 a second: 7 in 7 ms.
+	now = feed(d, now, 200*time.Millisecond, time.Millisecond, 10*time.Millisecond)
+	if why := d.refusal(now, 5); why != "" {
+		t.Errorf("5 waiting, fewer than the node starts in 7 ms: refused (%s)", why)
+	}
+	if why := d.refusal(now, 8); !strings.Contains(why, "QueueDelay") {
+		t.Errorf("8 waiting while a queue stands: %q, want a refusal naming QueueDelay", why)
 	}
 	// An interval of few starts, a stall of the host, does not lower
 	// the bound: it is set by the greatest rate of the last second.
-	now = feed(d, now, 100*time.Millisecond, 10*time.Millisecond, 40*time.Millisecond)
-	if why := d.refusal(now, 20); why != "" {
-		t.Errorf("20 waiting after an interval of 10 starts: refused (%s)", why)
+	now = feed(d, now, 100*time.Millisecond, 10*time.Millisecond, 10*time.Millisecond)
+	if why := d.refusal(now, 5); why != "" {
+		t.Errorf("5 waiting after an interval of 10 starts: refused (%s)", why)
 	}
 	// An interval in which half the operations waited no more than the
 	// target beyond the unloaded wait ends the standing queue, however
 	// long the others waited (a stall of the host).
-	now = feed(d, now, 100*time.Millisecond, 2*time.Millisecond, 22*time.Millisecond)
+	now = feed(d, now, 100*time.Millisecond, 2*time.Millisecond, 3*time.Millisecond)
 	feed(d, now.Add(-99*time.Millisecond), 100*time.Millisecond, 2*time.Millisecond, 200*time.Millisecond)
 	if why := d.refusal(now, 100); why != "" {
-		t.Errorf("after an interval with a median wait of 22 ms: refused (%s)", why)
+		t.Errorf("after an interval with a median wait of 3 ms: refused (%s)", why)
 	}
-	now = feed(d, now, 100*time.Millisecond, time.Millisecond, 40*time.Millisecond)
+	now = feed(d, now, 100*time.Millisecond, time.Millisecond, 10*time.Millisecond)
 	if why := d.refusal(now, 100); why == "" {
-		t.Errorf("after another interval of 40 ms waits: taken on, want refused")
+		t.Errorf("after another interval of 10 ms waits: taken on, want refused")
 	}
 	// So does a spell in which nothing started.
 	if why := d.refusal(now.Add(time.Second), 100); why != "" {
 		t.Errorf("after a second with no start: refused (%s)", why)
+	}
+}
+
+// A node whose operations wait long unloaded (on a disk, a distant peer)
+// lets a queue as long as that wait stand, not only the target: its log
+// serves what waits in rounds of that length, and a load it serves in two
+// is no queue to refuse.
+func TestQueueDelayOfASlowLog(t *testing.T) {
+	d := &delayWatch{target: 5 * time.Millisecond}
+	now := time.Unix(1000, 0)
+	now = feed(d, now, time.Second, time.Millisecond, 20*time.Millisecond)
+	now = feed(d, now, 200*time.Millisecond, time.Millisecond, 35*time.Millisecond)
+	if why := d.refusal(now, 100); why != "" {
+		t.Errorf("waits of 35 ms, within 20 ms of the unloaded 20 ms: refused (%s)", why)
+	}
+	now = feed(d, now, 200*time.Millisecond, time.Millisecond, 50*time.Millisecond)
+	if why := d.refusal(now, 100); why == "" {
+		t.Errorf("waits of 50 ms, past twice the unloaded 20 ms: taken on, want refused")
 	}
 }
 

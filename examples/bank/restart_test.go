@@ -151,16 +151,24 @@ func TestLedgerRestartsFromDisk(t *testing.T) {
 }
 
 // retried runs call with one operation ID until it succeeds, a few times
-// at most.
+// at most; a refusal for overload, which ran nothing, is retried after
+// the node's hint, as a caller must, many more times: 64 callers loading
+// a node whose log waits for the disk make a queue it sheds.
 func retried(ctx context.Context, call func(context.Context) error) error {
 	var id [16]byte
 	rand.Read(id[:])
 	ctx = runtime.WithOperationID(ctx, id)
 	var err error
-	for range 5 {
+	for failed, refused := 0, 0; failed < 5 && refused < 100; {
 		if err = call(ctx); err == nil {
 			return nil
 		}
+		if d, ok := runtime.RetryAfter(err); ok {
+			refused++
+			time.Sleep(d)
+			continue
+		}
+		failed++
 		time.Sleep(100 * time.Millisecond)
 	}
 	return err
