@@ -47,6 +47,7 @@ func TestOverloadBoundsQueueDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{Server: func(_ string, cfg *runtime.ServerConfig) {
 			cfg.MaxQueued = -1 // the delay alone
+			cfg.QueueDelay = runtime.SuggestedQueueDelay
 		}})
 		m := &failoverCounter{}
 		client := e.Client(t, func(c *runtime.ClientConfig) { c.Metrics = m })
@@ -57,8 +58,8 @@ func TestOverloadBoundsQueueDelay(t *testing.T) {
 		const n, step = 200, 2 * time.Millisecond
 		own, other, wait := queueRun(t, e, ledger, n, step)
 		time.Sleep(250 * time.Millisecond)
-		if ld := e.Node(own).Server.Load(); ld.QueueDelay <= ld.QueueDelayLimit || ld.QueueDelayLimit < runtime.DefaultQueueDelay {
-			t.Errorf("%s's load %+v, want a median wait over its limit, the unloaded wait plus %v", own, ld, runtime.DefaultQueueDelay)
+		if ld := e.Node(own).Server.Load(); ld.QueueDelay <= ld.QueueDelayLimit || ld.QueueDelayLimit < runtime.SuggestedQueueDelay {
+			t.Errorf("%s's load %+v, want a median wait over its limit, the unloaded wait plus %v", own, ld, runtime.SuggestedQueueDelay)
 		}
 		start := time.Now()
 		_, err := ledger.Add(t.Context(), other, 1)

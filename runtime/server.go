@@ -88,8 +88,11 @@ type ServerConfig struct {
 	// MaxQueued, when as many operations wait as the node starts in
 	// that time.
 	// MaxQueued bounds how many wait; QueueDelay how long, at whatever
-	// rate the host lets the node work. Default DefaultQueueDelay;
-	// negative: not watched. See docs/runtime.md, "Overload".
+	// rate the host lets the node work. Zero or negative: not watched,
+	// the default, since on a host that starves the node of CPU its
+	// waits grow with no queue of its making, and a few callers would
+	// be refused; SuggestedQueueDelay suits a node whose clients back
+	// off (ClientConfig.Limit). See docs/runtime.md, "Overload".
 	QueueDelay time.Duration
 	// OverloadRetryAfter is the retry-after hint of a refusal for
 	// overload. Default the heartbeat interval.
@@ -184,9 +187,6 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	if cfg.MaxQueued == 0 {
 		cfg.MaxQueued = DefaultMaxQueued
-	}
-	if cfg.QueueDelay == 0 {
-		cfg.QueueDelay = DefaultQueueDelay
 	}
 	if cfg.OverloadRetryAfter <= 0 {
 		cfg.OverloadRetryAfter = cfg.Settings.HeartbeatInterval

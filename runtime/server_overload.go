@@ -11,7 +11,7 @@ import (
 
 // Overload. A node takes on a bounded amount of work: past
 // ServerConfig.MaxQueued operations waiting to start (on by default), as
-// many as it starts in ServerConfig.QueueDelay while a queue stands (on
+// many as it starts in ServerConfig.QueueDelay while a queue stands (off
 // by default, server_queuedelay.go), MaxPending operations queued or running, or MaxPendingPerEntity on one
 // entity, an attempt is refused at arrival,
 // before anything of it runs, with the code codeOverloaded and a hint of

@@ -34,11 +34,11 @@ import (
 // no queue standing, and half of the interval's operations must wait
 // long for its median to.
 
-// DefaultQueueDelay is the default ServerConfig.QueueDelay, CoDel's target
-// and the queue timeout of Facebook's servers under load: well above
-// what scheduling adds to a wait on a busy host, well under the
-// latency a caller notices.
-const DefaultQueueDelay = 5 * time.Millisecond
+// SuggestedQueueDelay is a ServerConfig.QueueDelay (off by default):
+// CoDel's target and the queue timeout of Facebook's servers under load,
+// well above what scheduling adds to a wait on a busy host, well under
+// the latency a caller notices.
+const SuggestedQueueDelay = 5 * time.Millisecond
 
 const (
 	// queueDelayInterval is the span of the waits judged together

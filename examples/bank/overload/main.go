@@ -90,7 +90,7 @@ func main() {
 	flag.IntVar(&c.limitMin, "limit-min", 4, "with -clients: the least a client's limit to a node falls to (bankload -limit-min)")
 	flag.Float64Var(&c.limitTolerance, "limit-tolerance", 2, "with -clients: how many times their long-run average a method's recent answers may take before a client's limit falls (bankload -limit-tolerance)")
 	flag.Float64Var(&c.limitBacklog, "limit-backlog", 0.1, "with -clients: the attempts that may wait for a slot of a client's limit, as a multiple of it (bankload -limit-backlog)")
-	flag.DurationVar(&c.queueDelay, "queue-delay", runtime.DefaultQueueDelay, "each node's ServerConfig.QueueDelay (banknode -queue-delay; negative: off)")
+	flag.DurationVar(&c.queueDelay, "queue-delay", runtime.SuggestedQueueDelay, "each node's ServerConfig.QueueDelay (banknode -queue-delay; 0: off)")
 	flag.IntVar(&c.reads, "reads", 40, "percentage of operations that are Balance reads")
 	flag.Float64Var(&c.capacity, "capacity", 0, "the capacity in ops/s, for the paced run when the capacity run is not among -only")
 	flag.StringVar(&c.only, "only", "", "run only these, comma-separated: "+runNames())

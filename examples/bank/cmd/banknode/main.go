@@ -97,7 +97,7 @@ func defineFlags(f *cli.Flags) func() config {
 		dataDir   = f.String("data-dir", "FFGEN_DATA_DIR", "", "directory of the ledger's replicated state, so that the node and the whole cluster restart with every acknowledged write (empty: memory only, lost when every node stops)")
 		noFsync   = f.Bool("unsafe-no-fsync", "FFGEN_UNSAFE_NO_FSYNC", false, "acknowledge writes before the disk has them: a power cut of a majority of the voters at once can lose acknowledged writes")
 		clusterNm = f.String("cluster-name", "FFGEN_CLUSTER_NAME", "bank", "the cluster's name, kept in -data-dir: a directory of another cluster is refused")
-		qDelay    = f.Duration("queue-delay", "FFGEN_QUEUE_DELAY", runtime.DefaultQueueDelay, "the queue the node lets stand beyond its unloaded wait to start before it refuses work (ServerConfig.QueueDelay; negative: off)")
+		qDelay    = f.Duration("queue-delay", "FFGEN_QUEUE_DELAY", runtime.SuggestedQueueDelay, "the queue the node lets stand beyond its unloaded wait to start before it refuses work (ServerConfig.QueueDelay; 0: off)")
 	)
 	return func() config {
 		return config{
