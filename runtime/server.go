@@ -78,6 +78,22 @@ type ServerConfig struct {
 	// latency, and past it an attempt is refused at arrival, as past
 	// MaxPending. Default DefaultMaxQueued; negative: no limit.
 	MaxQueued int
+	// QueueDelay bounds how long the operations this node takes on wait
+	// to start, beyond what they wait on an idle node (for the
+	// replicated log, say; a node whose operations wait longer than
+	// QueueDelay unloaded lets a queue as long as that wait stand):
+	// once half the operations that started in an interval (100 ms)
+	// waited longer, a queue stands, and until an interval's median is
+	// back under it an attempt is refused at arrival, as past
+	// MaxQueued, when as many operations wait as the node starts in
+	// that time.
+	// MaxQueued bounds how many wait; QueueDelay how long, at whatever
+	// rate the host lets the node work. Zero or negative: not watched,
+	// the default, since on a host that starves the node of CPU its
+	// waits grow with no queue of its making, and a few callers would
+	// be refused; SuggestedQueueDelay suits a node whose clients back
+	// off (ClientConfig.Limit). See docs/runtime.md, "Overload".
+	QueueDelay time.Duration
 	// OverloadRetryAfter is the retry-after hint of a refusal for
 	// overload. Default the heartbeat interval.
 	OverloadRetryAfter time.Duration
@@ -103,6 +119,7 @@ type Server struct {
 	closed     bool                   // no new operations
 	halted     bool                   // queued operations end without running
 	waiting    int                    // executions in execs that wait to start (track)
+	delay      delayWatch             // how long they waited (server_queuedelay.go)
 
 	// peerMu guards the connections to the other servers, for
 	// replication: raft sends on them without the server's lock.
@@ -184,6 +201,7 @@ func NewServer(cfg ServerConfig) *Server {
 		replicas: make(map[string]*replicated),
 		dialing:  make(map[string]bool),
 		peerIn:   make(map[string]transport.Conn),
+		delay:    delayWatch{target: cfg.QueueDelay},
 	}
 	s.workers.init()
 	if cfg.Membership != nil {

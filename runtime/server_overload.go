@@ -10,8 +10,9 @@ import (
 )
 
 // Overload. A node takes on a bounded amount of work: past
-// ServerConfig.MaxQueued operations waiting to start (on by default),
-// MaxPending operations queued or running, or MaxPendingPerEntity on one
+// ServerConfig.MaxQueued operations waiting to start (on by default), as
+// many as it starts in ServerConfig.QueueDelay while a queue stands (off
+// by default, server_queuedelay.go), MaxPending operations queued or running, or MaxPendingPerEntity on one
 // entity, an attempt is refused at arrival,
 // before anything of it runs, with the code codeOverloaded and a hint of
 // when to come back. A node at its connection limit (TCPConfig.MaxConns)
@@ -86,6 +87,8 @@ func (s *Server) admitLocked(e *execution) *frame.Result {
 	why := ""
 	if max := s.cfg.MaxQueued; max > 0 && s.waiting >= max {
 		why = fmt.Sprintf("%d operations waiting to start, limit %d (ServerConfig.MaxQueued)", s.waiting, max)
+	} else if d := s.delay.refusal(e.arrived, s.waiting); d != "" {
+		why = d
 	} else if max := s.cfg.MaxPending; max > 0 && len(s.execs) >= max {
 		why = fmt.Sprintf("%d operations queued or running, limit %d (ServerConfig.MaxPending)", len(s.execs), max)
 	} else if max := s.cfg.MaxPendingPerEntity; max > 0 {
@@ -124,12 +127,20 @@ type Load struct {
 	MaxPending int // ServerConfig.MaxPending; <= 0: no limit
 	Queued     int // operations waiting to start now
 	MaxQueued  int // ServerConfig.MaxQueued; <= 0: no limit
+	// QueueDelay is the median time the operations that started in the
+	// last 100 ms waited to start; past QueueDelayLimit (the unloaded
+	// wait plus ServerConfig.QueueDelay) a queue stands, and the node
+	// refuses work. Both zero when ServerConfig.QueueDelay is negative.
+	QueueDelay, QueueDelayLimit time.Duration
 }
 
 // Load reports the operations queued or running on the server, and those
 // waiting to start, against their limits, for metrics.
 func (s *Server) Load() Load {
+	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Load{Pending: len(s.execs), MaxPending: s.cfg.MaxPending, Queued: s.waiting, MaxQueued: s.cfg.MaxQueued}
+	ld := Load{Pending: len(s.execs), MaxPending: s.cfg.MaxPending, Queued: s.waiting, MaxQueued: s.cfg.MaxQueued}
+	ld.QueueDelay, ld.QueueDelayLimit = s.delay.queueDelay(now)
+	return ld
 }

@@ -112,11 +112,22 @@ func (s *Server) ready(e *execution) bool {
 			return false
 		}
 	}
-	if s.halted || (!e.scatter && !time.Now().Before(e.expires())) {
+	// A caller waits for e unless it is a copy of a replicated write
+	// that a follower applies: then how long e waited is the node's
+	// queueing delay (a hold operation waits aside on purpose).
+	waited := len(e.waiters) > 0 && !e.hold
+	var now time.Time
+	if waited || !e.scatter {
+		now = time.Now()
+	}
+	if s.halted || (!e.scatter && !now.Before(e.expires())) {
 		s.expire(e, "attempt cancelled or expired before it ran")
 		return false
 	}
 	e.fire(evStart)
+	if waited {
+		s.delay.started(now, now.Sub(e.arrived))
+	}
 	s.running.Add(1)
 	return true
 }

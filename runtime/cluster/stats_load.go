@@ -20,7 +20,9 @@ type Limiter interface {
 
 // WatchLoad adds the server's queue depth and its limits to what Stats
 // exports (ffgen_server_pending, ffgen_server_pending_limit,
-// ffgen_server_queued, ffgen_server_queued_limit).
+// ffgen_server_queued, ffgen_server_queued_limit,
+// ffgen_server_queue_delay_seconds,
+// ffgen_server_queue_delay_limit_seconds).
 func (s *Stats) WatchLoad(l Loader) { s.load.Store(&l) }
 
 // WatchLimits adds the client's limit to each node, the attempts in
@@ -34,6 +36,8 @@ var (
 	descPendingLimit = prometheus.NewDesc("ffgen_server_pending_limit", "ServerConfig.MaxPending; attempts beyond it are refused with ffgen.overloaded (ffgen_server_handled_total{status=\"refused\"}).", nil, nil)
 	descQueued       = prometheus.NewDesc("ffgen_server_queued", "Operations waiting to start on the server (queued behind their entities, or for the replicated log): what ServerConfig.MaxQueued counts.", nil, nil)
 	descQueuedLimit  = prometheus.NewDesc("ffgen_server_queued_limit", "ServerConfig.MaxQueued; attempts beyond it are refused with ffgen.overloaded (ffgen_server_handled_total{status=\"refused\"}).", nil, nil)
+	descQueueDelay   = prometheus.NewDesc("ffgen_server_queue_delay_seconds", "The median time the operations that started on the server in the last 100 ms waited to start.", nil, nil)
+	descDelayLimit   = prometheus.NewDesc("ffgen_server_queue_delay_limit_seconds", "The unloaded wait to start plus ServerConfig.QueueDelay: past it a queue stands, and attempts beyond what the server starts in that time are refused with ffgen.overloaded.", nil, nil)
 	descClientLimit  = prometheus.NewDesc("ffgen_client_limit", "The client's adaptive limit on the attempts in flight to a node.", []string{"peer"}, nil)
 	descLimitFlight  = prometheus.NewDesc("ffgen_client_limit_in_flight", "Attempts in flight to a node under the client's limit.", []string{"peer"}, nil)
 	descLimitWaiting = prometheus.NewDesc("ffgen_client_limit_waiting", "Attempts waiting on the client for a slot of its limit to a node.", []string{"peer"}, nil)
@@ -45,6 +49,8 @@ func describeLoad(ch chan<- *prometheus.Desc) {
 	ch <- descPendingLimit
 	ch <- descQueued
 	ch <- descQueuedLimit
+	ch <- descQueueDelay
+	ch <- descDelayLimit
 	ch <- descClientLimit
 	ch <- descLimitFlight
 	ch <- descLimitWaiting
@@ -58,6 +64,8 @@ func (s *Stats) collectLoad(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPendingLimit, prometheus.GaugeValue, float64(ld.MaxPending))
 		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(ld.Queued))
 		ch <- prometheus.MustNewConstMetric(descQueuedLimit, prometheus.GaugeValue, float64(ld.MaxQueued))
+		ch <- prometheus.MustNewConstMetric(descQueueDelay, prometheus.GaugeValue, ld.QueueDelay.Seconds())
+		ch <- prometheus.MustNewConstMetric(descDelayLimit, prometheus.GaugeValue, ld.QueueDelayLimit.Seconds())
 	}
 	if l := s.limiter.Load(); l != nil {
 		for _, p := range (*l).Limits() {

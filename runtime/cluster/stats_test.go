@@ -301,7 +301,8 @@ func TestStatsTransportCounters(t *testing.T) {
 // The server's queue depth and the client's limits are exported.
 func TestStatsExportsLoad(t *testing.T) {
 	s := NewStats()
-	s.WatchLoad(fakeLoad{runtime.Load{Pending: 7, MaxPending: 512, Queued: 5, MaxQueued: 64}})
+	s.WatchLoad(fakeLoad{runtime.Load{Pending: 7, MaxPending: 512, Queued: 5, MaxQueued: 64,
+		QueueDelay: 3 * time.Millisecond, QueueDelayLimit: 6 * time.Millisecond}})
 	s.WatchLimits(fakeLimits{{Node: "a1", Limit: 40, InFlight: 3, Waiting: 2, Decreases: runtime.LimitDecreases{Refused: 1, TimedOut: 2, Slow: 9}}})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(s)
@@ -309,7 +310,8 @@ func TestStatsExportsLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]float64{"ffgen_server_pending": 7, "ffgen_server_pending_limit": 512, "ffgen_server_queued": 5, "ffgen_server_queued_limit": 64, "ffgen_client_limit": 40, "ffgen_client_limit_in_flight": 3, "ffgen_client_limit_waiting": 2}
+	want := map[string]float64{"ffgen_server_pending": 7, "ffgen_server_pending_limit": 512, "ffgen_server_queued": 5, "ffgen_server_queued_limit": 64,
+		"ffgen_server_queue_delay_seconds": 0.003, "ffgen_server_queue_delay_limit_seconds": 0.006, "ffgen_client_limit": 40, "ffgen_client_limit_in_flight": 3, "ffgen_client_limit_waiting": 2}
 	for _, mf := range got {
 		if v, ok := want[mf.GetName()]; ok {
 			if g := mf.GetMetric()[0].GetGauge().GetValue(); g != v {

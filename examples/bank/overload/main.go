@@ -49,6 +49,7 @@ import (
 
 	"github.com/ffgen/ffgen/examples/bank/internal/cli"
 	"github.com/ffgen/ffgen/examples/bank/internal/testbed"
+	"github.com/ffgen/ffgen/runtime"
 )
 
 // run is one bankload against a fresh cluster.
@@ -74,6 +75,7 @@ type config struct {
 	limitMin              int
 	limitTolerance        float64
 	limitBacklog          float64
+	queueDelay            time.Duration
 	capacity              float64 // ops/s; 0: measure it
 	only                  string
 	keep                  bool
@@ -88,6 +90,7 @@ func main() {
 	flag.IntVar(&c.limitMin, "limit-min", 4, "with -clients: the least a client's limit to a node falls to (bankload -limit-min)")
 	flag.Float64Var(&c.limitTolerance, "limit-tolerance", 2, "with -clients: how many times their long-run average a method's recent answers may take before a client's limit falls (bankload -limit-tolerance)")
 	flag.Float64Var(&c.limitBacklog, "limit-backlog", 0.1, "with -clients: the attempts that may wait for a slot of a client's limit, as a multiple of it (bankload -limit-backlog)")
+	flag.DurationVar(&c.queueDelay, "queue-delay", runtime.SuggestedQueueDelay, "each node's ServerConfig.QueueDelay (banknode -queue-delay; 0: off)")
 	flag.IntVar(&c.reads, "reads", 40, "percentage of operations that are Balance reads")
 	flag.Float64Var(&c.capacity, "capacity", 0, "the capacity in ops/s, for the paced run when the capacity run is not among -only")
 	flag.StringVar(&c.only, "only", "", "run only these, comma-separated: "+runNames())
@@ -166,8 +169,8 @@ func overload(c config) int {
 		return code
 	}
 	if c.clients > 0 {
-		fmt.Printf("overload: the callers of each run share %d clients (a fleet of %d application processes); each client's limit: min %d, tolerance %v, backlog %v\n",
-			c.clients, c.clients, c.limitMin, c.limitTolerance, c.limitBacklog)
+		fmt.Printf("overload: the callers of each run share %d clients (a fleet of %d application processes); each client's limit: min %d, tolerance %v, backlog %v; each node's queue delay %v\n",
+			c.clients, c.clients, c.limitMin, c.limitTolerance, c.limitBacklog, c.queueDelay)
 	} else {
 		fmt.Println("overload: each caller reads through a client of its own; the writes share one more")
 	}
@@ -218,7 +221,7 @@ func (c config) one(ctx context.Context, dir string, d time.Duration, res *resul
 	journal := max(1<<17, int(40000*d.Seconds()))
 	cl, err := testbed.Start(ctx, testbed.Config{
 		BinDir: filepath.Dir(dir), Dir: dir, Out: os.Stdout, Prefix: "overload " + res.name,
-		Args: []string{"-journal", strconv.Itoa(journal), "-log-level", "warn"},
+		Args: []string{"-journal", strconv.Itoa(journal), "-log-level", "warn", "-queue-delay", c.queueDelay.String()},
 	})
 	if err != nil {
 		return err

@@ -53,6 +53,7 @@ type config struct {
 	dataDir, clusterName          string
 	noFsync                       bool
 	segmentBytes                  int
+	queueDelay                    time.Duration
 }
 
 func main() {
@@ -99,6 +100,7 @@ func defineFlags(f *cli.Flags) func() config {
 		noFsync   = f.Bool("unsafe-no-fsync", "FFGEN_UNSAFE_NO_FSYNC", false, "acknowledge writes before the disk has them: a power cut of a majority of the voters at once can lose acknowledged writes")
 		segment   = f.Int("wal-segment-bytes", "FFGEN_WAL_SEGMENT_BYTES", 0, "size of each log segment in -data-dir, allocated whole as it is begun (0: etcd's 64 MB); a smaller one takes less disk up front")
 		clusterNm = f.String("cluster-name", "FFGEN_CLUSTER_NAME", "bank", "the cluster's name, kept in -data-dir: a directory of another cluster is refused")
+		qDelay    = f.Duration("queue-delay", "FFGEN_QUEUE_DELAY", runtime.SuggestedQueueDelay, "the queue the node lets stand beyond its unloaded wait to start before it refuses work (ServerConfig.QueueDelay; 0: off)")
 	)
 	return func() config {
 		return config{
@@ -107,7 +109,7 @@ func defineFlags(f *cli.Flags) func() config {
 			mgmt: *mgmt, token: *token, healthPublic: *health, preset: *preset, key: *key, logLevel: *logLevel,
 			tlsCert: *tlsCert, tlsKey: *tlsKey, tlsCA: *tlsCA, plaintext: *plaintext,
 			drain: *drain, remember: *remember, journal: *journal, voters: *voters, tieBreaker: *tieBreak,
-			dataDir: *dataDir, noFsync: *noFsync, clusterName: *clusterNm, segmentBytes: *segment,
+			dataDir: *dataDir, noFsync: *noFsync, clusterName: *clusterNm, segmentBytes: *segment, queueDelay: *qDelay,
 		}
 	}
 }
@@ -203,7 +205,8 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	}
 	srv := runtime.NewServer(runtime.ServerConfig{Settings: settings, Metrics: stats, Logger: log, Node: c.name,
 		Replication: replication(c), DataDir: c.dataDir,
-		MaxPending: runtime.SuggestedMaxPending, MaxPendingPerEntity: runtime.SuggestedMaxPendingPerEntity})
+		MaxPending: runtime.SuggestedMaxPending, MaxPendingPerEntity: runtime.SuggestedMaxPendingPerEntity,
+		QueueDelay: c.queueDelay})
 	stats.WatchLoad(srv)
 	if err := registerAccounts(srv, ledger); err != nil {
 		return err
