@@ -178,15 +178,21 @@ func copyDir(t *testing.T, from, to string) {
 	}
 }
 
+// onlyFile returns the path of dir's one file named ...suffix.
+func onlyFile(t *testing.T, dir, suffix string) string {
+	t.Helper()
+	names := filesWithSuffix(dir, suffix)
+	if len(names) != 1 {
+		t.Fatalf("%s files in %s: %v; want one", suffix, dir, names)
+	}
+	return filepath.Join(dir, names[0])
+}
+
 // segment returns the path of the store's only WAL segment and the length
 // of what is written in it (the rest is preallocated zeros).
 func segment(t *testing.T, dir string) (string, int) {
 	t.Helper()
-	names := filesWithSuffix(filepath.Join(dir, walDirName), ".wal")
-	if len(names) != 1 {
-		t.Fatalf("segments %v; want one", names)
-	}
-	path := filepath.Join(dir, walDirName, names[0])
+	path := onlyFile(t, filepath.Join(dir, walDirName), ".wal")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -308,11 +314,7 @@ func TestStoreRefusesABrokenSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.close()
-		names := filesWithSuffix(filepath.Join(dir, snapDirName), ".snap")
-		if len(names) != 1 {
-			t.Fatalf("snapshot files %v", names)
-		}
-		path := filepath.Join(dir, snapDirName, names[0])
+		path := onlyFile(t, filepath.Join(dir, snapDirName), ".snap")
 		b, _ := os.ReadFile(path)
 		b[bytes.Index(b, []byte("six"))] ^= 0x20
 		os.WriteFile(path, b, 0o600)

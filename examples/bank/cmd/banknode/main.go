@@ -100,7 +100,7 @@ func defineFlags(f *cli.Flags) func() config {
 		noFsync   = f.Bool("unsafe-no-fsync", "FFGEN_UNSAFE_NO_FSYNC", false, "acknowledge writes before the disk has them: a power cut of a majority of the voters at once can lose acknowledged writes")
 		segment   = f.Int("wal-segment-bytes", "FFGEN_WAL_SEGMENT_BYTES", 0, "size of each log segment in -data-dir, allocated whole as it is begun (0: etcd's 64 MB); a smaller one takes less disk up front")
 		clusterNm = f.String("cluster-name", "FFGEN_CLUSTER_NAME", "bank", "the cluster's name, kept in -data-dir: a directory of another cluster is refused")
-		qDelay    = f.Duration("queue-delay", "FFGEN_QUEUE_DELAY", runtime.SuggestedQueueDelay, "the queue the node lets stand beyond its unloaded wait to start before it refuses work (ServerConfig.QueueDelay; 0: off)")
+		qDelay    = f.Duration("queue-delay", "FFGEN_QUEUE_DELAY", 0, "the queue the node lets stand beyond its unloaded wait to start before it refuses work (ServerConfig.QueueDelay; 0: off; "+runtime.SuggestedQueueDelay.String()+" suggested against overload)")
 	)
 	return func() config {
 		return config{
