@@ -93,6 +93,30 @@ func sockaddrString(sa syscall.Sockaddr) string {
 // caller closes fd.
 func tellFDInPassing(fd int, hello []byte) {
 	syscall.Write(fd, hello) // a fresh connection's send buffer takes it at once
+	drainFD(fd)
+}
+
+// tellConnInPassing is tellFDInPassing for an accepted connection, on its
+// descriptor: a write deadline could pass while the accept loop waits
+// for a CPU, and leave the dialer without the Hello. It reports whether
+// it could.
+func tellConnInPassing(nc net.Conn, hello []byte) bool {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	return rc.Write(func(fd uintptr) bool {
+		tellFDInPassing(int(fd), hello)
+		return true
+	}) == nil
+}
+
+// drainFD reads what fd holds, if anything, without waiting.
+func drainFD(fd int) {
 	var buf [512]byte
 	syscall.Recvfrom(fd, buf[:], syscall.MSG_DONTWAIT)
 }

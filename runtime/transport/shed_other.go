@@ -14,3 +14,7 @@ func (s *shedder) drain(func() bool, func(string)) bool { return false }
 
 // tellFDInPassing is Linux-only, as the shedder is.
 func tellFDInPassing(int, []byte) {}
+
+// tellConnInPassing is Linux-only too: elsewhere tellInPassing writes
+// with a deadline.
+func tellConnInPassing(net.Conn, []byte) bool { return false }

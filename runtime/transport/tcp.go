@@ -426,16 +426,21 @@ func (l *tcpListener) refuseAtLimit(nc net.Conn) {
 // tellInPassing tells the dialer of nc that the node is at its limit
 // without a teller, when maxAtLimitHellos are busy (a storm of dials at a
 // node at its limit): one write, which a connection's empty send buffer
-// takes at once, then the close. Closing without waiting for the
-// dialer's Hello may reset the connection where that Hello came first;
-// a dialer that has the node's Hello in its socket still reads it first.
+// takes at once, what the dialer sent already read without waiting
+// (closing with bytes unread resets the connection, and the reset may
+// reach the dialer before the node's Hello), then the close; on Linux
+// on the descriptor itself (tellConnInPassing), elsewhere with a write
+// deadline. A dialer's Hello that arrives between the read and the close
+// still resets it.
 // A connection closed unexplained looked like a node that is gone, and
 // its dialer suspected a busy node for seconds. Without TLS only (with
 // TLS, saying so costs the handshake that shedding saves).
 func (l *tcpListener) tellInPassing(nc net.Conn) {
 	if l.t.serverTLS == nil && l.atLimitHello != nil {
-		nc.SetWriteDeadline(time.Now().Add(atLimitWrite))
-		nc.Write(l.atLimitHello)
+		if !tellConnInPassing(nc, l.atLimitHello) {
+			nc.SetWriteDeadline(time.Now().Add(atLimitWrite))
+			nc.Write(l.atLimitHello)
+		}
 	}
 	nc.Close()
 }
