@@ -149,6 +149,12 @@ func TestPageFollowsKillAndRejoin(t *testing.T) {
 	waitFor(t, ctx, "the page at the management address", `location.pathname === "/cluster/page/"`, 30*time.Second)
 	allAlive := `["a1","a2","b1","b2"].every(n => (document.querySelector('[data-member="' + n + '"]') || {dataset: {}}).dataset.state === "alive")`
 	waitFor(t, ctx, "four alive members", allAlive, 60*time.Second)
+	// b1 joins the replicated service as a learner once the group has
+	// formed; until it serves, no client routes to it, and its death
+	// would cost no failover. Kill it only once every member serves.
+	allServing := `["a1","a2","b1","b2"].every(n => { const d = (document.querySelector('[data-member="' + n + '"]') || {dataset: {}}).dataset;
+	  return d.state === "alive" && d.catchingUp !== "true"; })`
+	waitFor(t, ctx, "four members serving", allServing, 60*time.Second)
 	// What a2 served of the load, from its server's own counters (no
 	// Stats is wired): a rate, a count per method and a latency.
 	waitFor(t, ctx, "calls served", `Number(document.querySelector('[data-tile="served"] .tile-value').textContent) > 0`, 30*time.Second)
