@@ -550,11 +550,26 @@ const starvedAfter = time.Millisecond
 // node sent meanwhile may be in the socket, unread, and the silence is its
 // own. It gives the node back the time it took from it: it waits as long
 // as it was late for the connection to deliver them, again while it keeps
-// firing late, at most a heartbeat timeout in all. A frame that arrives meanwhile moves the heartbeat deadline and
-// clears the timeout; without one, the node is blamed. A node that really
-// stopped costs a client that is not starved nothing.
+// firing late, at most a heartbeat timeout in all. A frame that arrives
+// meanwhile moves the heartbeat deadline and clears the timeout; without
+// one, the node is blamed. A node that really stopped costs a client that
+// is not starved nothing.
+//
+// The timer may fire on time while the goroutine that reads the
+// connection waits for a core behind the process's other goroutines (a
+// thousand callers sharing one client): then the node's heartbeat is in
+// the socket, and the connection says so (conncap.UnreadConn). The reader
+// is waited for too, a quarter of a heartbeat timeout at a time, within
+// the same bound. A node that stopped sends nothing, and nothing waits
+// unread.
 func (p *sent) recheck(now time.Time) time.Duration {
-	g := starvedGrace(now.Sub(p.due), p.op.s.HeartbeatTimeout-p.graced)
+	left := p.op.s.HeartbeatTimeout - p.graced
+	g := starvedGrace(now.Sub(p.due), left)
+	if g == 0 && left > 0 {
+		if uc, ok := p.l.conn.(conncap.UnreadConn); ok && uc.Unread() > 0 {
+			g = min(p.op.s.HeartbeatTimeout/4, left)
+		}
+	}
 	p.graced += g
 	return g
 }

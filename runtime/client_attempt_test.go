@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -158,6 +159,89 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 		late = w.due.Add(3 * s.HeartbeatTimeout)
 		if _, ended := w.expired(context.Background(), timer, late); ended || w.due.Sub(late) != s.HeartbeatTimeout {
 			t.Errorf("3 heartbeat timeouts late: ended %v, grace %v; want %v", ended, w.due.Sub(late), s.HeartbeatTimeout)
+		}
+	})
+}
+
+// unreadConn is a connection whose socket holds unread bytes: what the
+// node sent while the client's reader waited for a core.
+type unreadConn struct {
+	transport.Conn
+	unread atomic.Int64
+}
+
+func (c *unreadConn) Unread() int { return int(c.unread.Load()) }
+
+// A heartbeat timeout whose timer fired on time while the node's
+// heartbeat waits unread in the socket (the client's reader waits for a
+// core behind a thousand callers) is not the node's silence: the client
+// waits for its reader, a quarter of a heartbeat timeout at a time, a
+// heartbeat timeout in all, and a frame read meanwhile clears it. With
+// nothing unread, as from a node that stopped, it is believed at once.
+func TestHeartbeatTimeoutWaitsForUnreadFrames(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := DefaultSettings()
+		s.Groups = []string{"a", "b"}
+		c := loneClient(t, s)
+		m := &MethodDesc{Service: "svc", Name: "M"}
+		start := time.Now()
+		op := &operation{c: c, m: m, s: s, start: start, deadline: start.Add(s.OperationTimeout)}
+		conn := &unreadConn{}
+		watchFrom := func() (*sent, *time.Timer) {
+			now := time.Now()
+			w := &sent{start: now, out: outcome{member: Member{Name: "n1", Group: "a"}}, a: frame.Attempt{
+				Call: 1, Timeout: s.AttemptTimeout, Flags: frame.FlagScatter, // no cancel to send
+			}, op: op, attemptEnd: now.Add(s.AttemptTimeout), due: now.Add(s.HeartbeatTimeout)}
+			w.l.conn = conn
+			w.l.beat.Store(now.UnixNano())
+			w.l.heartbeatTimeout = s.HeartbeatTimeout
+			return w, time.NewTimer(time.Hour)
+		}
+		quarter := s.HeartbeatTimeout / 4
+
+		// Bytes unread, and the reader hands over a heartbeat during the
+		// grace: no timeout.
+		conn.unread.Store(64)
+		w, timer := watchFrom()
+		due := w.due
+		if _, ended := w.expired(context.Background(), timer, due); ended || w.due != due.Add(quarter) {
+			t.Fatalf("unread bytes: ended %v, grace %v; want %v", ended, w.due.Sub(due), quarter)
+		}
+		w.l.beat.Store(due.Add(time.Millisecond).UnixNano())
+		if _, ended := w.expired(context.Background(), timer, w.due); ended {
+			t.Fatal("the reader handed a heartbeat over during the grace, yet the attempt ended")
+		}
+
+		// Bytes stay unread: a heartbeat timeout of grace in all, then
+		// the node is blamed.
+		w, timer = watchFrom()
+		graces := 0
+		for {
+			o, ended := w.expired(context.Background(), timer, w.due)
+			if ended {
+				if o.reason != ReasonHeartbeatTimeout {
+					t.Fatalf("reason %s, want heartbeat timeout", o.reason)
+				}
+				break
+			}
+			graces++
+		}
+		if graces != 4 || w.graced != s.HeartbeatTimeout {
+			t.Errorf("%d graces, %v in all; want 4, %v", graces, w.graced, s.HeartbeatTimeout)
+		}
+
+		// Nothing unread: the node is silent, blamed at once.
+		conn.unread.Store(0)
+		w, timer = watchFrom()
+		if o, ended := w.expired(context.Background(), timer, w.due); !ended || o.reason != ReasonHeartbeatTimeout {
+			t.Fatalf("nothing unread: ended %v, reason %s; want a heartbeat timeout at once", ended, o.reason)
+		}
+
+		// A connection that cannot tell (-1) changes nothing either.
+		conn.unread.Store(-1)
+		w, timer = watchFrom()
+		if o, ended := w.expired(context.Background(), timer, w.due); !ended || o.reason != ReasonHeartbeatTimeout {
+			t.Fatalf("cannot tell: ended %v, reason %s; want a heartbeat timeout at once", ended, o.reason)
 		}
 	})
 }

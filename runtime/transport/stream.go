@@ -121,6 +121,7 @@ var (
 	_ conncap.InlineConn     = (*stream)(nil)
 	_ conncap.CallerReadConn = (*stream)(nil)
 	_ conncap.StatsConn      = (*stream)(nil)
+	_ conncap.UnreadConn     = (*stream)(nil)
 )
 
 // newStream starts the read loop of a connection whose Hello exchange is
@@ -433,6 +434,15 @@ func (s *stream) fail(err error) {
 	s.closing, s.broken = true, true
 	s.mu.Unlock()
 	s.nc.Close()
+}
+
+// Unread returns the bytes the peer sent that wait in the socket unread,
+// or -1 where the connection cannot tell (not plain TCP on Linux).
+func (s *stream) Unread() int {
+	if s.raw == nil {
+		return -1
+	}
+	return s.raw.unread()
 }
 
 // Stats reports what the connection has done so far.

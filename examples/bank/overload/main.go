@@ -30,6 +30,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -250,7 +251,7 @@ func (c config) one(ctx context.Context, dir string, d time.Duration, res *resul
 	cmd.Stdout, cmd.Stderr = out, out
 	runErr := testbed.Run(ctx, cmd)
 	res.loadAfter = loadAvg()
-	res.nodeRefused = nodeRefusals(ctx, cl)
+	res.nodeRefused = nodeRefusals(ctx, cl, dir)
 	res.nodesAlive = true
 	for _, n := range cl.Nodes {
 		res.nodesAlive = res.nodesAlive && n.Running()
@@ -293,11 +294,16 @@ func clientsText(r *result) string {
 }
 
 // nodeRefusals sums the attempts the nodes of cl refused for overload,
-// from their /metrics.
-func nodeRefusals(ctx context.Context, cl *testbed.Cluster) uint64 {
+// from their /metrics, which it keeps in dir beside the nodes' logs (each
+// node's latency by method, its queue delay and its clients' limits, for
+// an operator to read where the admitted calls' time went).
+func nodeRefusals(ctx context.Context, cl *testbed.Cluster, dir string) uint64 {
 	var n uint64
-	for _, addr := range cl.MgmtAddrs() {
-		req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
+	for _, node := range cl.Nodes {
+		if node.TieBreaker {
+			continue
+		}
+		req, err := http.NewRequestWithContext(ctx, "GET", "http://"+node.Mgmt+"/metrics", nil)
 		if err != nil {
 			continue
 		}
@@ -305,7 +311,13 @@ func nodeRefusals(ctx context.Context, cl *testbed.Cluster) uint64 {
 		if err != nil {
 			continue
 		}
-		sc := bufio.NewScanner(resp.Body)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			continue
+		}
+		os.WriteFile(filepath.Join(dir, node.Name+".metrics"), body, 0o644)
+		sc := bufio.NewScanner(bytes.NewReader(body))
 		for sc.Scan() {
 			line := sc.Text()
 			if strings.HasPrefix(line, "ffgen_server_handled_total{") && strings.Contains(line, `status="refused"`) &&
@@ -315,7 +327,6 @@ func nodeRefusals(ctx context.Context, cl *testbed.Cluster) uint64 {
 				n += uint64(v)
 			}
 		}
-		resp.Body.Close()
 	}
 	return n
 }
@@ -350,6 +361,10 @@ func printResult(w io.Writer, r *result) {
 	s := &r.sum
 	p("   %-22s %.0f (%d in %.1fs); admitted %.0f/s", "ops/s", s.OpsPerSecond, s.Operations, s.Duration, admittedRate(s))
 	p("   %-22s p50 %.1fms  p99 %.1fms  max %.1fms  (%d calls)", "admitted latency", s.Admitted.P50, s.Admitted.P99, s.Admitted.Max, s.Admitted.Count)
+	for _, m := range slices.Sorted(maps.Keys(s.AdmittedByMethod)) {
+		l := s.AdmittedByMethod[m]
+		p("   %-22s p50 %.1fms  p99 %.1fms  max %.1fms  (%d calls)", "  "+m, l.P50, l.P99, l.Max, l.Count)
+	}
 	p("   %-22s %s (attempts the nodes refused: %d; the rest the clients held back unsent)", "refused, not executed", counts(s.Refusals), r.nodeRefused)
 	p("   %-22s %d (every node stayed up: %v)", "hb-timeout failovers", r.heartbeatBusy, r.nodesAlive)
 	p("   %-22s reads %s; write legs %s", "other failovers", counts(without(s.Failovers, "heartbeat-timeout")), counts(without(s.ScatterLegs, "heartbeat-timeout")))

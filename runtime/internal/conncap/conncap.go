@@ -2,10 +2,9 @@
 // interface, which the runtime discovers with a type assertion, as in
 // hashicorp/memberlist: run the work a frame starts on its read goroutine
 // (InlineConn), let a caller waiting for an answer read it (CallerReadConn),
-// and count what it did (StatsConn). TCP connections do all three. A
-// transport.ConnHandler may in turn hear where a batch of frames ends
-// (BatchEnder). It also
-// holds the hook by which a Transport's Dial says it has connected
+// count what it did (StatsConn), and tell what arrived unread (UnreadConn);
+// TCP connections do all four. A transport.ConnHandler may in turn hear
+// where a batch of frames ends (BatchEnder). It also holds the hook by which a Transport's Dial says it has connected
 // (DialConnected). They are internal: the runtime is their only user.
 package conncap
 
@@ -103,6 +102,18 @@ type Stats struct {
 // StatsConn is a transport.Conn that reports Stats.
 type StatsConn interface {
 	Stats() Stats
+}
+
+// UnreadConn is a transport.Conn that can tell what the peer sent and
+// this process has not read yet. A heartbeat that arrived and waits in
+// the socket while the goroutine that reads it waits for a core (a busy
+// client process) is a silence of this process, not of the node: the
+// client waits for its reader before it blames the node. TCP connections
+// on Linux implement it.
+type UnreadConn interface {
+	// Unread returns the bytes received on the connection and not yet
+	// read, or -1 when it cannot tell.
+	Unread() int
 }
 
 // connectedKey is the context key of the function a Transport's Dial

@@ -75,8 +75,8 @@ func (l *live) observe(d time.Duration) {
 // tally is one caller's record, merged into the summary at the end.
 type tally struct {
 	ops, ok       uint64
-	latencies     []time.Duration // every operation
-	admitted      []time.Duration // every operation but those refused unrun
+	latencies     []time.Duration           // every operation
+	admitted      [numKinds][]time.Duration // every operation but those refused unrun, by kind
 	refusals      map[string]uint64
 	byKind        [numKinds]uint64
 	errors        map[string]uint64
@@ -224,7 +224,7 @@ func (c *caller) one() {
 		}
 	} else {
 		c.backoff = 0
-		t.admitted = append(t.admitted, d)
+		t.admitted[kind] = append(t.admitted[kind], d)
 	}
 	if d > c.maxWait {
 		t.overdue++

@@ -42,6 +42,7 @@ func summarize(run string, elapsed time.Duration, ts []*tally, s runtime.Setting
 	}
 	var lat, admitted, folat []time.Duration
 	byReason := map[string][]time.Duration{}
+	var byKind [numKinds][]time.Duration
 	for _, t := range ts {
 		sum.Operations += t.ops
 		sum.Successes += t.ok
@@ -64,7 +65,10 @@ func summarize(run string, elapsed time.Duration, ts []*tally, s runtime.Setting
 			sum.NewMethods[k] += n
 		}
 		lat = append(lat, t.latencies...)
-		admitted = append(admitted, t.admitted...)
+		for k, ds := range t.admitted {
+			admitted = append(admitted, ds...)
+			byKind[k] = append(byKind[k], ds...)
+		}
 		for k, n := range t.refusals {
 			sum.Refusals[k] += n
 		}
@@ -78,6 +82,14 @@ func summarize(run string, elapsed time.Duration, ts []*tally, s runtime.Setting
 	}
 	sum.Latency = latency(lat)
 	sum.Admitted = latency(admitted)
+	for k, ds := range byKind {
+		if len(ds) > 0 {
+			if sum.AdmittedByMethod == nil {
+				sum.AdmittedByMethod = map[string]cli.Latency{}
+			}
+			sum.AdmittedByMethod[kindNames[k]] = latency(ds)
+		}
+	}
 	sum.FailoverLatency = latency(folat)
 	for r, ds := range byReason {
 		sum.FailoverByReason[r] = latency(ds)

@@ -49,6 +49,9 @@ type Summary struct {
 	// Admitted is the latency of the operations a node took on, every
 	// one but those refused unrun (Refusals).
 	Admitted Latency `json:"admitted_latency"`
+	// AdmittedByMethod splits Admitted by method: reads and writes wait
+	// on different things (a read index, a commit).
+	AdmittedByMethod map[string]Latency `json:"admitted_latency_by_method,omitempty"`
 	// Refusals are the operations that ended unrun (MaybeExecuted false),
 	// by kind: "overloaded" for runtime.ErrOverloaded, else the reason.
 	Refusals map[string]uint64 `json:"refusals"`
