@@ -11,7 +11,8 @@
 // each is a node that was only busy) and the rest, the clients'
 // suspicions by reason, and the audit of every node with a journal large
 // enough to cover the run. The machine's load average stands beside each
-// run: the figures mean little without it.
+// run, and the longest time the host left an idle process without a core
+// (stall.go): the figures mean little without them.
 //
 // The callers share clients as the callers of a fleet share their
 // application process's client: four clients by default (-clients), a
@@ -129,6 +130,7 @@ type result struct {
 	sum            cli.Summary
 	loadBefore     string
 	loadAfter      string
+	hostStalls     string // what an idle process of the host waited for a core during the run
 	heartbeatBusy  uint64 // heartbeat-timeout failovers and write legs, every node alive
 	nodeRefused    uint64 // attempts the nodes refused for overload; the rest the clients held back unsent
 	otherFailovers uint64
@@ -242,6 +244,7 @@ func (c config) one(ctx context.Context, dir string, d time.Duration, res *resul
 			"-limit-backlog", fmt.Sprint(c.limitBacklog))
 	}
 	res.loadBefore = loadAvg()
+	stalls := watchStalls()
 	cmd := cl.Command("bankload", args...)
 	out, err := os.Create(filepath.Join(dir, "bankload.out"))
 	if err != nil {
@@ -251,6 +254,7 @@ func (c config) one(ctx context.Context, dir string, d time.Duration, res *resul
 	cmd.Stdout, cmd.Stderr = out, out
 	runErr := testbed.Run(ctx, cmd)
 	res.loadAfter = loadAvg()
+	res.hostStalls = stalls.end()
 	res.nodeRefused = nodeRefusals(ctx, cl, dir)
 	res.nodesAlive = true
 	for _, n := range cl.Nodes {
@@ -370,6 +374,7 @@ func printResult(w io.Writer, r *result) {
 	p("   %-22s reads %s; write legs %s", "other failovers", counts(without(s.Failovers, "heartbeat-timeout")), counts(without(s.ScatterLegs, "heartbeat-timeout")))
 	p("   %-22s %s", "suspicions", counts(s.Suspicions))
 	p("   %-22s %d failed, %d uncertain, %d overdue", "outcomes", s.Failed, s.Uncertain, s.Overdue)
+	p("   %-22s %s (an idle process's timer, woken late by the host)", "host stalls", r.hostStalls)
 	p("   %-22s %s", "audit", auditText(s))
 }
 
@@ -411,7 +416,7 @@ func auditText(s *cli.Summary) string {
 func printTable(w io.Writer, rs []*result) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("")
-	p("%-9s %7s %7s %7s %8s %9s %27s %-22s %8s %8s %-24s %-7s %s", "run", "callers", "clients", "rate", "ops/s", "admitted/s", "admitted p50 / p99 / max ms", "refused", "hb-busy", "other-fo", "suspicions", "audit", "load before/after")
+	p("%-9s %7s %7s %7s %8s %9s %27s %-22s %8s %8s %-24s %-7s %-31s %s", "run", "callers", "clients", "rate", "ops/s", "admitted/s", "admitted p50 / p99 / max ms", "refused", "hb-busy", "other-fo", "suspicions", "audit", "load before/after", "host stalls")
 	for _, r := range rs {
 		if r.err != nil {
 			p("%-9s %7d error: %v", r.name, r.callers, r.err)
@@ -422,9 +427,9 @@ func printTable(w io.Writer, rs []*result) {
 		if s.AuditPassed {
 			audit = "passed"
 		}
-		p("%-9s %7d %7s %7s %8.0f %9.0f %27s %-22s %8d %8d %-24s %-7s %s / %s", r.name, r.callers, clientsText(r), strconv.Itoa(r.rate), s.OpsPerSecond, admittedRate(s),
+		p("%-9s %7d %7s %7s %8.0f %9.0f %27s %-22s %8d %8d %-24s %-7s %-31s %s", r.name, r.callers, clientsText(r), strconv.Itoa(r.rate), s.OpsPerSecond, admittedRate(s),
 			fmt.Sprintf("%.1f / %.1f / %.1f", s.Admitted.P50, s.Admitted.P99, s.Admitted.Max),
-			counts(s.Refusals), r.heartbeatBusy, r.otherFailovers, counts(s.Suspicions), audit, r.loadBefore, r.loadAfter)
+			counts(s.Refusals), r.heartbeatBusy, r.otherFailovers, counts(s.Suspicions), audit, r.loadBefore+" / "+r.loadAfter, r.hostStalls)
 	}
 }
 
