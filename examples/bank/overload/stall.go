@@ -4,25 +4,28 @@ package main
 
 import (
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"time"
 )
 
 // stallWatch measures how long the host leaves an idle process without a
-// core: a goroutine of this process, which does nothing else while a run
-// goes on, sleeps stallTick at a time and records how much later than
-// that it woke. On a host that freezes its processes now and then (a
-// virtual machine whose cores the hypervisor takes away), a node frozen
-// past its heartbeat timeout is taken for dead however little it was
-// asked to do; the run's figures stand beside this one, as they stand
-// beside the load average.
+// core: goroutines of this process, which does nothing else while a run
+// goes on, sleep stallTick at a time and record how much later than that
+// they woke. Where it can (Linux), one such goroutine runs on each CPU,
+// its thread bound to it, so that a CPU taken away on its own (a virtual
+// machine's core that the hypervisor runs something else on) shows too:
+// the processes on it froze, whatever they were asked to do, and a node
+// frozen past its heartbeat timeout is taken for dead. The run's figures
+// stand beside these, as they stand beside the load average.
 type stallWatch struct {
 	stop chan struct{}
-	done chan struct{}
+	wg   sync.WaitGroup
 
-	mu      sync.Mutex // guards the following
-	longest time.Duration
-	over    int // stalls longer than stallReported
+	mu      sync.Mutex      // guards the following
+	longest []time.Duration // by CPU (one entry where the watch is not bound to CPUs)
+	over    int             // stalls longer than stallReported
 }
 
 const (
@@ -31,13 +34,25 @@ const (
 )
 
 func watchStalls() *stallWatch {
-	w := &stallWatch{stop: make(chan struct{}), done: make(chan struct{})}
-	go w.run()
+	n := runtime.NumCPU()
+	if !canBindCPU {
+		n = 1
+	}
+	w := &stallWatch{stop: make(chan struct{}), longest: make([]time.Duration, n)}
+	for cpu := range n {
+		w.wg.Go(func() { w.run(cpu) })
+	}
 	return w
 }
 
-func (w *stallWatch) run() {
-	defer close(w.done)
+func (w *stallWatch) run(cpu int) {
+	if canBindCPU {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if !bindCPU(cpu) {
+			return
+		}
+	}
 	t := time.NewTimer(stallTick)
 	defer t.Stop()
 	for {
@@ -50,7 +65,7 @@ func (w *stallWatch) run() {
 		}
 		late := time.Since(start) - stallTick
 		w.mu.Lock()
-		w.longest = max(w.longest, late)
+		w.longest[cpu] = max(w.longest[cpu], late)
 		if late > stallReported {
 			w.over++
 		}
@@ -61,8 +76,16 @@ func (w *stallWatch) run() {
 // end stops the watch and says what it saw.
 func (w *stallWatch) end() string {
 	close(w.stop)
-	<-w.done
+	w.wg.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return fmt.Sprintf("longest %v, %d over %v", w.longest.Round(time.Millisecond), w.over, stallReported)
+	var parts []string
+	for _, l := range w.longest {
+		parts = append(parts, l.Round(time.Millisecond).String())
+	}
+	what := "longest"
+	if len(w.longest) > 1 {
+		what = "longest by CPU"
+	}
+	return fmt.Sprintf("%s %s, %d over %v", what, strings.Join(parts, " "), w.over, stallReported)
 }

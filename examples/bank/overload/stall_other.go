@@ -1,0 +1,7 @@
+//go:build unix && !linux
+
+package main
+
+const canBindCPU = false
+
+func bindCPU(int) bool { return false }
