@@ -369,6 +369,9 @@ func printResult(w io.Writer, r *result) {
 		l := s.AdmittedByMethod[m]
 		p("   %-22s p50 %.1fms  p99 %.1fms  max %.1fms  (%d calls)", "  "+m, l.P50, l.P99, l.Max, l.Count)
 	}
+	if w := s.SchedWait; w.Count > 0 {
+		p("   %-22s p50 %.2fms  p99 %.1fms  max %.1fms (bankload's goroutines, runnable, waiting for a core)", "generator sched wait", w.P50, w.P99, w.Max)
+	}
 	p("   %-22s %s (attempts the nodes refused: %d; the rest the clients held back unsent)", "refused, not executed", counts(s.Refusals), r.nodeRefused)
 	p("   %-22s %d (every node stayed up: %v)", "hb-timeout failovers", r.heartbeatBusy, r.nodesAlive)
 	p("   %-22s reads %s; write legs %s", "other failovers", counts(without(s.Failovers, "heartbeat-timeout")), counts(without(s.ScatterLegs, "heartbeat-timeout")))

@@ -242,6 +242,7 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 		loadCtx, cancel = context.WithTimeout(ctx, c.duration)
 		defer cancel()
 	}
+	sched := schedSnapshot()
 	start := time.Now()
 	next := pacer(loadCtx, start, c.ops, c.rate)
 	stopProgress := startProgress(c.progress, lv, start)
@@ -251,6 +252,7 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	schedAfter := schedSnapshot()
 	stopProgress()
 	if c.clients > 0 {
 		fmt.Fprintf(os.Stderr, "bankload: limits at the end: %s\n", limitsText(shared))
@@ -262,6 +264,7 @@ func run(ctx context.Context, c config, log *slog.Logger) int {
 	}
 	sum := summarize(run, elapsed, tallies, settings)
 	sum.Clients = c.clients
+	sum.SchedWait = schedWait(sched, schedAfter)
 	for _, p := range probes {
 		reads, writes := p.counts()
 		for r, n := range reads {

@@ -52,6 +52,10 @@ type Summary struct {
 	// AdmittedByMethod splits Admitted by method: reads and writes wait
 	// on different things (a read index, a commit).
 	AdmittedByMethod map[string]Latency `json:"admitted_latency_by_method,omitempty"`
+	// SchedWait is how long the load generator's own goroutines waited
+	// for a core once runnable during the load (the Go runtime's
+	// /sched/latencies): a caller's answer waits that long unread.
+	SchedWait Latency `json:"load_generator_sched_wait,omitempty"`
 	// Refusals are the operations that ended unrun (MaybeExecuted false),
 	// by kind: "overloaded" for runtime.ErrOverloaded, else the reason.
 	Refusals map[string]uint64 `json:"refusals"`
