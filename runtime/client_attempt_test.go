@@ -85,21 +85,7 @@ func TestRefusalAfterARedirectThatMayHaveRunIsNotRefused(t *testing.T) {
 // here.
 func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := DefaultSettings()
-		s.Groups = []string{"a", "b"}
-		c := loneClient(t, s)
-		m := &MethodDesc{Service: "svc", Name: "M"}
-		start := time.Now()
-		op := &operation{c: c, m: m, s: s, start: start, deadline: start.Add(s.OperationTimeout)}
-		watchFrom := func() (*sent, *time.Timer) {
-			now := time.Now()
-			w := &sent{start: now, out: outcome{member: Member{Name: "n1", Group: "a"}}, a: frame.Attempt{
-				Call: 1, Timeout: s.AttemptTimeout, Flags: frame.FlagScatter, // no cancel to send on the missing connection
-			}, op: op, attemptEnd: now.Add(s.AttemptTimeout), due: now.Add(s.HeartbeatTimeout)}
-			w.l.beat.Store(now.UnixNano())
-			w.l.heartbeatTimeout = s.HeartbeatTimeout
-			return w, time.NewTimer(time.Hour)
-		}
+		s, c, watchFrom := heartbeatWatch(t, nil)
 
 		// On time: a heartbeat timeout.
 		w, timer := watchFrom()
@@ -163,6 +149,29 @@ func TestLateHeartbeatTimeoutIsRechecked(t *testing.T) {
 	})
 }
 
+// heartbeatWatch returns a lone client, its settings and a function
+// that sends an attempt of it to n1 over conn (nil: none) by hand, its
+// heartbeat deadline a heartbeat timeout from now, and a timer for
+// expired to re-arm.
+func heartbeatWatch(t *testing.T, conn transport.Conn) (Settings, *Client, func() (*sent, *time.Timer)) {
+	s := DefaultSettings()
+	s.Groups = []string{"a", "b"}
+	c := loneClient(t, s)
+	m := &MethodDesc{Service: "svc", Name: "M"}
+	start := time.Now()
+	op := &operation{c: c, m: m, s: s, start: start, deadline: start.Add(s.OperationTimeout)}
+	return s, c, func() (*sent, *time.Timer) {
+		now := time.Now()
+		w := &sent{start: now, out: outcome{member: Member{Name: "n1", Group: "a"}}, a: frame.Attempt{
+			Call: 1, Timeout: s.AttemptTimeout, Flags: frame.FlagScatter, // no cancel to send
+		}, op: op, attemptEnd: now.Add(s.AttemptTimeout), due: now.Add(s.HeartbeatTimeout)}
+		w.l.conn = conn
+		w.l.beat.Store(now.UnixNano())
+		w.l.heartbeatTimeout = s.HeartbeatTimeout
+		return w, time.NewTimer(time.Hour)
+	}
+}
+
 // unreadConn is a connection whose socket holds unread bytes: what the
 // node sent while the client's reader waited for a core.
 type unreadConn struct {
@@ -180,23 +189,8 @@ func (c *unreadConn) Unread() int { return int(c.unread.Load()) }
 // nothing unread, as from a node that stopped, it is believed at once.
 func TestHeartbeatTimeoutWaitsForUnreadFrames(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := DefaultSettings()
-		s.Groups = []string{"a", "b"}
-		c := loneClient(t, s)
-		m := &MethodDesc{Service: "svc", Name: "M"}
-		start := time.Now()
-		op := &operation{c: c, m: m, s: s, start: start, deadline: start.Add(s.OperationTimeout)}
 		conn := &unreadConn{}
-		watchFrom := func() (*sent, *time.Timer) {
-			now := time.Now()
-			w := &sent{start: now, out: outcome{member: Member{Name: "n1", Group: "a"}}, a: frame.Attempt{
-				Call: 1, Timeout: s.AttemptTimeout, Flags: frame.FlagScatter, // no cancel to send
-			}, op: op, attemptEnd: now.Add(s.AttemptTimeout), due: now.Add(s.HeartbeatTimeout)}
-			w.l.conn = conn
-			w.l.beat.Store(now.UnixNano())
-			w.l.heartbeatTimeout = s.HeartbeatTimeout
-			return w, time.NewTimer(time.Hour)
-		}
+		s, _, watchFrom := heartbeatWatch(t, conn)
 		quarter := s.HeartbeatTimeout / 4
 
 		// Bytes unread, and the reader hands over a heartbeat during the
