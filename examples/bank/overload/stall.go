@@ -47,11 +47,11 @@ func watchStalls() *stallWatch {
 
 func (w *stallWatch) run(cpu int) {
 	if canBindCPU {
+		// A CPU outside this process's affinity cannot be bound to: the
+		// goroutine then watches unbound, as where there is no binding.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if !bindCPU(cpu) {
-			return
-		}
+		bindCPU(cpu)
 	}
 	t := time.NewTimer(stallTick)
 	defer t.Stop()
