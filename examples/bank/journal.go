@@ -20,41 +20,32 @@ const DefaultJournal = 1 << 17
 // A ledger brought up to date from another node's state must take that
 // node's journal along, or an audit finds the writes before it missing.
 type journal struct {
-	entries map[[16]byte]journalEntry
-	ring    [][16]byte // oldest at next once full
-	next    int
+	ring    idRing[journalEntry]
 	evicted uint64
 }
 
 type journalEntry struct {
 	runs   uint32
+	code   uint8 // the error its first run answered (errorCodes)
 	amount int64 // the balance the first run answered
-	err    error // the error it answered
 }
 
 func newJournal(capacity int) *journal {
-	return &journal{entries: make(map[[16]byte]journalEntry), ring: make([][16]byte, 0, capacity)}
+	return &journal{ring: newIDRing[journalEntry](capacity)}
 }
 
 // record notes one execution of id. Called with the ledger's lock held.
 func (j *journal) record(id [16]byte, bal Balance, err error) {
-	if cap(j.ring) == 0 {
+	if j.ring.capacity() == 0 {
 		return
 	}
-	if e, ok := j.entries[id]; ok {
+	if e, ok := j.ring.get(id); ok {
 		e.runs++
-		j.entries[id] = e
 		return
 	}
-	if len(j.ring) < cap(j.ring) {
-		j.ring = append(j.ring, id)
-	} else {
-		delete(j.entries, j.ring[j.next])
-		j.ring[j.next] = id
-		j.next = (j.next + 1) % len(j.ring)
+	if j.ring.put(id, journalEntry{runs: 1, code: codeOf(err), amount: bal.Amount}) {
 		j.evicted++
 	}
-	j.entries[id] = journalEntry{runs: 1, amount: bal.Amount, err: err}
 }
 
 // Journal is a ledger's record of the writes it executed, for audits.
@@ -79,20 +70,18 @@ func (l *Ledger) Journal() Journal {
 		id [16]byte
 		e  journalEntry
 	}
-	l.mu.Lock()
+	l.mu.RLock()
 	j := l.journal
-	out := Journal{Capacity: cap(j.ring), Evicted: j.evicted}
-	all := make([]kv, 0, len(j.entries))
-	for id, e := range j.entries {
-		all = append(all, kv{id, e})
-	}
-	l.mu.Unlock()
+	out := Journal{Capacity: j.ring.capacity(), Evicted: j.evicted}
+	all := make([]kv, 0, j.ring.len())
+	j.ring.each(func(id [16]byte, e *journalEntry) { all = append(all, kv{id, *e}) })
+	l.mu.RUnlock()
 	slices.SortFunc(all, func(a, b kv) int { return bytes.Compare(a.id[:], b.id[:]) })
 	out.Entries = make([]JournalEntry, len(all))
 	for i, x := range all {
 		out.Entries[i] = JournalEntry{ID: hex.EncodeToString(x.id[:]), Runs: x.e.runs, Amount: x.e.amount}
-		if x.e.err != nil {
-			out.Entries[i].Err = x.e.err.Error()
+		if err := errorOf(x.e.code); err != nil {
+			out.Entries[i].Err = err.Error()
 		}
 	}
 	return out

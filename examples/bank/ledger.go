@@ -25,12 +25,15 @@ type Ledger struct {
 	busy atomic.Bool
 	opID func(context.Context) ([16]byte, bool) // the idempotency key of a call
 
-	mu       sync.Mutex
+	// mu guards the following. Writes hold it; reads and snapshots
+	// share it, so that a snapshot, which a replica takes on the
+	// goroutine that applies writes, holds up no read.
+	mu       sync.RWMutex
 	accounts map[string]*account
-	seen     map[[16]byte]outcome
+	memory   idRing[remembered] // the outcomes of the newest writes
+	names    []string           // the account IDs remembered outcomes name
+	nameAt   map[string]int32   // where each is in names
 	journal  *journal
-	ring     [][16]byte // remembered IDs, oldest at next once full
-	next     int
 	applied  uint64
 	rejected uint64
 	replayed uint64
@@ -41,10 +44,13 @@ type account struct {
 	closed  bool
 }
 
-// outcome is a remembered answer to a write.
-type outcome struct {
-	bal Balance
-	err error
+// remembered is the answer to a write, kept to answer it again: its account
+// by index into the ledger's names, its error by code (errorCodes), so that
+// it holds no pointer.
+type remembered struct {
+	account int32
+	code    uint8
+	amount  int64
 }
 
 var _ Accounts = (*Ledger)(nil)
@@ -62,8 +68,9 @@ func NewLedger(remember int, opts ...LedgerOption) *Ledger {
 	return &Ledger{
 		opID:     attemptOpID,
 		accounts: make(map[string]*account),
-		seen:     make(map[[16]byte]outcome, remember),
-		ring:     make([][16]byte, 0, remember),
+		memory:   newIDRing[remembered](remember),
+		names:    []string{""},
+		nameAt:   map[string]int32{"": 0},
 		journal:  newJournal(o.journal),
 	}
 }
@@ -100,9 +107,9 @@ func (l *Ledger) write(ctx context.Context, apply func() (Balance, error)) (Bala
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if keyed {
-		if o, ok := l.seen[id]; ok {
+		if o, ok := l.memory.get(id); ok {
 			l.replayed++
-			return o.bal, o.err
+			return Balance{AccountID: l.names[o.account], Amount: o.amount}, errorOf(o.code)
 		}
 	}
 	bal, err := apply()
@@ -112,23 +119,21 @@ func (l *Ledger) write(ctx context.Context, apply func() (Balance, error)) (Bala
 		l.applied++
 	}
 	if keyed {
-		l.remember(id, outcome{bal, err})
+		l.memory.put(id, remembered{account: l.name(bal.AccountID), code: codeOf(err), amount: bal.Amount})
 		l.journal.record(id, bal, err)
 	}
 	return bal, err
 }
 
-// remember records an outcome, forgetting the oldest once full. Called
-// with mu held.
-func (l *Ledger) remember(id [16]byte, o outcome) {
-	if len(l.ring) < cap(l.ring) {
-		l.ring = append(l.ring, id)
-	} else {
-		delete(l.seen, l.ring[l.next])
-		l.ring[l.next] = id
-		l.next = (l.next + 1) % len(l.ring)
+// name returns id's index in names, adding it if new. Called with mu held.
+func (l *Ledger) name(id string) int32 {
+	i, ok := l.nameAt[id]
+	if !ok {
+		i = int32(len(l.names))
+		l.names = append(l.names, id)
+		l.nameAt[id] = i
 	}
-	l.seen[id] = o
+	return i
 }
 
 // open returns the open account id, or the error saying why not. Called
@@ -227,8 +232,8 @@ func (l *Ledger) Balance(ctx context.Context, id string) (Balance, error) {
 	if l.busy.Load() {
 		return Balance{}, ErrLedgerBusy
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	acc := l.accounts[id]
 	if acc == nil {
 		return Balance{}, ErrUnknownAccount
@@ -267,8 +272,8 @@ type Snapshot struct {
 // Snapshot returns the accounts whose ID starts with prefix ("" for all)
 // and the ledger's counters, all taken at one instant.
 func (l *Ledger) Snapshot(prefix string) Snapshot {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	s := Snapshot{
 		Balances: make(map[string]int64),
 		Applied:  l.applied,

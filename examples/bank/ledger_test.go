@@ -30,7 +30,7 @@ func newTestLedger(remember int) *Ledger {
 	return l
 }
 
-func mustOpen(t *testing.T, l *Ledger, id string, initial int64) {
+func mustOpen(t testing.TB, l *Ledger, id string, initial int64) {
 	t.Helper()
 	if _, err := l.Open(context.Background(), OpenRequest{AccountID: id, Initial: int32(initial)}); err != nil {
 		t.Fatalf("Open(%s): %v", id, err)
@@ -193,8 +193,8 @@ func TestLedgerForgetsOldest(t *testing.T) {
 		}
 	}
 	wantBalance(t, l, "a", 4)
-	if s := l.Snapshot(""); s.Replayed != 2 || len(l.seen) != 2 {
-		t.Errorf("replayed = %d, remembered = %d; want 2, 2", s.Replayed, len(l.seen))
+	if s := l.Snapshot(""); s.Replayed != 2 || l.memory.len() != 2 {
+		t.Errorf("replayed = %d, remembered = %d; want 2, 2", s.Replayed, l.memory.len())
 	}
 }
 

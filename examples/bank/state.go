@@ -23,36 +23,56 @@ const stateVersion = 2
 var errorCodes = []error{nil, ErrInsufficientFunds, ErrUnknownAccount, ErrAccountClosed,
 	ErrAccountExists, ErrBalanceNotZero, ErrInvalidRequest, ErrLedgerBusy}
 
-func codeOf(err error) uint64 {
+// errNotCarried stands for an error that has no code: one the ledger does
+// not return itself, which its memory, journal and snapshots cannot carry.
+var errNotCarried = errors.New("bank: error not carried by the snapshot")
+
+// codeOf returns err's code in errorCodes, len(errorCodes) if it has none.
+func codeOf(err error) uint8 {
 	for i, e := range errorCodes {
 		if e == err {
-			return uint64(i)
+			return uint8(i)
 		}
 	}
-	return uint64(len(errorCodes)) // an error the ledger does not return itself
+	return uint8(len(errorCodes))
+}
+
+// errorOf returns the error of code.
+func errorOf(code uint8) error {
+	if int(code) < len(errorCodes) {
+		return errorCodes[code]
+	}
+	return errNotCarried
+}
+
+// readCode reads an error code, mapping one this ledger does not know to
+// the code that has none.
+func readCode(r *codec.Reader) uint8 {
+	return uint8(min(r.Uvarint(), uint64(len(errorCodes))))
 }
 
 // SnapshotState implements runtime.StateTransfer.
 func (l *Ledger) SnapshotState() ([]byte, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := codec.AppendUvarint(nil, stateVersion)
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	// Sized up front: grown by doubling, the buffer of a large ledger
+	// was copied some twenty times under the lock.
+	size := 16 + 32*len(l.accounts) + 48*l.memory.len() + 32*l.journal.ring.len()
+	b := codec.AppendUvarint(make([]byte, 0, size), stateVersion)
 	b = codec.AppendUvarint(b, uint64(len(l.accounts)))
 	for id, acc := range l.accounts {
 		b = codec.AppendString(b, id)
 		b = codec.AppendVarint(b, acc.balance)
 		b = codec.AppendBool(b, acc.closed)
 	}
-	b = codec.AppendUvarint(b, uint64(len(l.ring)))
-	// Oldest first, so that the restored ring forgets in the same order.
-	for i := range l.ring {
-		id := l.ring[(l.next+i)%len(l.ring)]
-		o := l.seen[id]
+	b = codec.AppendUvarint(b, uint64(l.memory.len()))
+	// Oldest first, so that the restored memory forgets in the same order.
+	l.memory.each(func(id [16]byte, o *remembered) {
 		b = append(b, id[:]...)
-		b = codec.AppendString(b, o.bal.AccountID)
-		b = codec.AppendVarint(b, o.bal.Amount)
-		b = codec.AppendUvarint(b, codeOf(o.err))
-	}
+		b = codec.AppendString(b, l.names[o.account])
+		b = codec.AppendVarint(b, o.amount)
+		b = codec.AppendUvarint(b, uint64(o.code))
+	})
 	b = codec.AppendUvarint(b, l.applied)
 	b = codec.AppendUvarint(b, l.rejected)
 	b = codec.AppendUvarint(b, l.replayed)
@@ -78,29 +98,32 @@ func (l *Ledger) RestoreState(state []byte) error {
 	if n > uint64(r.Len()) {
 		return errors.New("bank: snapshot: bad outcome count")
 	}
-	capacity := max(cap(l.ring), int(n))
-	seen := make(map[[16]byte]outcome, capacity)
-	ring := make([][16]byte, 0, capacity)
+	memory := newIDRing[remembered](max(l.memory.capacity(), int(n)))
+	names, nameAt := []string{""}, map[string]int32{"": 0}
 	for range n {
 		var id [16]byte
 		copy(id[:], r.Fixed(16))
-		o := outcome{bal: Balance{AccountID: r.String(), Amount: r.Varint()}}
-		if c := r.Uvarint(); c < uint64(len(errorCodes)) {
-			o.err = errorCodes[c]
-		} else {
-			o.err = errors.New("bank: error not carried by the snapshot")
+		name := r.String()
+		o := remembered{amount: r.Varint(), code: readCode(&r)}
+		i, ok := nameAt[name]
+		if !ok {
+			i = int32(len(names))
+			names = append(names, name)
+			nameAt[name] = i
 		}
-		seen[id] = o
-		ring = append(ring, id)
+		o.account = i
+		if _, dup := memory.get(id); !dup {
+			memory.put(id, o)
+		}
 	}
 	applied, rejected, replayed := r.Uvarint(), r.Uvarint(), r.Uvarint()
-	j := readJournalState(&r, cap(l.journal.ring))
+	j := readJournalState(&r, l.journal.ring.capacity())
 	if err := r.Done(); err != nil {
 		return fmt.Errorf("bank: snapshot: %w", err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.accounts, l.seen, l.ring, l.next = accounts, seen, ring, 0
+	l.accounts, l.memory, l.names, l.nameAt = accounts, memory, names, nameAt
 	l.applied, l.rejected, l.replayed = applied, rejected, replayed
 	l.journal = j
 	return nil
@@ -109,15 +132,13 @@ func (l *Ledger) RestoreState(state []byte) error {
 // appendState encodes the journal, oldest entry first.
 func (j *journal) appendState(b []byte) []byte {
 	b = codec.AppendUvarint(b, j.evicted)
-	b = codec.AppendUvarint(b, uint64(len(j.ring)))
-	for i := range j.ring {
-		id := j.ring[(j.next+i)%len(j.ring)]
-		e := j.entries[id]
+	b = codec.AppendUvarint(b, uint64(j.ring.len()))
+	j.ring.each(func(id [16]byte, e *journalEntry) {
 		b = append(b, id[:]...)
 		b = codec.AppendUvarint(b, uint64(e.runs))
 		b = codec.AppendVarint(b, e.amount)
-		b = codec.AppendUvarint(b, codeOf(e.err))
-	}
+		b = codec.AppendUvarint(b, uint64(e.code))
+	})
 	return b
 }
 
@@ -134,17 +155,13 @@ func readJournalState(r *codec.Reader, capacity int) *journal {
 	for range n {
 		var id [16]byte
 		copy(id[:], r.Fixed(16))
-		runs, amount, code := r.Uvarint(), r.Varint(), r.Uvarint()
-		var err error
-		if code < uint64(len(errorCodes)) {
-			err = errorCodes[code]
-		} else {
-			err = errors.New("bank: error not carried by the snapshot")
-		}
-		j.record(id, Balance{Amount: amount}, err)
-		if e := j.entries[id]; e.runs != uint32(runs) {
-			e.runs = uint32(runs)
-			j.entries[id] = e
+		e := journalEntry{runs: uint32(r.Uvarint()), amount: r.Varint(), code: readCode(r)}
+		switch old, ok := j.ring.get(id); {
+		case j.ring.capacity() == 0:
+		case ok:
+			old.runs = e.runs
+		case j.ring.put(id, e):
+			j.evicted++
 		}
 	}
 	return j

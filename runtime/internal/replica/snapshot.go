@@ -36,19 +36,22 @@ type snapshotData struct {
 }
 
 func (d *snapshotData) marshal() []byte {
-	var b []byte
+	// Sized for the usual record up front: grown by doubling, a large
+	// table was copied some twenty times while the apply loop waited.
+	b := make([]byte, 0, 64+len(d.state)+64*d.written.len())
 	b = protowire.AppendTag(b, snapFormat, protowire.VarintType)
 	b = protowire.AppendVarint(b, snapshotFormat)
 	b = appendString(b, snapService, d.service)
-	var rec []byte
+	var rec, res []byte
 	d.written.each(func(id [16]byte, r writtenResult) {
+		res = appendResult(res[:0], &r.result)
 		rec = rec[:0]
 		rec = protowire.AppendTag(rec, writtenID, protowire.BytesType)
 		rec = protowire.AppendBytes(rec, id[:])
 		rec = protowire.AppendTag(rec, writtenIndex, protowire.VarintType)
 		rec = protowire.AppendVarint(rec, r.index)
 		rec = protowire.AppendTag(rec, writtenResult_, protowire.BytesType)
-		rec = protowire.AppendBytes(rec, appendResult(nil, &r.result))
+		rec = protowire.AppendBytes(rec, res)
 		b = protowire.AppendTag(b, snapWritten, protowire.BytesType)
 		b = protowire.AppendBytes(b, rec)
 	})
