@@ -218,6 +218,20 @@ func (g *Group) maybeSnapshot() {
 	if g.cfg.SnapshotEvery == 0 || !due || g.stopped() {
 		return
 	}
+	// One at a time: while one is stored, the snapshot due waits, and the
+	// first apply after the store ends takes it (applied stays past
+	// nextSnap). Taken before this check, a snapshot was taken and
+	// dropped on every apply while a large one was written out: the
+	// service's state and the table of remembered writes, each time.
+	if g.disk != nil && !g.snapStoring.CompareAndSwap(false, true) {
+		return
+	}
+	handedOff := false
+	defer func() {
+		if g.disk != nil && !handedOff {
+			g.snapStoring.Store(false)
+		}
+	}()
 	g.lastSnap, g.confSnap = applied, false
 	g.nextSnap = applied + snapshotInterval(g.cfg.SnapshotEvery)
 	state, ok, err := g.cfg.Host.SnapshotState()
@@ -248,12 +262,8 @@ func (g *Group) maybeSnapshot() {
 	}
 	// Storing a large snapshot takes a while; apply goes on meanwhile
 	// (the state was taken at applied, between two writes), so that a
-	// snapshot never holds a replica behind the commit index. One at a
-	// time: one due while another is stored waits for the next.
-	if !g.snapStoring.CompareAndSwap(false, true) {
-		g.nextSnap = applied + 1
-		return
-	}
+	// snapshot never holds a replica behind the commit index.
+	handedOff = true
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()

@@ -209,3 +209,71 @@ func TestStoreFailureStepsDownAndRecovers(t *testing.T) {
 		}
 	})
 }
+
+// countingHost counts the snapshots its service is asked for.
+type countingHost struct {
+	*storeHost
+	snaps atomic.Int32
+}
+
+func (h *countingHost) SnapshotState() ([]byte, bool, error) {
+	h.snaps.Add(1)
+	return []byte("state"), true, nil
+}
+
+// heldStore holds every snapshot it is given until release is closed.
+type heldStore struct {
+	store
+	release chan struct{}
+}
+
+func (h heldStore) saveSnapshot(snap *pb.Snapshot, compact uint64) error {
+	<-h.release
+	return h.store.saveSnapshot(snap, compact)
+}
+
+// While a snapshot is written out, the next one due waits for it, and is
+// taken once it is stored: the service's state is not taken, and dropped,
+// on every apply meanwhile.
+func TestSnapshotWaitsForTheOneBeingStored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := &storeNet{groups: map[string]*Group{}}
+		h := &countingHost{storeHost: &storeHost{net: net, name: "a"}}
+		release := make(chan struct{})
+		cfg := Config{Service: "s.S", Node: "a", Voters: []string{"a"}, Cluster: "test",
+			Tick: 10 * time.Millisecond, ElectionTicks: 10, HeartbeatTicks: 3, SnapshotEvery: 8, KeepEntries: 4,
+			RememberWrites: 1000, MaxMessageBytes: 1 << 20, Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Host: h}
+		cfg.wrapStore = func(s store) store { return heldStore{store: s, release: release} }
+		g, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(g.Stop)
+		var once sync.Once
+		free := func() { once.Do(func() { close(release) }) }
+		t.Cleanup(free) // before Stop, which waits for the store
+		net.groups["a"] = g
+		testkit.Until(t, "a leader", func() bool { _, leading := g.Leader(); return leading && g.Serving() })
+		write := func(n int) {
+			t.Helper()
+			g.Propose(&Command{OpID: [16]byte{byte(n), byte(n >> 8), 1}, Method: fmt.Sprint("w", n)})
+			g.Flush()
+			testkit.Until(t, "the write applied", func() bool { return slices.Contains(h.writes(), fmt.Sprint("w", n)) })
+		}
+		n := 0
+		for ; h.snaps.Load() == 0; n++ {
+			write(n)
+		}
+		for range 40 { // five snapshots' worth, while the first is held
+			write(n)
+			n++
+		}
+		if got := h.snaps.Load(); got != 1 {
+			t.Fatalf("the service was asked for %d snapshots while the first was being stored, want 1", got)
+		}
+		free()
+		synctest.Wait()
+		write(n)
+		testkit.Until(t, "the snapshot due taken once the first is stored", func() bool { return h.snaps.Load() == 2 })
+	})
+}
