@@ -2,6 +2,7 @@ package replica
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,6 +128,11 @@ func TestWrittenKeepsTheNewest(t *testing.T) {
 		if want := i >= 4997; ok != want {
 			t.Errorf("write %d remembered = %v, want %v", i, ok, want)
 		}
+	}
+	var order []uint64
+	w.each(func(_ [16]byte, r writtenResult) { order = append(order, r.index) })
+	if !slices.Equal(order, []uint64{4997, 4998, 4999}) {
+		t.Errorf("each walks %v, want the newest three oldest first", order)
 	}
 	w.put([16]byte{0x87, 0x13}, 1, frame.Result{}) // 4999 again: not added twice
 	if r, _ := w.get([16]byte{0x87, 0x13}); r.index != 4999 {

@@ -10,11 +10,20 @@ import (
 // caller gets the recorded result, on any node, before or after a leader
 // change, a restart from a snapshot or a snapshot install. It keeps the
 // newest max IDs: a retry that comes after max other writes runs again.
+//
+// The results are kept in a slice in the order they were written, with an
+// index from ID to position: a snapshot, which the apply loop takes while
+// no write is applied, walks the slice instead of looking every ID up.
 type written struct {
-	max   int
-	byID  map[[16]byte]writtenResult
-	order [][16]byte // oldest first; order[head:] are live
-	head  int
+	max  int
+	at   map[[16]byte]int32 // where each ID's entry is in ents
+	ents []writtenEntry     // oldest at next once max are kept
+	next int
+}
+
+type writtenEntry struct {
+	id [16]byte
+	writtenResult
 }
 
 type writtenResult struct {
@@ -23,40 +32,41 @@ type writtenResult struct {
 }
 
 func newWritten(max int) *written {
-	return &written{max: max, byID: make(map[[16]byte]writtenResult)}
+	return &written{max: max, at: make(map[[16]byte]int32)}
 }
 
 func (w *written) get(id [16]byte) (writtenResult, bool) {
-	r, ok := w.byID[id]
-	return r, ok
+	i, ok := w.at[id]
+	if !ok {
+		return writtenResult{}, false
+	}
+	return w.ents[i].writtenResult, true
 }
 
 func (w *written) put(id [16]byte, index uint64, r frame.Result) {
-	if _, ok := w.byID[id]; ok {
+	if _, ok := w.at[id]; ok || w.max <= 0 {
 		return
 	}
 	r.Call = 0
 	r.Payload = append([]byte(nil), r.Payload...)
-	w.byID[id] = writtenResult{index: index, result: r}
-	w.order = append(w.order, id)
-	for len(w.order)-w.head > w.max {
-		delete(w.byID, w.order[w.head])
-		w.order[w.head] = [16]byte{}
-		w.head++
+	e := writtenEntry{id, writtenResult{index: index, result: r}}
+	if len(w.ents) < w.max {
+		w.at[id] = int32(len(w.ents))
+		w.ents = append(w.ents, e)
+		return
 	}
-	// Move the live part down now and then, so the evicted prefix is
-	// released.
-	if w.head > 1024 && w.head > len(w.order)/2 {
-		w.order = append([][16]byte(nil), w.order[w.head:]...)
-		w.head = 0
-	}
+	delete(w.at, w.ents[w.next].id)
+	w.ents[w.next] = e
+	w.at[id] = int32(w.next)
+	w.next = (w.next + 1) % len(w.ents)
 }
 
-func (w *written) len() int { return len(w.order) - w.head }
+func (w *written) len() int { return len(w.ents) }
 
 // each calls f for every entry, oldest first.
 func (w *written) each(f func(id [16]byte, r writtenResult)) {
-	for _, id := range w.order[w.head:] {
-		f(id, w.byID[id])
+	for i := range w.ents {
+		e := &w.ents[(w.next+i)%len(w.ents)]
+		f(e.id, e.writtenResult)
 	}
 }
