@@ -248,9 +248,12 @@ func (g *Group) maybeSnapshot() {
 		names[id] = n
 	}
 	g.mu.Unlock()
-	g.wmu.Lock()
+	// Without wmu: this goroutine is the only one that changes written,
+	// and the server looks a write up in it (Recorded) with its own lock
+	// held, so a marshal under wmu held up every arriving write, and with
+	// the server's lock every heartbeat, for as long as it took (100-350
+	// ms under load, longer than a heartbeat timeout).
 	data := (&snapshotData{service: g.cfg.Service, written: g.written, names: names, state: state}).marshal()
-	g.wmu.Unlock()
 	var compact uint64
 	if applied > g.cfg.KeepEntries {
 		compact = applied - g.cfg.KeepEntries

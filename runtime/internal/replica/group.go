@@ -195,7 +195,8 @@ type Group struct {
 	leadID      atomic.Uint64 // the leader's raft ID, for Receive
 
 	// wmu guards written, which the apply goroutine changes and the
-	// server reads when a write arrives.
+	// server reads when a write arrives. The apply goroutine reads it
+	// without wmu: nothing else changes it.
 	wmu     sync.Mutex
 	written *written
 

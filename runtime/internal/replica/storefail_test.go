@@ -277,3 +277,49 @@ func TestSnapshotWaitsForTheOneBeingStored(t *testing.T) {
 		testkit.Until(t, "the snapshot due taken once the first is stored", func() bool { return h.snaps.Load() == 2 })
 	})
 }
+
+// The server looks writes up while snapshots are taken: the snapshot reads
+// the table of remembered writes without its lock (the apply goroutine is
+// its only writer), which the race detector checks here.
+func TestRecordedWhileSnapshotsAreTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := &storeNet{groups: map[string]*Group{}}
+		h := &countingHost{storeHost: &storeHost{net: net, name: "a"}}
+		cfg := Config{Service: "s.S", Node: "a", Voters: []string{"a"}, Cluster: "test",
+			Tick: 10 * time.Millisecond, ElectionTicks: 10, HeartbeatTicks: 3, SnapshotEvery: 8, KeepEntries: 4,
+			RememberWrites: 1000, MaxMessageBytes: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Host: h}
+		g, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(g.Stop)
+		net.groups["a"] = g
+		testkit.Until(t, "a leader", func() bool { _, leading := g.Leader(); return leading && g.Serving() })
+		done, stopped := make(chan struct{}), make(chan struct{})
+		var looked atomic.Int32
+		go func() {
+			defer close(stopped)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, ok := g.Recorded([16]byte{0, 0, 1}); ok {
+					looked.Add(1)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		for n := range 40 {
+			g.Propose(&Command{OpID: [16]byte{byte(n), 0, 1}, Method: fmt.Sprint("w", n)})
+			g.Flush()
+			testkit.Until(t, "the write applied", func() bool { return slices.Contains(h.writes(), fmt.Sprint("w", n)) })
+		}
+		close(done)
+		<-stopped
+		if h.snaps.Load() < 4 || looked.Load() == 0 {
+			t.Fatalf("%d snapshots taken, %d lookups found the first write; want at least 4 and some", h.snaps.Load(), looked.Load())
+		}
+	})
+}
