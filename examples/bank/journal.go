@@ -7,7 +7,7 @@ import (
 )
 
 // DefaultJournal is how many operations a Ledger's journal holds by
-// default: at about 130 bytes an entry (measured), some 16 MiB once full.
+// default: at about 75 bytes an entry (measured), some 10 MiB once full.
 const DefaultJournal = 1 << 17
 
 // journal records every write a ledger executed, by operation ID: how many

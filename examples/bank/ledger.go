@@ -31,8 +31,7 @@ type Ledger struct {
 	mu       sync.RWMutex
 	accounts map[string]*account
 	memory   idRing[remembered] // the outcomes of the newest writes
-	names    []string           // the account IDs remembered outcomes name
-	nameAt   map[string]int32   // where each is in names
+	names    accountNames       // the account IDs remembered outcomes name
 	journal  *journal
 	applied  uint64
 	rejected uint64
@@ -69,8 +68,7 @@ func NewLedger(remember int, opts ...LedgerOption) *Ledger {
 		opID:     attemptOpID,
 		accounts: make(map[string]*account),
 		memory:   newIDRing[remembered](remember),
-		names:    []string{""},
-		nameAt:   map[string]int32{"": 0},
+		names:    newAccountNames(),
 		journal:  newJournal(o.journal),
 	}
 }
@@ -109,7 +107,7 @@ func (l *Ledger) write(ctx context.Context, apply func() (Balance, error)) (Bala
 	if keyed {
 		if o, ok := l.memory.get(id); ok {
 			l.replayed++
-			return Balance{AccountID: l.names[o.account], Amount: o.amount}, errorOf(o.code)
+			return Balance{AccountID: l.names.list[o.account], Amount: o.amount}, errorOf(o.code)
 		}
 	}
 	bal, err := apply()
@@ -119,19 +117,30 @@ func (l *Ledger) write(ctx context.Context, apply func() (Balance, error)) (Bala
 		l.applied++
 	}
 	if keyed {
-		l.memory.put(id, remembered{account: l.name(bal.AccountID), code: codeOf(err), amount: bal.Amount})
+		l.memory.put(id, remembered{account: l.names.index(bal.AccountID), code: codeOf(err), amount: bal.Amount})
 		l.journal.record(id, bal, err)
 	}
 	return bal, err
 }
 
-// name returns id's index in names, adding it if new. Called with mu held.
-func (l *Ledger) name(id string) int32 {
-	i, ok := l.nameAt[id]
+// accountNames numbers the account IDs that remembered outcomes name, so
+// that an outcome holds an index, not a string.
+type accountNames struct {
+	list []string
+	at   map[string]int32 // where each is in list
+}
+
+func newAccountNames() accountNames {
+	return accountNames{list: []string{""}, at: map[string]int32{"": 0}}
+}
+
+// index returns id's number, giving it the next if it has none.
+func (n *accountNames) index(id string) int32 {
+	i, ok := n.at[id]
 	if !ok {
-		i = int32(len(l.names))
-		l.names = append(l.names, id)
-		l.nameAt[id] = i
+		i = int32(len(n.list))
+		n.list = append(n.list, id)
+		n.at[id] = i
 	}
 	return i
 }

@@ -69,7 +69,7 @@ func (l *Ledger) SnapshotState() ([]byte, error) {
 	// Oldest first, so that the restored memory forgets in the same order.
 	l.memory.each(func(id [16]byte, o *remembered) {
 		b = append(b, id[:]...)
-		b = codec.AppendString(b, l.names[o.account])
+		b = codec.AppendString(b, l.names.list[o.account])
 		b = codec.AppendVarint(b, o.amount)
 		b = codec.AppendUvarint(b, uint64(o.code))
 	})
@@ -99,19 +99,11 @@ func (l *Ledger) RestoreState(state []byte) error {
 		return errors.New("bank: snapshot: bad outcome count")
 	}
 	memory := newIDRing[remembered](max(l.memory.capacity(), int(n)))
-	names, nameAt := []string{""}, map[string]int32{"": 0}
+	names := newAccountNames()
 	for range n {
 		var id [16]byte
 		copy(id[:], r.Fixed(16))
-		name := r.String()
-		o := remembered{amount: r.Varint(), code: readCode(&r)}
-		i, ok := nameAt[name]
-		if !ok {
-			i = int32(len(names))
-			names = append(names, name)
-			nameAt[name] = i
-		}
-		o.account = i
+		o := remembered{account: names.index(r.String()), amount: r.Varint(), code: readCode(&r)}
 		if _, dup := memory.get(id); !dup {
 			memory.put(id, o)
 		}
@@ -123,7 +115,7 @@ func (l *Ledger) RestoreState(state []byte) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.accounts, l.memory, l.names, l.nameAt = accounts, memory, names, nameAt
+	l.accounts, l.memory, l.names = accounts, memory, names
 	l.applied, l.rejected, l.replayed = applied, rejected, replayed
 	l.journal = j
 	return nil
