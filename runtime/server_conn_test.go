@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -47,8 +48,9 @@ func TestTickLatenessIsRememberedForAWindowOrTwo(t *testing.T) {
 // the client said in its Hello, and the heartbeats sent to it.
 type beatConn struct {
 	transport.Conn
-	peer frame.Hello
-	late []time.Duration // of each heartbeat sent
+	peer  frame.Hello
+	late  []time.Duration   // of each heartbeat sent
+	beats []frame.Heartbeat // each heartbeat sent, its items copied
 }
 
 func (c *beatConn) Peer() frame.Hello { return c.peer }
@@ -57,6 +59,9 @@ func (c *beatConn) Close() error      { return nil }
 func (c *beatConn) Send(f frame.Frame) error {
 	if hb, ok := f.(*frame.Heartbeat); ok {
 		c.late = append(c.late, hb.Late)
+		cp := *hb
+		cp.Items = append([]frame.HeartbeatItem(nil), hb.Items...)
+		c.beats = append(c.beats, cp)
 	}
 	return nil
 }
@@ -103,5 +108,89 @@ func TestOneLateTickIsAFreezeNotLoad(t *testing.T) {
 		if got := sc.busyLate(c.late); got != c.busy {
 			t.Errorf("tick %d late by %v: busy %v, want %v", i, c.late, got, c.busy)
 		}
+	}
+}
+
+// A heartbeat tick does not wait for the server's lock while All stands for
+// every call on the connection: under load every arrival, result and
+// replicated apply takes that lock, and a tick that waited its turn was
+// late by more than the client's heartbeat timeout. Progress waits for a
+// tick that gets the lock. Once a call All does not stand for joins, or
+// the earliest time a call may leave its queue has come, the tick waits
+// for the lock and walks the calls as before.
+func TestHeartbeatDoesNotWaitForTheServerLock(t *testing.T) {
+	s := NewServer(ServerConfig{})
+	defer s.Close()
+	conn := &beatConn{peer: frame.Hello{Node: "client", Revision: frame.Revision}}
+	start := time.Now()
+	s.mu.Lock()
+	sc := s.connLocked(conn)
+	// The test ticks by hand: a ticker the waiters would start must not
+	// tick too.
+	sc.ticking, sc.interval, sc.reset = true, time.Hour, make(chan time.Duration, 1)
+	held := &execution{s: s, arrived: start, timeout: 10 * time.Second, state: stateRunning}
+	held.deadline = held.expires()
+	held.addWaiter(sc, &frame.Attempt{Call: 1, Flags: frame.FlagAck | frame.FlagAllBeat})
+	s.mu.Unlock()
+
+	if sc.vouchesWithoutLock(start) {
+		t.Fatal("vouched without the lock before a tick walked the calls")
+	}
+	if !sc.beat(start) || len(conn.beats) != 1 || !conn.beats[0].All || len(conn.beats[0].Items) != 0 {
+		t.Fatalf("first tick sent %+v, want one heartbeat with All and no items", conn.beats)
+	}
+	// Progress turns off the shortcut of a quiet connection: before this
+	// change, the tick then waited for the lock.
+	held.setProgress([]byte("half"))
+	s.mu.Lock()
+	done := make(chan bool)
+	go func() { done <- sc.beat(start.Add(time.Second)) }()
+	select {
+	case ok := <-done:
+		if !ok {
+			t.Fatal("the ticker stopped")
+		}
+	case <-time.After(10 * time.Second):
+		s.mu.Unlock()
+		<-done
+		t.Fatal("the tick waited for the server's lock")
+	}
+	s.mu.Unlock()
+	if len(conn.beats) != 2 || !conn.beats[1].All || len(conn.beats[1].Items) != 0 {
+		t.Fatalf("tick with the lock held sent %+v, want a second heartbeat with All and no items", conn.beats)
+	}
+	// The next tick that gets the lock reports the progress.
+	sc.beat(start.Add(2 * time.Second))
+	if last := conn.beats[len(conn.beats)-1]; !last.All || len(last.Items) != 1 || last.Items[0].Call != 1 || !bytes.Equal(last.Items[0].Progress, []byte("half")) {
+		t.Errorf("tick after the lock was free sent %+v, want All and call 1's progress", last)
+	}
+
+	until := sc.queuedUntil(held)
+	if !sc.vouchesWithoutLock(until.Add(-time.Nanosecond)) || sc.vouchesWithoutLock(until) {
+		t.Errorf("vouches without the lock until %v: want until the call may leave its queue", until)
+	}
+	// A call of a client that does not read All must be listed.
+	s.mu.Lock()
+	other := &execution{s: s, arrived: start, timeout: 10 * time.Second, state: stateRunning}
+	other.deadline = other.expires()
+	other.addWaiter(sc, &frame.Attempt{Call: 2, Flags: frame.FlagAck})
+	s.mu.Unlock()
+	if sc.vouchesWithoutLock(start.Add(3 * time.Second)) {
+		t.Error("vouches without the lock for a call All does not stand for")
+	}
+	s.mu.Lock()
+	other.removeWaiter(sc, 2)
+	held.removeWaiter(sc, 1)
+	s.mu.Unlock()
+	// With no calls left, All vouches for nothing until one joins.
+	sc.beat(start.Add(4 * time.Second))
+	if !sc.vouchesWithoutLock(start.Add(time.Hour)) {
+		t.Error("a connection without calls: the tick would wait for the lock")
+	}
+	s.mu.Lock()
+	held.addWaiter(sc, &frame.Attempt{Call: 3, Flags: frame.FlagAck | frame.FlagAllBeat})
+	s.mu.Unlock()
+	if sc.vouchesWithoutLock(until) {
+		t.Errorf("vouches past %v, when the new call may leave its queue", until)
 	}
 }
