@@ -15,9 +15,10 @@ import (
 // the operations it took on waited to start, as CoDel watches a queue's
 // sojourn times and Facebook's servers the delay of their queues, and
 // bounds that. When the median wait of an interval exceeds the node's
-// unloaded one (the least median of the last minute: what a replicated
-// write or a linearizable read waits for the log on an idle node, which
-// is no queue) by ServerConfig.QueueDelay (or by the unloaded wait, if
+// unloaded one (what a replicated write or a linearizable read waits for
+// the log on an idle node, which is no queue: the least, over the last
+// minute, of what the quickest tenth of an interval's operations waited)
+// by ServerConfig.QueueDelay (or by the unloaded wait, if
 // longer: limit), a queue stands, and the node takes on only as many
 // waiting operations as it starts in that median (by Little's law, the
 // number that waits that long; at the greatest rate of the last second), and refuses the rest at arrival as it refuses past MaxQueued,
@@ -50,9 +51,9 @@ const (
 	// starts, not what one stall of the host left it.
 	queueDelayRateIntervals = 10
 	// queueDelayFloorIntervals is how many intervals the unloaded wait is
-	// the least median of (a minute). A node loaded for longer than
-	// that takes its wait then for the unloaded one, as a latency
-	// baseline rides slow drift.
+	// the least of (a minute). A node loaded for longer than that takes
+	// its wait then for the unloaded one, as a latency baseline rides
+	// slow drift.
 	queueDelayFloorIntervals = 600
 )
 
@@ -73,8 +74,14 @@ type delayWatch struct {
 	allowed  int           // while standing: the operations that may wait
 	last     time.Duration // its median wait; 0 after a quiet spell
 
-	// lows are the median waits of the last intervals that had starts,
-	// a ring; floor is the least of them, the unloaded wait.
+	// lows are the waits of the quickest tenth of the last intervals
+	// that had starts, a ring; floor is the least of them, the unloaded
+	// wait. Not their medians: a node that boots into load has no idle
+	// interval, and a loaded interval's median holds the queue (nodes
+	// started under 1,024 callers took 4 to 7 ms for their unloaded wait,
+	// their log's round being under 1 ms, and let twice that stand).
+	// The quickest tenth of even a loaded interval joined a batch of the
+	// log just before it was sent: a round, as on an idle node.
 	lows  [queueDelayFloorIntervals]time.Duration
 	nlows int
 	ilow  int
@@ -118,8 +125,8 @@ func (d *delayWatch) roll(now time.Time) {
 
 // judge ends an interval that had starts.
 func (d *delayWatch) judge() {
-	d.last = d.median()
-	d.lows[d.ilow] = d.last
+	d.last = d.quantile(2)
+	d.lows[d.ilow] = d.quantile(10)
 	d.ilow = (d.ilow + 1) % len(d.lows)
 	d.nlows = min(d.nlows+1, len(d.lows))
 	d.floor = d.last
@@ -133,12 +140,12 @@ func (d *delayWatch) judge() {
 	d.allowed = max(1, int(rate*d.limit().Seconds()))
 }
 
-// median is the median wait of the current interval, which had starts,
-// within an eighth.
-func (d *delayWatch) median() time.Duration {
-	n := 0
+// quantile is the wait of the current interval, which had starts, that
+// one in every n waited less than, within an eighth: n = 2, the median.
+func (d *delayWatch) quantile(n int) time.Duration {
+	k := 0
 	for i, c := range d.waits {
-		if n += int(c); 2*n >= d.starts {
+		if k += int(c); n*k >= d.starts {
 			return (waitLow(i) + waitLow(i+1)) / 2
 		}
 	}
