@@ -32,14 +32,25 @@ func (c *Client) leaderHint(service string) (Member, bool) {
 	return Member{}, false
 }
 
-// learnLeader follows how a replicated write's attempt on node ended: the
-// node it succeeded on leads; one that failed is forgotten.
-func (c *Client) learnLeader(service, node string, ok bool) {
+// learnLeader follows how a replicated write's attempt on node ended, for
+// reason r: the node it succeeded on leads; one it failed on for a reason
+// that may mean it no longer leads (it failed over, broke, timed out) is
+// forgotten. A refusal for overload, the node's or this client's own
+// limit's, says nothing of who leads, nor does an attempt the caller
+// gave up: under overload, when refusals are many, a client that forgot
+// the leader at each sent its next writes by leaderKey to a follower,
+// which redirected them, an answer's round trip more on a busy node.
+func (c *Client) learnLeader(service, node string, r Reason) {
 	v, known := c.leaders.Load(service)
-	switch {
-	case ok && (!known || v.(string) != node):
-		c.leaders.Store(service, node)
-	case !ok && known && v.(string) == node:
-		c.leaders.CompareAndDelete(service, node)
+	switch r {
+	case ReasonNone:
+		if !known || v.(string) != node {
+			c.leaders.Store(service, node)
+		}
+	case ReasonOverloaded, ReasonCancelled, ReasonBudget, ReasonClosed, ReasonTooLarge, ReasonQueueFull:
+	default:
+		if known && v.(string) == node {
+			c.leaders.CompareAndDelete(service, node)
+		}
 	}
 }

@@ -312,7 +312,7 @@ func (op *operation) record(o outcome) {
 	if o.member.Name != "" { // an attempt was started, not a group skipped
 		op.c.cfg.Metrics.AttemptEnded(op.m.Service, op.m.Name, o.reason, o.dur)
 		if op.m.Mode == ModeScatter {
-			op.c.learnLeader(op.m.Service, o.member.Name, o.reason == ReasonNone)
+			op.c.learnLeader(op.m.Service, o.member.Name, o.reason)
 		}
 	}
 	op.mu.Lock()
