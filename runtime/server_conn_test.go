@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -193,4 +194,73 @@ func TestHeartbeatDoesNotWaitForTheServerLock(t *testing.T) {
 	if sc.vouchesWithoutLock(until) {
 		t.Errorf("vouches past %v, when the new call may leave its queue", until)
 	}
+}
+
+// countConn counts the heartbeats sent on it, from the ticker's goroutine.
+type countConn struct {
+	beatConn
+	mu    sync.Mutex
+	beats int
+}
+
+func (c *countConn) Send(f frame.Frame) error {
+	if _, ok := f.(*frame.Heartbeat); ok {
+		c.mu.Lock()
+		c.beats++
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+func (c *countConn) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.beats
+}
+
+// A node whose ticks run late heartbeats three times as often as its
+// clients asked, so that one tick held up behind a collection or a
+// snapshot does not leave a client without a heartbeat for longer than its
+// timeout; a node whose ticks run on time heartbeats at the interval, and
+// goes back to it once its ticks have run on time for a window or two.
+func TestBusyNodeHeartbeatsMoreOften(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewServer(ServerConfig{})
+		defer s.Close()
+		const interval = 90 * time.Millisecond
+		conn := &countConn{beatConn: beatConn{peer: frame.Hello{Node: "client", Revision: frame.Revision}}}
+		start := time.Now()
+		s.mu.Lock()
+		sc := s.connLocked(conn)
+		held := &execution{s: s, arrived: start, timeout: time.Hour, state: stateRunning}
+		held.deadline = held.expires()
+		held.addWaiter(sc, &frame.Attempt{Call: 1, Flags: frame.FlagAck | frame.FlagAllBeat, Heartbeat: interval})
+		s.mu.Unlock()
+
+		beatsIn := func(d time.Duration) int {
+			n := conn.count()
+			time.Sleep(d)
+			synctest.Wait()
+			return conn.count() - n
+		}
+		if n := beatsIn(900 * time.Millisecond); n != 10 {
+			t.Errorf("ticks on time: %d heartbeats in 900ms, want 10 (every %v)", n, interval)
+		}
+		// Ticks late by a quarter of the interval, twice in a row: busy.
+		s.tickLate.record(time.Now(), interval/4)
+		beatsIn(interval) // the tick that finds the node busy
+		if n := beatsIn(900 * time.Millisecond); n != 30 {
+			t.Errorf("ticks late: %d heartbeats in 900ms, want 30 (every %v)", n, interval/busyPeriod)
+		}
+		// The lateness is forgotten after a window or two.
+		time.Sleep(2 * lateWindow)
+		if n := beatsIn(900 * time.Millisecond); n != 10 {
+			t.Errorf("ticks on time again: %d heartbeats in 900ms, want 10", n)
+		}
+		s.mu.Lock()
+		held.removeWaiter(sc, 1)
+		s.mu.Unlock()
+		time.Sleep(idleTicks * interval) // the ticker lingers, then stops
+		synctest.Wait()
+	})
 }
