@@ -119,6 +119,12 @@ func TestOneLateTickIsAFreezeNotLoad(t *testing.T) {
 // tick that gets the lock. Once a call All does not stand for joins, or
 // the earliest time a call may leave its queue has come, the tick waits
 // for the lock and walks the calls as before.
+//
+// Not under synctest: a goroutine blocked on a mutex is not durably
+// blocked, so a tick that waited for the lock would hang the bubble
+// instead of failing the test. The ticks take their time as an argument;
+// the only wall-clock wait is the bound on a tick that should return at
+// once.
 func TestHeartbeatDoesNotWaitForTheServerLock(t *testing.T) {
 	s := NewServer(ServerConfig{})
 	defer s.Close()
