@@ -180,6 +180,8 @@ type Group struct {
 	readNext      *readRound            // the round new reads join (reads.go)
 	readRounds    map[uint64]*readRound // rounds sent to raft, by request context
 	readSeq       uint64
+	readSent      uint64        // the newest round sent, while raft has not answered it (0: none)
+	readSentAt    int           // the tick it was sent at
 	appliedCh     chan struct{} // closed when applied moves; made only while someone waits (WaitApplied)
 	servingCh     chan struct{} // closed and replaced when serving changes
 

@@ -64,6 +64,7 @@ func (g *Group) every(d time.Duration) bool {
 // tick does what time drives besides raft's own timers.
 func (g *Group) tick() {
 	g.ticks++
+	g.retryRead()
 	if !g.campaignUntil.IsZero() {
 		if g.leading || time.Now().After(g.campaignUntil) {
 			g.campaignUntil = time.Time{}

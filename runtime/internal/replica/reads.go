@@ -10,10 +10,20 @@ import (
 // Linearizable reads, batched as etcd's server batches them: raft's
 // ReadIndex costs the leader a heartbeat round to every follower (and a
 // follower a message to the leader and back), so one request serves every
-// read that arrived before it was sent. A read joins the round not yet
-// sent, never one in flight: its index must be fixed after the read
-// arrived. Under many readers a round is one per turn of the Ready loop
-// rather than one per read.
+// read that arrived before it was sent, and a node has one request in
+// flight at a time. A read joins the round not yet sent, never one in
+// flight: its index must be fixed after the read arrived. The round is
+// sent once the one in flight is answered, so that under many readers a
+// node sends a round per round trip, whatever the rate of reads: sending
+// one per turn of the Ready loop, a follower of a busy cluster sent one
+// for about every read, and the leader's heartbeats for them were most of
+// the cluster's raft messages.
+
+// readRetryTicks is how long a round may go unanswered before the next is
+// sent anyway: raft drops a request it cannot serve without a word (no
+// leader, a message lost on the way), and a round answered late answers
+// the ones sent before it.
+const readRetryTicks = 2
 
 // A readRound is one raft ReadIndex request and the reads that wait on it.
 type readRound struct {
@@ -36,8 +46,9 @@ func (g *Group) ReadIndex(ctx context.Context) (uint64, error) {
 		g.readNext = r
 	}
 	r.joined++
+	send := first && g.readSent == 0
 	g.mu.Unlock()
-	if first {
+	if send {
 		g.do(g.sendRead)
 	}
 	select {
@@ -53,25 +64,37 @@ func (g *Group) ReadIndex(ctx context.Context) (uint64, error) {
 func (g *Group) sendRead() {
 	g.mu.Lock()
 	r := g.readNext
+	if r == nil {
+		g.mu.Unlock()
+		return
+	}
 	g.readNext = nil
 	g.readSeq++
 	seq := g.readSeq
-	if r != nil {
-		g.readRounds[seq] = r
-	}
+	g.readRounds[seq] = r
+	g.readSent, g.readSentAt = seq, g.ticks
 	g.mu.Unlock()
-	if r == nil {
-		return
-	}
 	var rctx [8]byte
 	binary.BigEndian.PutUint64(rctx[:], seq)
 	g.rn.ReadIndex(rctx[:])
 }
 
+// retryRead sends the next round if the one in flight has gone unanswered
+// for readRetryTicks. Called with raftMu held, on every tick.
+func (g *Group) retryRead() {
+	g.mu.Lock()
+	late := g.readSent != 0 && g.readNext != nil && g.ticks-g.readSentAt >= readRetryTicks
+	g.mu.Unlock()
+	if late {
+		g.sendRead()
+	}
+}
+
 // readDone answers the round a ReadState is for, and any sent before it
 // still unanswered (raft drops a request it cannot serve, without a
 // word): an index fixed after a later round was sent was fixed after
-// every read of the earlier ones arrived.
+// every read of the earlier ones arrived. Then it sends the round the
+// reads that arrived meanwhile have joined. Called with raftMu held.
 func (g *Group) readDone(rs raft.ReadState) {
 	if len(rs.RequestCtx) != 8 {
 		return
@@ -85,10 +108,17 @@ func (g *Group) readDone(rs raft.ReadState) {
 			delete(g.readRounds, s)
 		}
 	}
+	if seq >= g.readSent {
+		g.readSent = 0
+	}
+	next := g.readSent == 0 && g.readNext != nil
 	g.mu.Unlock()
 	for _, r := range done {
 		r.index = rs.Index
 		close(r.done)
+	}
+	if next {
+		g.sendRead()
 	}
 }
 
@@ -101,6 +131,7 @@ func (g *Group) endReads() {
 		rounds[0] = g.readNext
 		g.readNext = nil
 	}
+	g.readSent = 0
 	g.mu.Unlock()
 	for _, r := range rounds {
 		r.err = ErrStopped

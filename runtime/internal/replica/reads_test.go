@@ -75,3 +75,76 @@ func TestReadsShareOneRound(t *testing.T) {
 		}
 	})
 }
+
+// A node has one round in flight: reads that arrive while it is
+// unanswered share the next, which is sent when it is answered or, as
+// here where raft lost the answer, once it has gone unanswered for
+// readRetryTicks. A round per read would make a busy follower's reads
+// cost the leader a heartbeat to every follower each.
+func TestReadsWaitForTheRoundInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n, groups := startGroups(t, "a", "b", "c")
+		lead := leaderOf(groups)
+		var follower string
+		for name := range groups {
+			if name != lead {
+				follower = name
+				break
+			}
+		}
+		g := groups[follower]
+		for i := range 5 {
+			write(groups[lead], i+1)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		committed := groups[lead].Status().Commit
+		n.sentTo(lead, pb.MessageType_MsgReadIndex)
+		var lose atomic.Bool
+		lose.Store(true)
+		n.setDrop(func(from, to string, m *pb.Message) bool {
+			return lose.Load() && to == follower && m.GetType() == pb.MessageType_MsgReadIndexResp
+		})
+		const reads = 10
+		type result struct {
+			index uint64
+			err   error
+		}
+		results := make(chan result, reads)
+		read := func() {
+			idx, err := g.ReadIndex(t.Context())
+			results <- result{idx, err}
+		}
+		go read()
+		synctest.Wait() // the first round is sent; its answer is lost
+		if got := n.sentTo(lead, pb.MessageType_MsgReadIndex); got != 1 {
+			t.Fatalf("one read: the follower sent %d ReadIndex requests, want 1", got)
+		}
+		for range reads - 1 {
+			go read()
+			synctest.Wait()
+		}
+		if got := n.sentTo(lead, pb.MessageType_MsgReadIndex); got != 0 {
+			t.Errorf("%d reads that arrived while a round was in flight: the follower sent %d more requests at once, want 0", reads-1, got)
+		}
+		lose.Store(false)
+		time.Sleep(time.Duration(readRetryTicks+1) * 10 * time.Millisecond)
+		synctest.Wait()
+		for range reads {
+			select {
+			case r := <-results:
+				if r.err != nil {
+					t.Fatal(r.err)
+				}
+				if r.index < committed {
+					t.Errorf("read index %d; a write was committed at %d before the read", r.index, committed)
+				}
+			default:
+				t.Fatalf("a read still waits %d ticks after its round's answer was lost", readRetryTicks+1)
+			}
+		}
+		if got := n.sentTo(lead, pb.MessageType_MsgReadIndex); got != 1 {
+			t.Errorf("the reads that waited were sent as %d requests, want 1", got)
+		}
+	})
+}
