@@ -464,7 +464,7 @@ func (f *Follower) fetch(ctx context.Context, addr string) ([]runtime.Member, er
 
 func sameMembers(a, b []runtime.Member) bool {
 	return slices.EqualFunc(a, b, func(x, y runtime.Member) bool {
-		return x.Name == y.Name && x.Group == y.Group && x.Addr == y.Addr && slices.Equal(x.Services, y.Services) &&
+		return x.Name == y.Name && x.Group == y.Group && x.Addr == y.Addr && x.CatchingUp == y.CatchingUp && slices.Equal(x.Services, y.Services) &&
 			maps.EqualFunc(x.Methods, y.Methods, slices.Equal)
 	})
 }

@@ -137,6 +137,39 @@ func TestFollowerReadsLiveMembersAndFailsOver(t *testing.T) {
 	}
 }
 
+// A node that was catching up when the follower first read it, and then
+// caught up, is in the next view its subscribers get: a router that
+// left it out while it caught up takes it back. A view that ignored the
+// flag kept it out for good, and its group's every call went to the
+// other node.
+func TestFollowerSeesANodeCatchUp(t *testing.T) {
+	src := &source{}
+	behind := status("a2", "a", StateAlive)
+	behind.CatchingUp = true
+	src.set(true, status("a1", "a", StateAlive), behind)
+	f := follow(t, FollowConfig{Nodes: []string{hostPort(serve(t, src, ""))}})
+	ctx, cancel := context.WithTimeout(context.Background(), detectBound)
+	defer cancel()
+	if err := f.Wait(ctx, "svc", []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	views := make(chan []runtime.Member, 64)
+	cancelSub := f.Subscribe(func(ms []runtime.Member) { views <- ms })
+	defer cancelSub()
+	if ms := <-views; len(ms) != 2 || !ms[1].CatchingUp {
+		t.Fatalf("first view %+v, want a2 catching up", ms)
+	}
+	src.set(true, status("a1", "a", StateAlive), status("a2", "a", StateAlive))
+	select {
+	case ms := <-views:
+		if len(ms) != 2 || ms[1].CatchingUp {
+			t.Errorf("view %+v after a2 caught up, want it serving", ms)
+		}
+	case <-time.After(detectBound):
+		t.Fatalf("no new view within %v after a2 caught up: Members() = %+v", detectBound, f.Members())
+	}
+}
+
 func TestFollowerSkipsNodesThatCannotSpeakForTheCluster(t *testing.T) {
 	lonely := &source{}
 	lonely.set(false, status("x1", "a", StateAlive)) // restarted, not joined yet
