@@ -7,14 +7,25 @@ package runtime
 // knows, or after that node failed, a write is routed like any operation,
 // by the key below, and the node it reaches redirects it or, when the
 // client failed over from the leader, stands for election at once.
+//
+// A linearizable read goes first to the leader too, when the client knows
+// it: raft's ReadIndex costs the leader one heartbeat round, shared by
+// every read in it, where a follower's read costs a round trip to the
+// leader more, the leader's heartbeat round all the same, and a wait for
+// the follower to apply what the leader had committed. At 1,024 callers
+// of make overload, reads at the leader took the admitted p99 of every
+// method from 30-38 ms to 18-22 ms (the reads' from 41-53 to 20-25), the
+// cluster doing less for each read. Without a known leader, and on a
+// failover, a read goes to its entity's owners, any of which serves it. A
+// read teaches the client nothing of who leads: any node answers it.
 
 // leaderKey routes a service's replicated writes while the client knows no
 // leader: every client sends them to the same node.
 func leaderKey(service string) string { return "ffgen.leader/" + service }
 
-// leaderHint returns the member a replicated write of service goes to
-// first: the last node one succeeded on, while it is a live member that is
-// not suspected.
+// leaderHint returns the member a replicated write or a linearizable read
+// of service goes to first: the last node a write succeeded on, while it
+// is a live member that is not suspected.
 func (c *Client) leaderHint(service string) (Member, bool) {
 	v, ok := c.leaders.Load(service)
 	if !ok {

@@ -143,7 +143,7 @@ func (op *operation) try(ctx context.Context, order []int, n int, flags frame.At
 	group := order[n%len(order)]
 	groupName := op.c.router.groups[group]
 	member, reason := op.pick(group, lastChance)
-	if flags&frame.FlagScatter != 0 && n == 0 {
+	if n == 0 && (flags&frame.FlagScatter != 0 || op.m.Linearizable) {
 		if m, ok := op.c.leaderHint(op.m.Service); ok {
 			member, reason, groupName = m, ReasonNone, m.Group
 		}

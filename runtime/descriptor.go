@@ -75,7 +75,8 @@ type MethodDesc struct {
 	// Linearizable marks a read (not ModeScatter) of a replicated service
 	// whose caller must see every write acknowledged before it called,
 	// whichever node answers; a follower may otherwise answer before it has
-	// applied them.
+	// applied them. Its first attempt goes to the leader when the client
+	// knows it, where confirming the read costs least.
 	Linearizable bool
 	// Settings overrides the client's settings for this method.
 	Settings MethodSettings

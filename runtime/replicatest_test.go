@@ -32,6 +32,7 @@ type counter struct {
 	mu   sync.Mutex
 	vals map[string]int64
 	runs map[[16]byte]int // how many times each write ran here
+	gets int              // reads run here
 	// hook, if set, runs first in Add: to fail, panic or block.
 	hook func(ctx context.Context, key string) error
 }
@@ -59,6 +60,7 @@ func (c *counter) Add(ctx context.Context, key string, delta int64) (int64, erro
 func (c *counter) Get(ctx context.Context, key string) (int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.gets++
 	return c.vals[key], nil
 }
 
@@ -66,6 +68,12 @@ func (c *counter) setHook(h func(ctx context.Context, key string) error) {
 	c.mu.Lock()
 	c.hook = h
 	c.mu.Unlock()
+}
+
+func (c *counter) reads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gets
 }
 
 func (c *counter) state() map[string]int64 {

@@ -555,6 +555,53 @@ func TestReplicationReads(t *testing.T) {
 	})
 }
 
+// A linearizable read goes first to the leader the client learned from
+// its writes, where raft's ReadIndex costs one heartbeat round and no wait
+// for a follower to apply; a default read goes to its entity's owner,
+// which answers from its own state.
+func TestLinearizableReadsGoToTheLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, ctx := fourNodesWithAWrite(t) // the write taught e.client the leader
+		leader := e.Leader(t, counterDesc.Name)
+		key := ""
+		for i := 0; key == ""; i++ {
+			if k := fmt.Sprintf("k%d", i); e.Owners(counterDesc.Name, k)[0] != leader {
+				key = k
+			}
+		}
+		owner := e.Owners(counterDesc.Name, key)[0]
+		reads := func() map[string]int {
+			m := map[string]int{}
+			for name, c := range e.counters {
+				m[name] = c.reads()
+			}
+			return m
+		}
+		for _, tc := range []struct {
+			m    *runtime.MethodDesc
+			want string
+		}{{counterReadNow, leader}, {counterGet, owner}} {
+			before := reads()
+			for range 5 {
+				if _, err := e.call(ctx, e.client, tc.m, key, 0); err != nil {
+					t.Fatalf("%s: %v", tc.m.Name, err)
+				}
+			}
+			after := reads()
+			for name := range after {
+				want := 0
+				if name == tc.want {
+					want = 5
+				}
+				if got := after[name] - before[name]; got != want {
+					t.Errorf("%s of %s (owner %s, leader %s): %d ran on %s, want %d", tc.m.Name, key, owner, leader, got, name, want)
+				}
+			}
+		}
+		e.check(t, e.names()...)
+	})
+}
+
 func slicesDeleteMember(ms []runtime.Member, name string) []runtime.Member {
 	var out []runtime.Member
 	for _, m := range ms {
