@@ -205,6 +205,9 @@ func (c *Client) invoke(ctx context.Context, m *MethodDesc, args, reply codec.Me
 	if m.Mode == ModeScatter {
 		op.key = leaderKey(m.Service)
 	}
+	if m.Mode == ModeScatter || m.Linearizable {
+		op.leader, _ = c.leaderHint(m.Service)
+	}
 	op.payload, err = c.cfg.Codec.Append(op.payload[:0], args)
 	if err != nil {
 		return fmt.Errorf("ffgen: %s.%s: encode arguments: %w", m.Service, m.Name, err)

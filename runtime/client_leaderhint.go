@@ -16,8 +16,11 @@ package runtime
 // of make overload, reads at the leader took the admitted p99 of every
 // method from 30-38 ms to 18-22 ms (the reads' from 41-53 to 20-25), the
 // cluster doing less for each read. Without a known leader, and on a
-// failover, a read goes to its entity's owners, any of which serves it. A
-// read teaches the client nothing of who leads: any node answers it.
+// failover, a read goes to its entity's owners, any of which serves it,
+// passing over the leader (operation.try); trying the leader costs the
+// read none of its failovers (operation.lastAttempt). A read that
+// succeeded teaches the client nothing of who leads, since any node
+// answers it; one that failed at the leader forgets it, as a write would.
 
 // leaderKey routes a service's replicated writes while the client knows no
 // leader: every client sends them to the same node.

@@ -25,6 +25,9 @@ type operation struct {
 	entities []string
 	key      string // routes the attempts: the first entity, or the service's leader key
 	noRepeat bool   // no attempt goes to a node twice: servers need not remember the result
+	// leader takes the first attempt of a replicated write or a
+	// linearizable read, when the client knows it (client_leaderhint.go).
+	leader   Member
 	start    time.Time
 	deadline time.Time // the operation deadline; ctx may end sooner
 
@@ -52,7 +55,7 @@ func (op *operation) sequential(ctx context.Context, flags frame.AttemptFlags) e
 	order := op.c.router.groupOrder(op.key, op.groupBuf[:0])
 	var last outcome
 	routed := false
-	for n := 0; n <= op.s.MaxFailovers; n++ {
+	for n := 0; n <= op.lastAttempt(); n++ {
 		// An attempt is started only with time left: one that could not
 		// be sent would stand in the history as if it had been tried.
 		if r, err := callerEnded(ctx); err != nil {
@@ -69,7 +72,7 @@ func (op *operation) sequential(ctx context.Context, flags frame.AttemptFlags) e
 				return op.fail(r, err)
 			}
 		}
-		last = op.try(ctx, order, n, flags, n == op.s.MaxFailovers && !routed)
+		last = op.try(ctx, order, n, flags, n == op.lastAttempt() && !routed)
 		if last.final() {
 			return op.conclude(last)
 		}
@@ -87,6 +90,20 @@ func (op *operation) sequential(ctx context.Context, flags frame.AttemptFlags) e
 		return op.fail(last.reason, fmt.Errorf("%w: %s", ErrNoRoute, last.err))
 	}
 	return op.fail(last.reason, last.err)
+}
+
+// lastAttempt is the number of the operation's last attempt: MaxFailovers,
+// and one more for a read whose first attempt goes to the leader, outside
+// its entity's order, so that trying the leader costs the read none of the
+// failovers it would make along its entity's groups. In a rolling
+// restart, a read the draining leader refused and whose entity's first
+// group was suspected (its nodes had restarted a moment before) failed
+// without reaching the entity's other group.
+func (op *operation) lastAttempt() int {
+	if op.leader.Name != "" && op.m.Mode != ModeScatter {
+		return op.s.MaxFailovers + 1
+	}
+	return op.s.MaxFailovers
 }
 
 // callerEnded reports whether ctx has ended, counting a deadline that has
@@ -140,13 +157,23 @@ func paidFailover(r Reason) bool {
 // lastChance ignores suspicion: when every earlier attempt was skipped, the
 // last one goes to a suspected owner rather than fail without trying.
 func (op *operation) try(ctx context.Context, order []int, n int, flags frame.AttemptFlags, lastChance bool) outcome {
-	group := order[n%len(order)]
-	groupName := op.c.router.groups[group]
-	member, reason := op.pick(group, lastChance)
-	if n == 0 && (flags&frame.FlagScatter != 0 || op.m.Linearizable) {
-		if m, ok := op.c.leaderHint(op.m.Service); ok {
-			member, reason, groupName = m, ReasonNone, m.Group
+	var member Member
+	var reason Reason
+	var groupName string
+	if n == 0 && op.leader.Name != "" {
+		member, groupName = op.leader, op.leader.Group
+	} else {
+		// A write's key is the leader's, and its failovers go that way. A
+		// read's first attempt went to the leader outside its entity's
+		// order: its failovers take that order from the first group,
+		// passing over the leader there.
+		slot, avoid := n, ""
+		if op.leader.Name != "" && op.m.Mode != ModeScatter {
+			slot, avoid = n-1, op.leader.Name
 		}
+		group := order[slot%len(order)]
+		groupName = op.c.router.groups[group]
+		member, reason = op.pick(group, lastChance, avoid)
 	}
 	if reason != ReasonNone {
 		o := outcome{number: n, member: Member{Group: groupName}, reason: reason,
@@ -164,13 +191,23 @@ func (op *operation) try(ctx context.Context, order []int, n int, flags frame.At
 }
 
 // pick chooses the entity's owner in group, skipping suspected nodes.
-func (op *operation) pick(group int, ignoreSuspicion bool) (Member, Reason) {
+func (op *operation) pick(group int, ignoreSuspicion bool, avoid string) (Member, Reason) {
 	r := op.c.router
 	var skip func(string) bool
 	if op.c.nsuspect.Load() > 0 { // the common case takes no lock at all
 		skip = op.c.suspected
 	}
 	k := keyOf(op.key)
+	if avoid != "" {
+		suspected := skip
+		m, ok := r.ownerFor(op.m.Service, op.m, group, k, func(name string) bool {
+			return name == avoid || (suspected != nil && suspected(name))
+		})
+		if ok {
+			return m, ReasonNone
+		}
+		// The group has no other node to take it: avoid may still.
+	}
 	if m, ok := r.ownerFor(op.m.Service, op.m, group, k, skip); ok {
 		return m, ReasonNone
 	}
@@ -190,7 +227,7 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 	order := op.c.router.groupOrder(op.key, op.groupBuf[:0])
 	ctx, cancel := context.WithDeadline(ctx, op.deadline)
 	defer cancel()
-	results := make(chan outcome, op.s.MaxFailovers+1)
+	results := make(chan outcome, op.lastAttempt()+1)
 	hedge := time.NewTimer(delay)
 	defer hedge.Stop()
 	next, running := 0, 0
@@ -228,7 +265,7 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 				stopped = true // no node can take it, no time is left, the client closed, or the node is busy
 				continue
 			}
-			if next <= op.s.MaxFailovers && running == 0 {
+			if next <= op.lastAttempt() && running == 0 {
 				if paidFailover(o.reason) {
 					if r, err := op.takeBudget(ctx, o.reason); err != nil {
 						return op.fail(r, err)
@@ -238,7 +275,7 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 				hedge.Reset(delay)
 			}
 		case <-hedge.C:
-			if next <= op.s.MaxFailovers {
+			if next <= op.lastAttempt() {
 				start()
 				hedge.Reset(delay)
 			}
@@ -311,7 +348,13 @@ type historyEntry struct {
 func (op *operation) record(o outcome) {
 	if o.member.Name != "" { // an attempt was started, not a group skipped
 		op.c.cfg.Metrics.AttemptEnded(op.m.Service, op.m.Name, o.reason, o.dur)
-		if op.m.Mode == ModeScatter {
+		switch {
+		case op.m.Mode == ModeScatter:
+			op.c.learnLeader(op.m.Service, o.member.Name, o.reason)
+		case o.reason != ReasonNone && o.member.Name == op.leader.Name:
+			// A read that failed at the leader may say it no longer
+			// leads (it drains, it broke); one that succeeded says
+			// nothing: any node answers a read.
 			op.c.learnLeader(op.m.Service, o.member.Name, o.reason)
 		}
 	}

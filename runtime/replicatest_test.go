@@ -35,6 +35,8 @@ type counter struct {
 	gets int              // reads run here
 	// hook, if set, runs first in Add: to fail, panic or block.
 	hook func(ctx context.Context, key string) error
+	// getHook, if set, runs first in Get.
+	getHook func(ctx context.Context, key string) error
 }
 
 func newCounter(node string) *counter {
@@ -60,6 +62,11 @@ func (c *counter) Add(ctx context.Context, key string, delta int64) (int64, erro
 func (c *counter) Get(ctx context.Context, key string) (int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.getHook != nil {
+		if err := c.getHook(ctx, key); err != nil {
+			return 0, err
+		}
+	}
 	c.gets++
 	return c.vals[key], nil
 }

@@ -558,7 +558,11 @@ func TestReplicationReads(t *testing.T) {
 // A linearizable read goes first to the leader the client learned from
 // its writes, where raft's ReadIndex costs one heartbeat round and no wait
 // for a follower to apply; a default read goes to its entity's owner,
-// which answers from its own state.
+// which answers from its own state. A read the leader fails over goes on
+// along its entity's groups from the first, passing over the leader
+// there: to the leader's neighbour when the leader owns the entity. The
+// leader's attempt costs it none of its failovers: with the default one,
+// the read still reaches the entity's second group.
 func TestLinearizableReadsGoToTheLeader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, ctx := fourNodesWithAWrite(t) // the write taught e.client the leader
@@ -596,6 +600,63 @@ func TestLinearizableReadsGoToTheLeader(t *testing.T) {
 				if got := after[name] - before[name]; got != want {
 					t.Errorf("%s of %s (owner %s, leader %s): %d ran on %s, want %d", tc.m.Name, key, owner, leader, got, name, want)
 				}
+			}
+		}
+
+		owned := ""
+		for i := 0; owned == ""; i++ {
+			if k := fmt.Sprintf("k%d", i); e.Owners(counterDesc.Name, k)[0] == leader {
+				owned = k
+			}
+		}
+		neighbour := ""
+		for _, n := range e.names() {
+			if n != leader && n[:1] == leader[:1] { // fftest names a node after its group
+				neighbour = n
+			}
+		}
+		e.counters[leader].mu.Lock()
+		e.counters[leader].getHook = func(context.Context, string) error { return errCounterBusy }
+		e.counters[leader].mu.Unlock()
+		// A read that failed at the leader forgets it: a write teaches it
+		// again before each read below.
+		if _, err := e.add(ctx, owned, 1); err != nil {
+			t.Fatal(err)
+		}
+		before := reads()
+		if _, err := e.call(ctx, e.client, counterReadNow, owned, 0); err != nil {
+			t.Fatalf("ReadNow of %s, the leader %s busy: %v", owned, leader, err)
+		}
+		after := reads()
+		for name := range after {
+			want := 0
+			if name == neighbour {
+				want = 1
+			}
+			if got := after[name] - before[name]; got != want {
+				t.Errorf("ReadNow of %s (owners %v), the leader busy: %d ran on %s, want it on %s", owned, e.Owners(counterDesc.Name, owned), got, name, neighbour)
+			}
+		}
+
+		e.counters[neighbour].mu.Lock()
+		e.counters[neighbour].getHook = func(context.Context, string) error { return errCounterBusy }
+		e.counters[neighbour].mu.Unlock()
+		second := e.Owners(counterDesc.Name, owned)[1]
+		if _, err := e.add(ctx, owned, 1); err != nil {
+			t.Fatal(err)
+		}
+		before = reads()
+		if _, err := e.call(ctx, e.client, counterReadNow, owned, 0); err != nil {
+			t.Fatalf("ReadNow of %s, the leader %s and %s busy: %v", owned, leader, neighbour, err)
+		}
+		after = reads()
+		for name := range after {
+			want := 0
+			if name == second {
+				want = 1
+			}
+			if got := after[name] - before[name]; got != want {
+				t.Errorf("ReadNow of %s, the leader's group busy: %d ran on %s, want it on %s", owned, got, name, second)
 			}
 		}
 		e.check(t, e.names()...)
