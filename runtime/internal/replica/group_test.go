@@ -192,6 +192,17 @@ func leaderOf(groups map[string]*Group) string {
 	return ""
 }
 
+// followerOf names a node of groups that does not lead.
+func followerOf(groups map[string]*Group) string {
+	lead := leaderOf(groups)
+	for name := range groups {
+		if name != lead {
+			return name
+		}
+	}
+	return ""
+}
+
 // write proposes write i, as the only one of its batch.
 func write(g *Group, i int) {
 	propose(g, i)
@@ -263,13 +274,7 @@ func TestFollowerWithoutAppendsReportsCatchingUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n, groups := startGroups(t, "a", "b", "c")
 		lead := leaderOf(groups)
-		var f string
-		for name := range groups {
-			if name != lead {
-				f = name
-				break
-			}
-		}
+		f := followerOf(groups)
 		n.setDrop(func(from, to string, m *pb.Message) bool {
 			return from == lead && to == f && (m.GetType() == pb.MessageType_MsgApp || m.GetType() == pb.MessageType_MsgSnap)
 		})
@@ -316,13 +321,7 @@ func TestHeartbeatAnswersInABurstCostOneAppend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n, groups := startGroups(t, "a", "b", "c")
 		lead := leaderOf(groups)
-		var f string
-		for name := range groups {
-			if name != lead {
-				f = name
-				break
-			}
-		}
+		f := followerOf(groups)
 		// The follower falls behind and the leader probes it.
 		n.setDrop(func(from, to string, m *pb.Message) bool { return from == f || to == f })
 		for i := range 50 {

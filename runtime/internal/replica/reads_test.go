@@ -85,13 +85,7 @@ func TestReadsWaitForTheRoundInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n, groups := startGroups(t, "a", "b", "c")
 		lead := leaderOf(groups)
-		var follower string
-		for name := range groups {
-			if name != lead {
-				follower = name
-				break
-			}
-		}
+		follower := followerOf(groups)
 		g := groups[follower]
 		for i := range 5 {
 			write(groups[lead], i+1)
