@@ -100,10 +100,16 @@ func (op *operation) sequential(ctx context.Context, flags frame.AttemptFlags) e
 // group was suspected (its nodes had restarted a moment before) failed
 // without reaching the entity's other group.
 func (op *operation) lastAttempt() int {
-	if op.leader.Name != "" && op.m.Mode != ModeScatter {
+	if op.readAtLeader() {
 		return op.s.MaxFailovers + 1
 	}
 	return op.s.MaxFailovers
+}
+
+// readAtLeader reports whether the operation is a read whose first
+// attempt goes to the leader, outside its entity's order.
+func (op *operation) readAtLeader() bool {
+	return op.leader.Name != "" && op.m.Mode != ModeScatter
 }
 
 // callerEnded reports whether ctx has ended, counting a deadline that has
@@ -164,11 +170,10 @@ func (op *operation) try(ctx context.Context, order []int, n int, flags frame.At
 		member, groupName = op.leader, op.leader.Group
 	} else {
 		// A write's key is the leader's, and its failovers go that way. A
-		// read's first attempt went to the leader outside its entity's
-		// order: its failovers take that order from the first group,
+		// read's failovers take its entity's order from the first group,
 		// passing over the leader there.
 		slot, avoid := n, ""
-		if op.leader.Name != "" && op.m.Mode != ModeScatter {
+		if op.readAtLeader() {
 			slot, avoid = n-1, op.leader.Name
 		}
 		group := order[slot%len(order)]
