@@ -77,6 +77,12 @@ func (c *counter) setHook(h func(ctx context.Context, key string) error) {
 	c.mu.Unlock()
 }
 
+func (c *counter) setGetHook(h func(ctx context.Context, key string) error) {
+	c.mu.Lock()
+	c.getHook = h
+	c.mu.Unlock()
+}
+
 func (c *counter) reads() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

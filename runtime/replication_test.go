@@ -615,9 +615,7 @@ func TestLinearizableReadsGoToTheLeader(t *testing.T) {
 				neighbour = n
 			}
 		}
-		e.counters[leader].mu.Lock()
-		e.counters[leader].getHook = func(context.Context, string) error { return errCounterBusy }
-		e.counters[leader].mu.Unlock()
+		e.counters[leader].setGetHook(func(context.Context, string) error { return errCounterBusy })
 		// A read that failed at the leader forgets it: a write teaches it
 		// again before each read below.
 		if _, err := e.add(ctx, owned, 1); err != nil {
@@ -638,9 +636,7 @@ func TestLinearizableReadsGoToTheLeader(t *testing.T) {
 			}
 		}
 
-		e.counters[neighbour].mu.Lock()
-		e.counters[neighbour].getHook = func(context.Context, string) error { return errCounterBusy }
-		e.counters[neighbour].mu.Unlock()
+		e.counters[neighbour].setGetHook(func(context.Context, string) error { return errCounterBusy })
 		second := e.Owners(counterDesc.Name, owned)[1]
 		if _, err := e.add(ctx, owned, 1); err != nil {
 			t.Fatal(err)
