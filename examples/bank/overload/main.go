@@ -131,6 +131,7 @@ type result struct {
 	loadBefore     string
 	loadAfter      string
 	hostStalls     string // what an idle process of the host waited for a core during the run
+	cpu            cpuShare
 	heartbeatBusy  uint64 // heartbeat-timeout failovers and write legs, every node alive
 	nodeRefused    uint64 // attempts the nodes refused for overload; the rest the clients held back unsent
 	otherFailovers uint64
@@ -245,6 +246,13 @@ func (c config) one(ctx context.Context, dir string, d time.Duration, res *resul
 	}
 	res.loadBefore = loadAvg()
 	stalls := watchStalls()
+	// The load starts once bankload has found the nodes, within a second
+	// or two; the audit follows it.
+	from, to := 3*time.Second, d-time.Second
+	if d < 6*time.Second {
+		from, to = d/4, 3*d/4
+	}
+	cpu := watchCPU(cl.Nodes, from, to)
 	cmd := cl.Command("bankload", args...)
 	out, err := os.Create(filepath.Join(dir, "bankload.out"))
 	if err != nil {
@@ -253,6 +261,7 @@ func (c config) one(ctx context.Context, dir string, d time.Duration, res *resul
 	defer out.Close()
 	cmd.Stdout, cmd.Stderr = out, out
 	runErr := testbed.Run(ctx, cmd)
+	res.cpu = cpu.end()
 	res.loadAfter = loadAvg()
 	res.hostStalls = stalls.end()
 	res.nodeRefused = nodeRefusals(ctx, cl, dir)
@@ -378,6 +387,7 @@ func printResult(w io.Writer, r *result) {
 	p("   %-22s %s", "suspicions", counts(s.Suspicions))
 	p("   %-22s %d failed, %d uncertain, %d overdue", "outcomes", s.Failed, s.Uncertain, s.Overdue)
 	p("   %-22s %s (an idle process's timer, woken late by the host)", "host stalls", r.hostStalls)
+	p("   %-22s %s", "cpu", r.cpu.text(admittedRate(s)))
 	p("   %-22s %s", "audit", auditText(s))
 }
 
@@ -419,7 +429,7 @@ func auditText(s *cli.Summary) string {
 func printTable(w io.Writer, rs []*result) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("")
-	p("%-9s %7s %7s %7s %8s %9s %27s %-22s %8s %8s %-24s %-7s %-31s %s", "run", "callers", "clients", "rate", "ops/s", "admitted/s", "admitted p50 / p99 / max ms", "refused", "hb-busy", "other-fo", "suspicions", "audit", "load before/after", "host stalls")
+	p("%-9s %7s %7s %7s %8s %9s %27s %-22s %8s %8s %-24s %-7s %10s %-31s %s", "run", "callers", "clients", "rate", "ops/s", "admitted/s", "admitted p50 / p99 / max ms", "refused", "hb-busy", "other-fo", "suspicions", "audit", "node µs/op", "load before/after", "host stalls")
 	for _, r := range rs {
 		if r.err != nil {
 			p("%-9s %7d error: %v", r.name, r.callers, r.err)
@@ -430,9 +440,9 @@ func printTable(w io.Writer, rs []*result) {
 		if s.AuditPassed {
 			audit = "passed"
 		}
-		p("%-9s %7d %7s %7s %8.0f %9.0f %27s %-22s %8d %8d %-24s %-7s %-31s %s", r.name, r.callers, clientsText(r), strconv.Itoa(r.rate), s.OpsPerSecond, admittedRate(s),
+		p("%-9s %7d %7s %7s %8.0f %9.0f %27s %-22s %8d %8d %-24s %-7s %10.0f %-31s %s", r.name, r.callers, clientsText(r), strconv.Itoa(r.rate), s.OpsPerSecond, admittedRate(s),
 			fmt.Sprintf("%.1f / %.1f / %.1f", s.Admitted.P50, s.Admitted.P99, s.Admitted.Max),
-			counts(s.Refusals), r.heartbeatBusy, r.otherFailovers, counts(s.Suspicions), audit, r.loadBefore+" / "+r.loadAfter, r.hostStalls)
+			counts(s.Refusals), r.heartbeatBusy, r.otherFailovers, counts(s.Suspicions), audit, r.cpu.perOp(admittedRate(s)), r.loadBefore+" / "+r.loadAfter, r.hostStalls)
 	}
 }
 
