@@ -706,6 +706,47 @@ func TestRejoinedNodeIsNoLongerSuspected(t *testing.T) {
 	})
 }
 
+// A node that restarted between two reads of the membership never leaves
+// the client's view (a thin client reads it every second; a node restarts
+// in a fraction of that): the view says so by the node's Joined, and the
+// client routes to it again at once. A view that changes anything else of
+// the node leaves the suspicion standing.
+func TestRestartedNodeIsNoLongerSuspected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		e.Net.Pause(own[0])
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		if !e.client.Suspected(own[0]) {
+			t.Fatalf("%s not suspected after a heartbeat timeout", own[0])
+		}
+		e.Net.Resume(own[0])
+		primary := e.Node(own[0]).Member()
+		primary.CatchingUp = true
+		e.Members.Add(primary)
+		synctest.Wait()
+		if !e.client.Suspected(own[0]) {
+			t.Fatalf("a change to the view other than a new join cleared the suspicion")
+		}
+		primary.CatchingUp = false
+		primary.Joined = time.Now()
+		e.Members.Add(primary)
+		synctest.Wait()
+		if e.client.Suspected(own[0]) {
+			t.Fatalf("%s still suspected after the view said it joined again", own[0])
+		}
+		before := e.ledgers[own[0]].Executions()
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		if e.ledgers[own[0]].Executions() != before+1 {
+			t.Errorf("the restarted primary did not get the next operation")
+		}
+	})
+}
+
 // Entity queues are recycled: an operation queued on one entity twice (a
 // transfer to itself), queues that empty and serve other entities while
 // operations wait, and none left behind once everything has run.

@@ -90,8 +90,11 @@ type Follower struct {
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{} // nil once closed
 	source string                   // the node last read from
-	err    error                    // the last round's error; nil after a good read
-	round  chan struct{}            // closed and replaced after every round
+	// joinedAt is each member's Joined as source said it at the last
+	// read (keepJoined).
+	joinedAt map[string]time.Time
+	err      error         // the last round's error; nil after a good read
+	round    chan struct{} // closed and replaced after every round
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -392,6 +395,7 @@ func (f *Follower) publish(addr string, live []runtime.Member) {
 	if addr != f.source || f.err != nil {
 		f.log.Info("cluster: follow: reading the membership", "from", addr, "members", len(live))
 	}
+	f.joinedAt = f.keepJoined(addr, live, *f.live.Load())
 	f.source, f.err = addr, nil
 	if !sameMembers(*f.live.Load(), live) {
 		f.live.Store(&live)
@@ -455,16 +459,38 @@ func (f *Follower) fetch(ctx context.Context, addr string) ([]runtime.Member, er
 	live := make([]runtime.Member, 0, len(all))
 	for _, s := range all {
 		if isLive(s.State) && s.Address != "" {
-			live = append(live, runtime.Member{Name: s.Name, Group: s.Group, Addr: s.Address, Services: s.Services, CatchingUp: s.CatchingUp, Methods: s.Methods})
+			live = append(live, runtime.Member{Name: s.Name, Group: s.Group, Addr: s.Address, Services: s.Services, CatchingUp: s.CatchingUp, Methods: s.Methods, Joined: s.Joined})
 		}
 	}
 	slices.SortFunc(live, func(a, b runtime.Member) int { return strings.Compare(a.Name, b.Name) })
 	return live, nil
 }
 
+// keepJoined gives each member of live that was in the previous view
+// prev its Joined there, unless addr, the node read before too, saw it
+// join since; and returns the Joined of each member as addr says. Each
+// node saw the others join at its own moment: the Joined of a node read
+// for the first time would read as every member having joined again.
+// Called with mu held.
+func (f *Follower) keepJoined(addr string, live, prev []runtime.Member) map[string]time.Time {
+	said := make(map[string]time.Time, len(live))
+	for i := range live {
+		m := &live[i]
+		said[m.Name] = m.Joined
+		j := slices.IndexFunc(prev, func(p runtime.Member) bool { return p.Name == m.Name })
+		if j < 0 {
+			continue // new to the view
+		}
+		if before, ok := f.joinedAt[m.Name]; addr != f.source || !ok || before.Equal(m.Joined) {
+			m.Joined = prev[j].Joined
+		}
+	}
+	return said
+}
+
 func sameMembers(a, b []runtime.Member) bool {
 	return slices.EqualFunc(a, b, func(x, y runtime.Member) bool {
-		return x.Name == y.Name && x.Group == y.Group && x.Addr == y.Addr && x.CatchingUp == y.CatchingUp && slices.Equal(x.Services, y.Services) &&
+		return x.Name == y.Name && x.Group == y.Group && x.Addr == y.Addr && x.CatchingUp == y.CatchingUp && x.Joined.Equal(y.Joined) && slices.Equal(x.Services, y.Services) &&
 			maps.EqualFunc(x.Methods, y.Methods, slices.Equal)
 	})
 }

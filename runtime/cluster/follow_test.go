@@ -21,6 +21,7 @@ type source struct {
 	mu     sync.Mutex
 	all    []MemberStatus
 	joined bool
+	reads  int // of AllMembers
 }
 
 func (s *source) set(joined bool, all ...MemberStatus) {
@@ -31,7 +32,14 @@ func (s *source) set(joined bool, all ...MemberStatus) {
 func (s *source) AllMembers() []MemberStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reads++
 	return slices.Clone(s.all)
+}
+
+func (s *source) readCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reads
 }
 func (s *source) Joined() bool {
 	s.mu.Lock()
@@ -298,5 +306,79 @@ func TestFailoversHeaderRoundTrip(t *testing.T) {
 		if _, _, err := parseFailovers(bad); err == nil {
 			t.Errorf("parseFailovers(%q) accepted", bad)
 		}
+	}
+}
+
+// A node that restarted between two reads stays in the view; its Joined
+// says it joined again, and a client forgets its suspicion of it
+// (runtime.Member.Joined). Each node saw the others join at its own
+// moment: moving to another node to read from is not taken for every
+// member joining again, and a join that node sees later still is.
+func TestFollowerSeesANodeJoinAgain(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 4, 0, 0, 0, time.UTC)
+	at := func(name, group string, joined time.Time) MemberStatus {
+		s := status(name, group, StateAlive)
+		s.Joined = joined
+		return s
+	}
+	first, second := &source{}, &source{}
+	first.set(true, at("a1", "a", t0), at("b1", "b", t0))
+	// The second node has not joined yet: the follower reads the first.
+	second.set(false, at("a1", "a", t0.Add(5*time.Second)), at("b1", "b", t0.Add(7*time.Second)))
+	firstSrv := serve(t, first, "")
+	f := follow(t, FollowConfig{Nodes: []string{hostPort(firstSrv), hostPort(serve(t, second, ""))}})
+	ctx, cancel := context.WithTimeout(context.Background(), detectBound)
+	defer cancel()
+	if err := f.Wait(ctx, "svc", []string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	views := make(chan []runtime.Member, 64)
+	cancelSub := f.Subscribe(func(ms []runtime.Member) { views <- ms })
+	defer cancelSub()
+	next := func(what string) []runtime.Member {
+		t.Helper()
+		select {
+		case ms := <-views:
+			return ms
+		case <-time.After(detectBound):
+			t.Fatalf("no view within %v after %s: Members() = %+v", detectBound, what, f.Members())
+			return nil
+		}
+	}
+	joined := func(ms []runtime.Member) []time.Time {
+		var out []time.Time
+		for _, m := range ms {
+			out = append(out, m.Joined)
+		}
+		return out
+	}
+	if got := joined(next("subscribing")); !slices.Equal(got, []time.Time{t0, t0}) {
+		t.Fatalf("first view joined at %v, want both at %v", got, t0)
+	}
+	restart := t0.Add(time.Minute)
+	first.set(true, at("a1", "a", restart), at("b1", "b", t0))
+	if got := joined(next("a1 restarted")); !slices.Equal(got, []time.Time{restart, t0}) {
+		t.Fatalf("view joined at %v after a1 restarted, want a1 at %v", got, restart)
+	}
+	second.set(true, at("a1", "a", t0.Add(5*time.Second)), at("b1", "b", t0.Add(7*time.Second)))
+	firstSrv.Close() // the follower moves to the second node
+	read := second.readCount()
+	testkit.Until(t, "two reads from the second node", func() bool { return second.readCount() >= read+2 })
+	select {
+	case ms := <-views:
+		t.Fatalf("a new view %+v on moving to the second node: the move is not a join", ms)
+	default:
+	}
+	again := t0.Add(2 * time.Minute)
+	second.set(true, at("a1", "a", again), at("b1", "b", t0.Add(7*time.Second)))
+	for {
+		ms := next("a1 joined again, seen by the second node")
+		if got := joined(ms); got[0].Equal(again) {
+			if !got[1].Equal(t0) {
+				t.Errorf("b1 joined at %v once read from the second node, want %v kept: the move is not a join", got[1], t0)
+			}
+			return
+		}
+		t.Fatalf("view %+v before a1 joined again", ms)
 	}
 }

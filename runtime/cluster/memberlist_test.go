@@ -85,7 +85,14 @@ func TestJoinPublishesMetadata(t *testing.T) {
 	// even declare it dead until it refutes: wait for the views to agree.
 	settle(t, detectBound, "every node sees every member alive with its metadata", func() string {
 		for _, c := range cs {
-			if got := c.Members(); !reflect.DeepEqual(got, want) {
+			got := slices.Clone(c.Members())
+			for i := range got {
+				if got[i].Joined.IsZero() {
+					return fmt.Sprintf("%s: %s has no time it joined", c.cfg.Name, got[i].Name)
+				}
+				got[i].Joined = time.Time{} // each node's own clock
+			}
+			if !reflect.DeepEqual(got, want) {
 				return fmt.Sprintf("%s: Members() = %+v, want %+v", c.cfg.Name, got, want)
 			}
 			if !c.Joined() {
@@ -213,6 +220,7 @@ func TestRejoinAfterCrash(t *testing.T) {
 		t.Run(fmt.Sprintf("samePort=%v", samePort), func(t *testing.T) {
 			cs := startCluster(t, 3)
 			old := cs[2].LocalNode()
+			first, _ := cs[0].Member("n2")
 			cs[2].halt()
 			testkit.Until(t, "n2 dead", func() bool { return state(cs[0], "n2") == StateDead })
 
@@ -232,6 +240,13 @@ func TestRejoinAfterCrash(t *testing.T) {
 				testkit.Until(t, c.cfg.Name+" lists n0, n1 and n2 after the rejoin", func() bool {
 					return reflect.DeepEqual(names(c.Members()), []string{"n0", "n1", "n2"})
 				})
+			}
+			// The view says n2 joined again (runtime.Member.Joined): a
+			// client that never saw it gone forgets its suspicion.
+			for _, m := range cs[0].Members() {
+				if m.Name == "n2" && (first.Joined.IsZero() || !m.Joined.After(first.Joined)) {
+					t.Errorf("n2 joined at %v after its restart, want after its first join at %v", m.Joined, first.Joined)
+				}
 			}
 		})
 	}
@@ -351,10 +366,16 @@ func TestCatchingUpIsPublished(t *testing.T) {
 	})
 	catchingUp := func(c *Cluster) bool { m, _ := c.Member("b"); return m.CatchingUp }
 	testkit.Until(t, "a lists b as catching up", func() bool { return catchingUp(a) && catchingUp(b) })
+	joined, _ := a.Member("b")
 	behind.Store(false)
 	testkit.Until(t, "a lists b as caught up", func() bool { return !catchingUp(a) && !catchingUp(b) })
-	if m, _ := a.Member("b"); m.State != StateAlive {
+	m, _ := a.Member("b")
+	if m.State != StateAlive {
 		t.Errorf("b is %s on a, want alive", m.State)
+	}
+	// Catching up is no new join: a client keeps its suspicion of b.
+	if joined.Joined.IsZero() || !m.Joined.Equal(joined.Joined) {
+		t.Errorf("b joined at %v on a once caught up, want %v, non-zero", m.Joined, joined.Joined)
 	}
 }
 
