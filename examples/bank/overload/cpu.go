@@ -14,11 +14,11 @@ import (
 )
 
 // cpuWatch measures the CPU each node and the whole machine used in the
-// middle of a run's load, away from its start and its audit. It tells a
-// run the host slowed from one the cluster made slow: on this project's
-// two-core virtual machine, one run in a few dozen settled at half the
-// throughput, and its leader used less of a core for it, not more, each
-// of its goroutines taking half as long again for the same work.
+// middle of a run's load, away from its start and its audit. It tells
+// slower work from waiting: on this project's two-core virtual machine,
+// a run in a few dozen settles at half the throughput with the nodes'
+// CPU per operation unchanged and the machine half idle (docs/runtime.md,
+// "Overload").
 type cpuWatch struct {
 	stop chan struct{}
 	done chan struct{}
