@@ -68,7 +68,7 @@ type Client struct {
 	mu       sync.Mutex           // guards the following
 	suspects map[string]time.Time // node → suspected until
 	strikes  map[string]strike    // node → its recent timeouts, which lengthen the next suspicion
-	lastView map[string]time.Time // the previous membership view: each member's Joined
+	lastView map[string]time.Time // the previous membership view: each member's JoinedAt
 	nsuspect atomic.Int32         // len(suspects): written under mu, read without it on every pick
 }
 
@@ -128,12 +128,12 @@ func (c *Client) membershipChanged(ms []Member) {
 	c.router.update(ms)
 	seen := make(map[string]time.Time, len(ms))
 	for _, m := range ms {
-		seen[m.Name] = m.Joined
+		seen[m.Name] = m.JoinedAt
 	}
 	c.mu.Lock()
 	for name, joined := range seen {
 		// A node new to the view, or one that joined again since the
-		// last (Member.Joined), is a new start: its suspicion was of
+		// last (Member.JoinedAt), is a new start: its suspicion was of
 		// the process or the absence before.
 		if before, ok := c.lastView[name]; !ok || !joined.Equal(before) {
 			delete(c.suspects, name)

@@ -684,7 +684,7 @@ func TestExpiredQueuedAttemptDoesNotRun(t *testing.T) {
 // is routed to again at once, not after its suspicion expires: whether
 // the view showed it gone in between, or never did (a thin client reads
 // the view every second; a node restarts in a fraction of that), which
-// the view says by the node's Joined. Leaving the view, or a change to
+// the view says by the node's JoinedAt. Leaving the view, or a change to
 // anything else of the node, leaves the suspicion standing.
 func TestRejoinedNodeIsNoLongerSuspected(t *testing.T) {
 	for _, tc := range []struct {
@@ -702,7 +702,7 @@ func TestRejoinedNodeIsNoLongerSuspected(t *testing.T) {
 			m.CatchingUp = true
 			ms.Add(m)
 		}, func(ms *runtime.StaticMembership, m runtime.Member) {
-			m.Joined = time.Now()
+			m.JoinedAt = time.Now()
 			ms.Add(m)
 		}},
 	} {

@@ -19,14 +19,14 @@ type Member struct {
 	// when every voter serves its method with the same arguments. A
 	// service it advertises nothing for counts as serving every method.
 	Methods map[string][]ServedMethod
-	// Joined is when the membership last saw the node join: its first
+	// JoinedAt is when the membership last saw the node join: its first
 	// join, or its return after it left or was declared dead (zero where
 	// the membership does not say). A client forgets its suspicion of a
-	// node whose Joined moves, as of one it sees join: the node's process
+	// node whose JoinedAt moves, as of one it sees join: the node's process
 	// is new, or back, and has failed nothing yet. A restart can be
 	// quicker than a view that is read now and then, which then never
 	// shows the node gone.
-	Joined time.Time
+	JoinedAt time.Time
 }
 
 // Serves reports whether m serves the named service.

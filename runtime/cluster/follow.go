@@ -90,7 +90,7 @@ type Follower struct {
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{} // nil once closed
 	source string                   // the node last read from
-	// joinedAt is each member's Joined as source said it at the last
+	// joinedAt is each member's JoinedAt as source said it at the last
 	// read (keepJoined).
 	joinedAt map[string]time.Time
 	err      error         // the last round's error; nil after a good read
@@ -459,7 +459,7 @@ func (f *Follower) fetch(ctx context.Context, addr string) ([]runtime.Member, er
 	live := make([]runtime.Member, 0, len(all))
 	for _, s := range all {
 		if isLive(s.State) && s.Address != "" {
-			live = append(live, runtime.Member{Name: s.Name, Group: s.Group, Addr: s.Address, Services: s.Services, CatchingUp: s.CatchingUp, Methods: s.Methods, Joined: s.Joined})
+			live = append(live, runtime.Member{Name: s.Name, Group: s.Group, Addr: s.Address, Services: s.Services, CatchingUp: s.CatchingUp, Methods: s.Methods, JoinedAt: s.JoinedAt})
 		}
 	}
 	slices.SortFunc(live, func(a, b runtime.Member) int { return strings.Compare(a.Name, b.Name) })
@@ -467,22 +467,22 @@ func (f *Follower) fetch(ctx context.Context, addr string) ([]runtime.Member, er
 }
 
 // keepJoined gives each member of live that was in the previous view
-// prev its Joined there, unless addr, the node read before too, saw it
-// join since; and returns the Joined of each member as addr says. Each
-// node saw the others join at its own moment: the Joined of a node read
+// prev its JoinedAt there, unless addr, the node read before too, saw it
+// join since; and returns the JoinedAt of each member as addr says. Each
+// node saw the others join at its own moment: the JoinedAt of a node read
 // for the first time would read as every member having joined again.
 // Called with mu held.
 func (f *Follower) keepJoined(addr string, live, prev []runtime.Member) map[string]time.Time {
 	said := make(map[string]time.Time, len(live))
 	for i := range live {
 		m := &live[i]
-		said[m.Name] = m.Joined
+		said[m.Name] = m.JoinedAt
 		j := slices.IndexFunc(prev, func(p runtime.Member) bool { return p.Name == m.Name })
 		if j < 0 {
 			continue // new to the view
 		}
-		if before, ok := f.joinedAt[m.Name]; addr != f.source || !ok || before.Equal(m.Joined) {
-			m.Joined = prev[j].Joined
+		if before, ok := f.joinedAt[m.Name]; addr != f.source || !ok || before.Equal(m.JoinedAt) {
+			m.JoinedAt = prev[j].JoinedAt
 		}
 	}
 	return said
@@ -490,7 +490,7 @@ func (f *Follower) keepJoined(addr string, live, prev []runtime.Member) map[stri
 
 func sameMembers(a, b []runtime.Member) bool {
 	return slices.EqualFunc(a, b, func(x, y runtime.Member) bool {
-		return x.Name == y.Name && x.Group == y.Group && x.Addr == y.Addr && x.CatchingUp == y.CatchingUp && x.Joined.Equal(y.Joined) && slices.Equal(x.Services, y.Services) &&
+		return x.Name == y.Name && x.Group == y.Group && x.Addr == y.Addr && x.CatchingUp == y.CatchingUp && x.JoinedAt.Equal(y.JoinedAt) && slices.Equal(x.Services, y.Services) &&
 			maps.EqualFunc(x.Methods, y.Methods, slices.Equal)
 	})
 }

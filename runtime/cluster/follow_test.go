@@ -309,16 +309,16 @@ func TestFailoversHeaderRoundTrip(t *testing.T) {
 	}
 }
 
-// A node that restarted between two reads stays in the view; its Joined
+// A node that restarted between two reads stays in the view; its JoinedAt
 // says it joined again, and a client forgets its suspicion of it
-// (runtime.Member.Joined). Each node saw the others join at its own
+// (runtime.Member.JoinedAt). Each node saw the others join at its own
 // moment: moving to another node to read from is not taken for every
 // member joining again, and a join that node sees later still is.
 func TestFollowerSeesANodeJoinAgain(t *testing.T) {
 	t0 := time.Date(2026, 11, 27, 4, 0, 0, 0, time.UTC)
 	at := func(name, group string, joined time.Time) MemberStatus {
 		s := status(name, group, StateAlive)
-		s.Joined = joined
+		s.JoinedAt = joined
 		return s
 	}
 	first, second := &source{}, &source{}
@@ -348,7 +348,7 @@ func TestFollowerSeesANodeJoinAgain(t *testing.T) {
 	joined := func(ms []runtime.Member) []time.Time {
 		var out []time.Time
 		for _, m := range ms {
-			out = append(out, m.Joined)
+			out = append(out, m.JoinedAt)
 		}
 		return out
 	}

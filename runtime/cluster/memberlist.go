@@ -48,9 +48,9 @@ type MemberStatus struct {
 	Methods map[string][]runtime.ServedMethod `json:"methods,omitempty"`
 	State   State                             `json:"state"`
 	Since   time.Time                         `json:"since"` // when this node saw the state begin
-	// Joined is when this node saw it last join: its first join, or its
-	// return after it left or died (runtime.Member.Joined).
-	Joined time.Time `json:"joined,omitzero"`
+	// JoinedAt is when this node saw it last join: its first join, or its
+	// return after it left or died (runtime.Member.JoinedAt).
+	JoinedAt time.Time `json:"joined_at,omitzero"`
 	// CatchingUp is set while a replica on the node is behind: it answers
 	// nothing of that service until it has caught up (see Config.Ready).
 	CatchingUp bool `json:"catching_up,omitempty"`
@@ -350,7 +350,7 @@ func (c *Cluster) setState(name, gossipAddr string, m *runtime.Member, st State,
 		n.State, n.Since = st, now
 	}
 	if !wasLive && isLive(st) {
-		n.Joined = now
+		n.JoinedAt = now
 	}
 	if gossipAddr != "" {
 		n.GossipAddress = gossipAddr
@@ -398,7 +398,7 @@ func (c *Cluster) publish() {
 	live := make([]runtime.Member, 0, len(c.nodes))
 	for _, n := range c.nodes {
 		if isLive(n.State) {
-			live = append(live, runtime.Member{Name: n.Name, Group: n.Group, Addr: n.Address, Services: n.Services, CatchingUp: n.CatchingUp, Methods: n.Methods, Joined: n.Joined})
+			live = append(live, runtime.Member{Name: n.Name, Group: n.Group, Addr: n.Address, Services: n.Services, CatchingUp: n.CatchingUp, Methods: n.Methods, JoinedAt: n.JoinedAt})
 		}
 	}
 	slices.SortFunc(live, func(a, b runtime.Member) int { return strings.Compare(a.Name, b.Name) })

@@ -87,10 +87,10 @@ func TestJoinPublishesMetadata(t *testing.T) {
 		for _, c := range cs {
 			got := slices.Clone(c.Members())
 			for i := range got {
-				if got[i].Joined.IsZero() {
+				if got[i].JoinedAt.IsZero() {
 					return fmt.Sprintf("%s: %s has no time it joined", c.cfg.Name, got[i].Name)
 				}
-				got[i].Joined = time.Time{} // each node's own clock
+				got[i].JoinedAt = time.Time{} // each node's own clock
 			}
 			if !reflect.DeepEqual(got, want) {
 				return fmt.Sprintf("%s: Members() = %+v, want %+v", c.cfg.Name, got, want)
@@ -241,11 +241,11 @@ func TestRejoinAfterCrash(t *testing.T) {
 					return reflect.DeepEqual(names(c.Members()), []string{"n0", "n1", "n2"})
 				})
 			}
-			// The view says n2 joined again (runtime.Member.Joined): a
+			// The view says n2 joined again (runtime.Member.JoinedAt): a
 			// client that never saw it gone forgets its suspicion.
 			for _, m := range cs[0].Members() {
-				if m.Name == "n2" && (first.Joined.IsZero() || !m.Joined.After(first.Joined)) {
-					t.Errorf("n2 joined at %v after its restart, want after its first join at %v", m.Joined, first.Joined)
+				if m.Name == "n2" && (first.JoinedAt.IsZero() || !m.JoinedAt.After(first.JoinedAt)) {
+					t.Errorf("n2 joined at %v after its restart, want after its first join at %v", m.JoinedAt, first.JoinedAt)
 				}
 			}
 		})
@@ -374,8 +374,8 @@ func TestCatchingUpIsPublished(t *testing.T) {
 		t.Errorf("b is %s on a, want alive", m.State)
 	}
 	// Catching up is no new join: a client keeps its suspicion of b.
-	if joined.Joined.IsZero() || !m.Joined.Equal(joined.Joined) {
-		t.Errorf("b joined at %v on a once caught up, want %v, non-zero", m.Joined, joined.Joined)
+	if joined.JoinedAt.IsZero() || !m.JoinedAt.Equal(joined.JoinedAt) {
+		t.Errorf("b joined at %v on a once caught up, want %v, non-zero", m.JoinedAt, joined.JoinedAt)
 	}
 }
 
