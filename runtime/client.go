@@ -121,9 +121,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	return c, nil
 }
 
-// membershipChanged updates routing. A node that reappears (it left the
-// view and came back, a new incarnation) is no longer suspected: the
-// membership has just vouched for it. Calls are serialized by Subscribe.
+// membershipChanged updates routing. A node that joins again is no longer
+// suspected, whether the view showed it gone and back or only moved its
+// JoinedAt (a restart quicker than the view is read): the membership has
+// just vouched for it, and its suspicion was of the process or the
+// absence before. Calls are serialized by Subscribe.
 func (c *Client) membershipChanged(ms []Member) {
 	c.router.update(ms)
 	seen := make(map[string]time.Time, len(ms))
@@ -132,9 +134,6 @@ func (c *Client) membershipChanged(ms []Member) {
 	}
 	c.mu.Lock()
 	for name, joined := range seen {
-		// A node new to the view, or one that joined again since the
-		// last (Member.JoinedAt), is a new start: its suspicion was of
-		// the process or the absence before.
 		if before, ok := c.lastView[name]; !ok || !joined.Equal(before) {
 			delete(c.suspects, name)
 			delete(c.strikes, name)
