@@ -16,7 +16,9 @@ import (
 // more than it takes lowers it to Backoff times what was in flight, once a
 // round (for an attempt that started after the last decrease, and no
 // sooner than the node's recent answers of the method take after it), as
-// TCP lowers its window once per window. The signs are a refusal for
+// TCP lowers its window once per window; a refusal in between holds it at
+// what is still in flight, so that the refused slot is not sent to the
+// node again at once. The signs are a refusal for
 // overload, a heartbeat or attempt timeout, and, with Tolerance, recent
 // answers of a method that take Tolerance times their long-run average,
 // the baseline of Netflix's Gradient2 limit. An attempt beyond the limit
@@ -197,6 +199,14 @@ func (ls *limits) release(p *peerLimit, m *methodLatency, hold bool, r Reason, d
 		p.limit = max(float64(ls.cfg.Min), min(p.limit, float64(p.inflight+1))*ls.cfg.Backoff)
 		p.lastDrop = now
 		p.drops.count(r, slow)
+	case r == ReasonOverloaded:
+		// Refused within the round of the last decrease: no second
+		// decrease, but the node has just said it holds no more than
+		// what is left in flight, so the refused slot goes to no one.
+		// Handed on, it went to the next attempt waiting, which the node
+		// refused too, and so on through every attempt waiting, each at
+		// the cost of a round trip and its retry-after sleep.
+		p.limit = max(float64(ls.cfg.Min), min(p.limit, float64(p.inflight)))
 	case !drop && r == ReasonNone:
 		p.limit = min(float64(ls.cfg.Max), p.limit+1/p.limit)
 	}

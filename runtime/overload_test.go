@@ -242,8 +242,10 @@ func TestClientLimitKeepsCapacity(t *testing.T) {
 			t.Errorf("%d calls held back by the client: callers beyond the limit must wait for a slot, not fail", held)
 		}
 		// Once learned, the node refuses little: the probes above the
-		// limit that AIMD makes once a round.
-		if 4*refused > ok[0] {
+		// limit that AIMD makes once a round. A refused slot handed on
+		// to the attempts waiting was refused again through all of them:
+		// 5 to 25% of what was answered, instead of 2.
+		if 20*refused > ok[0] {
 			t.Errorf("the node refused %d for %d answered: the client did not learn", refused, ok[0])
 		}
 	})
@@ -337,7 +339,7 @@ func TestClientLimitsConverge(t *testing.T) {
 				t.Errorf("client %d answered %d, under a sixth of a fair share of %d", i, n, most)
 			}
 		}
-		if 3*refused > sum {
+		if 6*refused > sum {
 			t.Errorf("the node refused %d for %d answered: the clients did not learn", refused, sum)
 		}
 	})
