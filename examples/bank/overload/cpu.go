@@ -13,12 +13,13 @@ import (
 	"github.com/ffgen/ffgen/examples/bank/internal/testbed"
 )
 
-// cpuWatch measures the CPU each node and the whole machine used in the
-// middle of a run's load, away from its start and its audit. It tells
-// slower work from waiting: on this project's two-core virtual machine,
-// a run in a few dozen settles at half the throughput with the nodes'
-// CPU per operation unchanged and the machine half idle (docs/runtime.md,
-// "Overload").
+// cpuWatch measures the CPU each node, the load generator and the whole
+// machine used in the middle of a run's load, away from its start and its
+// audit. It tells slower work from waiting: on this project's two-core
+// virtual machine, a run in a few dozen settles at half the throughput
+// with the nodes' CPU per operation unchanged and the machine half idle
+// (docs/runtime.md, "Overload"); the generator's share tells whether the
+// waiting is on its side.
 type cpuWatch struct {
 	stop chan struct{}
 	done chan struct{}
@@ -29,6 +30,7 @@ type cpuWatch struct {
 type cpuShare struct {
 	window  time.Duration
 	nodes   []nodeCPU
+	load    float64 // the load generator's share of one core
 	busy    float64 // the machine's busy cores, all processes
 	cores   int
 	nodeSum time.Duration // the nodes' CPU time in the window
@@ -40,17 +42,18 @@ type nodeCPU struct {
 	share float64 // of one core
 }
 
-// watchCPU measures from..to after it is called.
-func watchCPU(nodes []*testbed.Node, from, to time.Duration) *cpuWatch {
+// watchCPU measures from..to after it is called, the nodes and the load
+// generator, the process load.
+func watchCPU(nodes []*testbed.Node, load *os.Process, from, to time.Duration) *cpuWatch {
 	w := &cpuWatch{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
-		w.res = w.measure(nodes, from, to)
+		w.res = w.measure(nodes, load, from, to)
 	}()
 	return w
 }
 
-func (w *cpuWatch) measure(nodes []*testbed.Node, from, to time.Duration) cpuShare {
+func (w *cpuWatch) measure(nodes []*testbed.Node, load *os.Process, from, to time.Duration) cpuShare {
 	wait := func(d time.Duration) bool {
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -68,7 +71,10 @@ func (w *cpuWatch) measure(nodes []*testbed.Node, from, to time.Duration) cpuSha
 			err = errors.Join(err, e)
 			procs = append(procs, d)
 		}
-		busy, total, e := machineTicks()
+		d, e := testbed.ProcessCPUTime(load.Pid)
+		err = errors.Join(err, e)
+		procs = append(procs, d)
+		busy, total, e = machineTicks()
 		return at, procs, busy, total, errors.Join(err, e)
 	}
 	if !wait(from) {
@@ -92,6 +98,7 @@ func (w *cpuWatch) measure(nodes []*testbed.Node, from, to time.Duration) cpuSha
 		s.nodeSum += used
 		s.nodes = append(s.nodes, nodeCPU{name: n.Name, share: used.Seconds() / s.window.Seconds()})
 	}
+	s.load = (p1[len(nodes)] - p0[len(nodes)]).Seconds() / s.window.Seconds()
 	if all1 > all0 {
 		s.busy = float64(b1-b0) / float64(all1-all0) * float64(s.cores)
 	}
@@ -156,8 +163,8 @@ func (s cpuShare) text(admittedPerSecond float64) string {
 	for _, n := range s.nodes {
 		parts = append(parts, fmt.Sprintf("%s %.0f%%", n.name, 100*n.share))
 	}
-	return fmt.Sprintf("nodes %s of a core; the machine %.0f%% of %d cores busy; the nodes %.0fµs per admitted op (over %.1fs mid-load)",
-		strings.Join(parts, ", "), 100*s.busy/float64(s.cores), s.cores, s.perOp(admittedPerSecond), s.window.Seconds())
+	return fmt.Sprintf("nodes %s of a core, bankload %.0f%%; the machine %.0f%% of %d cores busy; the nodes %.0fµs per admitted op (over %.1fs mid-load)",
+		strings.Join(parts, ", "), 100*s.load, 100*s.busy/float64(s.cores), s.cores, s.perOp(admittedPerSecond), s.window.Seconds())
 }
 
 // perOp is the nodes' CPU time per operation admitted at rate, in µs.

@@ -237,7 +237,7 @@ func (c config) one(ctx context.Context, dir string, d time.Duration, res *resul
 		"-name", "bankload-" + res.name, "-groups", strings.Join(testbed.Groups, ","),
 		"-mgmt", strings.Join(cl.MgmtAddrs(), ","), "-accounts", strconv.Itoa(c.accounts),
 		"-callers", strconv.Itoa(res.callers), "-clients", strconv.Itoa(res.clients), "-reads", strconv.Itoa(c.reads),
-		"-duration", d.String(), "-rate", strconv.Itoa(res.rate), "-progress", "0",
+		"-duration", d.String(), "-rate", strconv.Itoa(res.rate), "-progress", "1s",
 		"-audit-timeout", "60s", "-json", filepath.Join(dir, "summary.json"),
 	}
 	if res.clients > 0 {
@@ -252,7 +252,6 @@ func (c config) one(ctx context.Context, dir string, d time.Duration, res *resul
 	if d < 6*time.Second {
 		from, to = d/4, 3*d/4
 	}
-	cpu := watchCPU(cl.Nodes, from, to)
 	cmd := cl.Command("bankload", args...)
 	out, err := os.Create(filepath.Join(dir, "bankload.out"))
 	if err != nil {
@@ -260,7 +259,11 @@ func (c config) one(ctx context.Context, dir string, d time.Duration, res *resul
 	}
 	defer out.Close()
 	cmd.Stdout, cmd.Stderr = out, out
-	runErr := testbed.Run(ctx, cmd)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	cpu := watchCPU(cl.Nodes, cmd.Process, from, to)
+	runErr := testbed.Wait(ctx, cmd)
 	res.cpu = cpu.end()
 	res.loadAfter = loadAvg()
 	res.hostStalls = stalls.end()

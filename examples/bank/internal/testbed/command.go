@@ -15,6 +15,11 @@ func Run(ctx context.Context, cmd *exec.Cmd) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	return Wait(ctx, cmd)
+}
+
+// Wait waits for cmd, started already, as Run does.
+func Wait(ctx context.Context, cmd *exec.Cmd) error {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {

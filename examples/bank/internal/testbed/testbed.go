@@ -332,12 +332,12 @@ func (n *Node) CPUTime() (time.Duration, error) {
 	if cmd == nil {
 		return 0, fmt.Errorf("%s was never started", n.Name)
 	}
-	return procCPUTime(cmd.Process.Pid)
+	return ProcessCPUTime(cmd.Process.Pid)
 }
 
-// procCPUTime returns the CPU time, user and system, that process pid has
-// used, from /proc/<pid>/stat where there is one.
-func procCPUTime(pid int) (time.Duration, error) {
+// ProcessCPUTime returns the CPU time, user and system, that process pid
+// has used, from /proc/<pid>/stat where there is one.
+func ProcessCPUTime(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err

@@ -40,7 +40,7 @@ func TestProcCPUTimeCountsThisProcess(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc on this system:", err)
 	}
-	before, err := procCPUTime(os.Getpid())
+	before, err := ProcessCPUTime(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestProcCPUTimeCountsThisProcess(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		spin(10 * time.Millisecond)
-		now, err := procCPUTime(os.Getpid())
+		now, err := ProcessCPUTime(os.Getpid())
 		if err != nil {
 			t.Fatal(err)
 		}
