@@ -49,8 +49,12 @@ func (w *stallWatch) run(cpu int) {
 	if canBindCPU {
 		// A CPU outside this process's affinity cannot be bound to: the
 		// goroutine then watches unbound, as where there is no binding.
+		// The thread is never unlocked, so that it ends with the
+		// goroutine: handed back to the runtime still bound, it ran other
+		// goroutines, and a process one of them started (the next run's
+		// nodes and bankload) inherited the binding, every process of the
+		// run on one core of two.
 		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
 		bindCPU(cpu)
 	}
 	t := time.NewTimer(stallTick)
