@@ -15,11 +15,11 @@ import (
 
 // cpuWatch measures the CPU each node, the load generator and the whole
 // machine used in the middle of a run's load, away from its start and its
-// audit. It tells slower work from waiting: on this project's two-core
-// virtual machine, a run in a few dozen settles at half the throughput
-// with the nodes' CPU per operation unchanged and the machine half idle
-// (docs/runtime.md, "Overload"); the generator's share tells whether the
-// waiting is on its side.
+// audit. It tells slower work from waiting, and waiting from a run that
+// had less of the machine: runs at half the throughput, with the nodes'
+// CPU per operation unchanged, had every process's share halved and the
+// machine half idle, all of them bound to one core by the stall watch's
+// threads (docs/runtime.md, "Overload").
 type cpuWatch struct {
 	stop chan struct{}
 	done chan struct{}
@@ -28,9 +28,12 @@ type cpuWatch struct {
 
 // cpuShare is what a cpuWatch measured.
 type cpuShare struct {
-	window  time.Duration
-	nodes   []nodeCPU
-	load    float64 // the load generator's share of one core
+	window time.Duration
+	nodes  []nodeCPU
+	load   float64 // the load generator's share of one core
+	// bound names the processes that may not run on every CPU, with
+	// the CPUs they may: a run measured on part of the machine.
+	bound   []string
 	busy    float64 // the machine's busy cores, all processes
 	cores   int
 	nodeSum time.Duration // the nodes' CPU time in the window
@@ -84,6 +87,19 @@ func (w *cpuWatch) measure(nodes []*testbed.Node, load *os.Process, from, to tim
 	if err != nil {
 		return cpuShare{err: err}
 	}
+	cores := onlineCPUs()
+	var bound []string
+	check := func(name string, pid int) {
+		if cpus, n, err := allowedCPUs(pid); err == nil && n < cores {
+			bound = append(bound, fmt.Sprintf("%s to CPU %s", name, cpus))
+		}
+	}
+	for _, n := range nodes {
+		if pid, ok := n.Pid(); ok {
+			check(n.Name, pid)
+		}
+	}
+	check("bankload", load.Pid)
 	if !wait(to - from) {
 		return cpuShare{err: errors.New("the load ended before the window")}
 	}
@@ -91,8 +107,8 @@ func (w *cpuWatch) measure(nodes []*testbed.Node, load *os.Process, from, to tim
 	if err != nil {
 		return cpuShare{err: err}
 	}
-	s := cpuShare{window: t1.Sub(t0)}
-	s.cores = onlineCPUs()
+	s := cpuShare{window: t1.Sub(t0), bound: bound}
+	s.cores = cores
 	for i, n := range nodes {
 		used := p1[i] - p0[i]
 		s.nodeSum += used
@@ -153,6 +169,45 @@ func onlineCPUs() int {
 	return max(1, n)
 }
 
+// allowedCPUs reads the CPUs process pid may run on, as /proc lists them
+// (its Cpus_allowed_list), and how many they are.
+func allowedCPUs(pid int) (list string, n int, err error) {
+	path := fmt.Sprintf("/proc/%d/status", pid)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			list = strings.TrimSpace(v)
+			n, err := countCPUs(list)
+			if err != nil {
+				return "", 0, fmt.Errorf("%s: %w", path, err)
+			}
+			return list, n, nil
+		}
+	}
+	return "", 0, fmt.Errorf("%s: no Cpus_allowed_list", path)
+}
+
+// countCPUs counts the CPUs of a list as /proc writes it: "0-3,8,10-11".
+func countCPUs(list string) (int, error) {
+	n := 0
+	for r := range strings.SplitSeq(list, ",") {
+		lo, hi, isRange := strings.Cut(r, "-")
+		if !isRange {
+			hi = lo
+		}
+		a, err1 := strconv.Atoi(lo)
+		z, err2 := strconv.Atoi(hi)
+		if err := errors.Join(err1, err2); err != nil || z < a {
+			return 0, fmt.Errorf("CPU list %q: not a list of CPUs", list)
+		}
+		n += z - a + 1
+	}
+	return n, nil
+}
+
 // text says what the watch measured, with the nodes' CPU per operation
 // at the run's admitted rate.
 func (s cpuShare) text(admittedPerSecond float64) string {
@@ -163,8 +218,12 @@ func (s cpuShare) text(admittedPerSecond float64) string {
 	for _, n := range s.nodes {
 		parts = append(parts, fmt.Sprintf("%s %.0f%%", n.name, 100*n.share))
 	}
-	return fmt.Sprintf("nodes %s of a core, bankload %.0f%%; the machine %.0f%% of %d cores busy; the nodes %.0fµs per admitted op (over %.1fs mid-load)",
+	text := fmt.Sprintf("nodes %s of a core, bankload %.0f%%; the machine %.0f%% of %d cores busy; the nodes %.0fµs per admitted op (over %.1fs mid-load)",
 		strings.Join(parts, ", "), 100*s.load, 100*s.busy/float64(s.cores), s.cores, s.perOp(admittedPerSecond), s.window.Seconds())
+	if len(s.bound) > 0 {
+		text += "; BOUND: " + strings.Join(s.bound, ", ")
+	}
+	return text
 }
 
 // perOp is the nodes' CPU time per operation admitted at rate, in µs.

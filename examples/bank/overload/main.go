@@ -479,12 +479,20 @@ func targets(w io.Writer, rs []*result) bool {
 		check(s.Suspicions["dial-failed"] == 0, "%s: %d suspicions from dial-failed (the connection cap)", r.name, s.Suspicions["dial-failed"])
 		check(s.Failed == s.Refusals["overloaded"] || s.Failed == 0, "%s: every failed call a typed refusal, not executed (%d failed, %d refused for overload)", r.name, s.Failed, s.Refusals["overloaded"])
 		check(s.AuditPassed, "%s: audit %s", r.name, auditText(s))
+		check(len(r.cpu.bound) == 0, "%s: every process of the run free to use every CPU (bound: %s)", r.name, orNone(r.cpu.bound))
 		if base != nil && r != base {
 			check(s.Admitted.P99 <= 5*base.sum.Admitted.P99, "%s: admitted p99 %.1fms within 5x the unloaded p99 (%.1fms)", r.name, s.Admitted.P99, 5*base.sum.Admitted.P99)
 			check(admittedRate(s) >= 0.9*base.sum.OpsPerSecond, "%s: %.0f admitted ops/s at least 90%% of the capacity (%.0f)", r.name, admittedRate(s), 0.9*base.sum.OpsPerSecond)
 		}
 	}
 	return ok
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
 }
 
 func counts(m map[string]uint64) string {

@@ -299,6 +299,15 @@ func (n *Node) proc() (*exec.Cmd, chan struct{}) {
 	return n.cmd, n.exited
 }
 
+// Pid returns the process ID of n's current process, if it was started.
+func (n *Node) Pid() (int, bool) {
+	cmd, _ := n.proc()
+	if cmd == nil {
+		return 0, false
+	}
+	return cmd.Process.Pid, true
+}
+
 // Started returns when n's current process started.
 func (n *Node) Started() time.Time {
 	n.mu.Lock()
