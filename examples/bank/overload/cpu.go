@@ -45,8 +45,8 @@ type nodeCPU struct {
 	share float64 // of one core
 }
 
-// watchCPU measures from..to after it is called, the nodes and the load
-// generator, the process load.
+// watchCPU measures, from..to after it is called, the nodes and load, the
+// load generator's process.
 func watchCPU(nodes []*testbed.Node, load *os.Process, from, to time.Duration) *cpuWatch {
 	w := &cpuWatch{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
@@ -169,25 +169,32 @@ func onlineCPUs() int {
 	return max(1, n)
 }
 
-// allowedCPUs reads the CPUs process pid may run on, as /proc lists them
-// (its Cpus_allowed_list), and how many they are.
+// allowedCPUs reads the CPUs process pid may run on, as /proc lists them,
+// and how many they are.
 func allowedCPUs(pid int) (list string, n int, err error) {
 	path := fmt.Sprintf("/proc/%d/status", pid)
-	b, err := os.ReadFile(path)
-	if err != nil {
+	if list, err = allowedCPUList(path); err != nil {
 		return "", 0, err
+	}
+	if n, err = countCPUs(list); err != nil {
+		return "", 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return list, n, nil
+}
+
+// allowedCPUList reads the Cpus_allowed_list of a /proc status file, a
+// process's or a thread's.
+func allowedCPUList(status string) (string, error) {
+	b, err := os.ReadFile(status)
+	if err != nil {
+		return "", err
 	}
 	for line := range strings.Lines(string(b)) {
 		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-			list = strings.TrimSpace(v)
-			n, err := countCPUs(list)
-			if err != nil {
-				return "", 0, fmt.Errorf("%s: %w", path, err)
-			}
-			return list, n, nil
+			return strings.TrimSpace(v), nil
 		}
 	}
-	return "", 0, fmt.Errorf("%s: no Cpus_allowed_list", path)
+	return "", fmt.Errorf("%s: no Cpus_allowed_list", status)
 }
 
 // countCPUs counts the CPUs of a list as /proc writes it: "0-3,8,10-11".

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,24 +12,10 @@ import (
 	"github.com/ffgen/ffgen/internal/testkit"
 )
 
-// cpusAllowed returns the Cpus_allowed_list of a /proc status file.
-func cpusAllowed(status string) (string, error) {
-	b, err := os.ReadFile(status)
-	if err != nil {
-		return "", err
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-			return strings.TrimSpace(v), nil
-		}
-	}
-	return "", fmt.Errorf("%s: no Cpus_allowed_list", status)
-}
-
 // startCPUs are the CPUs this process could run on as it started, before
 // a test bound a thread (the main thread, which /proc/self/status
 // describes, may be one of them).
-var startCPUs, startCPUsErr = cpusAllowed("/proc/self/status")
+var startCPUs, startCPUsErr = allowedCPUList("/proc/self/status")
 
 // boundThreads lists this process's threads whose CPUs are fewer than
 // want, the process's own, but for the main thread: the runtime cannot
@@ -49,7 +34,7 @@ func boundThreads(t *testing.T, want string) []string {
 		if tid == mainThread {
 			continue
 		}
-		got, err := cpusAllowed(s)
+		got, err := allowedCPUList(s)
 		if err != nil {
 			continue // the thread ended meanwhile
 		}
