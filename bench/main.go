@@ -15,6 +15,7 @@
 //
 //	go run . [-rounds 10] [-seq 2000] [-dur 1s] [-idle 1000] [-inflight 10000]
 //	         [-repl-rounds 10] [-repl-seq 500] [-datadir DIR] [-only rpc|replicated]
+//	         [-burners N]
 //
 // It lives in a module of its own so that the library depends on neither
 // grpc-go nor etcd. `make bench-compare` runs it.
@@ -44,6 +45,7 @@ func main() {
 	flag.IntVar(&cfg.replRounds, "repl-rounds", cfg.replRounds, "interleaved rounds of replicated writes")
 	flag.IntVar(&cfg.replSeq, "repl-seq", cfg.replSeq, "sequential replicated writes per system per round")
 	flag.StringVar(&cfg.replDataDir, "datadir", "", "where the replicated systems keep their data (default: the system's temporary directory)")
+	flag.IntVar(&cfg.burners, "burners", 0, "run beside this many processes that spin on the CPU, started before the first process of the run and stopped after its last")
 	only := flag.String("only", "", `run one section: "rpc" or "replicated" (default: both)`)
 	strict := flag.Bool("strict", false, "exit 1 if a target is missed")
 	flag.StringVar(&cfg.profileDir, "cpuprofile", "", "write CPU profiles of the driver and of every client and server process into this directory")

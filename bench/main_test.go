@@ -65,13 +65,27 @@ func TestOneRound(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rep.print(&out)
-	for _, want := range []string{"| sequential p50 |", "| sequential p90 |", "minimal ping-pong", "fastest–slowest round", "| 64 callers, calls/s |", "allocations per call", "CPU per sequential call", "context switches per sequential call", "CPU per call at 64 callers", "per idle connection", "with 20 in flight", "right after they started"} {
+	for _, want := range []string{"| sequential p50 |", "| sequential p90 |", "minimal ping-pong", "fastest–slowest round", "| 64 callers, calls/s |", "allocations per call", "CPU per sequential call", "context switches per sequential call", "CPU per call at 64 callers", "per idle connection", "with 20 in flight", "right after they started", "nothing else started on the machine", "asks here for ffgen within"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
 	}
 	if n := strings.Count(out.String(), "PASS") + strings.Count(out.String(), "FAIL"); n != len(rep.targets()) {
 		t.Errorf("%d verdicts for %d targets:\n%s", n, len(rep.targets()), out.String())
+	}
+}
+
+// TestBesideBurners runs a short round beside a CPU burner the harness
+// started itself, and checks that the table says so.
+func TestBesideBurners(t *testing.T) {
+	rep, err := run(config{rpc: true, rounds: 1, seqCalls: 20, dur: 100 * time.Millisecond, burners: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.print(&out)
+	if want := "beside 1 CPU burner (processes spinning for the whole run)"; !strings.Contains(out.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, out.String())
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ffgen/ffgen/internal/testkit"
 )
 
 type config struct {
@@ -25,6 +27,7 @@ type config struct {
 	progress        io.Writer // nil: quiet
 	profileDir      string    // "": no CPU profiles
 	traceDir        string    // "": no execution traces of the sequential phases
+	burners         int       // processes spinning on the CPU for the whole run
 	// The replicated-write section.
 	replRounds  int
 	replSeq     int    // sequential writes per system per round
@@ -75,6 +78,13 @@ const (
 // run runs the sections cfg asks for.
 func run(cfg config) (*report, error) {
 	rep := &report{cfg: cfg}
+	if cfg.burners > 0 {
+		b, err := testkit.Burn(cfg.burners)
+		if err != nil {
+			return nil, fmt.Errorf("-burners %d: %w", cfg.burners, err)
+		}
+		defer b.Stop()
+	}
 	if cfg.rpc {
 		if err := runRPC(cfg, rep); err != nil {
 			return nil, err

@@ -107,7 +107,7 @@ type detectNode struct {
 func startDetectNode(t *testing.T, name, group string) *detectNode {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDetectionNode$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "FFGEN_DETECT_NODE="+name+","+group)
-	cmd.SysProcAttr = orphanless()
+	cmd.SysProcAttr = testkit.Orphanless()
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -168,29 +168,13 @@ func (n *detectNode) expect(prefix string, bound time.Duration) (string, error) 
 
 // burners starts n processes that spin on the CPU; stop kills them.
 func burners(t *testing.T, n int) (stop func()) {
-	var cmds []*exec.Cmd
-	stop = func() {
-		for _, c := range cmds {
-			c.Process.Kill()
-			c.Wait()
-		}
-		cmds = nil
+	b, err := testkit.Burn(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(stop)
-	for range n {
-		c := exec.Command("sh", "-c", "while :; do :; done")
-		c.SysProcAttr = orphanless()
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds = append(cmds, c)
-	}
-	return stop
+	t.Cleanup(b.Stop)
+	return b.Stop
 }
-
-// orphanless makes a child die with this process, however it ends: a
-// burner left behind would skew every later measurement on the machine.
-func orphanless() *syscall.SysProcAttr { return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} }
 
 type failoverCount struct {
 	runtime.NopMetrics
@@ -337,7 +321,7 @@ func pausedClient(t *testing.T, ms []runtime.Member, s runtime.Settings, callers
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDetectionClient$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "FFGEN_DETECT_CLIENT="+spec)
-	cmd.SysProcAttr = orphanless()
+	cmd.SysProcAttr = testkit.Orphanless()
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ffgen/ffgen/examples/bank/internal/testbed"
+	"github.com/ffgen/ffgen/internal/testkit"
 )
 
 // cpuWatch measures the CPU each node, the load generator and the whole
@@ -74,7 +75,7 @@ func (w *cpuWatch) measure(nodes []*testbed.Node, load *os.Process, from, to tim
 			err = errors.Join(err, e)
 			procs = append(procs, d)
 		}
-		d, e := testbed.ProcessCPUTime(load.Pid)
+		d, e := testkit.ProcessCPUTime(load.Pid)
 		err = errors.Join(err, e)
 		procs = append(procs, d)
 		busy, total, e = machineTicks()
