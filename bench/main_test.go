@@ -43,6 +43,9 @@ func TestOneRound(t *testing.T) {
 		if rr.cpuC <= 0 || rr.cpuS <= 0 {
 			t.Errorf("%s: no CPU time measured for the sequential calls: %+v", s.name, rr)
 		}
+		if !rr.placed {
+			t.Errorf("%s: the CPUs the sequential calls ran on were not read: %+v", s.name, rr)
+		}
 		if rr.cpu64C <= 0 || rr.cpu64S <= 0 {
 			t.Errorf("%s: no CPU time measured for the calls at %d callers: %+v", s.name, callers, rr)
 		}
@@ -57,7 +60,7 @@ func TestOneRound(t *testing.T) {
 			}
 		}
 	}
-	if len(rep.floor) != 1 || rep.floor[0].p50 <= 0 || rep.floor[0].cpuC <= 0 {
+	if len(rep.floor) != 1 || rep.floor[0].p50 <= 0 || rep.floor[0].cpuC <= 0 || !rep.floor[0].placed {
 		t.Errorf("minimal ping-pong: implausible figures %+v", rep.floor)
 	}
 	if ff := rep.rounds[0][ffgenIdx]; !ff.hasInFlightResult || ff.tput64InFlight <= 0 || ff.tput64Arrived <= 0 {
@@ -65,7 +68,7 @@ func TestOneRound(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rep.print(&out)
-	for _, want := range []string{"| sequential p50 |", "| sequential p90 |", "minimal ping-pong", "fastest–slowest round", "| 64 callers, calls/s |", "allocations per call", "CPU per sequential call", "context switches per sequential call", "CPU per call at 64 callers", "per idle connection", "with 20 in flight", "right after they started", "nothing else started on the machine", "asks here for ffgen within"} {
+	for _, want := range []string{"| sequential p50 |", "| sequential p90 |", "minimal ping-pong", "fastest–slowest round", "| 64 callers, calls/s |", "allocations per call", "CPU per sequential call", "context switches per sequential call", "CPU per call at 64 callers", "per idle connection", "with 20 in flight", "right after they started", "nothing else started on the machine", "asks here for ffgen within", "client and server on one CPU"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

@@ -230,12 +230,19 @@ func (r *report) printRPC(w io.Writer) {
 	}
 	// column returns figure f of system i by round, the floor's for i ==
 	// floor.
-	column := func(i int, f func(roundResult) float64) []float64 {
-		if i < floor {
-			return r.rounds.column(i, f)
+	results := func(i int) []roundResult {
+		if i == floor {
+			return r.floor
 		}
-		out := make([]float64, 0, len(r.floor))
-		for _, rr := range r.floor {
+		out := make([]roundResult, 0, len(r.rounds))
+		for _, rr := range r.rounds {
+			out = append(out, rr[i])
+		}
+		return out
+	}
+	column := func(i int, f func(roundResult) float64) []float64 {
+		var out []float64
+		for _, rr := range results(i) {
 			out = append(out, f(rr))
 		}
 		return out
@@ -277,6 +284,27 @@ func (r *report) printRPC(w io.Writer) {
 	table("CPU per sequential call, client + server", func(i int) string {
 		return fmt.Sprintf("%.1f + %.1f µs", median(column(i, func(rr roundResult) float64 { return rr.cpuC }))/1e3,
 			median(column(i, func(rr roundResult) float64 { return rr.cpuS }))/1e3)
+	})
+	// Which of the two speeds a sequential phase ran at, and why: a
+	// call's two threads on one CPU or on two (README.md, Figures).
+	table("sequential rounds with client and server on one CPU: p50 there / on two CPUs", func(i int) string {
+		var one, two []float64
+		for _, rr := range results(i) {
+			switch {
+			case !rr.placed:
+			case rr.oneCPU:
+				one = append(one, p50(rr))
+			default:
+				two = append(two, p50(rr))
+			}
+		}
+		cell := func(xs []float64) string {
+			if len(xs) == 0 {
+				return "-"
+			}
+			return fmtDur(time.Duration(median(xs)))
+		}
+		return fmt.Sprintf("%d of %d: %s / %s", len(one), len(one)+len(two), cell(one), cell(two))
 	})
 	table("context switches per sequential call, client + server", func(i int) string {
 		return fmt.Sprintf("%.2f + %.2f", median(column(i, func(rr roundResult) float64 { return rr.switchC })),

@@ -48,6 +48,10 @@ type roundResult struct {
 	hasInFlightResult bool
 	calls, failed     int64  // calls measured, and those that returned an error
 	newTerms          uint64 // raft terms begun in the round (replicated systems)
+	// Where the sequential calls ran: whether the client's and the
+	// server's busiest threads were last on one CPU when the calls ended
+	// (placed: whether both could be told).
+	oneCPU, placed bool
 }
 
 // latency sums up the latencies of sequential calls.
@@ -248,6 +252,8 @@ func measureSequential(n int, p *serverProc, c *clientProc, out *roundResult) er
 	out.allocsS = float64(sa.mallocs-sb.mallocs) / calls
 	out.cpuC, out.cpuS = float64(ua.cpu-ub.cpu)/calls, float64(ut.cpu-us.cpu)/calls
 	out.switchC, out.switchS = float64(ua.switches-ub.switches)/calls, float64(ut.switches-us.switches)/calls
+	cc, sc := busiestCPU(ub, ua), busiestCPU(us, ut)
+	out.placed, out.oneCPU = cc >= 0 && sc >= 0, cc == sc
 	out.latency = latencyOf(lat)
 	return nil
 }
@@ -304,10 +310,32 @@ func settle(pids []int) time.Duration {
 }
 
 // usage is what threads have run: their CPU time and their context
-// switches, voluntary (a thread that waited) or not (one preempted).
+// switches, voluntary (a thread that waited) or not (one preempted), and
+// each thread's own time and the CPU it ran on last.
 type usage struct {
 	cpu      time.Duration
 	switches int64
+	threads  map[string]threadUse // by /proc/<pid>/task/<tid>
+}
+
+type threadUse struct {
+	ran     time.Duration
+	lastCPU int
+}
+
+// busiestCPU is the CPU on which the thread that ran most between before
+// and after ran last, -1 if no thread ran. A sequential call's client or
+// server is one thread at a time: with both on one CPU, each message
+// hands that CPU from one to the other; on two, each wakes a CPU that
+// went idle, which on a virtual machine may cost several times more.
+func busiestCPU(before, after usage) int {
+	cpu, most := -1, time.Duration(0)
+	for t, a := range after.threads {
+		if d := a.ran - before.threads[t].ran; d > most {
+			cpu, most = a.lastCPU, d
+		}
+	}
+	return cpu
 }
 
 // procUsage is the usage of the threads of pids, from
@@ -316,7 +344,7 @@ type usage struct {
 // with it: the Go runtime keeps its threads, so a measured phase loses
 // none.
 func procUsage(pids ...int) usage {
-	var u usage
+	u := usage{threads: map[string]threadUse{}}
 	for _, pid := range pids {
 		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 		for _, t := range tasks {
@@ -325,6 +353,7 @@ func procUsage(pids ...int) usage {
 				if f := strings.Fields(string(b)); len(f) > 0 {
 					ns, _ := strconv.ParseInt(f[0], 10, 64)
 					u.cpu += time.Duration(ns)
+					u.threads[dir] = threadUse{ran: time.Duration(ns), lastCPU: lastCPU(dir)}
 				}
 			}
 			b, err := os.ReadFile(dir + "status")
@@ -340,6 +369,26 @@ func procUsage(pids ...int) usage {
 		}
 	}
 	return u
+}
+
+// lastCPU is the CPU the thread of /proc directory dir ran on last
+// (proc(5): field 39 of stat), -1 if it cannot be read. The command's
+// name, in parentheses, may hold spaces: fields are counted after it.
+func lastCPU(dir string) int {
+	b, err := os.ReadFile(dir + "stat")
+	if err != nil {
+		return -1
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 37 {
+		return -1
+	}
+	cpu, err := strconv.Atoi(f[36])
+	if err != nil {
+		return -1
+	}
+	return cpu
 }
 
 // phase counts the calls of one measurement.
