@@ -228,8 +228,8 @@ func (r *report) printRPC(w io.Writer) {
 			return "-"
 		})
 	}
-	// column returns figure f of system i by round, the floor's for i ==
-	// floor.
+	// results returns system i's figures by round, the floor's for i ==
+	// floor; column one of the figures.
 	results := func(i int) []roundResult {
 		if i == floor {
 			return r.floor

@@ -372,16 +372,10 @@ func procUsage(pids ...int) usage {
 }
 
 // lastCPU is the CPU the thread of /proc directory dir ran on last
-// (proc(5): field 39 of stat), -1 if it cannot be read. The command's
-// name, in parentheses, may hold spaces: fields are counted after it.
+// (proc(5): field 39 of stat, "processor"), -1 if it cannot be read.
 func lastCPU(dir string) int {
-	b, err := os.ReadFile(dir + "stat")
-	if err != nil {
-		return -1
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 37 {
+	f, err := testkit.StatFields(dir + "stat")
+	if err != nil || len(f) < 37 {
 		return -1
 	}
 	cpu, err := strconv.Atoi(f[36])

@@ -3,7 +3,10 @@
 package testkit
 
 import (
+	"errors"
 	"os"
+	goruntime "runtime"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -54,5 +57,28 @@ func TestProcCPUTimeCountsThisProcess(t *testing.T) {
 
 func spin(d time.Duration) {
 	for start := time.Now(); time.Since(start) < d; {
+	}
+}
+
+func TestStatFieldsOfThisProcess(t *testing.T) {
+	if _, err := os.Stat("/proc/thread-self/stat"); err != nil {
+		t.Skip("no /proc/thread-self on this system:", err)
+	}
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	f, err := StatFields("/proc/thread-self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Field 3 is the state, field 39 the CPU it ran on last: the thread
+	// reading is running, on some CPU.
+	if len(f) < 37 || f[0] != "R" {
+		t.Fatalf("fields after the name: %q", f)
+	}
+	if cpu, err := strconv.Atoi(f[36]); err != nil || cpu < 0 {
+		t.Errorf("field 39 (processor) = %q, want a CPU number", f[36])
+	}
+	if _, err := StatFields("/proc/self/no-such-file"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("StatFields of a missing file: %v, want os.ErrNotExist", err)
 	}
 }

@@ -58,6 +58,7 @@ import (
 
 	"github.com/ffgen/ffgen/examples/bank"
 	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
@@ -330,21 +331,11 @@ func rss(pid int) int64 {
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
 
-// cpuTime is the user and system CPU time pid has used, from /proc, in
-// clock ticks of 10 ms (USER_HZ on Linux).
+// cpuTime is the user and system CPU time pid has used, 0 if it cannot
+// be read.
 func cpuTime(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The command name may hold spaces; the fields after it do not.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	d, _ := testkit.ProcessCPUTime(pid)
+	return d
 }
 
 // readBytes is what pid has read through system calls, sockets included,
