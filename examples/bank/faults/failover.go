@@ -109,7 +109,9 @@ func leaderStop(ctx context.Context, e *env) error {
 	}()
 	var took []time.Duration
 	for i := range leaderStops {
-		name, _, err := leader(ctx, e)
+		// Each stop starts from a cluster that agrees on its leader: the
+		// previous stop's leader has thawed and heard of the new one.
+		name, err := agreedLeader(ctx, e)
 		if err != nil {
 			return err
 		}

@@ -332,7 +332,60 @@ func leader(ctx context.Context, e *env) (name, how string, err error) {
 // that report leading, the one of the newest term (a leader that thawed
 // may report leading until it hears of the newer one).
 func leaderNow(e *env) (name, how string, err error) {
+	reps, err := replicaStatuses(e)
+	if err != nil {
+		return "", "", err
+	}
 	var term uint64
+	for _, n := range e.Nodes {
+		if r, ok := reps[n.Name]; ok && r.Leading && r.Term >= term {
+			name, term = n.Name, r.Term
+			how = "it reports leading " + r.Service + fmt.Sprintf(" in term %d", r.Term)
+		}
+	}
+	if name == "" {
+		return "", "", errors.New("no node reports leading " + bank.AccountsDesc.Name)
+	}
+	return name, how, nil
+}
+
+// agreedLeader waits, up to leaderWait, until every node that answers
+// follows one leader in one term, and returns it. A leader that thawed
+// reports leading, and ready, until it hears of the newer one; and while
+// it reads what reached it frozen, an append its old leader sent before
+// freezing renews its lease, so that it ignores votes for an election
+// timeout: a fault aimed at the leader before then would measure that too.
+func agreedLeader(ctx context.Context, e *env) (string, error) {
+	until := time.Now().Add(leaderWait)
+	for {
+		reps, err := replicaStatuses(e)
+		if err != nil {
+			return "", err
+		}
+		leader, term, agreed := "", uint64(0), len(reps) > 0
+		for _, r := range reps {
+			if leader == "" {
+				leader, term = r.Leader, r.Term
+			}
+			agreed = agreed && r.Leader != "" && r.Leader == leader && r.Term == term
+		}
+		if agreed && reps[leader].Leading {
+			return leader, nil
+		}
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		if time.Now().After(until) {
+			return "", fmt.Errorf("the nodes did not agree on a leader of %s within %v: %+v", bank.AccountsDesc.Name, leaderWait, reps)
+		}
+		sleep(ctx, 20*time.Millisecond)
+	}
+}
+
+// replicaStatuses asks every node how the service stands on it, by node
+// name; a node that does not answer (down) is left out.
+func replicaStatuses(e *env) (map[string]runtime.ReplicaStatus, error) {
+	out := map[string]runtime.ReplicaStatus{}
 	for _, n := range e.Nodes {
 		resp, err := e.Client().Get("http://" + n.Mgmt + "/cluster/replicas")
 		if err != nil {
@@ -342,19 +395,15 @@ func leaderNow(e *env) (name, how string, err error) {
 		err = json.NewDecoder(resp.Body).Decode(&reps)
 		resp.Body.Close()
 		if err != nil {
-			return "", "", fmt.Errorf("%s /cluster/replicas: %w", n.Name, err)
+			return nil, fmt.Errorf("%s /cluster/replicas: %w", n.Name, err)
 		}
 		for _, r := range reps {
-			if r.Service == bank.AccountsDesc.Name && r.Leading && r.Term >= term {
-				name, term = n.Name, r.Term
-				how = "it reports leading " + r.Service + fmt.Sprintf(" in term %d", r.Term)
+			if r.Service == bank.AccountsDesc.Name {
+				out[n.Name] = r
 			}
 		}
 	}
-	if name == "" {
-		return "", "", errors.New("no node reports leading " + bank.AccountsDesc.Name)
-	}
-	return name, how, nil
+	return out, nil
 }
 
 func restartDuringCatchUp(name string) func(context.Context, *env) error {
