@@ -378,7 +378,7 @@ func agreedLeader(ctx context.Context, e *env) (string, error) {
 		if time.Now().After(until) {
 			return "", fmt.Errorf("the nodes did not agree on a leader of %s within %v: %+v", bank.AccountsDesc.Name, leaderWait, reps)
 		}
-		sleep(ctx, 20*time.Millisecond)
+		sleep(ctx, 50*time.Millisecond)
 	}
 }
 
