@@ -715,6 +715,66 @@ func TestReplicationFrozenLeaderIsPassedOver(t *testing.T) {
 	})
 }
 
+// A frozen leader's writer fails over to a node whose log is behind: the
+// other voters refuse its candidacy, their logs being longer, and raft
+// alone would elect one of them only when its own randomized timer fires,
+// up to another election timeout later. The refused node hands the write
+// to a voter that refused it, which stands at once: over 30 freezes,
+// every write is acknowledged within the heartbeat timeout and a raft
+// tick. Left to the voters' timers, a quarter of them took longer, some
+// over twice the heartbeat timeout.
+func TestReplicationLaggingNodeHandsTheWriteOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, ctx := fourNodesWithAWrite(t)
+		const freezes = 30
+		tick := e.Settings.HeartbeatTimeout * 3 / 4 / 10 // the default election timeout's tick
+		bound := e.Settings.HeartbeatTimeout + tick
+		for i := range freezes {
+			leader := e.Leader(t, counterDesc.Name)
+			// behind: a voter of the other group, which the client below
+			// fails over to, and which misses the last two writes.
+			var behind string
+			for _, n := range e.Nodes {
+				if n.Group != e.Node(leader).Group {
+					behind = n.Name
+					break
+				}
+			}
+			view := runtime.NewStaticMembership()
+			for _, m := range e.Members.Members() {
+				if m.Name == leader || m.Name == behind {
+					view.Set(append(view.Members(), m))
+				}
+			}
+			c := e.newClient(t, func(cfg *runtime.ClientConfig) {
+				cfg.Membership = view
+				cfg.Settings.MaxFailovers = 3 // round to behind whichever group comes first
+			})
+			e.Net.Cut(leader, behind)
+			for range 2 {
+				if _, err := e.call(ctx, c, counterAdd, "k", 1); err != nil {
+					t.Fatalf("freeze %d: write with %s cut from %s: %v", i, behind, leader, err)
+				}
+			}
+			e.Net.Pause(leader)
+			e.Net.Heal(leader, behind)
+			start := time.Now()
+			if _, err := e.call(ctx, c, counterAdd, "k", 1); err != nil {
+				t.Fatalf("freeze %d: write with %s frozen and %s behind: %v", i, leader, behind, err)
+			}
+			if took := time.Since(start); took > bound {
+				t.Errorf("freeze %d: the write failed over from the frozen %s through %s, which is behind, in %s; want %s at most", i, leader, behind, took, bound)
+			}
+			if st := e.Node(behind).Server.Replication()[0]; st.Leading {
+				t.Errorf("freeze %d: %s leads with a log that was behind", i, behind)
+			}
+			e.Net.Resume(leader)
+			e.WaitConverged(t)
+		}
+		e.check(t)
+	})
+}
+
 // The leader reports every member's replicated index (raft's progress):
 // all of them at its last index once they caught up, and a paused one
 // behind by what it missed; the other nodes report no peers.

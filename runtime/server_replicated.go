@@ -656,6 +656,45 @@ func (h *replicaHost) LeaderChanged(leader string, leading bool) {
 	r.unpark(leader, leading)
 }
 
+// CandidacyRefused sends the writes held here for a leader to a voter that
+// refused this node's candidacy: its log is ahead, so it can win where
+// this node cannot, and it stands for election as soon as a write that
+// failed over from the leader reaches it.
+func (h *replicaHost) CandidacyRefused(by []string) {
+	r := (*replicated)(h)
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept := r.parked[:0]
+	for _, p := range r.parked {
+		if p.e.state != stateArrived {
+			continue
+		}
+		if m, ok := r.standIn(by, p.failed); ok {
+			s.redirectUnrun(p.e, &frame.Redirect{Node: m.Name, Addr: m.Addr, MayHaveRun: p.proposed})
+			continue
+		}
+		kept = append(kept, p)
+	}
+	clear(r.parked[len(kept):])
+	r.parked = kept
+}
+
+// standIn is the first of the voters named that may lead in this node's
+// place: a live member clients route to, which the write has not failed
+// at.
+func (r *replicated) standIn(voters, failed []string) (Member, bool) {
+	for _, v := range voters {
+		if v == r.s.cfg.Node || slices.Contains(failed, v) {
+			continue
+		}
+		if m, ok := r.member(v); ok && r.routable(m) {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
 func (h *replicaHost) Dropped(opID [16]byte, _ string) {
 	r := (*replicated)(h)
 	s := r.s

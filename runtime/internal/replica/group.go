@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,12 @@ type Host interface {
 	RestoreState(state []byte) error
 	// LeaderChanged reports the leader this node knows, "" for none.
 	LeaderChanged(leader string, leading bool)
+	// CandidacyRefused reports that the voters refused the candidacy a
+	// client asked for (Campaign): their logs are ahead of this node's,
+	// so it cannot win before a leader catches it up. by names the
+	// voters that refused it, in the order they answered; each of them
+	// can win where this node cannot.
+	CandidacyRefused(by []string)
 	// Dropped reports a proposal raft did not take: this node is not the
 	// leader (any more).
 	Dropped(opID [16]byte, why string)
@@ -122,8 +129,9 @@ type Group struct {
 	// campaignUntil: a client failed over to this node; it keeps standing
 	// for election until then.
 	campaignUntil time.Time
-	campaignedAt  int  // the tick of its last campaign
-	left          bool // Leave took the node out: it asks to join no more
+	campaignedAt  int      // the tick of its last campaign
+	refusedBy     []string // the voters that refused its last candidacy
+	left          bool     // Leave took the node out: it asks to join no more
 	chunkSeq      uint64
 	encBuf        []byte // where send encodes a message, reused
 	// restored: the node restarted from disk with a log, so it belongs to
@@ -407,7 +415,34 @@ func (g *Group) campaign() {
 		return
 	}
 	g.campaignedAt = g.ticks
+	g.refusedBy = g.refusedBy[:0]
 	g.rn.Campaign()
+}
+
+// voteAnswer steps m, a peer's answer to this node's pre-vote, and tells
+// the host when it ends a candidacy a client asked for in defeat. raft
+// refuses a pre-vote only to a candidate whose log is behind the voter's
+// (or whose term is): standing again every tick, as Campaign does, would
+// be refused every time until a voter's own randomized timer elects it,
+// up to an election timeout later, while the client's write waits here.
+// The host hands the write to a voter that refused instead, which stands
+// at once. Called with raftMu held.
+func (g *Group) voteAnswer(m *pb.Message) {
+	refused := m.GetReject() && !g.campaignUntil.IsZero() && g.rn.BasicStatus().RaftState == raft.StatePreCandidate
+	g.rn.Step(m)
+	if !refused {
+		return
+	}
+	if name := g.nameOf(m.GetFrom()); name != "" && !slices.Contains(g.refusedBy, name) {
+		g.refusedBy = append(g.refusedBy, name)
+	}
+	if g.rn.BasicStatus().RaftState == raft.StatePreCandidate || len(g.refusedBy) == 0 {
+		return // still standing: the other voters may yet grant it
+	}
+	g.campaignUntil = time.Time{}
+	by := slices.Clone(g.refusedBy)
+	g.log.Debug("ffgen: raft: the voters refused this node's candidacy, their logs being ahead; the writes held here go to them", "refused_by", by)
+	g.emit(func() { g.cfg.Host.CandidacyRefused(by) })
 }
 
 // Recorded returns the result of a write that has been applied here, by

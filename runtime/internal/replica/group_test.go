@@ -43,6 +43,7 @@ func (h *testHost) Apply(index uint64, cmd *Command, recorded *frame.Result) (fr
 func (h *testHost) SnapshotState() ([]byte, bool, error) { return nil, false, nil }
 func (h *testHost) RestoreState([]byte) error            { return nil }
 func (h *testHost) LeaderChanged(string, bool)           {}
+func (h *testHost) CandidacyRefused([]string)            {}
 func (h *testHost) Dropped([16]byte, string)             {}
 
 func (h *testHost) Peers() []string {

@@ -180,6 +180,10 @@ func (g *Group) drainInbox() {
 		// term's proposal forwarding, a local message type): nothing to
 		// do about it but drop it.
 		g.noteCommitNotice(m)
+		if m.GetType() == pb.MessageType_MsgPreVoteResp {
+			g.voteAnswer(m)
+			continue
+		}
 		g.rn.Step(m)
 	}
 	if cap(msgs) <= maxInbox {

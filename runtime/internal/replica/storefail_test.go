@@ -59,6 +59,7 @@ func (h *storeHost) writes() []string {
 func (h *storeHost) SnapshotState() ([]byte, bool, error) { return nil, false, nil }
 func (h *storeHost) RestoreState([]byte) error            { return nil }
 func (h *storeHost) LeaderChanged(string, bool)           {}
+func (h *storeHost) CandidacyRefused([]string)            {}
 func (h *storeHost) Dropped([16]byte, string)             {}
 
 func (h *storeHost) Peers() []string {
