@@ -775,6 +775,38 @@ func TestReplicationLaggingNodeHandsTheWriteOn(t *testing.T) {
 	})
 }
 
+// A voter cut off long enough for the failure detector to declare it dead
+// catches up as soon as the network heals, while the membership still
+// lists it dead: raft keeps sending to it at the address it last had.
+// After a long partition, memberlist lists the far side live again only
+// once gossip meets it, up to half a minute later with the LAN preset;
+// until this change the replica stayed behind, unready, that long.
+func TestReplicationVoterListedDeadCatchesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, ctx := fourNodesWithAWrite(t)
+		leader := e.Leader(t, counterDesc.Name)
+		cut := otherThan(e.names(), leader)[0]
+		all := e.Members.Members()
+		var alive []runtime.Member
+		for _, m := range all {
+			if m.Name != cut {
+				alive = append(alive, m)
+			}
+		}
+		e.Net.Isolate(cut)
+		e.Members.Set(alive)
+		for i := range 20 {
+			if _, err := e.add(ctx, "k", 1); err != nil {
+				t.Fatalf("write %d with %s cut off and listed dead: %v", i, cut, err)
+			}
+		}
+		e.Net.Rejoin(cut)
+		e.WaitConverged(t) // cut included, still listed dead
+		e.Members.Set(all)
+		e.check(t)
+	})
+}
+
 // The leader reports every member's replicated index (raft's progress):
 // all of them at its last index once they caught up, and a paused one
 // behind by what it missed; the other nodes report no peers.

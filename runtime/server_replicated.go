@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/ffgen/ffgen/internal/frame"
@@ -67,6 +68,10 @@ type replicated struct {
 	// args are what each write method's arguments can carry, by method
 	// (unappliable), for those whose descriptor lists them.
 	args map[string]*argFields
+
+	// lastSeen holds each peer as the membership last listed it live, by
+	// name (peer).
+	lastSeen sync.Map
 
 	// s.mu guards the following.
 	pending   map[[16]byte]*execution // proposed here, not applied yet
@@ -757,15 +762,39 @@ var errNoConn = errors.New("no connection to the peer yet")
 // so it takes only the peers' lock, never the server's.
 func (h *replicaHost) Send(to string, kind uint8, body []byte) error {
 	r := (*replicated)(h)
-	m, ok := r.member(to)
+	m, ok := r.peer(to)
 	if !ok {
-		return fmt.Errorf("%s is not a live member", to)
+		return fmt.Errorf("%s has never been a live member here", to)
 	}
 	c := r.s.peerConn(m)
 	if c == nil {
 		return errNoConn
 	}
 	return c.Send(&frame.Replica{Kind: kind, Service: r.name, Body: body})
+}
+
+// peer finds a peer raft sends to: the live member of that name, or, when
+// the membership lists it dead, the member as it was last listed live.
+// raft's own probes then heal the replica as soon as the network heals:
+// after a partition that outlasted the failure detector, the membership
+// lists the far side live again only once gossip meets it (the LAN
+// preset's push-pull, up to half a minute later), and the replica would
+// stay behind, unready, until then. A dead peer's address costs a dial
+// now and then (the pool backs off); a message that reaches another
+// process there is dropped by its group unless it is the same member
+// (raft IDs are random per member, kept on disk).
+func (r *replicated) peer(name string) (Member, bool) {
+	if m, ok := r.member(name); ok {
+		if last, ok := r.lastSeen.Load(name); !ok || last.(Member).Addr != m.Addr {
+			r.lastSeen.Store(name, m)
+		}
+		return m, true
+	}
+	last, ok := r.lastSeen.Load(name)
+	if !ok {
+		return Member{}, false
+	}
+	return last.(Member), true
 }
 
 // peerConn returns the connection to a peer's server, dialing in the
