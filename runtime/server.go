@@ -305,7 +305,7 @@ func (s *Server) Serve(t transport.Transport, addr string) (transport.Listener, 
 	s.listeners = append(s.listeners, l)
 	s.peerMu.Lock()
 	if s.peers == nil {
-		s.peers = pool.New(t, (*peerHandler)(s), transport.PoolConfig{})
+		s.peers = pool.New(t, (*peerHandler)(s), transport.PoolConfig{BackoffMax: peerBackoffMax}, pool.CloseUnackedAfter(peerUnackedTimeout))
 	}
 	s.peerMu.Unlock()
 	return l, nil

@@ -833,6 +833,22 @@ func (s *Server) peerConn(m Member) transport.Conn {
 // peerDialTimeout bounds a dial to a peer for replication.
 const peerDialTimeout = 2 * time.Second
 
+// A connection to a peer closes once what it sent stays unacknowledged for
+// peerUnackedTimeout, and dials to a peer back off up to peerBackoffMax:
+// after a partition, raft reaches the far side within about a second of
+// the heal, however long the partition lasted. Without them the
+// connection that lost its packets stayed open and carried again at TCP's
+// next retransmission, seconds after a partition of a few seconds and up
+// to two minutes after a long one. A peer's kernel acknowledges at once,
+// however busy its process, and a replica reads its connections as the
+// frames come (raft messages it has no room for are dropped, not left
+// unread): only a peer stopped for longer than the timeout, whose buffers
+// fill, has its connection closed, and is redialed once it runs again.
+const (
+	peerUnackedTimeout = 2 * time.Second
+	peerBackoffMax     = time.Second
+)
+
 // replicaFrame hands a replication message to its service's group, from
 // the listener (a peer that dialed us) or the peer pool.
 func (s *Server) replicaFrame(c transport.Conn, f *frame.Replica, inbound bool) {

@@ -161,6 +161,14 @@ func (t *TCP) Dial(ctx context.Context, addr string, h ConnHandler) (Conn, error
 	if err != nil {
 		return nil, fmt.Errorf("%w: dialing %s: %w", ErrRefused, addr, err)
 	}
+	if u := conncap.UnackedTimeout(ctx); u > 0 {
+		if tc, ok := nc.(*net.TCPConn); ok {
+			if err := closeUnackedAfter(tc, u); err != nil {
+				nc.Close()
+				return nil, fmt.Errorf("%w: %s: TCP_USER_TIMEOUT: %w", ErrRefused, addr, err)
+			}
+		}
+	}
 	nc = tune(nc)
 	conncap.DialConnected(ctx) // a slow handshake from here on is a busy peer (ErrHelloLate)
 	if t.clientTLS != nil {

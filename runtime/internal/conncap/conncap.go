@@ -135,3 +135,23 @@ func DialConnected(ctx context.Context) {
 		f()
 	}
 }
+
+// unackedKey is the context key of how long a Transport's Dial lets data
+// the connection sent stay unacknowledged before it closes the connection.
+type unackedKey struct{}
+
+// WithUnackedTimeout returns a context for a Dial whose connection closes
+// once data it sent stays unacknowledged for d (TCP_USER_TIMEOUT where the
+// system has it). A connection whose packets a partition drops otherwise
+// stays open through it, and carries again only at TCP's next
+// retransmission, whose wait doubles up to two minutes: long after the
+// network healed.
+func WithUnackedTimeout(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, unackedKey{}, d)
+}
+
+// UnackedTimeout returns the d of WithUnackedTimeout, or 0.
+func UnackedTimeout(ctx context.Context) time.Duration {
+	d, _ := ctx.Value(unackedKey{}).(time.Duration)
+	return d
+}

@@ -22,11 +22,12 @@ import (
 // ends, so callers fail over instead of waiting on a dead peer.
 type Pool struct {
 	// Set by New and not changed after.
-	t      transport.Transport
-	h      transport.ConnHandler
-	cfg    transport.PoolConfig
-	ctx    context.Context // cancelled by Close, ending dials in progress
-	cancel context.CancelFunc
+	t       transport.Transport
+	h       transport.ConnHandler
+	cfg     transport.PoolConfig
+	unacked time.Duration   // CloseUnackedAfter; 0 leaves it to TCP
+	ctx     context.Context // cancelled by Close, ending dials in progress
+	cancel  context.CancelFunc
 
 	// mu guards the following, and every poolPeer's fields.
 	mu     sync.Mutex
@@ -49,9 +50,17 @@ type poolPeer struct {
 	failures  int
 }
 
+// An Option adjusts a Pool made by New.
+type Option func(*Pool)
+
+// CloseUnackedAfter makes the pool's connections close once data they sent
+// stays unacknowledged for d (conncap.WithUnackedTimeout): the next Get
+// dials anew, and a fresh connection carries as soon as a partition heals.
+func CloseUnackedAfter(d time.Duration) Option { return func(p *Pool) { p.unacked = d } }
+
 // New returns a Pool that dials with t; h receives the frames and the
 // close of every pooled connection.
-func New(t transport.Transport, h transport.ConnHandler, cfg transport.PoolConfig) *Pool {
+func New(t transport.Transport, h transport.ConnHandler, cfg transport.PoolConfig, opts ...Option) *Pool {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = transport.DefaultPoolDialTimeout
 	}
@@ -62,7 +71,11 @@ func New(t transport.Transport, h transport.ConnHandler, cfg transport.PoolConfi
 		cfg.BackoffMax = max(transport.DefaultBackoffMax, cfg.BackoffMin)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Pool{t: t, h: h, cfg: cfg, ctx: ctx, cancel: cancel, peers: make(map[string]*poolPeer)}
+	p := &Pool{t: t, h: h, cfg: cfg, ctx: ctx, cancel: cancel, peers: make(map[string]*poolPeer)}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
 }
 
 // Get returns the live connection to addr, dialing one if there is none.
@@ -128,6 +141,9 @@ func (p *Pool) Get(ctx context.Context, addr string) (transport.Conn, error) {
 
 func (p *Pool) dial(addr string, pp *poolPeer) {
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
+	if p.unacked > 0 {
+		ctx = conncap.WithUnackedTimeout(ctx, p.unacked)
+	}
 	ctx = conncap.WithDialConnected(ctx, func() {
 		p.mu.Lock()
 		pp.connected = true

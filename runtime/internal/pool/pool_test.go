@@ -14,6 +14,7 @@ import (
 
 	"github.com/ffgen/ffgen/internal/frame"
 	"github.com/ffgen/ffgen/internal/testkit"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -74,10 +75,12 @@ type fakeTransport struct {
 	dials   atomic.Int32
 	release chan struct{} // when non-nil, each dial waits for a value
 	fail    atomic.Bool
+	unacked atomic.Int64 // the last dial's conncap.UnackedTimeout
 }
 
 func (f *fakeTransport) Dial(ctx context.Context, addr string, h transport.ConnHandler) (transport.Conn, error) {
 	f.dials.Add(1)
+	f.unacked.Store(int64(conncap.UnackedTimeout(ctx)))
 	if f.release != nil {
 		select {
 		case <-f.release:
@@ -170,6 +173,27 @@ func TestPoolGetContextEndsOnlyTheWait(t *testing.T) {
 			t.Errorf("%d dials, want 1", n)
 		}
 	})
+}
+
+// CloseUnackedAfter reaches every dial of the pool, and only that pool's.
+func TestPoolCloseUnackedAfter(t *testing.T) {
+	for _, tc := range []struct {
+		opts []Option
+		want time.Duration
+	}{
+		{[]Option{CloseUnackedAfter(2 * time.Second)}, 2 * time.Second},
+		{nil, 0},
+	} {
+		ft := &fakeTransport{}
+		p := New(ft, newRecorder(), transport.PoolConfig{}, tc.opts...)
+		if _, err := p.Get(context.Background(), "a:1"); err != nil {
+			t.Fatal(err)
+		}
+		if got := time.Duration(ft.unacked.Load()); got != tc.want {
+			t.Errorf("the dial's unacknowledged timeout %v, want %v", got, tc.want)
+		}
+		p.Close()
+	}
 }
 
 func TestPoolBackoff(t *testing.T) {
