@@ -188,7 +188,10 @@ type fault struct {
 	prepare func(ctx context.Context, dir string) (func(), error)
 	// env is the row's extra environment for every process.
 	env []string
-	run func(ctx context.Context, e *env) error
+	// healedWithin, if set, bounds every node's catch-up: the row fails
+	// if a node is ready later than that after the fault let it go.
+	healedWithin time.Duration
+	run          func(ctx context.Context, e *env) error
 }
 
 // runFault runs one fault against a fresh cluster and audits it.
@@ -380,6 +383,10 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 	for _, cu := range row.CatchUp {
 		if !cu.ready {
 			row.Passed = false
+		}
+		if f.healedWithin > 0 && cu.took > f.healedWithin {
+			row.Passed = false
+			e.note("%s was ready %s after the heal, over the bound of %s", cu.node, cu.took.Round(100*time.Millisecond), f.healedWithin)
 		}
 	}
 	if !audit.AuditPassed {
