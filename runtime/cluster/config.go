@@ -139,9 +139,10 @@ func DefaultLocalConfig() Config {
 		JoinRetryMax: 2 * time.Second,
 		Preset:       PresetLocal,
 		ForgetAfter:  10 * time.Minute,
-		// Replicas on the far side of a healed partition wait for this
-		// to learn they are behind, so it is short: one TCP exchange
-		// with one dead member a second is cheap on one machine.
+		// Clients route to the far side of a healed partition again
+		// only once this brings it back to life in the membership, so
+		// it is short: one TCP exchange with one dead member a second
+		// is cheap on one machine. (Replication does not wait for it.)
 		ReconnectInterval: time.Second,
 		ReconnectTimeout:  10 * time.Minute,
 	}

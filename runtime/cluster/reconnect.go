@@ -9,8 +9,9 @@ import (
 // it is declared dead: it neither probes it nor picks it for push-pull,
 // and gossips to it only for GossipToTheDeadTime. When a partition lasts
 // longer than that, each side keeps the other for dead after the network
-// heals, until something makes them meet again; the replicas on the far
-// side would not learn for that long that they are behind. So every
+// heals, until something makes them meet again, and no client routes to
+// the far side for that long (replication keeps sending to a voter listed
+// dead, so its replicas catch up meanwhile). So every
 // ReconnectInterval this node joins one member it lists as dead (not
 // left), picked at random, for ReconnectTimeout after the death. The join
 // is memberlist's push-pull: each side learns that the other has it for
