@@ -779,8 +779,8 @@ func TestReplicationLaggingNodeHandsTheWriteOn(t *testing.T) {
 // catches up as soon as the network heals, while the membership still
 // lists it dead: raft keeps sending to it at the address it last had.
 // After a long partition, memberlist lists the far side live again only
-// once gossip meets it, up to half a minute later with the LAN preset;
-// until this change the replica stayed behind, unready, that long.
+// once gossip meets it, up to half a minute later with the LAN preset: a
+// replica that waited for that would stay behind, unready, as long.
 func TestReplicationVoterListedDeadCatchesUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, ctx := fourNodesWithAWrite(t)
