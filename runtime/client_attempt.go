@@ -86,11 +86,7 @@ func (op *operation) attempt(ctx context.Context, member Member, number int, fla
 // an attempt timeout at most (client_limit.go).
 func (op *operation) attemptWith(ctx context.Context, member Member, number int, flags frame.AttemptFlags, md []string) outcome {
 	c := op.c
-	by := time.Now().Add(op.s.AttemptTimeout)
-	if op.deadline.Before(by) {
-		by = op.deadline
-	}
-	slot, r, err := c.limits.acquire(ctx, member.Name, by, op.s.HeartbeatInterval)
+	slot, r, err := c.limits.acquire(ctx, member.Name, op.s.AttemptTimeout, op.deadline, op.s.HeartbeatInterval)
 	if err != nil {
 		return outcome{member: member, number: number, reason: r, err: err} // not sent
 	}
@@ -325,16 +321,37 @@ func (op *operation) await(ctx context.Context, p *sent) outcome {
 	p.op, p.attemptEnd = op, p.start.Add(p.a.Timeout)
 	defer op.c.forget(&p.l)
 	p.due = p.start.Add(min(op.s.HeartbeatTimeout, p.a.Timeout))
-	timer := op.attemptTimer(p.a.Timeout)
 	p.timerAt = p.attemptEnd
-	defer timer.Stop()
+	// The timer is armed when the caller first waits on the channels: an
+	// answer the caller read itself needs none, and arming and stopping
+	// it took the runtime's timer locks on every call.
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		if rc, ok := p.l.conn.(conncap.CallerReadConn); ok {
 			// Read the answer here if nobody else reads: no goroutine
 			// then has to be woken to hand it over.
-			if rc.ReadFor(ctx, p, p.due) && p.moved(time.Now()) {
+			if rc.ReadFor(ctx, p, p.due) && !p.Ready() && p.moved(time.Now()) {
 				continue
 			}
+		}
+		if p.Ready() {
+			// What the connection delivered is here: no wait, and no
+			// select over the four channels. Only this goroutine receives
+			// from done, so the receive does not block.
+			if ev := <-p.l.done; !p.orphaned(ev) {
+				if o, ended := p.event(ctx, ev); ended {
+					return o
+				}
+			}
+			continue
+		}
+		if timer == nil {
+			timer = op.attemptTimer(time.Until(p.attemptEnd))
 		}
 		select {
 		case ev := <-p.l.done:
@@ -425,12 +442,14 @@ func (p *sent) event(ctx context.Context, ev legEvent) (outcome, bool) {
 			o.delivery = Refused
 			return p.ranBefore(o), true
 		}
-		if now := time.Now(); stoppedInTime(ev.result) && !now.Before(p.attemptEnd) {
-			// The server's own timer stopped the handler: the same
-			// moment as ours, so the attempt ends as our timer would
-			// have ended it, whichever fired first.
-			r, err := p.op.timeUp(ctx, now, name, p.a.Timeout)
-			return p.end(r, err), true
+		if stoppedInTime(ev.result) {
+			if now := time.Now(); !now.Before(p.attemptEnd) {
+				// The server's own timer stopped the handler: the same
+				// moment as ours, so the attempt ends as our timer would
+				// have ended it, whichever fired first.
+				r, err := p.op.timeUp(ctx, now, name, p.a.Timeout)
+				return p.end(r, err), true
+			}
 		}
 		c.alive(name)
 		return p.ranBefore(p.op.judge(p.end, ev.result, name)), true

@@ -115,7 +115,7 @@ func (t *legTable) watchConn(l *leg) {
 		}
 		l.watch = w
 		w.link(l, l.named.Load())
-		w.armBy(l.beatDeadline(w), time.Now().UnixNano())
+		w.armBy(l.beatDeadline(w), 0)
 		w.mu.Unlock()
 		return
 	}
@@ -142,11 +142,16 @@ func (l *leg) unwatchConn() {
 	l.watch = nil
 }
 
-// armBy makes the alarm fire by the deadline d at the latest. Called with
-// w.mu held.
+// armBy makes the alarm fire by the deadline d at the latest; now is the
+// time, or 0 to read the clock only if the alarm moves: on a connection
+// in use the alarm is already due sooner, and the clock is read for
+// nothing otherwise. Called with w.mu held.
 func (w *connWatch) armBy(d, now int64) {
 	if d >= w.due {
 		return
+	}
+	if now == 0 {
+		now = time.Now().UnixNano()
 	}
 	w.due = d
 	w.timer.Reset(time.Duration(d - now))
@@ -289,7 +294,7 @@ func (l *leg) rewatch() {
 	if w := l.watch; w != nil {
 		w.mu.Lock()
 		if !w.dead {
-			w.armBy(l.beatDeadline(w), time.Now().UnixNano())
+			w.armBy(l.beatDeadline(w), 0)
 		}
 		w.mu.Unlock()
 	}

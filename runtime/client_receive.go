@@ -1,9 +1,8 @@
 package runtime
 
 import (
-	"time"
-
 	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/runtime/internal/conncap"
 	"github.com/ffgen/ffgen/runtime/transport"
 )
 
@@ -13,7 +12,7 @@ type clientHandler Client
 func (h *clientHandler) HandleFrame(conn transport.Conn, f frame.Frame) {
 	c := (*Client)(h)
 	c.heardFrom(conn)
-	now := time.Now().UnixNano()
+	now := conncap.ReceivedAt(conn).UnixNano()
 	w := c.legs.watchOf(conn)
 	if w != nil {
 		w.frame.Store(now) // busy is not dead (leg.lastBeat)

@@ -481,10 +481,10 @@ func (s *Server) handleClose(c transport.Conn, err error) {
 }
 
 func (s *Server) arrive(c transport.Conn, a *frame.Attempt) {
-	// One clock reading for the attempt's arrival and both looks in the
-	// result cache: they are microseconds apart, and the cache keeps
-	// results for minutes.
-	now := time.Now()
+	// One time for the attempt's arrival and both looks in the result
+	// cache: they are microseconds apart, and the cache keeps results for
+	// minutes. It is when the frame came, if the connection knows.
+	now := conncap.ReceivedAt(c)
 	s.mu.Lock()
 	sc := s.connLocked(c)
 	if r, seen := s.seenLocked(sc, a, now); seen {

@@ -128,10 +128,12 @@ func (s *stream) ReadFor(ctx context.Context, w conncap.Waiter, until time.Time)
 		}
 	}
 	var err error
+	read := false
 	for err == nil && !w.Ready() {
 		var f frame.Frame
 		var size int
 		if f, size, err = readFrame(s.fr, &cr.dec); err == nil {
+			read = true
 			s.callerFrames.Add(1)
 			s.handle(f, size)
 			if !s.fr.buffered() {
@@ -178,11 +180,27 @@ func (s *stream) ReadFor(ctx context.Context, w conncap.Waiter, until time.Time)
 		// turn, and with it fr.
 		go s.readLoop(next)
 	} else {
-		cr.freed()
+		// The turn is freed microseconds after the last frame came, and
+		// the lazy reader counts in milliseconds: that frame's time
+		// spares a clock reading.
+		var at time.Time
+		if read && s.fr.nc != nil { // else lastRecv is not kept
+			at = s.fr.lastRecv
+		}
+		cr.freed(at)
 		cr.mu.Unlock()
 	}
 	s.flushQueued()
 	return true
+}
+
+// ReceivedAt implements conncap.ReceivedAtConn: the goroutine that calls
+// HandleFrame holds the reading, and with it fr.
+func (s *stream) ReceivedAt() time.Time {
+	if s.fr.nc == nil {
+		return time.Time{}
+	}
+	return s.fr.lastRecv
 }
 
 // interrupt makes the caller reading now stop: its context ended.
@@ -230,7 +248,7 @@ func (s *stream) rest() bool {
 		cr.free.Store(false)
 		return false
 	}
-	cr.freed()
+	cr.freed(time.Time{})
 	return true
 }
 
@@ -239,9 +257,12 @@ func (s *stream) rest() bool {
 // only when it rests (or was armed for a longer after), not moved on every
 // call: a caller calling in a loop frees the turn after each call, and
 // each move of a timer can wake a thread to watch it. When lazy fires, it
-// looks at when the turn was last freed.
-func (cr *callerReads) freed() {
-	cr.freedAt = time.Now()
+// looks at when the turn was last freed: at, or now if at is zero.
+func (cr *callerReads) freed(at time.Time) {
+	if at.IsZero() {
+		at = time.Now()
+	}
+	cr.freedAt = at
 	if cr.lazyDue.IsZero() || cr.after < cr.lazyEvery.base {
 		d := cr.lazyEvery.start(cr.after)
 		cr.lazyDue = cr.freedAt.Add(d)

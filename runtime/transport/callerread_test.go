@@ -27,6 +27,9 @@ type waiter struct {
 	ready    atomic.Bool
 	byCaller atomic.Bool // the answer was handled on a caller's turn
 	payload  []byte
+	// When the connection said the answer came (ReceivedAt), and when
+	// HandleFrame ran; written before ready.
+	receivedAt, handledAt time.Time
 }
 
 func (w *waiter) Ready() bool { return w.ready.Load() }
@@ -61,6 +64,7 @@ func (a *answers) HandleFrame(c Conn, f frame.Frame) {
 	cr := s.cr.Load()
 	w.byCaller.Store(cr != nil && s.turn.Load() == &cr.turn)
 	w.payload = bytes.Clone(r.Payload)
+	w.receivedAt, w.handledAt = c.(conncap.ReceivedAtConn).ReceivedAt(), time.Now()
 	c.(conncap.CallerReadConn).Expect(-1)
 	w.ready.Store(true)
 	close(w.done)
@@ -178,6 +182,32 @@ func TestCallerReadsItsOwnAnswer(t *testing.T) {
 	}
 	if n := e.s.Stats().CallerReads; n != 5 {
 		t.Errorf("Stats().CallerReads = %d, want 5", n)
+	}
+}
+
+// ReceivedAt tells the handler when the read that brought its frame
+// returned, whether a caller or a read goroutine read it: after the frame
+// was sent, and no later than the handler runs. The runtime takes it for
+// the attempt's arrival and the answer's, instead of reading the clock.
+func TestReceivedAtIsWhenTheFrameWasRead(t *testing.T) {
+	e := newCallerEnv(t, time.Hour)
+	check := func(what string, w *waiter, sent time.Time) {
+		t.Helper()
+		if w.receivedAt.IsZero() || w.receivedAt.Before(sent) || w.receivedAt.After(w.handledAt) {
+			t.Errorf("%s: ReceivedAt %v, want from the send (%v) to HandleFrame (%v)", what, w.receivedAt, sent, w.handledAt)
+		}
+	}
+	sent := time.Now()
+	w, _ := e.call(t, 1000, []byte("warm"))
+	check("answer read by the read goroutine", w, sent)
+	testkit.Until(t, "the read goroutine leaves the reading free", e.cr.free.Load)
+	for i := range uint64(3) {
+		sent := time.Now()
+		w, read := e.call(t, i, []byte{byte(i)})
+		if !read {
+			t.Fatalf("call %d: the caller did not read its answer", i)
+		}
+		check("answer read by its caller", w, sent)
 	}
 }
 

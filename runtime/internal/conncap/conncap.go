@@ -2,8 +2,9 @@
 // interface, which the runtime discovers with a type assertion, as in
 // hashicorp/memberlist: run the work a frame starts on its read goroutine
 // (InlineConn), let a caller waiting for an answer read it (CallerReadConn),
-// count what it did (StatsConn), and tell what arrived unread (UnreadConn);
-// TCP connections do all four. A transport.ConnHandler may in turn hear
+// count what it did (StatsConn), tell what arrived unread (UnreadConn), and
+// tell when the frame being handled came (ReceivedAtConn); TCP connections
+// do all five. A transport.ConnHandler may in turn hear
 // where a batch of frames ends (BatchEnder). It also holds the hook by which a Transport's Dial says it has connected
 // (DialConnected). They are internal: the runtime is their only user.
 package conncap
@@ -68,6 +69,29 @@ type CallerReadConn interface {
 	// for the frames it expects, its timer or ctx. w counts among the
 	// answers Expect counts until it is ready.
 	ReadFor(ctx context.Context, w Waiter, until time.Time) bool
+}
+
+// ReceivedAtConn is a transport.Conn that knows when the frame its handler
+// is handling came: the handler then need not read the clock again
+// microseconds later. A clock reading costs about as much as decoding a
+// small frame, and each side of a call read it several times. TCP
+// connections implement it.
+type ReceivedAtConn interface {
+	// ReceivedAt, called from HandleFrame, returns when the read that
+	// completed the frame being handled returned, or the zero Time if the
+	// connection does not know.
+	ReceivedAt() time.Time
+}
+
+// ReceivedAt returns when the frame c's handler is handling came, if c
+// knows, or else now.
+func ReceivedAt(c any) time.Time {
+	if rc, ok := c.(ReceivedAtConn); ok {
+		if at := rc.ReceivedAt(); !at.IsZero() {
+			return at
+		}
+	}
+	return time.Now()
 }
 
 // Waiter is a caller waiting for an answer.
