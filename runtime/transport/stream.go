@@ -122,6 +122,7 @@ var (
 	_ conncap.CallerReadConn = (*stream)(nil)
 	_ conncap.StatsConn      = (*stream)(nil)
 	_ conncap.UnreadConn     = (*stream)(nil)
+	_ conncap.ReceivedAtConn = (*stream)(nil)
 )
 
 // newStream starts the read loop of a connection whose Hello exchange is
