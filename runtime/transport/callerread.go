@@ -146,7 +146,8 @@ func (s *stream) ReadFor(ctx context.Context, w conncap.Waiter, until time.Time)
 			s.fr.until, err = until, nil
 		}
 	}
-	s.fr.until, s.fr.stop = time.Time{}, nil
+	// The deadline stays, and the next reader counts it as its own.
+	s.fr.until, s.fr.stop, s.fr.early = time.Time{}, nil, false
 	if stop != nil {
 		stop()
 	}
@@ -156,7 +157,7 @@ func (s *stream) ReadFor(ctx context.Context, w conncap.Waiter, until time.Time)
 	if cr.stop.Load() {
 		// The interruption left a deadline in the past.
 		cr.stop.Store(false)
-		s.fr.deadline = stale
+		s.fr.deadline, s.fr.early = stale, false
 	}
 	if err != nil && err != errWake && err != errLarge {
 		cr.mu.Unlock()

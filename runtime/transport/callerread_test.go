@@ -211,6 +211,49 @@ func TestReceivedAtIsWhenTheFrameWasRead(t *testing.T) {
 	}
 }
 
+// A caller whose deadline comes within callerSlack of the one the caller
+// before it set keeps that one (setDeadline), which fires first: the
+// caller still reads until its own, and then stops. The slack is
+// lengthened here so that the two deadlines are further apart than a
+// timer's wake-up can be late.
+func TestCallerReadKeptDeadlineIsNotItsOwn(t *testing.T) {
+	e := newCallerEnv(t, time.Hour)
+	e.warm(t)
+	rc := e.c.(conncap.CallerReadConn)
+	e.s.fr.slack = time.Second // the reading is free: no goroutine reads fr
+
+	first := time.Now().Add(300 * time.Millisecond)
+	w := e.a.expect(e.c, 1)
+	if err := e.c.Send(&frame.Result{Call: 1, Status: frame.StatusOK}); err != nil {
+		t.Fatal(err)
+	}
+	if !rc.ReadFor(context.Background(), w, first) || !w.Ready() {
+		t.Fatal("the first caller did not read its answer")
+	}
+
+	own := first.Add(300 * time.Millisecond)
+	w = e.a.expect(e.c, 2)
+	if err := e.c.Send(&frame.Cancel{Call: 2}); err != nil { // never answered
+		t.Fatal(err)
+	}
+	if !rc.ReadFor(context.Background(), w, own) {
+		t.Fatal("ReadFor did not read")
+	}
+	if now := time.Now(); now.Before(own) {
+		t.Fatalf("ReadFor stopped %v before its deadline, at the earlier caller's", own.Sub(now))
+	} else if late := now.Sub(own); late > waitLimit {
+		t.Fatalf("ReadFor stopped %v after its deadline", late)
+	}
+	if w.Ready() {
+		t.Fatal("ready without an answer")
+	}
+	rc.Expect(-1)
+	// The connection carries on, read by its callers.
+	if w, read := e.call(t, 3, []byte("after")); !read || !w.byCaller.Load() {
+		t.Fatalf("after the deadline: ReadFor %v, by the caller %v", read, w.byCaller.Load())
+	}
+}
+
 // A free reading does not stay free: a read goroutine takes it, so that a
 // peer's close is noticed without any caller.
 func TestCallerReadLazyReaderNoticesPeerClose(t *testing.T) {

@@ -69,7 +69,11 @@ type frameReader struct {
 	idleCheck    func(time.Time) (time.Time, bool) // whether to keep waiting, and until when, given the last receive
 	frameStart   time.Time                         // when the frame in progress was first waited for
 	deadline     time.Time                         // the read deadline currently set
-	lastRecv     time.Time
+	// early: deadline is an earlier caller's, kept for the caller reading
+	// now, whose own comes at most slack later (setDeadline).
+	early    bool
+	slack    time.Duration // callerSlack (tests lengthen it)
+	lastRecv time.Time
 
 	// Set while a caller waiting for its answer reads (callerread.go):
 	// reads return errWake at until or once stop is set, and a large
@@ -93,7 +97,7 @@ func newFrameReader(r io.Reader, max int, g *guard) *frameReader {
 // connection with ErrIdle, or the new idle deadline.
 func (r *frameReader) arm(nc net.Conn, frame, idle time.Duration, check func(lastRecv time.Time) (time.Time, bool)) {
 	r.nc, r.frameTimeout, r.idleTimeout, r.idleCheck = nc, frame, idle, check
-	r.lastRecv = time.Now()
+	r.lastRecv, r.slack = time.Now(), callerSlack
 }
 
 // next returns the next frame without its length prefix. The length is
@@ -325,6 +329,12 @@ func (r *frameReader) read(p []byte, have, need int) (int, error) {
 				r.deadline, armed = stale, false
 				continue
 			}
+			if r.early && r.stop != nil && have == 0 {
+				// An earlier caller's deadline, kept for this one,
+				// fired before this one's: set its own.
+				r.deadline, r.early, armed = stale, false, false
+				continue
+			}
 			if have > 0 {
 				if need == 0 {
 					return 0, fmt.Errorf("%w: %d bytes of a frame header after %v", ErrFrameTimeout, have, r.frameTimeout)
@@ -332,7 +342,7 @@ func (r *frameReader) read(p []byte, have, need int) (int, error) {
 				return 0, fmt.Errorf("%w: %d of %d bytes after %v", ErrFrameTimeout, have, need, r.frameTimeout)
 			}
 			if until, busy := r.idleCheck(r.lastRecv); busy {
-				r.deadline, armed = until, true
+				r.deadline, r.early, armed = until, false, true
 				if err := r.nc.SetReadDeadline(until); err != nil {
 					return 0, err
 				}
@@ -357,6 +367,13 @@ func (r *frameReader) read(p []byte, have, need int) (int, error) {
 // than the one from now. A clock read cost more than a tenth of what a
 // call does on the processor outside the kernel, and each read of a
 // frame took one.
+//
+// A reading caller's deadline, a heartbeat timeout after its send, comes
+// a call later than the caller's before it: the deadline that caller set
+// is kept if it comes at most callerSlack sooner, and read sets the
+// caller's own should the kept one fire first. Setting a deadline reads
+// the clock twice and moves a runtime timer under its locks, on every
+// call otherwise.
 func (r *frameReader) setDeadline(mid bool) error {
 	var dl time.Time
 	switch {
@@ -382,12 +399,21 @@ func (r *frameReader) setDeadline(mid bool) error {
 	if dl.Equal(r.deadline) {
 		return nil
 	}
-	r.deadline = dl
+	if r.stop != nil && !mid && dl.Equal(r.until) && r.deadline.After(stale) && !r.deadline.After(dl) && dl.Sub(r.deadline) <= r.slack {
+		r.early = true
+		return nil
+	}
+	r.deadline, r.early = dl, false
 	return r.nc.SetReadDeadline(dl)
 }
 
 // stale marks the read deadline as unknown: the next read sets its own.
 var stale = time.Unix(1, 0)
+
+// callerSlack is how much sooner than a reading caller's deadline the
+// deadline already set may come and be kept (setDeadline): a caller that
+// calls in a loop sets it once every few dozen calls.
+const callerSlack = time.Millisecond
 
 // release hands back what the last large frame held.
 func (r *frameReader) release() {
