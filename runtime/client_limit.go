@@ -116,12 +116,12 @@ func (ls *limits) peer(node string) *peerLimit {
 
 // acquire takes a slot to node, waiting in line for one while the limit
 // is reached, for wait at most (and not past deadline) or until the end
-// of ctx. The wait is counted from when it starts: the clock is read only
-// then, not on every call. The limit turns load into
-// waiting on the client, where the node would have queued or refused it,
-// not into errors: only an attempt that no slot freed for in time ends,
-// with an *OverloadError (reason ReasonOverloaded), or, when ctx was
-// cancelled, with ctx's reason.
+// of ctx. The wait counts from when it starts, so that a slot taken at
+// once costs no clock reading. The limit turns load into waiting on the
+// client, where the node would have queued or refused it, not into
+// errors: only an attempt that no slot freed for in time ends, with an
+// *OverloadError (reason ReasonOverloaded), or, when ctx was cancelled,
+// with ctx's reason.
 func (ls *limits) acquire(ctx context.Context, node string, wait time.Duration, deadline time.Time, retryAfter time.Duration) (*peerLimit, Reason, error) {
 	if !ls.cfg.Enabled {
 		return nil, ReasonNone, nil

@@ -146,7 +146,8 @@ func (s *stream) ReadFor(ctx context.Context, w conncap.Waiter, until time.Time)
 			s.fr.until, err = until, nil
 		}
 	}
-	// The deadline stays, and the next reader counts it as its own.
+	// The deadline stays set; early was this caller's to act on, and the
+	// next reader treats the deadline as any it finds.
 	s.fr.until, s.fr.stop, s.fr.early = time.Time{}, nil, false
 	if stop != nil {
 		stop()
@@ -185,8 +186,8 @@ func (s *stream) ReadFor(ctx context.Context, w conncap.Waiter, until time.Time)
 		// the lazy reader counts in milliseconds: that frame's time
 		// spares a clock reading.
 		var at time.Time
-		if read && s.fr.nc != nil { // else lastRecv is not kept
-			at = s.fr.lastRecv
+		if read {
+			at = s.ReceivedAt()
 		}
 		cr.freed(at)
 		cr.mu.Unlock()

@@ -76,10 +76,7 @@ func (s *stream) lend(w interface{ Run() }, grace time.Duration) {
 	me := s.turn.Load()
 	// w's time counts from its frame's read, microseconds before: that
 	// spares a clock reading, and the grace is counted in milliseconds.
-	at := s.ReceivedAt()
-	if at.IsZero() {
-		at = time.Now()
-	}
+	at := conncap.ReceivedAt(s)
 	s.lendMu.Lock()
 	s.lending, s.lendAt, s.lendGrace, s.lendWork = true, at, grace, w
 	s.lendRuns++
