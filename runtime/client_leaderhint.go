@@ -5,8 +5,10 @@ package runtime
 // redirects the write there (a redirect costs no failover), and the node a
 // write succeeded on is where the client sends the next one. Before it
 // knows, or after that node failed, a write is routed like any operation,
-// by the key below, and the node it reaches redirects it or, when the
-// client failed over from the leader, stands for election at once.
+// by the key below (after the leader failed, with the leader's group last:
+// operation.awayFromLeader), and the node it reaches redirects it or,
+// when the client failed over from the leader, stands for election at
+// once.
 //
 // A linearizable read goes first to the leader too, when the client knows
 // it: raft's ReadIndex costs the leader one heartbeat round, shared by

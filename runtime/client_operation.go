@@ -177,6 +177,9 @@ func (op *operation) try(ctx context.Context, order []int, n int, flags frame.At
 			slot, avoid = n-1, op.leader.Name
 		}
 		group := order[slot%len(order)]
+		if op.leader.Name != "" && !op.readAtLeader() {
+			group = op.awayFromLeader(order, n-1)
+		}
 		groupName = op.c.router.groups[group]
 		member, reason = op.pick(group, lastChance, avoid)
 	}
@@ -193,6 +196,36 @@ func (op *operation) try(ctx context.Context, order []int, n int, flags frame.At
 	o := op.attempt(ctx, member, n, flags)
 	op.record(o)
 	return o
+}
+
+// awayFromLeader returns the group of a write's k-th failover from the
+// leader it was sent to first: the key's order with the leader's group
+// moved last. A failure group is what fails together, so the first
+// failover leaves the leader's; taken in the key's order, it stayed there
+// whenever the leader's group came second, and one failover was all a
+// write had by default: with the leader frozen and its group-mate
+// suspected since an earlier freeze, the write failed unsent ("group a:
+// suspected") beside a live group that could elect a leader.
+func (op *operation) awayFromLeader(order []int, k int) int {
+	groups := op.c.router.groups
+	li := -1
+	for i, g := range order {
+		if groups[g] == op.leader.Group {
+			li = i
+			break
+		}
+	}
+	if li < 0 { // not a group of the key's: the key's order as it is
+		return order[(k+1)%len(order)]
+	}
+	j := k % len(order)
+	switch {
+	case j < li:
+		return order[j]
+	case j < len(order)-1:
+		return order[j+1]
+	}
+	return order[li]
 }
 
 // pick chooses the entity's owner in group, skipping suspected nodes.

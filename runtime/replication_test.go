@@ -715,6 +715,80 @@ func TestReplicationFrozenLeaderIsPassedOver(t *testing.T) {
 	})
 }
 
+// A write's failover from its leader leaves the leader's failure group.
+// The leader here is in the group its service's key orders second, and
+// its group-mate is suspected by the client (it was frozen a moment
+// before); with the leader frozen, the write's one failover went to the
+// leader's own group in the key's order, found every node there
+// suspected, and failed unsent, while the other group could elect a
+// leader with the group-mate's vote. It now goes to the other group.
+// (Were the group-mate elected instead, the node reached would redirect
+// the write to it, and the client does not follow a redirect to a node
+// it suspects: the test keeps the mate's log behind so that it cannot
+// win.)
+func TestReplicationFailoverLeavesTheLeadersGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, ctx := fourNodesWithAWrite(t)
+		members := e.Members.Members()
+		order := runtime.Route(e.Settings.Groups, members, counterDesc.Name, "ffgen.leader/"+counterDesc.Name)
+		second := order[1].Group
+		// Move the leadership into the second group: a freeze's failover
+		// goes there first, the key's order being what the client had.
+		for i := 0; e.Node(e.Leader(t, counterDesc.Name)).Group != second; i++ {
+			if i == 20 {
+				t.Fatalf("the leadership did not move to group %s in 20 freezes", second)
+			}
+			leader := e.Leader(t, counterDesc.Name)
+			e.Net.Pause(leader)
+			if _, err := e.add(ctx, "k", 1); err != nil {
+				t.Fatalf("write with %s frozen: %v", leader, err)
+			}
+			e.Net.Resume(leader)
+			e.WaitConverged(t)
+		}
+		leader := e.Leader(t, counterDesc.Name)
+		var mate string
+		for _, m := range members {
+			if m.Group == second && m.Name != leader {
+				mate = m.Name
+			}
+		}
+		// The client suspects the mate: a read of an entity it owns first
+		// times out there while it is frozen, and fails over.
+		key := ""
+		for i := 0; key == ""; i++ {
+			if k := fmt.Sprintf("e%d", i); runtime.Route(e.Settings.Groups, members, counterDesc.Name, k)[0].Name == mate {
+				key = k
+			}
+		}
+		e.Net.Pause(mate)
+		if _, err := e.call(ctx, e.client, counterGet, key, 0); err != nil {
+			t.Fatalf("read of %s with %s frozen: %v", key, mate, err)
+		}
+		e.Net.Resume(mate)
+		// The mate misses the last writes, so that it cannot win the
+		// election the freeze below starts on its own timer: the voters'
+		// logs are longer. The failover's node is then the one to lead.
+		e.Net.Cut(leader, mate)
+		for range 2 { // the client learns the leader again, too
+			if _, err := e.add(ctx, "k", 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := e.Leader(t, counterDesc.Name); got != leader {
+			t.Fatalf("leader %s, want %s still", got, leader)
+		}
+
+		e.Net.Pause(leader)
+		e.Net.Heal(leader, mate)
+		if _, err := e.add(ctx, "k", 1); err != nil {
+			t.Fatalf("write with the leader %s frozen and %s suspected: %v", leader, mate, err)
+		}
+		e.Net.Resume(leader)
+		e.check(t)
+	})
+}
+
 // A frozen leader's writer fails over to a node whose log is behind: the
 // other voters refuse its candidacy, their logs being longer, and raft
 // alone would elect one of them only when its own randomized timer fires,
