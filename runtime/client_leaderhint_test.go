@@ -38,3 +38,30 @@ func TestLeaderIsKeptThroughRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A write that failed at its leader fails over along its key's groups
+// with the leader's group last, wherever the key's order put it, with
+// two groups or more.
+func TestFailoverLeavesTheLeadersGroupFirst(t *testing.T) {
+	groups := []string{"a", "b", "c"}
+	c := &Client{router: newRouter(groups)}
+	order := []int{2, 0, 1} // the key's order: c, a, b
+	for _, tc := range []struct {
+		leader string
+		want   string // the groups of failovers 1, 2, 3, 4
+	}{
+		{"c", "abca"},
+		{"a", "cbac"},
+		{"b", "cabc"},
+		{"x", "abca"}, // not a group of the key's: the key's order from its second
+	} {
+		op := &operation{c: c, leader: Member{Name: "n", Group: tc.leader}}
+		got := ""
+		for k := range 4 {
+			got += groups[op.awayFromLeader(order, k)]
+		}
+		if got != tc.want {
+			t.Errorf("leader in group %s: failovers go to %s, want %s", tc.leader, got, tc.want)
+		}
+	}
+}
