@@ -169,16 +169,19 @@ func (op *operation) try(ctx context.Context, order []int, n int, flags frame.At
 	if n == 0 && op.leader.Name != "" {
 		member, groupName = op.leader, op.leader.Group
 	} else {
-		// A write's key is the leader's, and its failovers go that way. A
-		// read's failovers take its entity's order from the first group,
-		// passing over the leader there.
-		slot, avoid := n, ""
-		if op.readAtLeader() {
-			slot, avoid = n-1, op.leader.Name
-		}
-		group := order[slot%len(order)]
-		if op.leader.Name != "" && !op.readAtLeader() {
+		// A write's key is the leader's, and its failovers go that way,
+		// the leader's group last once the leader failed. A read's
+		// failovers take its entity's order from the first group, passing
+		// over the leader there.
+		var group int
+		avoid := ""
+		switch {
+		case op.readAtLeader():
+			group, avoid = order[(n-1)%len(order)], op.leader.Name
+		case op.leader.Name != "":
 			group = op.awayFromLeader(order, n-1)
+		default:
+			group = order[n%len(order)]
 		}
 		groupName = op.c.router.groups[group]
 		member, reason = op.pick(group, lastChance, avoid)
