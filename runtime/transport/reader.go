@@ -399,12 +399,21 @@ func (r *frameReader) setDeadline(mid bool) error {
 	if dl.Equal(r.deadline) {
 		return nil
 	}
-	if r.stop != nil && !mid && dl.Equal(r.until) && r.deadline.After(stale) && !r.deadline.After(dl) && dl.Sub(r.deadline) <= r.slack {
+	if !mid && r.keepsFor(dl) {
 		r.early = true
 		return nil
 	}
 	r.deadline, r.early = dl, false
 	return r.nc.SetReadDeadline(dl)
+}
+
+// keepsFor reports whether the deadline set may stay for dl, a reading
+// caller's own: it is a real one, no later than dl and at most slack
+// sooner. setDeadline asks only between frames: a kept deadline that
+// fired mid-frame would read as the frame timeout.
+func (r *frameReader) keepsFor(dl time.Time) bool {
+	return r.stop != nil && dl.Equal(r.until) && r.deadline.After(stale) &&
+		!r.deadline.After(dl) && dl.Sub(r.deadline) <= r.slack
 }
 
 // stale marks the read deadline as unknown: the next read sets its own.
