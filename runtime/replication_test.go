@@ -35,6 +35,12 @@ func opCtx(ctx context.Context, n byte) context.Context {
 // nodes: it sees only them, and the network cuts it from the others.
 func (e *replEnv) clientOf(t *testing.T, names ...string) *runtime.Client {
 	t.Helper()
+	return e.clientOfWith(t, func(*runtime.ClientConfig) {}, names...)
+}
+
+// clientOfWith is clientOf with modify applied to its configuration last.
+func (e *replEnv) clientOfWith(t *testing.T, modify func(*runtime.ClientConfig), names ...string) *runtime.Client {
+	t.Helper()
 	view := runtime.NewStaticMembership()
 	var ms []runtime.Member
 	for _, m := range e.Members.Members() {
@@ -51,6 +57,7 @@ func (e *replEnv) clientOf(t *testing.T, names ...string) *runtime.Client {
 		// to come round to a node they see.
 		cfg.Settings.MaxFailovers = 3
 		cfg.Settings.Groups = clientGroups(cfg.Settings.Groups)
+		modify(cfg)
 	})
 	for _, other := range otherThan(e.names(), names...) {
 		e.Net.CutBoth(e.lastClient(), other)
@@ -552,6 +559,67 @@ func TestReplicationReads(t *testing.T) {
 			t.Errorf("%s still a voter after a graceful stop: %+v", draining, st)
 		}
 		e.check(t, rest...)
+	})
+}
+
+// A linearizable read a follower holds until it has applied what the
+// leader had committed when the read arrived is served then, though the
+// follower came to trail the leader meanwhile by more than it may to take
+// new reads: its state holds every write committed before the read. The
+// follower refused it, as it would a read arriving then; in the fault
+// suite's leader-stop, followers refused reads a new leader had confirmed
+// in the same way, and those went on to the frozen leader and failed.
+func TestReplicationConfirmedReadIsServed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, ctx := fourNodesWithAWrite(t)
+		leader := e.Leader(t, counterDesc.Name)
+		key := ""
+		for i := 0; key == ""; i++ {
+			if k := fmt.Sprintf("k%d", i); e.Owners(counterDesc.Name, k)[0] != leader {
+				key = k
+			}
+		}
+		follower := e.Owners(counterDesc.Name, key)[0]
+		release := make(chan struct{})
+		e.counters[follower].setHook(func(_ context.Context, k string) error {
+			if k == key {
+				<-release
+			}
+			return nil
+		})
+		if _, err := e.add(ctx, key, 1); err != nil {
+			t.Fatal(err)
+		}
+		// Held until the follower applies the write above.
+		reader := e.clientOfWith(t, func(cfg *runtime.ClientConfig) { cfg.Settings.MaxFailovers = 0 }, follower)
+		type read struct {
+			v   int64
+			err error
+		}
+		got := make(chan read, 1)
+		go func() {
+			v, err := e.call(ctx, reader, counterReadNow, key, 0)
+			got <- read{v, err}
+		}()
+		synctest.Wait()
+		// More writes than a node may trail by and still take reads.
+		const trail = 1001
+		for range trail {
+			if _, err := e.add(ctx, "other", 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		st := e.Node(follower).Server.Replication()[0]
+		if !strings.Contains(st.NotReady, "catching up") {
+			t.Fatalf("%s, %d writes behind, reports %q; the test needs it catching up", follower, trail, st.NotReady)
+		}
+		close(release)
+		r := <-got
+		if r.err != nil || r.v != 1 {
+			t.Errorf("ReadNow of %s on %s = %d, %v; want 1, served", key, follower, r.v, r.err)
+		}
+		e.check(t)
 	})
 }
 

@@ -479,7 +479,17 @@ func (r *replicated) awaitRead(e *execution) {
 	if e.state != stateArrived {
 		return
 	}
-	if err != nil || !r.g.Serving() {
+	// A linearizable read the leader confirmed, and this node has applied
+	// to, is served whatever the node's serving status says now: its
+	// state holds every write committed before the read arrived, and
+	// only committed ones. The status lags apply and elections (it is
+	// refreshed once a turn of the raft loop), and a node that came to
+	// trail the leader while the read waited, or that had just voted in a
+	// new leader, refused reads the new leader had confirmed: in the
+	// fault suite's leader-stop, a refused read went on to the frozen
+	// leader and failed.
+	confirmed := err == nil && e.method.Linearizable && !r.g.Stopped() && !s.closed
+	if !confirmed && (err != nil || !r.g.Serving()) {
 		why := "this node could not confirm with a quorum of the voters that it holds every acknowledged write"
 		if errors.Is(err, context.DeadlineExceeded) {
 			why += fmt.Sprintf(" within %s", wait)
