@@ -538,8 +538,9 @@ func TestReplicationReads(t *testing.T) {
 			}
 		}
 		e.Net.HealAll()
-		// Draining: b2's reads are refused from the moment Shutdown
-		// starts, as nothing it answers could be vouched for.
+		// Draining: b2 serves no read from the moment Shutdown starts,
+		// as nothing it answers could be vouched for; this reader
+		// reaches no leader it could pass them on to.
 		draining := "b2"
 		reader := e.clientOf(t, draining)
 		done := make(chan struct{})
@@ -562,6 +563,49 @@ func TestReplicationReads(t *testing.T) {
 	})
 }
 
+// trailingFollower makes a follower of a four-node cluster fall more
+// writes behind the leader than it may and still take reads: its apply
+// blocks at a write of key, which it owns first, until release is
+// called, and 1,001 writes follow. Before them, hold (if not nil) is
+// called, and the test waits until what it started blocks.
+func trailingFollower(t *testing.T, hold func(e *replEnv, ctx context.Context, key, follower string)) (e *replEnv, ctx context.Context, key, follower, leader string, release func()) {
+	t.Helper()
+	e, ctx = fourNodesWithAWrite(t)
+	leader = e.Leader(t, counterDesc.Name)
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprintf("k%d", i); e.Owners(counterDesc.Name, k)[0] != leader {
+			key = k
+		}
+	}
+	follower = e.Owners(counterDesc.Name, key)[0]
+	released := make(chan struct{})
+	e.counters[follower].setHook(func(_ context.Context, k string) error {
+		if k == key {
+			<-released
+		}
+		return nil
+	})
+	if _, err := e.add(ctx, key, 1); err != nil {
+		t.Fatal(err)
+	}
+	if hold != nil {
+		hold(e, ctx, key, follower)
+		synctest.Wait()
+	}
+	const trail = 1001
+	for range trail {
+		if _, err := e.add(ctx, "other", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	synctest.Wait()
+	st := e.Node(follower).Server.Replication()[0]
+	if !strings.Contains(st.NotReady, "catching up") {
+		t.Fatalf("%s, %d writes behind, reports %q; the test needs it catching up", follower, trail, st.NotReady)
+	}
+	return e, ctx, key, follower, leader, func() { close(released) }
+}
+
 // A linearizable read a follower holds until it has applied what the
 // leader had committed when the read arrived is served then, though the
 // follower came to trail the leader meanwhile by more than it may to take
@@ -571,54 +615,48 @@ func TestReplicationReads(t *testing.T) {
 // in the same way, and those went on to the frozen leader and failed.
 func TestReplicationConfirmedReadIsServed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e, ctx := fourNodesWithAWrite(t)
-		leader := e.Leader(t, counterDesc.Name)
-		key := ""
-		for i := 0; key == ""; i++ {
-			if k := fmt.Sprintf("k%d", i); e.Owners(counterDesc.Name, k)[0] != leader {
-				key = k
-			}
-		}
-		follower := e.Owners(counterDesc.Name, key)[0]
-		release := make(chan struct{})
-		e.counters[follower].setHook(func(_ context.Context, k string) error {
-			if k == key {
-				<-release
-			}
-			return nil
-		})
-		if _, err := e.add(ctx, key, 1); err != nil {
-			t.Fatal(err)
-		}
-		// Held until the follower applies the write above.
-		reader := e.clientOfWith(t, func(cfg *runtime.ClientConfig) { cfg.Settings.MaxFailovers = 0 }, follower)
 		type read struct {
 			v   int64
 			err error
 		}
 		got := make(chan read, 1)
-		go func() {
-			v, err := e.call(ctx, reader, counterReadNow, key, 0)
-			got <- read{v, err}
-		}()
-		synctest.Wait()
-		// More writes than a node may trail by and still take reads.
-		const trail = 1001
-		for range trail {
-			if _, err := e.add(ctx, "other", 1); err != nil {
-				t.Fatal(err)
-			}
-		}
-		synctest.Wait()
-		st := e.Node(follower).Server.Replication()[0]
-		if !strings.Contains(st.NotReady, "catching up") {
-			t.Fatalf("%s, %d writes behind, reports %q; the test needs it catching up", follower, trail, st.NotReady)
-		}
-		close(release)
+		e, _, key, follower, _, release := trailingFollower(t, func(e *replEnv, ctx context.Context, key, follower string) {
+			reader := e.clientOfWith(t, func(cfg *runtime.ClientConfig) { cfg.Settings.MaxFailovers = 0 }, follower)
+			go func() {
+				v, err := e.call(ctx, reader, counterReadNow, key, 0)
+				got <- read{v, err}
+			}()
+		})
+		release()
 		r := <-got
 		if r.err != nil || r.v != 1 {
 			t.Errorf("ReadNow of %s on %s = %d, %v; want 1, served", key, follower, r.v, r.err)
 		}
+		e.check(t)
+	})
+}
+
+// A node too far behind the leader to serve passes reads on to the
+// leader, as it does writes, at no cost of a failover. It refused them:
+// in the fault suite's leader-stop, a node thawed from a freeze and
+// catching up refused reads that had failed over from the frozen leader
+// after it, and with the default one failover they failed beside a new
+// leader.
+func TestReplicationCatchingUpNodeRedirectsReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, ctx, key, follower, leader, release := trailingFollower(t, nil)
+		reader := e.clientOfWith(t, func(cfg *runtime.ClientConfig) { cfg.Settings.MaxFailovers = 0 }, follower, leader)
+		for _, m := range []*runtime.MethodDesc{counterGet, counterReadNow} {
+			before := e.counters[leader].reads()
+			v, err := e.call(ctx, reader, m, key, 0)
+			if err != nil || v != 1 {
+				t.Errorf("%s of %s, %s catching up = %d, %v; want 1 from the leader %s", m.Name, key, follower, v, err, leader)
+			}
+			if n := e.counters[leader].reads() - before; n != 1 {
+				t.Errorf("%s of %s ran %d times on the leader %s; want 1", m.Name, key, n, leader)
+			}
+		}
+		release()
 		e.check(t)
 	})
 }

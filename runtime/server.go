@@ -368,7 +368,7 @@ func (s *Server) Close() error {
 
 // leaveReplicas takes this node out of every replicated service's group
 // before it stops, as a graceful stop does: reads it can no longer vouch
-// for are refused at once, leadership is handed over, and, unless its
+// for are passed on to the leader or refused at once, leadership is handed over, and, unless its
 // state is on disk (DataDir), the node is removed from the voters (it
 // restarts empty, as a new member). It waits for
 // that at most until ctx ends, or leaveTimeout.
@@ -602,8 +602,14 @@ func (s *Server) arrive(c transport.Conn, a *frame.Attempt) {
 			}
 			return
 		}
-		refusal, wait := rep.read(e)
-		if refusal != nil {
+		refusal, rd, wait := rep.read(e, a)
+		switch {
+		case rd != nil:
+			s.mu.Unlock()
+			rd.Call = a.Call
+			s.send(c, rd)
+			return
+		case refusal != nil:
 			// A read of a replica that does not serve could contradict
 			// the others.
 			s.mu.Unlock()

@@ -174,24 +174,21 @@ func (r *replicated) write(e *execution, a *frame.Attempt) (*frame.Result, *fram
 	if r.g.Stopped() || r.s.closed {
 		return r.notServing(), nil
 	}
-	leader, leading := r.g.Leader()
-	if leading {
+	if _, leading := r.g.Leader(); leading {
 		if res := r.unappliable(e); res != nil {
 			return res, nil
 		}
 		r.propose(e)
 		return nil, nil
 	}
-	if leader != "" && !failedAt(a, leader) && !r.g.LeaderSilent() {
-		if m, ok := r.member(leader); ok {
-			if !r.routable(m) {
-				// A tie-breaker won an election: it hands leadership
-				// over at once; the write waits for that.
-				r.park(e, a)
-				return nil, nil
-			}
-			return nil, &frame.Redirect{Node: m.Name, Addr: m.Addr}
+	if m, ok := r.liveLeader(a); ok {
+		if !r.routable(m) {
+			// A tie-breaker won an election: it hands leadership
+			// over at once; the write waits for that.
+			r.park(e, a)
+			return nil, nil
 		}
+		return nil, &frame.Redirect{Node: m.Name, Addr: m.Addr}
 	}
 	if !r.g.CanLead() {
 		return &frame.Result{Status: frame.StatusFailover, Code: codeNotLeader,
@@ -203,6 +200,17 @@ func (r *replicated) write(e *execution, a *frame.Attempt) (*frame.Result, *fram
 	r.g.Campaign()
 	r.park(e, a)
 	return nil, nil
+}
+
+// liveLeader returns the leader, as a live member, when another node
+// leads that a's client has not failed at and this node has heard from
+// lately: where an attempt this node does not take may go instead.
+func (r *replicated) liveLeader(a *frame.Attempt) (Member, bool) {
+	leader, leading := r.g.Leader()
+	if leading || leader == "" || failedAt(a, leader) || r.g.LeaderSilent() {
+		return Member{}, false
+	}
+	return r.member(leader)
 }
 
 func (r *replicated) notServing() *frame.Result {
@@ -431,20 +439,30 @@ func (r *replicated) member(name string) (Member, bool) {
 	return Member{}, false
 }
 
-// read guards a read of the replicated service. A node that does not
-// serve refuses it, unless it lacks only a leader (an election is under
-// way) or a few entries: then the read waits, as does a linearizable one
-// until the node has applied every write committed before it arrived. It
-// returns the refusal, or whether e waits (awaitRead) rather than being
-// scheduled now. Called with s.mu held.
-func (r *replicated) read(e *execution) (refusal *frame.Result, wait bool) {
+// read guards a read of the replicated service, brought by attempt a. A
+// node that does not serve passes it on to the leader it has heard from
+// lately; without one it refuses it, unless it lacks only a leader (an
+// election is under way) or a few entries: then the read waits, as does
+// a linearizable one until the node has applied every write committed
+// before it arrived. It returns the refusal or the redirect, or whether e
+// waits (awaitRead) rather than being scheduled now. Called with s.mu
+// held.
+//
+// The redirect costs the read none of its failovers. A node that had
+// been frozen and was catching up refused the reads that failed over to
+// it from the frozen leader that came after it, and with the default one
+// failover they failed beside a new leader that could serve them.
+func (r *replicated) read(e *execution, a *frame.Attempt) (refusal *frame.Result, rd *frame.Redirect, wait bool) {
 	if !r.g.Serving() {
-		if r.g.MayServeSoon() && !r.s.closed {
-			return nil, true
+		if m, ok := r.liveLeader(a); ok && r.routable(m) {
+			return nil, &frame.Redirect{Node: m.Name, Addr: m.Addr}, false
 		}
-		return r.notServing(), false
+		if r.g.MayServeSoon() && !r.s.closed {
+			return nil, nil, true
+		}
+		return r.notServing(), nil, false
 	}
-	return nil, e.method.Linearizable
+	return nil, nil, e.method.Linearizable
 }
 
 // awaitRead runs a held read once the node serves and, for a linearizable
@@ -490,6 +508,12 @@ func (r *replicated) awaitRead(e *execution) {
 	// leader and failed.
 	confirmed := err == nil && e.method.Linearizable && !r.g.Stopped() && !s.closed
 	if !confirmed && (err != nil || !r.g.Serving()) {
+		if !e.method.Linearizable {
+			// It waited for the node to serve, and nothing else.
+			ns := r.notServing()
+			s.refuse(e, ns.Code, fmt.Sprintf("%s (held %s for it to serve)", ns.Message, wait))
+			return
+		}
 		why := "this node could not confirm with a quorum of the voters that it holds every acknowledged write"
 		if errors.Is(err, context.DeadlineExceeded) {
 			why += fmt.Sprintf(" within %s", wait)
