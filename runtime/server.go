@@ -368,10 +368,10 @@ func (s *Server) Close() error {
 
 // leaveReplicas takes this node out of every replicated service's group
 // before it stops, as a graceful stop does: reads it can no longer vouch
-// for are passed on to the leader or refused at once, leadership is handed over, and, unless its
-// state is on disk (DataDir), the node is removed from the voters (it
-// restarts empty, as a new member). It waits for
-// that at most until ctx ends, or leaveTimeout.
+// for are passed on to the leader or refused at once, leadership is
+// handed over, and, unless its state is on disk (DataDir), the node is
+// removed from the voters (it restarts empty, as a new member). It waits
+// for that at most until ctx ends, or leaveTimeout.
 func (s *Server) leaveReplicas(ctx context.Context) {
 	s.mu.Lock()
 	reps := make([]*replicated, 0, len(s.replicas))

@@ -506,22 +506,26 @@ func (r *replicated) awaitRead(e *execution) {
 	// new leader, refused reads the new leader had confirmed: in the
 	// fault suite's leader-stop, a refused read went on to the frozen
 	// leader and failed.
-	confirmed := err == nil && e.method.Linearizable && !r.g.Stopped() && !s.closed
-	if !confirmed && (err != nil || !r.g.Serving()) {
-		if !e.method.Linearizable {
-			// It waited for the node to serve, and nothing else.
-			ns := r.notServing()
-			s.refuse(e, ns.Code, fmt.Sprintf("%s (held %s for it to serve)", ns.Message, wait))
-			return
-		}
-		why := "this node could not confirm with a quorum of the voters that it holds every acknowledged write"
-		if errors.Is(err, context.DeadlineExceeded) {
-			why += fmt.Sprintf(" within %s", wait)
-		}
-		s.refuse(e, codeNoRead, why)
-		return
+	switch {
+	case err == nil && e.method.Linearizable && !r.g.Stopped() && !s.closed,
+		err == nil && !e.method.Linearizable && r.g.Serving():
+		s.schedule(e)
+	case err != nil && e.method.Linearizable:
+		s.refuse(e, codeNoRead, "this node could not confirm with a quorum of the voters that it holds every acknowledged write"+within(err, wait))
+	default:
+		// It waited for the node to serve (or saw it stop): the answer
+		// says why the node does not.
+		ns := r.notServing()
+		s.refuse(e, ns.Code, ns.Message+within(err, wait))
 	}
-	s.schedule(e)
+}
+
+// within says how long a held read waited, when err says its wait ran out.
+func within(err error, wait time.Duration) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf(" within %s", wait)
+	}
+	return ""
 }
 
 // applying is a committed write being applied through its handler: its
