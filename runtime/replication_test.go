@@ -563,47 +563,58 @@ func TestReplicationReads(t *testing.T) {
 	})
 }
 
+// trail is a cluster whose follower trails its leader (trailingFollower).
+type trail struct {
+	e                     *replEnv
+	ctx                   context.Context
+	key, follower, leader string
+	release               func() // lets the follower apply again
+}
+
 // trailingFollower makes a follower of a four-node cluster fall more
 // writes behind the leader than it may and still take reads: its apply
 // blocks at a write of key, which it owns first, until release is
 // called, and 1,001 writes follow. Before them, hold (if not nil) is
 // called, and the test waits until what it started blocks.
-func trailingFollower(t *testing.T, hold func(e *replEnv, ctx context.Context, key, follower string)) (e *replEnv, ctx context.Context, key, follower, leader string, release func()) {
+func trailingFollower(t *testing.T, hold func(tr *trail)) *trail {
 	t.Helper()
-	e, ctx = fourNodesWithAWrite(t)
-	leader = e.Leader(t, counterDesc.Name)
-	for i := 0; key == ""; i++ {
-		if k := fmt.Sprintf("k%d", i); e.Owners(counterDesc.Name, k)[0] != leader {
-			key = k
+	tr := &trail{}
+	tr.e, tr.ctx = fourNodesWithAWrite(t)
+	e := tr.e
+	tr.leader = e.Leader(t, counterDesc.Name)
+	for i := 0; tr.key == ""; i++ {
+		if k := fmt.Sprintf("k%d", i); e.Owners(counterDesc.Name, k)[0] != tr.leader {
+			tr.key = k
 		}
 	}
-	follower = e.Owners(counterDesc.Name, key)[0]
+	tr.follower = e.Owners(counterDesc.Name, tr.key)[0]
 	released := make(chan struct{})
-	e.counters[follower].setHook(func(_ context.Context, k string) error {
-		if k == key {
+	tr.release = func() { close(released) }
+	e.counters[tr.follower].setHook(func(_ context.Context, k string) error {
+		if k == tr.key {
 			<-released
 		}
 		return nil
 	})
-	if _, err := e.add(ctx, key, 1); err != nil {
+	if _, err := e.add(tr.ctx, tr.key, 1); err != nil {
 		t.Fatal(err)
 	}
 	if hold != nil {
-		hold(e, ctx, key, follower)
+		hold(tr)
 		synctest.Wait()
 	}
-	const trail = 1001
-	for range trail {
-		if _, err := e.add(ctx, "other", 1); err != nil {
+	const behind = 1001
+	for range behind {
+		if _, err := e.add(tr.ctx, "other", 1); err != nil {
 			t.Fatal(err)
 		}
 	}
 	synctest.Wait()
-	st := e.Node(follower).Server.Replication()[0]
+	st := e.Node(tr.follower).Server.Replication()[0]
 	if !strings.Contains(st.NotReady, "catching up") {
-		t.Fatalf("%s, %d writes behind, reports %q; the test needs it catching up", follower, trail, st.NotReady)
+		t.Fatalf("%s, %d writes behind, reports %q; the test needs it catching up", tr.follower, behind, st.NotReady)
 	}
-	return e, ctx, key, follower, leader, func() { close(released) }
+	return tr
 }
 
 // A linearizable read a follower holds until it has applied what the
@@ -620,19 +631,19 @@ func TestReplicationConfirmedReadIsServed(t *testing.T) {
 			err error
 		}
 		got := make(chan read, 1)
-		e, _, key, follower, _, release := trailingFollower(t, func(e *replEnv, ctx context.Context, key, follower string) {
-			reader := e.clientOfWith(t, func(cfg *runtime.ClientConfig) { cfg.Settings.MaxFailovers = 0 }, follower)
+		tr := trailingFollower(t, func(tr *trail) {
+			reader := tr.e.clientOfWith(t, func(cfg *runtime.ClientConfig) { cfg.Settings.MaxFailovers = 0 }, tr.follower)
 			go func() {
-				v, err := e.call(ctx, reader, counterReadNow, key, 0)
+				v, err := tr.e.call(tr.ctx, reader, counterReadNow, tr.key, 0)
 				got <- read{v, err}
 			}()
 		})
-		release()
+		tr.release()
 		r := <-got
 		if r.err != nil || r.v != 1 {
-			t.Errorf("ReadNow of %s on %s = %d, %v; want 1, served", key, follower, r.v, r.err)
+			t.Errorf("ReadNow of %s on %s = %d, %v; want 1, served", tr.key, tr.follower, r.v, r.err)
 		}
-		e.check(t)
+		tr.e.check(t)
 	})
 }
 
@@ -644,19 +655,20 @@ func TestReplicationConfirmedReadIsServed(t *testing.T) {
 // leader.
 func TestReplicationCatchingUpNodeRedirectsReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e, ctx, key, follower, leader, release := trailingFollower(t, nil)
-		reader := e.clientOfWith(t, func(cfg *runtime.ClientConfig) { cfg.Settings.MaxFailovers = 0 }, follower, leader)
+		tr := trailingFollower(t, nil)
+		e := tr.e
+		reader := e.clientOfWith(t, func(cfg *runtime.ClientConfig) { cfg.Settings.MaxFailovers = 0 }, tr.follower, tr.leader)
 		for _, m := range []*runtime.MethodDesc{counterGet, counterReadNow} {
-			before := e.counters[leader].reads()
-			v, err := e.call(ctx, reader, m, key, 0)
+			before := e.counters[tr.leader].reads()
+			v, err := e.call(tr.ctx, reader, m, tr.key, 0)
 			if err != nil || v != 1 {
-				t.Errorf("%s of %s, %s catching up = %d, %v; want 1 from the leader %s", m.Name, key, follower, v, err, leader)
+				t.Errorf("%s of %s, %s catching up = %d, %v; want 1 from the leader %s", m.Name, tr.key, tr.follower, v, err, tr.leader)
 			}
-			if n := e.counters[leader].reads() - before; n != 1 {
-				t.Errorf("%s of %s ran %d times on the leader %s; want 1", m.Name, key, n, leader)
+			if n := e.counters[tr.leader].reads() - before; n != 1 {
+				t.Errorf("%s of %s ran %d times on the leader %s; want 1", m.Name, tr.key, n, tr.leader)
 			}
 		}
-		release()
+		tr.release()
 		e.check(t)
 	})
 }
