@@ -55,19 +55,7 @@ func powerCut(ctx context.Context, e *env) error {
 	if err := e.at(ctx, e.start()); err != nil {
 		return err
 	}
-	for _, n := range e.Nodes {
-		if err := e.Kill(n); err != nil {
-			return err
-		}
-	}
-	e.note("every node killed")
-	sleep(ctx, e.bounded(downFor, 0.15))
-	for _, n := range e.Nodes {
-		if err := e.restart(n); err != nil {
-			return err
-		}
-	}
-	return nil
+	return e.powerCut(ctx, e.bounded(downFor, 0.15))
 }
 
 // whileDown SIGKILLs name at the fault's start, does down to it while it

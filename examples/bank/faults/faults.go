@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ffgen/ffgen/examples/bank"
@@ -67,7 +66,11 @@ var faults = []fault{
 		severalWriters: true, nextVersion: true, run: upgrade("b1", "b2")},
 }
 
-func init() { faults = append(faults, durableFaults...) }
+func init() {
+	faults = append(faults, durableFaults...)
+	faults = append(faults, fault{name: "random", about: "a seeded random schedule of the faults above until 4/5 of the load: freezes of any node or the leader, kill -9 and restarts, a node cut off, power cuts",
+		mayCut: true, run: randomFaults})
+}
 
 // Faults of a new kind: their timings.
 const (
@@ -122,16 +125,10 @@ func freezeLeader(frac float64) func(context.Context, *env) error {
 			if err != nil {
 				return err
 			}
-			n := e.Node(name)
-			if err := e.Signal(n, syscall.SIGSTOP); err != nil {
-				return err
-			}
-			sleep(context.WithoutCancel(ctx), d) // never leave a node frozen
-			if err := e.Signal(n, syscall.SIGCONT); err != nil {
+			if err := e.freeze(e.Node(name), d); err != nil {
 				return err
 			}
 			e.note("froze the leader %s (%s) for %v", name, how, d)
-			e.recover(n)
 			if i < freezes-1 {
 				sleep(ctx, e.bounded(freezeEvery, 0.1))
 			}
@@ -233,19 +230,10 @@ func (e *env) roll(ctx context.Context, names []string, what string, before func
 
 func freeze(name string) func(context.Context, *env) error {
 	return func(ctx context.Context, e *env) error {
-		n := e.Node(name)
 		if err := e.at(ctx, e.start()); err != nil {
 			return err
 		}
-		if err := e.Signal(n, syscall.SIGSTOP); err != nil {
-			return err
-		}
-		sleep(context.WithoutCancel(ctx), e.bounded(freezeFor, 0.5)) // never leave a node frozen
-		if err := e.Signal(n, syscall.SIGCONT); err != nil {
-			return err
-		}
-		e.recover(n)
-		return nil
+		return e.freeze(e.Node(name), e.bounded(freezeFor, 0.5))
 	}
 }
 

@@ -14,16 +14,15 @@ import (
 
 // shortFaults are the faults of the short version, one of each kind of
 // trouble: a crash and restart, a restart during catch-up, a freeze, a
-// partition, hostile connections, several writers.
-var shortFaults = []string{"kill9-restart", "restart-in-catchup", "sigstop", "partition-both", "hostile", "writers"}
+// partition, hostile connections, several writers, and a random schedule
+// of faults.
+var shortFaults = []string{"kill9-restart", "restart-in-catchup", "sigstop", "partition-both", "hostile", "writers", "random"}
 
 // TestFaults runs the short version of make faults: real processes on
 // loopback, a few seconds of paced load per fault. It asserts outcomes only:
 // every node's audit passes, with no acknowledged write lost, applied twice
 // or contradicted, every node that came back is ready again, and the
-// history is not found non-linearizable; a history whose writes alone are
-// linearizable while a read is stale is logged, not failed, as long as
-// Balance reads one node.
+// history, reads included, is not found non-linearizable.
 func TestFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes; about a minute")
@@ -60,11 +59,6 @@ func TestFaults(t *testing.T) {
 		switch {
 		case r.Skipped != "":
 			t.Logf("%s skipped: %s", r.Fault, r.Skipped)
-		case r.StaleReadsOnly:
-			// Balance reads one node, which may not have applied a write
-			// another node acknowledged (see the README): the suite fails
-			// the row, the test reports it until reads are linearizable.
-			t.Logf("%s: only the reads are not linearizable (the writes are): %s", r.Fault, r.LinearizableDetail)
 		case !r.Passed:
 			t.Errorf("%s: %s: lost %d, applied twice %d, contradicting %d, catch-up %s, linearizable %s; %q",
 				r.Fault, verdict(r), r.Lost, r.AppliedTwice, r.Contradicting, catchUps(r.CatchUp), r.Linearizable, r.Notes)
@@ -124,8 +118,6 @@ func TestMixedVersions(t *testing.T) {
 	switch {
 	case r.Skipped != "":
 		t.Skipf("mixed-versions skipped: %s", r.Skipped)
-	case r.StaleReadsOnly:
-		t.Logf("only the reads are not linearizable (the writes are): %s", r.LinearizableDetail)
 	case !r.Passed:
 		t.Errorf("%s: lost %d, applied twice %d, contradicting %d, linearizable %s; %q",
 			verdict(r), r.Lost, r.AppliedTwice, r.Contradicting, r.Linearizable, r.Notes)

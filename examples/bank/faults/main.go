@@ -21,6 +21,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -44,6 +45,7 @@ func main() {
 	flag.DurationVar(&s.CheckTimeout, "check-timeout", history.DefaultTimeout, "how long each fault's linearizability check may take before it answers unknown")
 	only := flag.String("only", "", "run only these faults, comma-separated (default: all): "+faultNames())
 	keep := flag.Bool("keep", false, "keep the logs directory")
+	flag.Uint64Var(&s.Seed, "seed", 0, "the random row's schedule (default: a new one, printed in the row's notes)")
 	flag.Parse()
 	os.Exit(run(s, *only, *keep))
 }
@@ -136,7 +138,7 @@ func indexFault(name string) int {
 func (s *Suite) Run(ctx context.Context, faults []fault) ([]Row, error) {
 	var fw *firewall
 	for _, f := range faults {
-		if f.firewall || f.sides != nil {
+		if f.firewall || f.mayCut || f.sides != nil {
 			var err error
 			if fw, err = newFirewall(ctx); err != nil {
 				fmt.Fprintf(s.Out, "faults: partitions skipped: %v\n", err)
@@ -145,6 +147,9 @@ func (s *Suite) Run(ctx context.Context, faults []fault) ([]Row, error) {
 			}
 			break
 		}
+	}
+	if s.Seed == 0 {
+		s.Seed = rand.Uint64() >> 16 // short enough to type
 	}
 	var rows []Row
 	for _, f := range faults {

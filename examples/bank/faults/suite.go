@@ -43,6 +43,8 @@ type Suite struct {
 	// CheckTimeout bounds the linearizability check of each fault's
 	// history (history.DefaultTimeout if 0).
 	CheckTimeout time.Duration
+	// Seed fixes the random row's schedule of faults; 0 draws a new one.
+	Seed uint64
 
 	Out io.Writer // timeline
 }
@@ -173,6 +175,7 @@ type fault struct {
 	about          string
 	severalWriters bool // Suite.Writers writer processes, not one
 	firewall       bool // needs iptables
+	mayCut         bool // uses iptables where it runs, and does without elsewhere
 	// sides splits the nodes for e.fw.split: each side's nodes, and a
 	// writer beside each side (one per side, instead of one in all), run
 	// under a group ID of the side's. Needs iptables.
