@@ -1,0 +1,347 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ffgen/ffgen/runtime"
+	"github.com/ffgen/ffgen/runtime/fftest"
+	"github.com/ffgen/ffgen/runtime/internal/testledger"
+)
+
+// Faults nobody wrote down. The replication tests elsewhere replay
+// sequences someone thought of; here a seeded schedule of random faults
+// (freezes, crashes and restarts from disk, power cuts, partitions of any
+// shape with clients on either side, one-way cuts, lost, delayed and reset
+// connections, the leader singled out) runs under writers and readers, and
+// the history of every call is checked with porcupine, as Jepsen's nemesis
+// does. A seed fixes the schedule; the goroutines' interleaving, which
+// synctest does not fix, differs from run to run.
+//
+// make test runs the seeds below; -nemesis.seeds=N runs N more, from a
+// seed it prints, and -nemesis.seed=S runs S alone.
+
+var (
+	nemesisSeeds = flag.Int("nemesis.seeds", 0, "run this many more random fault schedules in TestReplicationRandomFaults")
+	nemesisSeed  = flag.Uint64("nemesis.seed", 0, "run only this fault schedule in TestReplicationRandomFaults")
+)
+
+func TestReplicationRandomFaults(t *testing.T) {
+	seeds := []uint64{1, 2, 3, 4}
+	if *nemesisSeed != 0 {
+		seeds = []uint64{*nemesisSeed}
+	}
+	if *nemesisSeeds > 0 {
+		first := rand.Uint64() >> 16
+		t.Logf("more schedules from seed %d", first)
+		for i := range *nemesisSeeds {
+			seeds = append(seeds, first+uint64(i))
+		}
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { runNemesis(t, seed) })
+		})
+	}
+}
+
+// nemesis is a random fault schedule against a replEnv, and the faults it
+// has in force, so that it can undo them all at the end.
+type nemesis struct {
+	e       *replEnv
+	rng     *rand.Rand
+	clients []string // the clients' network names
+	killed  []string
+	log     []string // what it did, in order, for the failure message
+}
+
+func runNemesis(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0x6e656d))
+	snapshots := seed%2 == 0
+	cfg, _ := durableConfig(t, fftest.Config{PerGroup: 2,
+		Replication: runtime.ReplicationConfig{SnapshotEvery: 64}})
+	e := newReplEnv(t, cfg, snapshots)
+	e.Net.Seed(seed)
+	e.WaitReady(t)
+	n := &nemesis{e: e, rng: rng}
+	defer func() {
+		if t.Failed() {
+			t.Logf("seed %d, faults in order:\n%s", seed, strings.Join(n.log, "\n"))
+		}
+	}()
+
+	// Clients that know every node, and one per node that knows only it,
+	// so that calls start on followers too, not only where the leader is
+	// known to be.
+	var routed, pinned []*runtime.Client
+	for range 3 {
+		routed = append(routed, e.newClient(t, func(cfg *runtime.ClientConfig) { cfg.Settings.MaxFailovers = 3 }))
+		n.clients = append(n.clients, e.lastClient())
+	}
+	for _, m := range e.Members.Members() {
+		view := runtime.NewStaticMembership()
+		view.Set([]runtime.Member{m})
+		pinned = append(pinned, e.newClient(t, func(cfg *runtime.ClientConfig) { cfg.Membership = view }))
+		n.clients = append(n.clients, e.lastClient())
+	}
+	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w, c := range routed {
+		crng := rand.New(rand.NewPCG(seed, uint64(w)))
+		wg.Go(func() {
+			nemesisClient(e, []*runtime.Client{c, pinned[w%len(pinned)], pinned[(w+1)%len(pinned)]}, crng, w, keys, stop)
+		})
+	}
+
+	end := time.Now().Add(20 * time.Second)
+	for time.Now().Before(end) {
+		n.fault(t)
+		time.Sleep(time.Duration(rng.Int64N(int64(500 * time.Millisecond))))
+	}
+	n.healAll(t)
+	e.WaitReady(t)
+	close(stop)
+	wg.Wait()
+
+	// Once healed, the cluster takes writes and linearizable reads again.
+	ctx := t.Context()
+	c := e.newClient(t)
+	for _, k := range keys {
+		if _, err := e.call(ctx, c, counterAdd, k, 1); err != nil {
+			t.Errorf("write to %s after the faults healed: %v", k, err)
+		}
+		if _, err := e.call(ctx, c, counterReadNow, k, 0); err != nil {
+			t.Errorf("linearizable read of %s after the faults healed: %v", k, err)
+		}
+	}
+	e.check(t)
+	ok, unsure, failed := e.hist.outcomes()
+	t.Logf("seed %d: %d operations: %d answered, %d may have applied, %d failed; %d faults",
+		seed, ok+unsure+failed, ok, unsure, failed, len(n.log))
+	if ok == 0 {
+		t.Errorf("no operation was answered")
+	}
+}
+
+// nemesisClient makes calls through a random one of cs until stop closes:
+// writes with new operation IDs, writes retried with the ID of an earlier
+// one (the same key and amount, as a caller that retries sends them),
+// linearizable reads and default reads, each with a timeout, with short
+// random pauses between.
+func nemesisClient(e *replEnv, cs []*runtime.Client, rng *rand.Rand, w int, keys []string, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		c := cs[rng.IntN(len(cs))]
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		switch r := rng.IntN(10); {
+		case r < 3:
+			e.call(ctx, c, counterAdd, keys[rng.IntN(len(keys))], rng.Int64N(9)+1)
+		case r < 5:
+			e.addUntilKnown(c, rng, keys[rng.IntN(len(keys))], rng.Int64N(9)+1, stop)
+		case r < 6:
+			// IDs 1 to 240, 80 per client, each always the same write.
+			id := byte(w*80 + rng.IntN(80) + 1)
+			e.call(opCtx(ctx, id), c, counterAdd, keys[int(id)%len(keys)], int64(id%7)+1)
+		case r < 8:
+			e.call(ctx, c, counterReadNow, keys[rng.IntN(len(keys))], 0)
+		default:
+			e.call(ctx, c, counterGet, keys[rng.IntN(len(keys))], 0)
+		}
+		cancel()
+		time.Sleep(time.Duration(rng.Int64N(int64(20 * time.Millisecond))))
+	}
+}
+
+// addUntilKnown writes, and retries with the same operation ID while the
+// write may have applied and may not, as a careful caller does, until it
+// learns its result or stop closes. The history holds one operation, from
+// the first call to the last answer.
+func (e *replEnv) addUntilKnown(c *runtime.Client, rng *rand.Rand, key string, delta int64, stop <-chan struct{}) {
+	var id [16]byte
+	binary.LittleEndian.PutUint64(id[:], rng.Uint64())
+	binary.LittleEndian.PutUint64(id[8:], rng.Uint64())
+	op := e.hist.begin(context.Background(), counterAdd.Name, key, delta)
+	uncertain := false
+	for {
+		ctx, cancel := context.WithTimeout(runtime.WithOperationID(context.Background(), id), 3*time.Second)
+		var res testledger.Int64Result
+		err := c.Invoke(ctx, counterAdd, &testledger.AddArgs{Account: key, Amount: delta}, &res)
+		cancel()
+		uncertain = uncertain || runtime.MaybeExecuted(err)
+		select {
+		case <-stop:
+		default:
+			if err != nil && uncertain {
+				time.Sleep(time.Duration(10+rng.Int64N(40)) * time.Millisecond)
+				continue
+			}
+		}
+		if err != nil && uncertain {
+			err = context.DeadlineExceeded // still unknown: as MaybeExecuted says
+		}
+		e.hist.end(op, res.R0, err)
+		return
+	}
+}
+
+// fault applies one random fault, holds it for a random time, and undoes
+// it (a crash is undone by a start, possibly later).
+func (n *nemesis) fault(t *testing.T) {
+	e, rng := n.e, n.rng
+	nodes := e.names()
+	pick := func() string { return nodes[rng.IntN(len(nodes))] }
+	hold := time.Duration(100+rng.Int64N(2900)) * time.Millisecond
+	did := func(format string, args ...any) {
+		n.log = append(n.log, fmt.Sprintf("%8v ", time.Duration(time.Now().UnixNano())%time.Hour)+fmt.Sprintf(format, args...))
+	}
+	switch rng.IntN(11) {
+	case 0: // a frozen node (SIGSTOP): nothing goes in or out, timers run on
+		v := pick()
+		did("freeze %s for %v", v, hold)
+		e.Net.Pause(v)
+		time.Sleep(hold)
+		e.Net.Resume(v)
+	case 1: // the leader frozen: the sequence of a stalled leader
+		v := n.leader(pick)
+		did("freeze the leader %s for %v", v, hold)
+		e.Net.Pause(v)
+		time.Sleep(hold)
+		e.Net.Resume(v)
+	case 2: // a node cut off from everyone
+		v := pick()
+		did("isolate %s for %v", v, hold)
+		e.Net.Isolate(v)
+		time.Sleep(hold)
+		e.Net.Rejoin(v)
+	case 3: // the leader cut off, with a client beside it
+		v := n.leader(pick)
+		cl := n.clients[rng.IntN(len(n.clients))]
+		did("cut the leader %s and %s from the rest for %v", v, cl, hold)
+		n.split(append([]string{v, cl}, ""), hold)
+	case 4: // two sides of any shape, clients on either
+		var side []string
+		for _, x := range append(slices.Clone(nodes), n.clients...) {
+			if rng.IntN(2) == 0 {
+				side = append(side, x)
+			}
+		}
+		did("partition %v from the rest for %v", side, hold)
+		n.split(side, hold)
+	case 5: // one-way cuts between random pairs
+		var cuts []string
+		for range 1 + rng.IntN(3) {
+			a, b := pick(), pick()
+			if a != b {
+				e.Net.Cut(a, b)
+				cuts = append(cuts, a+"->"+b)
+			}
+		}
+		did("cut %v one way for %v", cuts, hold)
+		time.Sleep(hold)
+		e.Net.HealAll()
+	case 6: // lossy and slow links
+		var links []string
+		for range 1 + rng.IntN(4) {
+			a, b := pick(), pick()
+			if a == b {
+				continue
+			}
+			p, d := rng.Float64()/2, time.Duration(rng.Int64N(int64(40*time.Millisecond)))
+			e.Net.Drop(a, b, p)
+			e.Net.Delay(a, b, d)
+			links = append(links, fmt.Sprintf("%s->%s lose %.2f delay %v", a, b, p, d))
+		}
+		did("%v for %v", links, hold)
+		time.Sleep(hold)
+		e.Net.HealAll()
+	case 7: // every connection of a node reset
+		v := pick()
+		did("reset %s's connections", v)
+		e.Net.ResetNode(v)
+	case 8, 9: // kill -9, started again now or after the next faults
+		v := pick()
+		if slices.Contains(n.killed, v) {
+			did("start %s", v)
+			n.start(t, v)
+			return
+		}
+		did("kill %s", v)
+		e.Kill(t, v)
+		n.killed = append(n.killed, v)
+		if rng.IntN(2) == 0 {
+			time.Sleep(hold)
+			did("start %s", v)
+			n.start(t, v)
+		}
+	case 10: // a power cut: every node killed at once, all started again
+		did("power cut for %v", hold)
+		for _, v := range nodes {
+			if !slices.Contains(n.killed, v) {
+				e.Kill(t, v)
+			}
+		}
+		n.killed = nil
+		time.Sleep(hold)
+		for _, v := range nodes {
+			e.Start(t, v)
+		}
+	}
+}
+
+// split cuts the named network nodes from every other one, both ways, for
+// hold.
+func (n *nemesis) split(side []string, hold time.Duration) {
+	all := append(n.e.names(), n.clients...)
+	for _, a := range side {
+		for _, b := range all {
+			if a != "" && !slices.Contains(side, b) {
+				n.e.Net.CutBoth(a, b)
+			}
+		}
+	}
+	time.Sleep(hold)
+	n.e.Net.HealAll()
+}
+
+// leader is the node that leads now, or another if none does.
+func (n *nemesis) leader(otherwise func() string) string {
+	for _, node := range n.e.Nodes {
+		if slices.Contains(n.killed, node.Name) {
+			continue
+		}
+		for _, st := range node.Server.Replication() {
+			if st.Leading {
+				return node.Name
+			}
+		}
+	}
+	return otherwise()
+}
+
+func (n *nemesis) start(t *testing.T, v string) {
+	n.e.Start(t, v)
+	n.killed = slices.DeleteFunc(n.killed, func(x string) bool { return x == v })
+}
+
+// healAll undoes every fault in force.
+func (n *nemesis) healAll(t *testing.T) {
+	n.e.Net.HealAll()
+	for _, v := range slices.Clone(n.killed) {
+		n.log = append(n.log, "start "+v)
+		n.start(t, v)
+	}
+}
