@@ -499,11 +499,11 @@ func (s *Server) arrive(c transport.Conn, a *frame.Attempt) {
 	if reg != nil {
 		sm = reg.methods[a.Method]
 	}
-	if sm == nil || s.closed {
+	if closed := s.closed; sm == nil || closed {
 		s.mu.Unlock()
 		r := &frame.Result{Call: a.Call, Status: frame.StatusFailover, Code: codeUnknownMethod,
 			Message: fmt.Sprintf("node does not serve %s.%s", a.Service, a.Method)}
-		if s.closed {
+		if closed {
 			r.Code, r.Message = codeCatchingUp, "node is shutting down"
 		}
 		s.refusedAttempt(sm, a.Service, a.Method, c, r)

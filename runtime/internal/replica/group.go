@@ -118,14 +118,19 @@ type Group struct {
 	log     *slog.Logger
 
 	// raftMu guards rn and the fields below it (loop.go).
-	raftMu   sync.Mutex
-	rn       *raft.RawNode
-	conf     *pb.ConfState
-	lead     uint64
-	leading  bool
-	ticks    int
-	heard    map[string]heardHello // by name
-	confBusy time.Time             // a configuration change is under way since
+	raftMu  sync.Mutex
+	rn      *raft.RawNode
+	conf    *pb.ConfState
+	lead    uint64
+	leading bool
+	ticks   int
+	heard   map[string]heardHello // by name
+	// lastFrom is the tick each peer's last raft message arrived in, and
+	// leadSince the tick this node last became leader: together they tell
+	// whether a member is alive (members.go, silent).
+	lastFrom  map[uint64]int
+	leadSince int
+	confBusy  time.Time // a configuration change is under way since
 	// campaignUntil: a client failed over to this node; it keeps standing
 	// for election until then.
 	campaignUntil time.Time
@@ -235,7 +240,8 @@ type proposal struct {
 
 type heardHello struct {
 	hello
-	at time.Time
+	at   time.Time
+	tick int // g.ticks when it arrived
 }
 
 // soloName names a server outside any cluster in its group.
@@ -256,6 +262,7 @@ func New(cfg Config) (*Group, error) {
 		log:        cfg.Logger.With("service", cfg.Service),
 		conf:       &pb.ConfState{},
 		heard:      make(map[string]heardHello),
+		lastFrom:   make(map[uint64]int),
 		evWake:     make(chan struct{}, 1),
 		runWake:    make(chan struct{}, 1),
 		asm:        make(map[string]*assembly),

@@ -173,6 +173,7 @@ func (g *Group) drainInbox() {
 	g.inMsgs, g.inSpare, g.inProps, g.inCtl = g.inSpare[:0], nil, nil, nil
 	g.inMu.Unlock()
 	for i, m := range msgs {
+		g.lastFrom[m.GetFrom()] = g.ticks
 		if staleHeartbeatResp(m, msgs[i+1:]) {
 			continue
 		}
@@ -377,6 +378,7 @@ func (g *Group) softState(ss *raft.SoftState) {
 	}
 	name := g.nameOf(ss.Lead)
 	if leading {
+		g.leadSince = g.ticks
 		g.log.Info("ffgen: leading the replicated service", "term", g.rn.BasicStatus().HardState.GetTerm())
 	}
 	g.mu.Lock()

@@ -24,7 +24,8 @@ import (
 //   - Joining: a node that finds a formed group (a hello from a member)
 //     keeps saying hello; the leader adds it as a learner, and promotes it
 //     to voter once it has caught up. A node restarted empty is a new
-//     member (a new raft ID): the leader removes its earlier self first.
+//     member (a new raft ID): the leader removes its earlier self first,
+//     once that has gone silent (silent).
 //   - Leaving: a graceful stop hands leadership over and removes the node
 //     (Leave); an operator may remove a dead node (Remove).
 
@@ -112,7 +113,7 @@ func (g *Group) sayHello(to string) {
 }
 
 func (g *Group) onHello(h hello) {
-	g.heard[h.name] = heardHello{hello: h, at: time.Now()}
+	g.heard[h.name] = heardHello{hello: h, at: time.Now(), tick: g.ticks}
 	g.mu.Lock()
 	if g.names[h.id] == "" {
 		g.names[h.id] = h.name
@@ -187,6 +188,12 @@ func (g *Group) manageMembers() {
 			continue
 		}
 		if old, ok := names[name]; ok && old != h.id {
+			if !g.silent(old, h.tick) {
+				// A hello can be older than the member it would replace:
+				// one the node sent before its data was lost, read late.
+				// A member that still talks is the node's current self.
+				continue
+			}
 			g.log.Info("ffgen: removing a node's earlier self", "node", name)
 			g.proposeConf(pb.ConfChangeType_ConfChangeRemoveNode, old, name)
 			return
@@ -208,6 +215,22 @@ func (g *Group) manageMembers() {
 		g.log.Info("ffgen: promoting a caught-up learner to voter", "node", name)
 		g.proposeConf(pb.ConfChangeType_ConfChangeAddNode, promote, name)
 	}
+}
+
+// silent reports whether member id has sent this leader nothing for two
+// election timeouts, counted from when it became leader at the earliest,
+// and nothing since a hello heard in tick helloTick. Only then may a hello from another
+// raft ID under the member's name replace it: a node that lost its data
+// says hello under a new ID, but so, read late, does a hello its earlier
+// self sent before the member existed, and removing a member that is
+// alive for it leaves the node out for good (it believes it is a member
+// and asks to join no more). A member that answers the leader is alive;
+// one that lost its data sends nothing under its old ID again. Two
+// election timeouts: a leader that was frozen for longer has been
+// deposed, and what it proposes does not commit.
+func (g *Group) silent(id uint64, helloTick int) bool {
+	last := max(g.lastFrom[id], g.leadSince)
+	return helloTick > last && g.ticks-last > 2*g.cfg.ElectionTicks
 }
 
 func (g *Group) proposeConf(t pb.ConfChangeType, id uint64, name string) error {
