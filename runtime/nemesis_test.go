@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -20,11 +21,11 @@ import (
 
 // Faults nobody wrote down. The replication tests elsewhere replay
 // sequences someone thought of; here a seeded schedule of random faults
-// (freezes, crashes and restarts from disk, power cuts, partitions of any
-// shape with clients on either side, one-way cuts, lost, delayed and reset
-// connections, the leader singled out) runs under writers and readers, and
-// the history of every call is checked with porcupine, as Jepsen's nemesis
-// does. A seed fixes the schedule; the goroutines' interleaving, which
+// (freezes, crashes and restarts from disk, graceful restarts, a lost
+// disk, power cuts, partitions of any shape with clients on either side,
+// one-way cuts, lost, delayed and reset connections, the leader singled
+// out) runs under writers and readers, and the history of every call is
+// checked with porcupine, as Jepsen's nemesis does. A seed fixes the schedule; the goroutines' interleaving, which
 // synctest does not fix, differs from run to run.
 //
 // make test runs the seeds below; -nemesis.seeds=N runs N more, from a
@@ -61,23 +62,20 @@ type nemesis struct {
 	rng     *rand.Rand
 	clients []string // the clients' network names
 	killed  []string
-	log     []string // what it did, in order, for the failure message
+	dirs    map[string]string // each node's data directory
+	log     []string          // what it did, in order, for the failure message
 }
 
 func runNemesis(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x6e656d))
 	snapshots := seed%2 == 0
-	cfg, _ := durableConfig(t, fftest.Config{PerGroup: 2,
+	cfg, dirs := durableConfig(t, fftest.Config{PerGroup: 2,
 		Replication: runtime.ReplicationConfig{SnapshotEvery: 64}})
 	e := newReplEnv(t, cfg, snapshots)
 	e.Net.Seed(seed)
 	e.WaitReady(t)
-	n := &nemesis{e: e, rng: rng}
-	defer func() {
-		if t.Failed() {
-			t.Logf("seed %d, faults in order:\n%s", seed, strings.Join(n.log, "\n"))
-		}
-	}()
+	n := &nemesis{e: e, rng: rng, dirs: dirs}
+	defer func() { t.Logf("seed %d, faults in order:\n%s", seed, strings.Join(n.log, "\n")) }()
 
 	// Clients that know every node, and one per node that knows only it,
 	// so that calls start on followers too, not only where the leader is
@@ -96,6 +94,8 @@ func runNemesis(t *testing.T, seed uint64) {
 	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	halt := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer halt() // a fatal check leaves no client running in the bubble
 	for w, c := range routed {
 		crng := rand.New(rand.NewPCG(seed, uint64(w)))
 		wg.Go(func() {
@@ -110,8 +110,7 @@ func runNemesis(t *testing.T, seed uint64) {
 	}
 	n.healAll(t)
 	e.WaitReady(t)
-	close(stop)
-	wg.Wait()
+	halt()
 
 	// Once healed, the cluster takes writes and linearizable reads again.
 	ctx := t.Context()
@@ -208,7 +207,7 @@ func (n *nemesis) fault(t *testing.T) {
 	did := func(format string, args ...any) {
 		n.log = append(n.log, fmt.Sprintf("%8v ", time.Duration(time.Now().UnixNano())%time.Hour)+fmt.Sprintf(format, args...))
 	}
-	switch rng.IntN(11) {
+	switch rng.IntN(13) {
 	case 0: // a frozen node (SIGSTOP): nothing goes in or out, timers run on
 		v := pick()
 		did("freeze %s for %v", v, hold)
@@ -287,6 +286,35 @@ func (n *nemesis) fault(t *testing.T) {
 			did("start %s", v)
 			n.start(t, v)
 		}
+	case 11: // a graceful restart: leadership handed over, state kept
+		v := pick()
+		if slices.Contains(n.killed, v) {
+			return
+		}
+		did("shut %s down and start it", v)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		e.Node(v).Server.Shutdown(ctx)
+		cancel()
+		e.Kill(t, v)
+		n.start(t, v)
+	case 12: // a lost disk: the node comes back empty, as a new member
+		// Only while every other node is up and serves: one lost disk at a
+		// time, beside a majority that holds every committed write, is the
+		// fault raft is meant to survive.
+		v := pick()
+		for _, node := range e.Nodes {
+			if node.Name != v && (slices.Contains(n.killed, node.Name) || node.Server.Ready() != nil) {
+				return
+			}
+		}
+		did("kill %s, delete its data directory, start it", v)
+		if !slices.Contains(n.killed, v) {
+			e.Kill(t, v)
+		}
+		if err := os.RemoveAll(n.dirs[v]); err != nil {
+			t.Fatal(err)
+		}
+		n.start(t, v)
 	case 10: // a power cut: every node killed at once, all started again
 		did("power cut for %v", hold)
 		for _, v := range nodes {

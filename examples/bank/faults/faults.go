@@ -68,7 +68,7 @@ var faults = []fault{
 
 func init() {
 	faults = append(faults, durableFaults...)
-	faults = append(faults, fault{name: "random", about: "a seeded random schedule of the faults above until 4/5 of the load: freezes of any node or the leader, kill -9 and restarts, a node cut off, power cuts",
+	faults = append(faults, fault{name: "random", about: "a seeded random schedule of the faults above until 4/5 of the load: freezes of any node or the leader, kill -9 and restarts, graceful restarts, a lost disk, a node cut off, power cuts",
 		mayCut: true, run: randomFaults})
 }
 
