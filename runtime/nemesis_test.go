@@ -62,19 +62,27 @@ type nemesis struct {
 	rng     *rand.Rand
 	clients []string // the clients' network names
 	killed  []string
-	dirs    map[string]string // each node's data directory
+	dirs    map[string]string // each node's data directory; nil: state in memory
 	log     []string          // what it did, in order, for the failure message
 }
 
 func runNemesis(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x6e656d))
 	snapshots := seed%2 == 0
-	cfg, dirs := durableConfig(t, fftest.Config{PerGroup: 2,
-		Replication: runtime.ReplicationConfig{SnapshotEvery: 64}})
+	// One schedule in three keeps the state in memory: every crash then
+	// brings a node back empty, as a new member, which changes raft's
+	// configuration twice (its earlier self removed, itself added).
+	inMemory := seed%3 == 0
+	cfg := fftest.Config{PerGroup: 2, Replication: runtime.ReplicationConfig{SnapshotEvery: 64}}
+	var dirs map[string]string
+	if !inMemory {
+		cfg, dirs = durableConfig(t, cfg)
+	}
 	e := newReplEnv(t, cfg, snapshots)
 	e.Net.Seed(seed)
 	e.WaitReady(t)
 	n := &nemesis{e: e, rng: rng, dirs: dirs}
+	t.Logf("seed %d: snapshots %v, state in memory %v", seed, snapshots, inMemory)
 	defer func() { t.Logf("seed %d, faults in order:\n%s", seed, strings.Join(n.log, "\n")) }()
 
 	// Clients that know every node, and one per node that knows only it,
@@ -204,10 +212,13 @@ func (n *nemesis) fault(t *testing.T) {
 	nodes := e.names()
 	pick := func() string { return nodes[rng.IntN(len(nodes))] }
 	hold := time.Duration(100+rng.Int64N(2900)) * time.Millisecond
-	did := func(format string, args ...any) {
-		n.log = append(n.log, fmt.Sprintf("%8v ", time.Duration(time.Now().UnixNano())%time.Hour)+fmt.Sprintf(format, args...))
+	did := n.did
+	k := rng.IntN(13)
+	if n.dirs == nil && k >= 8 {
+		n.crashInMemory(t, pick(), k == 11, hold)
+		return
 	}
-	switch rng.IntN(13) {
+	switch k {
 	case 0: // a frozen node (SIGSTOP): nothing goes in or out, timers run on
 		v := pick()
 		did("freeze %s for %v", v, hold)
@@ -330,6 +341,33 @@ func (n *nemesis) fault(t *testing.T) {
 	}
 }
 
+// crashInMemory kills v and starts it again after hold, empty, or stops
+// it gracefully and starts it at once; only while every node is up and
+// serves. Losing a second node's state while the first is still being
+// replaced would leave two of four voters, which can never change the
+// configuration again: with the state in memory, the group is lost.
+func (n *nemesis) crashInMemory(t *testing.T, v string, graceful bool, hold time.Duration) {
+	e := n.e
+	for _, node := range e.Nodes {
+		if node.Server.Ready() != nil {
+			n.did("no crash of %s: %s not ready", v, node.Name)
+			return
+		}
+	}
+	if graceful {
+		n.did("shut %s down (it leaves the voters) and start it empty", v)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		e.Node(v).Server.Shutdown(ctx)
+		cancel()
+		e.Kill(t, v)
+	} else {
+		n.did("kill %s for %v, start it empty", v, hold)
+		e.Kill(t, v)
+		time.Sleep(hold)
+	}
+	e.Start(t, v)
+}
+
 // split cuts the named network nodes from every other one, both ways, for
 // hold.
 func (n *nemesis) split(side []string, hold time.Duration) {
@@ -343,6 +381,11 @@ func (n *nemesis) split(side []string, hold time.Duration) {
 	}
 	time.Sleep(hold)
 	n.e.Net.HealAll()
+}
+
+// did notes a fault, with the bubble's time since the schedule began.
+func (n *nemesis) did(format string, args ...any) {
+	n.log = append(n.log, fmt.Sprintf("%8v ", time.Duration(time.Now().UnixNano())%time.Hour)+fmt.Sprintf(format, args...))
 }
 
 // leader is the node that leads now, or another if none does.
@@ -369,7 +412,7 @@ func (n *nemesis) start(t *testing.T, v string) {
 func (n *nemesis) healAll(t *testing.T) {
 	n.e.Net.HealAll()
 	for _, v := range slices.Clone(n.killed) {
-		n.log = append(n.log, "start "+v)
+		n.did("start %s", v)
 		n.start(t, v)
 	}
 }
