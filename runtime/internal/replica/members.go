@@ -218,16 +218,16 @@ func (g *Group) manageMembers() {
 }
 
 // silent reports whether member id has sent this leader nothing for two
-// election timeouts, counted from when it became leader at the earliest,
-// and nothing since a hello heard in tick helloTick. Only then may a hello from another
-// raft ID under the member's name replace it: a node that lost its data
-// says hello under a new ID, but so, read late, does a hello its earlier
-// self sent before the member existed, and removing a member that is
-// alive for it leaves the node out for good (it believes it is a member
-// and asks to join no more). A member that answers the leader is alive;
-// one that lost its data sends nothing under its old ID again. Two
-// election timeouts: a leader that was frozen for longer has been
-// deposed, and what it proposes does not commit.
+// election timeouts, counted from its election at the earliest, and
+// nothing since a hello heard in tick helloTick. Only then may a hello
+// from another raft ID under the member's name replace it: a node that
+// lost its data says hello under a new ID, but so, read late, does a
+// hello its earlier self sent before the member existed, and removing a
+// member that is alive for it leaves the node out for good (it believes
+// it is a member and asks to join no more). A member that answers the
+// leader is alive; one that lost its data sends nothing under its old ID
+// again. Counted in this node's ticks, so that a freeze of the leader
+// itself is not taken for the member's silence.
 func (g *Group) silent(id uint64, helloTick int) bool {
 	last := max(g.lastFrom[id], g.leadSince)
 	return helloTick > last && g.ticks-last > 2*g.cfg.ElectionTicks
