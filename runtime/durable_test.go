@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -279,5 +280,70 @@ func flipRecordBytes(t *testing.T, path string) {
 	}
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A node the operator removed while it was down (RemoveReplica) comes
+// back from its data directory believing it is a member. Its peers tell
+// it that it is out: it says so, serves nothing, and stays out of the
+// voters; restarted once more, it sets its state aside and joins as a new
+// member, and every replica ends with the same state, no write twice.
+// With and without StateTransfer (a new member gets a snapshot, or the
+// whole log).
+func TestDurableRemovedNodeRejoinsAsANewMember(t *testing.T) {
+	for _, snapshots := range []bool{true, false} {
+		t.Run(fmt.Sprintf("snapshots=%v", snapshots), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg, dirs := durableConfig(t, fftest.Config{PerGroup: 2,
+					Replication: runtime.ReplicationConfig{SnapshotEvery: 16}})
+				e := newReplEnv(t, cfg, snapshots)
+				ctx := t.Context()
+				adds := func() {
+					t.Helper()
+					for i := range 40 {
+						if _, err := e.add(ctx, fmt.Sprintf("k%d", i%3), 1); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				adds()
+				leader := e.Leader(t, counterDesc.Name)
+				victim := otherThan(e.names(), leader)[0]
+				e.Kill(t, victim)
+				if err := e.Node(leader).Server.RemoveReplica(ctx, counterDesc.Name, victim); err != nil {
+					t.Fatal(err)
+				}
+				adds()
+
+				e.Start(t, victim)
+				var st runtime.ReplicaStatus
+				if !testkit.Within(testkit.Bound, func() bool { st = e.Node(victim).Server.Replication()[0]; return st.Removed }) {
+					t.Fatalf("%s, removed while down, was never told: %+v", victim, st)
+				}
+				if st.Ready || !strings.Contains(st.NotReady, "removed from the group") || !strings.Contains(st.NotReady, "restart the node") {
+					t.Errorf("%s once told it is out: %+v", victim, st)
+				}
+				adds()
+				if lst := e.Node(leader).Server.Replication()[0]; slices.Contains(lst.Voters, victim) || len(lst.Voters) != 3 {
+					t.Errorf("the leader's voters %v with the removed %s running", lst.Voters, victim)
+				}
+
+				e.Kill(t, victim)
+				e.Start(t, victim)
+				e.WaitReady(t)
+				if !testkit.Within(testkit.Bound, func() bool {
+					st = e.Node(victim).Server.Replication()[0]
+					return st.Role == "voter" && len(st.Voters) == 4
+				}) {
+					t.Fatalf("%s restarted did not become a voter again: %+v", victim, st)
+				}
+				kept, _ := filepath.Glob(filepath.Join(dirs[victim], counterDesc.Name, "removed-*", "wal"))
+				if len(kept) != 1 {
+					t.Errorf("the removed member's log is not kept aside: %v", kept)
+				}
+				adds()
+				e.check(t)
+			})
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ffgen/ffgen/internal/testkit"
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/fftest"
 	"github.com/ffgen/ffgen/runtime/internal/testledger"
@@ -24,7 +25,8 @@ import (
 // (freezes, crashes and restarts from disk, graceful restarts, a lost
 // disk, power cuts, partitions of any shape with clients on either side,
 // one-way cuts, lost, delayed and reset connections, the leader singled
-// out) runs under writers and readers, and the history of every call is
+// out, an operator who removes a node that is down and restarts it once
+// it says it is out) runs under writers and readers, and the history of every call is
 // checked with porcupine, as Jepsen's nemesis does. A seed fixes the schedule; the goroutines' interleaving, which
 // synctest does not fix, differs from run to run.
 //
@@ -62,8 +64,14 @@ type nemesis struct {
 	rng     *rand.Rand
 	clients []string // the clients' network names
 	killed  []string
-	dirs    map[string]string // each node's data directory; nil: state in memory
-	log     []string          // what it did, in order, for the failure message
+	// removed are the nodes the operator removed while they were down
+	// and has not restarted since they said they are out.
+	removed []string
+	// orng decides the operator's removals, apart from rng, so that a
+	// seed's faults stay those it had before removals were added.
+	orng *rand.Rand
+	dirs map[string]string // each node's data directory; nil: state in memory
+	log  []string          // what it did, in order, for the failure message
 }
 
 func runNemesis(t *testing.T, seed uint64) {
@@ -81,7 +89,7 @@ func runNemesis(t *testing.T, seed uint64) {
 	e := newReplEnv(t, cfg, snapshots)
 	e.Net.Seed(seed)
 	e.WaitReady(t)
-	n := &nemesis{e: e, rng: rng, dirs: dirs}
+	n := &nemesis{e: e, rng: rng, orng: rand.New(rand.NewPCG(seed, 0x72656d)), dirs: dirs}
 	t.Logf("seed %d: snapshots %v, state in memory %v", seed, snapshots, inMemory)
 	defer func() { t.Logf("seed %d, faults in order:\n%s", seed, strings.Join(n.log, "\n")) }()
 
@@ -213,6 +221,7 @@ func (n *nemesis) fault(t *testing.T) {
 	pick := func() string { return nodes[rng.IntN(len(nodes))] }
 	hold := time.Duration(100+rng.Int64N(2900)) * time.Millisecond
 	did := n.did
+	n.restartRemoved(t)
 	k := rng.IntN(13)
 	if n.dirs == nil && k >= 8 {
 		n.crashInMemory(t, pick(), k == 11, hold)
@@ -292,6 +301,9 @@ func (n *nemesis) fault(t *testing.T) {
 		did("kill %s", v)
 		e.Kill(t, v)
 		n.killed = append(n.killed, v)
+		if n.orng.IntN(4) == 0 {
+			n.remove(v)
+		}
 		if rng.IntN(2) == 0 {
 			time.Sleep(hold)
 			did("start %s", v)
@@ -338,6 +350,42 @@ func (n *nemesis) fault(t *testing.T) {
 		for _, v := range nodes {
 			e.Start(t, v)
 		}
+	}
+}
+
+// remove has the operator take v, which is down, for gone: RemoveReplica
+// on the leader. v then comes back from its data directory believing it
+// is a member, until a member tells it it is out (restartRemoved).
+func (n *nemesis) remove(v string) {
+	l := n.leader(func() string { return "" })
+	if l == "" || l == v {
+		n.did("no removal of %s: no leader", v)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := n.e.Node(l).Server.RemoveReplica(ctx, counterDesc.Name, v); err != nil {
+		n.did("the operator could not remove %s on %s: %v", v, l, err)
+		return
+	}
+	n.did("the operator removes %s on %s", v, l)
+	if !slices.Contains(n.removed, v) {
+		n.removed = append(n.removed, v)
+	}
+}
+
+// restartRemoved restarts the removed nodes that run and say they are
+// out, as an operator would: each comes back as a new member, its state
+// set aside.
+func (n *nemesis) restartRemoved(t *testing.T) {
+	for _, v := range slices.Clone(n.removed) {
+		if slices.Contains(n.killed, v) || !n.e.Node(v).Server.Replication()[0].Removed {
+			continue
+		}
+		n.did("%s says it is out: restart it", v)
+		n.e.Kill(t, v)
+		n.e.Start(t, v)
+		n.removed = slices.DeleteFunc(n.removed, func(x string) bool { return x == v })
 	}
 }
 
@@ -408,11 +456,29 @@ func (n *nemesis) start(t *testing.T, v string) {
 	n.killed = slices.DeleteFunc(n.killed, func(x string) bool { return x == v })
 }
 
-// healAll undoes every fault in force.
+// healAll undoes every fault in force, and waits until every node
+// serves: a node the operator removed is restarted once it says it is
+// out. One whose removal never committed serves as the member it was;
+// once all serve, the leader has committed what its log holds, so no
+// removal is still to come.
 func (n *nemesis) healAll(t *testing.T) {
 	n.e.Net.HealAll()
 	for _, v := range slices.Clone(n.killed) {
 		n.did("start %s", v)
 		n.start(t, v)
 	}
+	var notReady error
+	if !testkit.Within(testkit.Bound, func() bool {
+		n.restartRemoved(t)
+		for _, node := range n.e.Nodes {
+			if notReady = node.Server.Ready(); notReady != nil {
+				notReady = fmt.Errorf("%s: %w", node.Name, notReady)
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("not ready once the faults healed: %v", notReady)
+	}
+	n.removed = nil
 }

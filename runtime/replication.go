@@ -138,7 +138,12 @@ type ReplicaStatus struct {
 	// Stopped is true once the node met a write it cannot apply (it does
 	// not decode, its method is not served here, its handler panicked):
 	// it applies nothing after it, and NotReady names the write.
-	Stopped            bool     `json:"stopped"`
+	Stopped bool `json:"stopped"`
+	// Removed is true once the node learnt that its group took it out
+	// (RemoveReplica, while it was down or cut off): it serves nothing of
+	// the service until it is restarted, and then joins as a new member,
+	// its state on disk set aside. NotReady says how it learnt it.
+	Removed            bool     `json:"removed,omitempty"`
 	SnapshotIndex      uint64   `json:"snapshot_index"`
 	SnapshotsInstalled uint64   `json:"snapshots_installed"`
 	Voters             []string `json:"voters"`
@@ -183,7 +188,7 @@ func (s *Server) Replication() []ReplicaStatus {
 			Service: st.Service, Ready: st.NotReady == "", NotReady: st.NotReady, NotReadySince: st.NotReadySince,
 			Role: st.Role, TieBreaker: r.cfg.TieBreaker, Leader: st.Leader, Leading: st.Leading,
 			Term: st.Term, Commit: st.Commit, Applied: st.Applied, LeaderCommit: st.LeaderCommit, LogFirst: st.LogFirst, LogLast: st.LogLast,
-			Stopped: st.Stopped, SnapshotIndex: st.SnapshotIndex, SnapshotsInstalled: st.SnapshotsInstalled,
+			Stopped: st.Stopped, Removed: st.Removed != "", SnapshotIndex: st.SnapshotIndex, SnapshotsInstalled: st.SnapshotsInstalled,
 			Voters: st.Voters, Learners: st.Learners, DataDir: st.DataDir, Peers: peersOf(st),
 		})
 	}
@@ -224,7 +229,10 @@ func (s *Server) Ready() error {
 
 // RemoveReplica takes node out of service's raft group: an operator's
 // decision that the node is gone for good (a node that stops gracefully
-// leaves by itself). It must be asked of the group's leader.
+// leaves by itself). It must be asked of the group's leader. A removed
+// node that runs again, or was only cut off, is told so by the members:
+// it serves nothing of the service until it is restarted, and then joins
+// as a new member (ReplicaStatus.Removed).
 func (s *Server) RemoveReplica(ctx context.Context, service, node string) error {
 	s.mu.Lock()
 	r := s.replicas[service]

@@ -66,7 +66,8 @@ type ManagementConfig struct {
 	// /cluster/replicas lists their state and any divergence.
 	Replicas ReplicaSource
 
-	// ReadWrite enables leave and down; off, they answer 403.
+	// ReadWrite enables leave and down, and a replica's removal; off,
+	// they answer 403.
 	ReadWrite bool
 	// Token, if set, is required on every request as
 	// "Authorization: Bearer <token>", except for the static files of the

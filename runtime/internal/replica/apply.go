@@ -3,6 +3,7 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"maps"
 	mrand "math/rand/v2"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -87,6 +88,7 @@ func (g *Group) applyItem(item *applyItem) {
 			continue // covered by the snapshot just installed
 		}
 		if len(confs) > 0 && confs[0].index == index {
+			g.noteRemoved(g.applyConf, confs[0].cs)
 			g.applyConf = confs[0].cs
 			confs = confs[1:]
 			// raft sends a new member the newest snapshot, which it
@@ -186,6 +188,9 @@ func (g *Group) install(item *applyItem) error {
 			g.names[id] = name
 		}
 	}
+	for id := range d.removed {
+		g.removed[id] = true
+	}
 	if !item.restored {
 		g.st.SnapshotsInstalled++
 	}
@@ -243,17 +248,15 @@ func (g *Group) maybeSnapshot() {
 		return
 	}
 	g.mu.Lock()
-	names := make(map[uint64]string, len(g.names))
-	for id, n := range g.names {
-		names[id] = n
-	}
+	names := maps.Clone(g.names)
+	removed := maps.Clone(g.removed)
 	g.mu.Unlock()
 	// Without wmu: this goroutine is the only one that changes written,
 	// and the server looks a write up in it (Recorded) with its own lock
 	// held, so a marshal under wmu held up every arriving write, and with
 	// the server's lock every heartbeat, for as long as it took (100-350
 	// ms under load, longer than a heartbeat timeout).
-	data := (&snapshotData{service: g.cfg.Service, written: g.written, names: names, state: state}).marshal()
+	data := (&snapshotData{service: g.cfg.Service, written: g.written, names: names, removed: removed, state: state}).marshal()
 	var compact uint64
 	if applied > g.cfg.KeepEntries {
 		compact = applied - g.cfg.KeepEntries

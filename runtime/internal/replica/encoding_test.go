@@ -62,12 +62,12 @@ func TestSnapshotDataRoundTrip(t *testing.T) {
 	w := newWritten(10)
 	w.put([16]byte{1}, 5, frame.Result{Status: frame.StatusOK, Payload: []byte("ok")})
 	w.put([16]byte{2}, 6, frame.Result{Status: frame.StatusFail, Code: "ErrX", Message: "no", Payload: []byte{1}})
-	in := &snapshotData{service: "bank.Accounts", written: w, names: map[uint64]string{7: "a1", 8: "b1"}, state: []byte("state")}
+	in := &snapshotData{service: "bank.Accounts", written: w, names: map[uint64]string{7: "a1", 8: "b1"}, removed: map[uint64]bool{6: true, 1 << 63: true}, state: []byte("state")}
 	out, err := unmarshalSnapshot(in.marshal(), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.service != in.service || string(out.state) != "state" || !cmp.Equal(out.names, in.names) {
+	if out.service != in.service || string(out.state) != "state" || !cmp.Equal(out.names, in.names) || !cmp.Equal(out.removed, in.removed) {
 		t.Errorf("snapshot = %+v", out)
 	}
 	for _, id := range [][16]byte{{1}, {2}} {

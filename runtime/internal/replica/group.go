@@ -137,8 +137,14 @@ type Group struct {
 	campaignedAt  int      // the tick of its last campaign
 	refusedBy     []string // the voters that refused its last candidacy
 	left          bool     // Leave took the node out: it asks to join no more
-	chunkSeq      uint64
-	encBuf        []byte // where send encodes a message, reused
+	leaving       bool     // Leave asked for this node's removal
+	// out says why this node is a member no more, once it knows: raft is
+	// driven no more (members.go, outOfGroup).
+	out error
+	// told is the tick each removed raft ID was last told it is out.
+	told     map[uint64]int
+	chunkSeq uint64
+	encBuf   []byte // where send encodes a message, reused
 	// restored: the node restarted from disk with a log, so it belongs to
 	// a formed group even before it has applied the configuration.
 	restored bool
@@ -183,8 +189,13 @@ type Group struct {
 	asm   map[string]*assembly
 
 	// mu guards the following: what status and the server read.
-	mu            sync.Mutex
-	names         map[uint64]string // raft ID → node name
+	mu    sync.Mutex
+	names map[uint64]string // raft ID → node name
+	// removed are the raft IDs a committed configuration change took out
+	// of the group, never members again: the apply goroutine adds them,
+	// and a member tells a node under such an ID that it is out
+	// (members.go).
+	removed       map[uint64]bool
 	st            Status
 	stopErr       error     // set when apply stopped
 	notReadySince time.Time // since when Ready has failed
@@ -267,6 +278,8 @@ func New(cfg Config) (*Group, error) {
 		runWake:    make(chan struct{}, 1),
 		asm:        make(map[string]*assembly),
 		names:      make(map[uint64]string),
+		removed:    make(map[uint64]bool),
+		told:       make(map[uint64]int),
 		readRounds: make(map[uint64]*readRound),
 		servingCh:  make(chan struct{}),
 		written:    newWritten(cfg.RememberWrites),
@@ -278,7 +291,7 @@ func New(cfg Config) (*Group, error) {
 	var sv *saved
 	if cfg.Dir != "" {
 		var err error
-		if g.disk, sv, err = openStore(cfg, g.log); err != nil {
+		if g.disk, sv, err = openStoreOfMember(cfg, g.log); err != nil {
 			return nil, err
 		}
 		if cfg.wrapStore != nil {
@@ -409,7 +422,7 @@ const recampaignTicks = 3
 // campaign stands for election if this node may, and is not a candidate
 // already (unless its candidacy stalled). Called with raftMu held.
 func (g *Group) campaign() {
-	if g.leading || !g.isVoter(g.id) || g.cfg.TieBreaker {
+	if g.leading || !g.isVoter(g.id) || g.cfg.TieBreaker || g.out != nil {
 		return
 	}
 	switch g.rn.BasicStatus().RaftState {
@@ -560,7 +573,7 @@ func (g *Group) MayServeSoon() bool {
 	defer g.mu.Unlock()
 	st := g.st
 	st.Applied = g.applied.Load()
-	return g.stopErr == nil && !g.draining && st.Role == "voter" && g.stalledLocked(&st) == nil
+	return g.stopErr == nil && !g.draining && st.Removed == "" && st.Role == "voter" && g.stalledLocked(&st) == nil
 }
 
 // WaitServing waits until the node serves the service.

@@ -24,7 +24,10 @@ type testNet struct {
 	groups map[string]*Group
 	links  map[[2]string]*testLink // by sender and receiver
 	drop   func(from, to string, m *pb.Message) bool
-	sent   map[string]map[pb.MessageType]int // raft messages sent, by receiver and type
+	// hush decides, by sender and receiver, which frames that are not
+	// raft messages (hellos) are lost.
+	hush func(from, to string) bool
+	sent map[string]map[pb.MessageType]int // raft messages sent, by receiver and type
 	// appends counts the appends carrying entries sent, by receiver.
 	appends map[string]int
 }
@@ -80,6 +83,10 @@ func (h *testHost) Send(to string, kind uint8, body []byte) error {
 			n.mu.Unlock()
 			return nil // lost on the way, as a cut connection loses it
 		}
+	}
+	if kind != KindRaft && n.hush != nil && n.hush(h.name, to) {
+		n.mu.Unlock()
+		return nil
 	}
 	key := [2]string{h.name, to}
 	l := n.links[key]

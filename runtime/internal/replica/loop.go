@@ -3,6 +3,7 @@ package replica
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -57,7 +58,7 @@ func (g *Group) run() {
 			return
 		case <-t.C:
 			g.raftMu.Lock()
-			if g.diskErr != nil {
+			if g.halted() != nil {
 				g.dropInbox()
 				g.retryDisk()
 			} else {
@@ -127,7 +128,7 @@ func (g *Group) inboxed() bool {
 
 // process steps the inbox and handles the Readys. Called with raftMu held.
 func (g *Group) process() {
-	if g.diskErr != nil {
+	if g.halted() != nil {
 		g.dropInbox()
 		return
 	}
@@ -173,7 +174,11 @@ func (g *Group) drainInbox() {
 	g.inMsgs, g.inSpare, g.inProps, g.inCtl = g.inSpare[:0], nil, nil, nil
 	g.inMu.Unlock()
 	for i, m := range msgs {
-		g.lastFrom[m.GetFrom()] = g.ticks
+		from := m.GetFrom()
+		if !g.isVoter(from) && !g.isLearner(from) && g.tellRemoved(g.nameOf(from), from) {
+			continue // raft would not take it either
+		}
+		g.lastFrom[from] = g.ticks
 		if staleHeartbeatResp(m, msgs[i+1:]) {
 			continue
 		}
@@ -243,7 +248,7 @@ func staleHeartbeatResp(m *pb.Message, later []*pb.Message) bool {
 }
 
 func (g *Group) handleReady() {
-	for g.diskErr == nil && g.rn.HasReady() {
+	for g.halted() == nil && g.rn.HasReady() {
 		select {
 		case <-g.stopc:
 			return // the store may be closing
@@ -390,6 +395,33 @@ func (g *Group) softState(ss *raft.SoftState) {
 	}
 }
 
+// halted returns why raft is not driven: the node cannot store its state
+// (restart.go), or the group removed it (members.go); nil while it runs.
+// Called with raftMu held.
+func (g *Group) halted() error {
+	if g.out != nil {
+		return g.out
+	}
+	return g.diskErr
+}
+
+// forgetLeader follows this node's stop of driving raft: it knows no
+// leader, leads nothing and serves nothing; why records the reason in the
+// status. Called with raftMu held.
+func (g *Group) forgetLeader(why func(*Status)) {
+	knew := g.lead != 0
+	g.lead, g.leading = 0, false
+	g.leadID.Store(0)
+	g.mu.Lock()
+	g.st.Leader, g.st.Leading = "", false
+	why(&g.st)
+	g.setServingLocked(false)
+	g.mu.Unlock()
+	if knew {
+		g.emit(func() { g.cfg.Host.LeaderChanged("", false) })
+	}
+}
+
 // send sends raft's messages. One that cannot go is lost, as raft allows:
 // it sends again. Once a message to a peer could not go, the rest of the
 // batch to that peer is reported unreachable without being encoded: its
@@ -491,6 +523,9 @@ func (g *Group) confChange(e *pb.Entry) *pb.ConfState {
 	g.conf = g.rn.ApplyConfChange(cc)
 	g.confBusy = time.Time{}
 	g.updateMembers()
+	if c, ok := cc.(*pb.ConfChange); ok && c.GetType() == pb.ConfChangeType_ConfChangeRemoveNode && c.GetNodeId() == g.id && !g.leaving {
+		g.outOfGroup(fmt.Sprintf("it applied its own removal, at index %d", e.GetIndex()))
+	}
 	return g.conf
 }
 

@@ -28,6 +28,16 @@ import (
 //     once that has gone silent (silent).
 //   - Leaving: a graceful stop hands leadership over and removes the node
 //     (Leave); an operator may remove a dead node (Remove).
+//   - Removed: a raft ID a committed change took out of the group is never
+//     a member again. A node can miss its own removal (it was down or cut
+//     off) and still believe it is a member: it would ask to join no more
+//     and wait for a leader forever. So a member that knows no leader says
+//     hello, and a member that applied the removal answers any message
+//     from that ID saying so (tellRemoved). The node then stops, says so,
+//     and leaves a mark in its data directory: restarted, it sets its state
+//     aside and joins as a new member (outOfGroup, restart.go). It cannot
+//     rejoin in place: the service holds the state of the old log, which
+//     a new member's log or snapshot would be applied on top of.
 
 // helloEvery is how often a node that has not joined says hello, and how
 // often the leader looks at who wants to join.
@@ -83,9 +93,15 @@ func (g *Group) tick() {
 		}
 		return
 	}
-	if g.leading {
+	switch {
+	case g.leading:
 		g.manageMembers()
 		// The followers learn from it how far the leader has committed.
+		g.sayHello("")
+	case g.lead == 0:
+		// A member the group took out while it was away waits for a
+		// leader forever (one that was a learner sends raft nothing):
+		// its hello is what a member answers with the news.
 		g.sayHello("")
 	}
 }
@@ -113,6 +129,15 @@ func (g *Group) sayHello(to string) {
 }
 
 func (g *Group) onHello(h hello) {
+	if h.removed != 0 {
+		if h.removed == g.id {
+			g.outOfGroup(fmt.Sprintf("%s applied a configuration change that took it out", h.name))
+		}
+		return
+	}
+	if g.tellRemoved(h.name, h.id) {
+		return
+	}
 	g.heard[h.name] = heardHello{hello: h, at: time.Now(), tick: g.ticks}
 	g.mu.Lock()
 	if g.names[h.id] == "" {
@@ -170,6 +195,70 @@ func (g *Group) bootstrap(peers []raft.Peer) {
 	}
 }
 
+// noteRemoved records the raft IDs that the configuration change from old
+// to cur took out of the group. Called on the apply goroutine, in log
+// order on every node.
+func (g *Group) noteRemoved(old, cur *pb.ConfState) {
+	in := append(slices.Clone(cur.GetVoters()), cur.GetLearners()...)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, id := range append(slices.Clone(old.GetVoters()), old.GetLearners()...) {
+		if !slices.Contains(in, id) {
+			g.removed[id] = true
+		}
+	}
+}
+
+// isRemoved reports whether a configuration change applied here took raft
+// ID id out of the group.
+func (g *Group) isRemoved(id uint64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.removed[id]
+}
+
+// tellRemoved tells the node called name that its raft ID id is out of
+// the group, if a configuration change applied here took it out, at most
+// once a hello interval; it reports whether id is out. Called with raftMu
+// held.
+func (g *Group) tellRemoved(name string, id uint64) bool {
+	out := g.isRemoved(id)
+	if !out || name == "" {
+		return out
+	}
+	if last, ok := g.told[id]; ok && g.ticks-last < max(1, int(helloEvery/g.cfg.Tick)) {
+		return true
+	}
+	g.told[id] = g.ticks
+	h := g.helloMsg()
+	h.removed = id
+	g.cfg.Host.Send(name, KindHello, h.marshal())
+	return true
+}
+
+// outOfGroup takes this node out of service once it knows that a
+// committed configuration change removed it: it serves nothing of the
+// service, drives raft no more, and marks its data directory, so that a
+// restart sets the state aside and joins as a new member. Called with
+// raftMu held.
+func (g *Group) outOfGroup(how string) {
+	if g.out != nil {
+		return
+	}
+	restart := "restart the node to rejoin as a new member"
+	if g.disk != nil {
+		if err := markRemoved(g.cfg.Dir, g.id); err != nil {
+			// Without the mark a restart comes back as the removed
+			// member, is told again, and marks then.
+			g.log.Error("ffgen: could not mark the data directory of a removed node", "dir", g.cfg.Dir, "err", err)
+		}
+		restart += " (its state on disk is set aside then)"
+	}
+	g.out = fmt.Errorf("removed from the group (raft ID %x): %s; %s", g.id, how, restart)
+	g.log.Error("ffgen: this node is no longer a member of the replicated group: it serves nothing of the service until it is restarted", "id", g.id, "how", how)
+	g.forgetLeader(func(st *Status) { st.Removed = g.out.Error() })
+}
+
 // manageMembers runs on the leader: it adds the nodes that asked to join
 // as learners (removing a node's earlier self first), promotes caught-up
 // learners, and hands leadership over if this node only breaks ties. One
@@ -184,7 +273,9 @@ func (g *Group) manageMembers() {
 	now := time.Now()
 	names := g.confNames()
 	for name, h := range g.heard {
-		if h.member || now.Sub(h.at) >= helloFresh || g.isVoter(h.id) || g.isLearner(h.id) {
+		if h.member || now.Sub(h.at) >= helloFresh || g.isVoter(h.id) || g.isLearner(h.id) || g.isRemoved(h.id) {
+			// A removed ID is never a member again: the hello is one it
+			// sent before it was removed (before the group formed).
 			continue
 		}
 		if old, ok := names[name]; ok && old != h.id {
@@ -306,6 +397,7 @@ func (g *Group) Leave(ctx context.Context) error {
 				in = false
 			}
 			if in && g.lead != 0 {
+				g.leaving = true
 				cc := &pb.ConfChange{Type: pb.ConfChangeType_ConfChangeRemoveNode.Enum(), NodeId: proto.Uint64(g.id), Context: []byte(g.cfg.Node)}
 				g.rn.ProposeConfChange(cc)
 			}

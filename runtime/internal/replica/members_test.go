@@ -1,12 +1,19 @@
 package replica
 
 import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/ffgen/ffgen/internal/testkit"
 )
 
 // A hello under a member's name from another raft ID replaces the member
@@ -46,6 +53,179 @@ func TestStaleHelloDoesNotReplaceALiveMember(t *testing.T) {
 		st = groups[lead].Status()
 		if slices.Contains(st.Voters, victim) || !slices.Contains(st.Learners, victim) {
 			t.Fatalf("after %s went silent, %s's voters are %v and learners %v: want it replaced by a learner of its new ID", victim, lead, st.Voters, st.Learners)
+		}
+	})
+}
+
+// removedNet is a storeNet whose nodes can be stopped and started again
+// from their data directories.
+type removedNet struct {
+	*storeNet
+	t     *testing.T
+	dirs  map[string]string
+	hosts map[string]*storeHost
+}
+
+func newRemovedNet(t *testing.T) *removedNet {
+	n := &removedNet{storeNet: &storeNet{groups: map[string]*Group{}}, t: t, dirs: map[string]string{}, hosts: map[string]*storeHost{}}
+	for _, name := range []string{"a", "b", "c"} {
+		n.dirs[name] = t.TempDir()
+		n.start(name)
+	}
+	return n
+}
+
+// start starts name from its data directory, with a new service: what it
+// applies comes from the directory and its peers.
+func (n *removedNet) start(name string) *Group {
+	n.t.Helper()
+	h := &storeHost{net: n.storeNet, name: name}
+	g, err := New(Config{Service: "s.S", Node: name, Voters: []string{"a", "b", "c"}, Cluster: "test",
+		Tick: 10 * time.Millisecond, ElectionTicks: 10, HeartbeatTicks: 3,
+		RememberWrites: 1000, MaxMessageBytes: 1 << 20, Dir: n.dirs[name],
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Host: h})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(g.Stop)
+	n.mu.Lock()
+	n.groups[name], n.hosts[name] = g, h
+	n.mu.Unlock()
+	return g
+}
+
+func (n *removedNet) stop(name string) {
+	n.mu.Lock()
+	g := n.groups[name]
+	delete(n.groups, name)
+	n.mu.Unlock()
+	g.Stop()
+}
+
+func (n *removedNet) leader() *Group {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, g := range n.groups {
+		if _, leading := g.Leader(); leading && g.Serving() {
+			return g
+		}
+	}
+	return nil
+}
+
+func (n *removedNet) write(method string) {
+	n.t.Helper()
+	testkit.Until(n.t, "a leader", func() bool { return n.leader() != nil })
+	g := n.leader()
+	g.Propose(&Command{OpID: [16]byte{byte(len(method)), method[len(method)-1]}, Method: method})
+	g.Flush()
+}
+
+// A node removed from the group while it was down believes, restarted
+// from its data directory, that it is still a member: it asked to join no
+// more and waited for a leader for ever. A member tells it that it is out;
+// it then says so, serves nothing, and marks its directory, so that the
+// next restart sets its state aside and joins as a new member, which
+// catches up with every write, once each.
+func TestRemovedWhileDownRejoinsAsANewMember(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newRemovedNet(t)
+		n.write("w1")
+		testkit.Until(t, "w1 everywhere", func() bool {
+			return len(n.hosts["a"].writes()) == 1 && len(n.hosts["b"].writes()) == 1 && len(n.hosts["c"].writes()) == 1
+		})
+		lead := n.leader()
+		victim := "a"
+		if lead.cfg.Node == victim {
+			victim = "b"
+		}
+		oldID := n.group(victim).Status().ID
+		n.stop(victim)
+		if err := lead.Remove(t.Context(), victim); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Until(t, "the removal applied", func() bool { return len(lead.Status().Voters) == 2 })
+		n.write("w2")
+		term := lead.Status().Term
+
+		g := n.start(victim)
+		testkit.Until(t, victim+" told it is out", func() bool { return g.Status().Removed != "" })
+		st := g.Status()
+		if !strings.Contains(st.NotReady, "removed from the group") || !strings.Contains(st.NotReady, "restart the node") || g.Serving() {
+			t.Errorf("%s once removed: not ready %q, serving %v", victim, st.NotReady, g.Serving())
+		}
+		if _, err := os.Stat(filepath.Join(n.dirs[victim], removedMark(oldID))); err != nil {
+			t.Errorf("the data directory is not marked: %v", err)
+		}
+		time.Sleep(time.Second)
+		if st := lead.Status(); !st.Leading || st.Term != term || slices.Contains(st.Voters, victim) {
+			t.Errorf("the removed node disturbed the group: leader %+v, term %d before", st, term)
+		}
+
+		n.stop(victim)
+		g = n.start(victim)
+		testkit.Until(t, victim+" a voter again", func() bool {
+			st := g.Status()
+			return st.Role == "voter" && g.Serving() && len(n.hosts[victim].writes()) == 2
+		})
+		if st := g.Status(); st.ID == oldID || st.Removed != "" {
+			t.Errorf("%s rejoined under raft ID %x (removed: %x), removed %q", victim, st.ID, oldID, st.Removed)
+		}
+		kept, _ := filepath.Glob(filepath.Join(n.dirs[victim], "removed-*", removedMark(oldID)))
+		if len(kept) != 1 {
+			t.Errorf("the removed state is not kept aside: %v", kept)
+		}
+		n.write("w3")
+		testkit.Until(t, "w3 everywhere", func() bool {
+			for _, h := range n.hosts {
+				if len(h.writes()) != 3 {
+					return false
+				}
+			}
+			return true
+		})
+		for name, h := range n.hosts {
+			if got := h.writes(); !slices.Equal(got, []string{"w1", "w2", "w3"}) {
+				t.Errorf("%s applied %v", name, got)
+			}
+		}
+	})
+}
+
+// A live node removed while it was cut off learns it when the cut heals,
+// from the raft messages it sends (its hellos are lost here): it stops
+// and says so instead of standing for election for ever.
+func TestRemovedWhileCutOffIsToldByItsPeers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n, groups := startGroups(t, "a1", "a2", "b1", "b2")
+		lead := leaderOf(groups)
+		victim := followerOf(groups)
+		n.mu.Lock()
+		n.hush = func(from, to string) bool { return from == victim }
+		n.mu.Unlock()
+		n.setDrop(func(from, to string, m *pb.Message) bool { return from == victim || to == victim })
+		if err := groups[lead].Remove(t.Context(), victim); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Until(t, "the removal applied", func() bool { return len(groups[lead].Status().Voters) == 3 })
+		time.Sleep(time.Second)
+		if st := groups[victim].Status(); st.Removed != "" || !slices.Contains(st.Voters, victim) {
+			t.Fatalf("%s learnt of its removal through the cut: %+v", victim, st)
+		}
+		n.setDrop(nil)
+		testkit.Until(t, victim+" told it is out", func() bool { return groups[victim].Status().Removed != "" })
+		st := groups[victim].Status()
+		if !strings.Contains(st.NotReady, "removed from the group") || groups[victim].Serving() || st.Leader != "" {
+			t.Errorf("%s once told: %+v, serving %v", victim, st, groups[victim].Serving())
+		}
+		// Told once a hello interval while it still sends, and it sends
+		// nothing once told.
+		synctest.Wait()
+		n.sentTo(victim, pb.MessageType_MsgPreVote)
+		before := n.sentTo(lead, pb.MessageType_MsgPreVote)
+		time.Sleep(2 * time.Second)
+		if after := n.sentTo(lead, pb.MessageType_MsgPreVote); after != 0 {
+			t.Errorf("the removed node stood for election %d times once told (%d before)", after, before)
 		}
 	})
 }

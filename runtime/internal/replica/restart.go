@@ -31,6 +31,9 @@ import (
 //   - A failed write (a full disk): the node steps down and drives raft no
 //     more; every diskRetry it starts raft again from what is stored, and
 //     serves again once it can store.
+//   - A node the group removed (members.go, outOfGroup) leaves a mark in
+//     the directory; at the next start the state is moved aside, as a
+//     corrupt one is, and the node joins as a new member.
 
 // diskRetry is how long a node that could not store waits before it tries
 // again.
@@ -43,13 +46,69 @@ func openStore(cfg Config, log *slog.Logger) (store, *saved, error) {
 	if err == nil || !errors.Is(err, ErrCorrupt) {
 		return s, sv, err
 	}
-	aside := filepath.Join(cfg.Dir, "corrupt-"+time.Now().UTC().Format("20060102T150405.000"))
+	aside := asideDir(cfg.Dir, "corrupt")
 	if rerr := setAside(cfg.Dir, aside); rerr != nil {
 		return nil, nil, fmt.Errorf("%w; and it cannot be set aside: %v", err, rerr)
 	}
 	log.Error("ffgen: the replicated state on disk is corrupt and is not used: it is kept aside, and the node rejoins the group as a new member, catching up from its peers",
 		"err", err, "kept", aside)
 	return openAndLoad(cfg.Dir, ident, cfg.NoSync, cfg.RememberWrites, log)
+}
+
+// openStoreOfMember opens the group's store as openStore does, setting
+// aside the state of a raft ID the group removed (markRemoved): under
+// that ID the node is no member, and its old state must not be applied
+// under a new member's log.
+func openStoreOfMember(cfg Config, log *slog.Logger) (store, *saved, error) {
+	s, sv, err := openStore(cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	mark := filepath.Join(cfg.Dir, removedMark(sv.id))
+	if _, err := os.Stat(mark); errors.Is(err, fs.ErrNotExist) {
+		return s, sv, nil
+	} else if err != nil {
+		s.close()
+		return nil, nil, fmt.Errorf("data directory %s: %w", cfg.Dir, err)
+	}
+	s.close()
+	aside := asideDir(cfg.Dir, "removed")
+	if err := setAside(cfg.Dir, aside); err != nil {
+		return nil, nil, fmt.Errorf("data directory %s: the group removed this node, and its state cannot be set aside: %w", cfg.Dir, err)
+	}
+	if err := os.Rename(mark, filepath.Join(aside, filepath.Base(mark))); err != nil {
+		return nil, nil, fmt.Errorf("data directory %s: %w", cfg.Dir, err)
+	}
+	log.Warn("ffgen: the group removed this node while it held this state: it is kept aside, and the node joins the group as a new member, catching up from its peers",
+		"removed_id", fmt.Sprintf("%x", sv.id), "kept", aside)
+	return openStore(cfg, log)
+}
+
+// removedMark is the name of the file that marks raft ID id as removed
+// from its group.
+func removedMark(id uint64) string { return fmt.Sprintf("removed-member-%016x", id) }
+
+// markRemoved leaves the mark of a removed raft ID in dir, durably: its
+// presence is all it says.
+func markRemoved(dir string, id uint64) error {
+	f, err := os.OpenFile(filepath.Join(dir, removedMark(id)), os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// asideDir names a directory in dir to keep state that is not used, why
+// being the reason.
+func asideDir(dir, why string) string {
+	return filepath.Join(dir, why+"-"+time.Now().UTC().Format("20060102T150405.000"))
 }
 
 // setAside moves the log and the snapshots in dir into aside.
@@ -133,17 +192,7 @@ func (g *Group) diskFailed(err error) {
 	}
 	g.diskFailing = true
 	g.log.Log(context.Background(), level, "ffgen: could not store the replicated state; the node steps down and serves nothing of the service until it can", "dir", g.cfg.Dir, "err", err)
-	knew := g.lead != 0
-	g.lead, g.leading = 0, false
-	g.leadID.Store(0)
-	g.mu.Lock()
-	g.st.Leader, g.st.Leading = "", false
-	g.st.StoreFailed = g.diskErr.Error()
-	g.setServingLocked(false)
-	g.mu.Unlock()
-	if knew {
-		g.emit(func() { g.cfg.Host.LeaderChanged("", false) })
-	}
+	g.forgetLeader(func(st *Status) { st.StoreFailed = g.diskErr.Error() })
 }
 
 // retryDisk starts raft again from what is stored, once diskRetry has
@@ -189,7 +238,7 @@ func (g *Group) dropInbox() {
 	for _, f := range ctl {
 		f()
 	}
-	why := g.diskErr.Error()
+	why := g.halted().Error()
 	for _, p := range props {
 		g.emit(func() { g.cfg.Host.Dropped(p.opID, why) })
 	}

@@ -8,7 +8,8 @@ import (
 )
 
 // A snapshot's data: the operation-ID table, the names of the group's
-// members, and the service's own state (StateTransfer). The applied index
+// members, the raft IDs taken out of the group, and the service's own
+// state (StateTransfer). The applied index
 // and the configuration are raft's snapshot metadata.
 const (
 	snapFormat  = 1 // varint: snapshotFormat
@@ -16,6 +17,7 @@ const (
 	snapName    = 3 // repeated: a member's raft ID and name
 	snapState   = 4 // the service's state
 	snapService = 5 // the service's name, so that no snapshot lands in another service
+	snapRemoved = 6 // repeated varint: a raft ID a configuration change took out of the group
 
 	writtenID      = 1
 	writtenIndex   = 2
@@ -32,6 +34,7 @@ type snapshotData struct {
 	service string
 	written *written
 	names   map[uint64]string
+	removed map[uint64]bool
 	state   []byte
 }
 
@@ -63,6 +66,10 @@ func (d *snapshotData) marshal() []byte {
 		b = protowire.AppendTag(b, snapName, protowire.BytesType)
 		b = protowire.AppendBytes(b, rec)
 	}
+	for id := range d.removed {
+		b = protowire.AppendTag(b, snapRemoved, protowire.VarintType)
+		b = protowire.AppendVarint(b, id)
+	}
 	if d.state != nil {
 		b = protowire.AppendTag(b, snapState, protowire.BytesType)
 		b = protowire.AppendBytes(b, d.state)
@@ -73,7 +80,7 @@ func (d *snapshotData) marshal() []byte {
 // unmarshalSnapshot decodes a snapshot's data. max bounds the table it
 // rebuilds, as the receiver's configuration does.
 func unmarshalSnapshot(b []byte, max int) (*snapshotData, error) {
-	d := &snapshotData{written: newWritten(max), names: make(map[uint64]string)}
+	d := &snapshotData{written: newWritten(max), names: make(map[uint64]string), removed: make(map[uint64]bool)}
 	format := uint64(0)
 	err := walk(b, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
 		switch {
@@ -125,6 +132,8 @@ func unmarshalSnapshot(b []byte, max int) (*snapshotData, error) {
 			if id != 0 && name != "" {
 				d.names[id] = name
 			}
+		case num == snapRemoved && typ == protowire.VarintType:
+			d.removed[n] = true
 		case num == snapState && typ == protowire.BytesType:
 			d.state = append([]byte{}, v...)
 		}

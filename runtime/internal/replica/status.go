@@ -43,6 +43,9 @@ type Status struct {
 	// StoreFailed says why the node cannot store its state, empty while
 	// it can.
 	StoreFailed string
+	// Removed says how the node learnt that a configuration change took
+	// it out of the group, empty while it is a member.
+	Removed string
 	// Peers is, on the leader, how far raft has replicated its log to
 	// each member of the group, this node included; empty elsewhere.
 	Peers []Peer
@@ -135,6 +138,8 @@ func (g *Group) refreshStatus() {
 	last, _ := g.storage.LastIndex()
 	role := ""
 	switch {
+	case g.out != nil:
+		// Out of the group, whatever the configuration it holds says.
 	case g.isVoter(g.id):
 		role = "voter"
 	case g.isLearner(g.id):
@@ -214,6 +219,8 @@ func (g *Group) notReadyLocked(st *Status) error {
 	switch {
 	case g.stopErr != nil:
 		return g.stopErr
+	case st.Removed != "":
+		return errors.New(st.Removed)
 	case st.StoreFailed != "":
 		return errors.New(st.StoreFailed)
 	case g.draining:

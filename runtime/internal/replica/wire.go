@@ -31,14 +31,19 @@ type hello struct {
 	// term and commit: the sender leads in term, and has committed up to
 	// commit; both zero from a node that does not lead.
 	term, commit uint64
+	// removed is the receiver's raft ID when a configuration change the
+	// sender applied took it out of the group: the receiver is no member
+	// under that ID, whatever its own log says (members.go, outOfGroup).
+	removed uint64
 }
 
 const (
-	helloName   = 1
-	helloID     = 2
-	helloMember = 3
-	helloTerm   = 4
-	helloCommit = 5
+	helloName    = 1
+	helloID      = 2
+	helloMember  = 3
+	helloTerm    = 4
+	helloCommit  = 5
+	helloRemoved = 6
 )
 
 func (h *hello) marshal() []byte {
@@ -55,6 +60,10 @@ func (h *hello) marshal() []byte {
 		b = protowire.AppendVarint(b, h.term)
 		b = protowire.AppendTag(b, helloCommit, protowire.VarintType)
 		b = protowire.AppendVarint(b, h.commit)
+	}
+	if h.removed != 0 {
+		b = protowire.AppendTag(b, helloRemoved, protowire.VarintType)
+		b = protowire.AppendVarint(b, h.removed)
 	}
 	return b
 }
@@ -73,6 +82,8 @@ func (h *hello) unmarshal(b []byte) error {
 			h.term = n
 		case num == helloCommit && typ == protowire.VarintType:
 			h.commit = n
+		case num == helloRemoved && typ == protowire.VarintType:
+			h.removed = n
 		}
 		return nil
 	})
