@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +29,8 @@ var durableFaults = []fault{
 	{name: "torn-tail", about: "SIGKILL b2, cut its log's last record short, start it: it cuts the torn record and catches up", run: tornTail("b2")},
 	{name: "corrupt-file", about: "SIGKILL b2, flip bytes in the records of its log, start it: it sets its state aside and catches up", run: corruptFile("b2")},
 	{name: "emptied-dir", about: "SIGKILL b2, delete its data directory, start it: a new member that catches up", run: emptiedDir("b2")},
+	{name: "removed-while-down", about: "SIGKILL b2, remove it from the voters on the leader (DELETE /cluster/replicas/…/voters/b2), start it: it says it is out; SIGTERM and start it: a new member that catches up",
+		env: []string{"FFGEN_MANAGE_WRITE=1"}, run: removedWhileDown("b2")},
 	{name: "full-disk", about: "b2's data directory on a 48 MiB tmpfs (32 KiB log segments), filled during the load, then freed",
 		env: []string{"FFGEN_WAL_SEGMENT_BYTES=32768"}, prepare: smallDisk("b2", 48<<20), run: fullDisk("b2")},
 }
@@ -145,6 +149,71 @@ func emptiedDir(name string) func(context.Context, *env) error {
 		e.note("%s: data directory deleted", n.Name)
 		return nil
 	})
+}
+
+// removedBound bounds how long a removed node may take to say it is out
+// once started: its peers tell it at its first hello or raft message.
+const removedBound = 30 * time.Second
+
+// removedWhileDown has the operator take name, killed, for gone: it is
+// removed on the leader, then started from its data directory after all.
+// It must say that it is out (not wait for a leader for ever, nor serve),
+// and once started again join as a new member and catch up.
+func removedWhileDown(name string) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		n := e.Node(name)
+		if err := e.at(ctx, e.start()); err != nil {
+			return err
+		}
+		if err := e.Kill(n); err != nil {
+			return err
+		}
+		l, _, err := leader(ctx, e)
+		if err != nil {
+			return err
+		}
+		url := "http://" + e.Node(l).Mgmt + "/cluster/replicas/" + bank.AccountsDesc.Name + "/voters/" + name
+		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := e.Client().Do(req)
+		if err != nil {
+			return fmt.Errorf("remove %s on %s: %w", name, l, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("remove %s on %s: %s: %s", name, l, resp.Status, bytes.TrimSpace(body))
+		}
+		e.note("%s removed from the voters on %s", name, l)
+		if err := e.Restart(n); err != nil {
+			return err
+		}
+		started := time.Now()
+		for {
+			reps, err := replicaStatuses(e)
+			if err != nil {
+				return err
+			}
+			if r, ok := reps[name]; ok && r.Removed {
+				if r.Ready {
+					return fmt.Errorf("%s says it is out and ready: %+v", name, r)
+				}
+				e.note("%s said it is out %v after its start: %s", name, time.Since(started).Round(time.Millisecond), r.NotReady)
+				break
+			}
+			if time.Since(started) > removedBound {
+				return fmt.Errorf("%s, removed while down, did not say it is out within %v: %+v", name, removedBound, reps[name])
+			}
+			sleep(ctx, 50*time.Millisecond)
+		}
+		// The operator restarts it, as its status asks.
+		if err := e.Terminate(n, 30*time.Second); err != nil {
+			return err
+		}
+		return e.restart(n)
+	}
 }
 
 // smallDisk mounts a tmpfs of size bytes as name's data directory before

@@ -45,6 +45,7 @@ type config struct {
 	mgmt, token, preset, key      string
 	tlsCert, tlsKey, tlsCA        string
 	plaintext, healthPublic       bool
+	manageWrite                   bool
 	logLevel                      string
 	drain                         time.Duration
 	remember, journal             int
@@ -88,6 +89,7 @@ func defineFlags(f *cli.Flags) func() config {
 		mgmt      = f.String("mgmt", "FFGEN_MANAGEMENT_ADDR", cluster.DefaultManagementAddr, "management HTTP address; beyond loopback it needs -manage-token")
 		token     = f.String("manage-token", cli.ManageTokenEnv, "", "bearer token required on every management request (prefer the variable: flags show in ps)")
 		health    = f.Bool("health-public", "FFGEN_HEALTH_PUBLIC", false, "serve /health/alive and /health/ready without the token, for probes that cannot send it")
+		mWrite    = f.Bool("manage-write", "FFGEN_MANAGE_WRITE", false, "let the management API change the cluster: a member's leave or down, a node's removal from the ledger's raft group (DELETE /cluster/replicas/{service}/voters/{name} on the leader)")
 		preset    = f.String("gossip-preset", "FFGEN_GOSSIP_PRESET", "lan", "memberlist timing: lan (dead after seconds) or local (about 1-2 s)")
 		key       = f.String("gossip-key", "FFGEN_GOSSIP_KEY", "", "gossip encryption key, base64 of 16, 24 or 32 bytes")
 		logLevel  = f.String("log-level", "FFGEN_LOG_LEVEL", "info", "debug, info, warn or error")
@@ -106,7 +108,7 @@ func defineFlags(f *cli.Flags) func() config {
 		return config{
 			name: *name, group: *group, groups: *groups,
 			rpc: *rpc, advertise: *advertise, gossip: *gossip, gossipAdvertise: *gossipAdv, seeds: *seeds,
-			mgmt: *mgmt, token: *token, healthPublic: *health, preset: *preset, key: *key, logLevel: *logLevel,
+			mgmt: *mgmt, token: *token, healthPublic: *health, manageWrite: *mWrite, preset: *preset, key: *key, logLevel: *logLevel,
 			tlsCert: *tlsCert, tlsKey: *tlsKey, tlsCA: *tlsCA, plaintext: *plaintext,
 			drain: *drain, remember: *remember, journal: *journal, voters: *voters, tieBreaker: *tieBreak,
 			dataDir: *dataDir, noFsync: *noFsync, clusterName: *clusterNm, segmentBytes: *segment, queueDelay: *qDelay,
@@ -347,6 +349,7 @@ func management(c config, groups []string, cl interface {
 		Groups:       groups,
 		Token:        c.token,
 		PublicHealth: c.healthPublic,
+		ReadWrite:    c.manageWrite,
 		Routes:       map[string]http.Handler{"GET " + cli.BalancesPath: balances, "GET " + cli.JournalPath: journal},
 	}
 }
