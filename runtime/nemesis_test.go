@@ -365,10 +365,12 @@ func (n *nemesis) remove(v string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := n.e.Node(l).Server.RemoveReplica(ctx, counterDesc.Name, v); err != nil {
-		n.did("the operator could not remove %s on %s: %v", v, l, err)
-		return
+		// It may apply all the same: proposed, then committed by the
+		// next leader.
+		n.did("the operator removes %s on %s: %v", v, l, err)
+	} else {
+		n.did("the operator removes %s on %s", v, l)
 	}
-	n.did("the operator removes %s on %s", v, l)
 	if !slices.Contains(n.removed, v) {
 		n.removed = append(n.removed, v)
 	}

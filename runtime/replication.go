@@ -229,7 +229,9 @@ func (s *Server) Ready() error {
 
 // RemoveReplica takes node out of service's raft group: an operator's
 // decision that the node is gone for good (a node that stops gracefully
-// leaves by itself). It must be asked of the group's leader. A removed
+// leaves by itself). It must be asked of the group's leader, and returns
+// once the leader has applied the change (a node removed already is not
+// an error; if ctx ends first, the change may still apply). A removed
 // node that runs again, or was only cut off, is told so by the members:
 // it serves nothing of the service until it is restarted, and then joins
 // as a new member (ReplicaStatus.Removed).

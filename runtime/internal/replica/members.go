@@ -454,31 +454,75 @@ func (g *Group) sleep(ctx context.Context, d time.Duration) error {
 }
 
 // Remove takes a node out of the group: an operator's decision that it is
-// gone for good. Only the leader can.
+// gone for good. Only the leader can. It returns once the leader has
+// applied the change, proposing it again while it is not: raft drops a
+// configuration change proposed while another is under way (a learner's
+// promotion, say), and one proposed by a leader that then lost its place
+// may never commit. A node removed already is not an error, so that the
+// operator may ask again (of the new leader, say) until it succeeds.
 func (g *Group) Remove(ctx context.Context, node string) error {
-	errc := make(chan error, 1)
-	g.do(func() {
-		if !g.leading {
-			errc <- fmt.Errorf("%w: ask %s", ErrNotLeader, g.nameOf(g.lead))
-			return
+	var id uint64
+	for {
+		errc := make(chan error, 1)
+		g.do(func() { errc <- g.removing(node, &id) })
+		select {
+		case err := <-errc:
+			if err != errRemovalPending {
+				return err
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("the removal of %s is not applied yet: %w", node, ctx.Err())
+		case <-g.stopc:
+			return ErrStopped
 		}
-		id, ok := g.confNames()[node]
-		if !ok {
-			errc <- fmt.Errorf("%s is not a member of the group", node)
-			return
+		if err := g.sleep(ctx, 4*g.cfg.Tick); err != nil {
+			return fmt.Errorf("the removal of %s is not applied yet: %w", node, err)
 		}
-		if id == g.id {
-			errc <- errors.New("the leader cannot remove itself: let it leave")
-			return
-		}
-		errc <- g.proposeConf(pb.ConfChangeType_ConfChangeRemoveNode, id, node)
-	})
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-g.stopc:
-		return ErrStopped
 	}
+}
+
+var errRemovalPending = errors.New("removal pending")
+
+// removing moves node's removal on by one step: nil once its raft ID (id,
+// found at the first step) is out of the configuration, errRemovalPending
+// while it is not, having proposed it if no configuration change is
+// under way. Called with raftMu held.
+func (g *Group) removing(node string, id *uint64) error {
+	if !g.leading {
+		return fmt.Errorf("%w: ask %s", ErrNotLeader, g.nameOf(g.lead))
+	}
+	if *id == 0 {
+		cur, ok := g.confNames()[node]
+		switch {
+		case !ok && g.removedName(node):
+			return nil
+		case !ok:
+			return fmt.Errorf("%s is not a member of the group", node)
+		case cur == g.id:
+			return errors.New("the leader cannot remove itself: let it leave")
+		}
+		*id = cur
+	}
+	if !g.isVoter(*id) && !g.isLearner(*id) {
+		return nil
+	}
+	if g.confBusy.IsZero() || time.Since(g.confBusy) >= confTimeout {
+		if err := g.proposeConf(pb.ConfChangeType_ConfChangeRemoveNode, *id, node); err != nil {
+			return err
+		}
+	}
+	return errRemovalPending
+}
+
+// removedName reports whether a raft ID of node's was removed from the
+// group.
+func (g *Group) removedName(node string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id := range g.removed {
+		if g.names[id] == node {
+			return true
+		}
+	}
+	return false
 }

@@ -229,3 +229,48 @@ func TestRemovedWhileCutOffIsToldByItsPeers(t *testing.T) {
 		}
 	})
 }
+
+// Remove returns once the removal is applied. Two asked at once (an
+// operator removing two dead nodes) both apply: raft drops a
+// configuration change proposed while another is under way, and Remove
+// returned as if it had not. Asked again, a removal already applied is
+// not an error.
+func TestRemoveReturnsOnceApplied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n, groups := startGroups(t, "a1", "a2", "b1", "b2", "c1")
+		lead := leaderOf(groups)
+		var dead []string
+		for name := range groups {
+			if name != lead && len(dead) < 2 {
+				dead = append(dead, name)
+			}
+		}
+		n.setDrop(func(from, to string, m *pb.Message) bool {
+			return slices.Contains(dead, from) || slices.Contains(dead, to)
+		})
+		for _, d := range dead {
+			groups[d].Stop()
+		}
+		errs := make(chan error, len(dead))
+		for _, d := range dead {
+			go func() { errs <- groups[lead].Remove(t.Context(), d) }()
+		}
+		for range dead {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := groups[lead].Status()
+		for _, d := range dead {
+			if slices.Contains(st.Voters, d) {
+				t.Errorf("Remove(%s) returned, and the voters are %v", d, st.Voters)
+			}
+		}
+		if err := groups[lead].Remove(t.Context(), dead[0]); err != nil {
+			t.Errorf("Remove(%s) again: %v", dead[0], err)
+		}
+		if err := groups[lead].Remove(t.Context(), "z9"); err == nil || !strings.Contains(err.Error(), "not a member") {
+			t.Errorf("Remove of a node never in the group: %v", err)
+		}
+	})
+}
