@@ -168,25 +168,9 @@ func removedWhileDown(name string) func(context.Context, *env) error {
 		if err := e.Kill(n); err != nil {
 			return err
 		}
-		l, _, err := leader(ctx, e)
-		if err != nil {
+		if err := e.removeReplica(ctx, name); err != nil {
 			return err
 		}
-		url := "http://" + e.Node(l).Mgmt + "/cluster/replicas/" + bank.AccountsDesc.Name + "/voters/" + name
-		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := e.Client().Do(req)
-		if err != nil {
-			return fmt.Errorf("remove %s on %s: %w", name, l, err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("remove %s on %s: %s: %s", name, l, resp.Status, bytes.TrimSpace(body))
-		}
-		e.note("%s removed from the voters on %s", name, l)
 		if err := e.Restart(n); err != nil {
 			return err
 		}
@@ -208,12 +192,45 @@ func removedWhileDown(name string) func(context.Context, *env) error {
 			}
 			sleep(ctx, 50*time.Millisecond)
 		}
-		// The operator restarts it, as its status asks.
-		if err := e.Terminate(n, 30*time.Second); err != nil {
-			return err
-		}
-		return e.restart(n)
+		return e.restartRemoved(n)
 	}
+}
+
+// removeReplica has the operator take name out of the ledger's raft
+// group on its leader (the nodes run with -manage-write): DELETE
+// /cluster/replicas/…/voters/name, which answers once the leader applied
+// the change.
+func (e *env) removeReplica(ctx context.Context, name string) error {
+	l, _, err := leader(ctx, e)
+	if err != nil {
+		return err
+	}
+	url := "http://" + e.Node(l).Mgmt + "/cluster/replicas/" + bank.AccountsDesc.Name + "/voters/" + name
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := e.Client().Do(req)
+	if err != nil {
+		return fmt.Errorf("remove %s on %s: %w", name, l, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("remove %s on %s: %s: %s", name, l, resp.Status, bytes.TrimSpace(body))
+	}
+	e.note("%s removed from the voters on %s", name, l)
+	return nil
+}
+
+// restartRemoved restarts n, which says it is out of the group, as its
+// status asks the operator to: SIGTERM, and a start, after which it joins
+// as a new member.
+func (e *env) restartRemoved(n *testbed.Node) error {
+	if err := e.Terminate(n, 30*time.Second); err != nil {
+		return err
+	}
+	return e.restart(n)
 }
 
 // smallDisk mounts a tmpfs of size bytes as name's data directory before

@@ -68,8 +68,8 @@ var faults = []fault{
 
 func init() {
 	faults = append(faults, durableFaults...)
-	faults = append(faults, fault{name: "random", about: "a seeded random schedule of the faults above until 4/5 of the load: freezes of any node or the leader, kill -9 and restarts, graceful restarts, a lost disk, a node cut off, power cuts",
-		mayCut: true, run: randomFaults})
+	faults = append(faults, fault{name: "random", about: "a seeded random schedule of the faults above until 4/5 of the load: freezes of any node or the leader, kill -9 and restarts, graceful restarts, a lost disk, a node cut off, power cuts, a killed node removed from the voters and restarted once it says it is out",
+		mayCut: true, env: []string{"FFGEN_MANAGE_WRITE=1"}, run: randomFaults})
 }
 
 // Faults of a new kind: their timings.

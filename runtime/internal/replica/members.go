@@ -489,7 +489,10 @@ var errRemovalPending = errors.New("removal pending")
 // under way. Called with raftMu held.
 func (g *Group) removing(node string, id *uint64) error {
 	if !g.leading {
-		return fmt.Errorf("%w: ask %s", ErrNotLeader, g.nameOf(g.lead))
+		if l := g.nameOf(g.lead); l != "" {
+			return fmt.Errorf("%w: ask %s", ErrNotLeader, l)
+		}
+		return fmt.Errorf("%w, and knows of none now: ask again once the group has one", ErrNotLeader)
 	}
 	if *id == 0 {
 		cur, ok := g.confNames()[node]
