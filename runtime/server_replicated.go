@@ -485,10 +485,11 @@ func (r *replicated) awaitRead(e *execution) {
 			err = r.g.WaitApplied(ctx, idx)
 			break
 		}
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			err = ctx.Err()
-		} else {
-			err = nil
+		case errors.Is(err, context.DeadlineExceeded):
+			err = nil // no leader answered within tctx: ask again
 		}
 	}
 	s := r.s

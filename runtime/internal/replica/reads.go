@@ -36,7 +36,7 @@ type readRound struct {
 // ReadIndex returns an index such that a read served once Applied has
 // reached it sees every write committed before the call (raft's
 // ReadIndex: the leader confirms with a heartbeat round that it still
-// leads). It waits until ctx ends without a leader.
+// leads). It waits until ctx ends without a leader, or the group stops.
 func (g *Group) ReadIndex(ctx context.Context) (uint64, error) {
 	g.mu.Lock()
 	r := g.readNext
@@ -56,6 +56,10 @@ func (g *Group) ReadIndex(ctx context.Context) (uint64, error) {
 		return r.index, r.err
 	case <-ctx.Done():
 		return 0, ctx.Err()
+	case <-g.stopc:
+		// A round begun once Stop has ended the waiting ones has nobody
+		// to answer it.
+		return 0, ErrStopped
 	}
 }
 

@@ -1,6 +1,8 @@
 package replica
 
 import (
+	"context"
+	"errors"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -139,6 +141,24 @@ func TestReadsWaitForTheRoundInFlight(t *testing.T) {
 		}
 		if got := n.sentTo(lead, pb.MessageType_MsgReadIndex); got != 1 {
 			t.Errorf("the reads that waited were sent as %d requests, want 1", got)
+		}
+	})
+}
+
+// A read that asks once the group has stopped gets ErrStopped at once: the
+// rounds waiting when it stopped were ended, and nobody would answer a new
+// one (a read held on a node that closed waited for its deadline, which
+// froze the fault schedules' clock at their end: TestReplicationRandomFaults
+// in runtime/, seed 279465379121393).
+func TestReadAfterStopEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, groups := startGroups(t, "a", "b", "c")
+		f := groups[followerOf(groups)]
+		f.Stop()
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		if _, err := f.ReadIndex(ctx); !errors.Is(err, ErrStopped) {
+			t.Fatalf("ReadIndex on a stopped group: %v, want ErrStopped", err)
 		}
 	})
 }
