@@ -301,7 +301,7 @@ func (n *nemesis) fault(t *testing.T) {
 		did("kill %s", v)
 		e.Kill(t, v)
 		n.killed = append(n.killed, v)
-		if n.orng.IntN(4) == 0 {
+		if n.orng.IntN(2) == 0 {
 			n.remove(v)
 		}
 		if rng.IntN(2) == 0 {

@@ -160,20 +160,12 @@ const removedBound = 30 * time.Second
 // It must say that it is out (not wait for a leader for ever, nor serve),
 // and once started again join as a new member and catch up.
 func removedWhileDown(name string) func(context.Context, *env) error {
+	removeAndStart := whileDown(name, func(e *env, n *testbed.Node) error { return e.removeReplica(e.ctx, n.Name) })
 	return func(ctx context.Context, e *env) error {
+		if err := removeAndStart(ctx, e); err != nil {
+			return err
+		}
 		n := e.Node(name)
-		if err := e.at(ctx, e.start()); err != nil {
-			return err
-		}
-		if err := e.Kill(n); err != nil {
-			return err
-		}
-		if err := e.removeReplica(ctx, name); err != nil {
-			return err
-		}
-		if err := e.Restart(n); err != nil {
-			return err
-		}
 		started := time.Now()
 		for {
 			reps, err := replicaStatuses(e)

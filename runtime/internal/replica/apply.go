@@ -88,7 +88,6 @@ func (g *Group) applyItem(item *applyItem) {
 			continue // covered by the snapshot just installed
 		}
 		if len(confs) > 0 && confs[0].index == index {
-			g.noteRemoved(g.applyConf, confs[0].cs)
 			g.applyConf = confs[0].cs
 			confs = confs[1:]
 			// raft sends a new member the newest snapshot, which it

@@ -520,7 +520,9 @@ func (g *Group) confChange(e *pb.Entry) *pb.ConfState {
 	default:
 		return nil
 	}
+	old := g.conf
 	g.conf = g.rn.ApplyConfChange(cc)
+	g.noteRemoved(old, g.conf)
 	g.confBusy = time.Time{}
 	g.updateMembers()
 	if c, ok := cc.(*pb.ConfChange); ok && c.GetType() == pb.ConfChangeType_ConfChangeRemoveNode && c.GetNodeId() == g.id && !g.leaving {

@@ -31,8 +31,9 @@ import (
 //   - Removed: a raft ID a committed change took out of the group is never
 //     a member again. A node can miss its own removal (it was down or cut
 //     off) and still believe it is a member: it would ask to join no more
-//     and wait for a leader forever. So a member that knows no leader says
-//     hello, and a member that applied the removal answers any message
+//     and wait for a leader for ever. So a member that has not heard from a
+//     leader for an election timeout says hello, and a member that applied
+//     the removal answers any message
 //     from that ID saying so (tellRemoved). The node then stops, says so,
 //     and leaves a mark in its data directory: restarted, it sets its state
 //     aside and joins as a new member (outOfGroup, restart.go). It cannot
@@ -98,10 +99,12 @@ func (g *Group) tick() {
 		g.manageMembers()
 		// The followers learn from it how far the leader has committed.
 		g.sayHello("")
-	case g.lead == 0:
+	case g.left:
+	case g.lead == 0 || g.ticks-g.lastFrom[g.lead] > g.cfg.ElectionTicks:
 		// A member the group took out while it was away waits for a
-		// leader forever (one that was a learner sends raft nothing):
-		// its hello is what a member answers with the news.
+		// leader for ever, and a learner keeps the leader it knew (it
+		// stands for nothing, and sends raft nothing unasked): its
+		// hello is what a member answers with the news.
 		g.sayHello("")
 	}
 }
@@ -130,12 +133,16 @@ func (g *Group) sayHello(to string) {
 
 func (g *Group) onHello(h hello) {
 	if h.removed != 0 {
-		if h.removed == g.id {
+		switch {
+		case h.removed != g.id:
+		case g.leaving || g.left:
+			g.left = true // the removal Leave asked for
+		default:
 			g.outOfGroup(fmt.Sprintf("%s applied a configuration change that took it out", h.name))
 		}
 		return
 	}
-	if g.tellRemoved(h.name, h.id) {
+	if !g.isVoter(h.id) && !g.isLearner(h.id) && g.tellRemoved(h.name, h.id) {
 		return
 	}
 	g.heard[h.name] = heardHello{hello: h, at: time.Now(), tick: g.ticks}
@@ -195,18 +202,29 @@ func (g *Group) bootstrap(peers []raft.Peer) {
 	}
 }
 
-// noteRemoved records the raft IDs that the configuration change from old
-// to cur took out of the group. Called on the apply goroutine, in log
-// order on every node.
+// noteRemoved records the raft IDs that the committed configuration
+// change from old to cur took out of the group: as raft applies it, so
+// that a removed ID is never taken for one that may join (manageMembers)
+// nor a removal for one still to come (removing). Called with raftMu held.
 func (g *Group) noteRemoved(old, cur *pb.ConfState) {
-	in := append(slices.Clone(cur.GetVoters()), cur.GetLearners()...)
+	in := confMembers(cur)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, id := range append(slices.Clone(old.GetVoters()), old.GetLearners()...) {
+	for _, id := range confMembers(old) {
 		if !slices.Contains(in, id) {
 			g.removed[id] = true
 		}
 	}
+}
+
+// confMembers lists every raft ID a configuration names, a joint one's
+// outgoing voters and incoming learners included.
+func confMembers(cs *pb.ConfState) []uint64 {
+	var ids []uint64
+	for _, l := range [][]uint64{cs.GetVoters(), cs.GetLearners(), cs.GetVotersOutgoing(), cs.GetLearnersNext()} {
+		ids = append(ids, l...)
+	}
+	return ids
 }
 
 // isRemoved reports whether a configuration change applied here took raft
@@ -389,7 +407,9 @@ func (g *Group) Leave(ctx context.Context) error {
 	for {
 		done := make(chan bool, 1)
 		g.do(func() {
-			in := g.isVoter(g.id) || g.isLearner(g.id)
+			// left: a member that applied the removal said so before
+			// this node applied it.
+			in := !g.left && (g.isVoter(g.id) || g.isLearner(g.id))
 			// The last voter stays: a group with none cannot exist (and
 			// raft refuses it), and it holds the state alone.
 			last := g.isVoter(g.id) && len(g.conf.GetVoters()) == 1
@@ -489,10 +509,14 @@ var errRemovalPending = errors.New("removal pending")
 // under way. Called with raftMu held.
 func (g *Group) removing(node string, id *uint64) error {
 	if !g.leading {
+		ask := "ask again once the group has one"
 		if l := g.nameOf(g.lead); l != "" {
-			return fmt.Errorf("%w: ask %s", ErrNotLeader, l)
+			ask = "ask " + l
 		}
-		return fmt.Errorf("%w, and knows of none now: ask again once the group has one", ErrNotLeader)
+		if *id != 0 {
+			return fmt.Errorf("%w any more, while the removal was under way (it may apply all the same): %s", ErrNotLeader, ask)
+		}
+		return fmt.Errorf("%w: %s", ErrNotLeader, ask)
 	}
 	if *id == 0 {
 		cur, ok := g.confNames()[node]
@@ -509,9 +533,14 @@ func (g *Group) removing(node string, id *uint64) error {
 	if !g.isVoter(*id) && !g.isLearner(*id) {
 		return nil
 	}
-	if g.confBusy.IsZero() || time.Since(g.confBusy) >= confTimeout {
+	// Proposed again an election timeout after the last change began:
+	// raft drops, without a word, a change proposed while another is
+	// pending or before a new leader applied its predecessors' entries,
+	// and, proposed while one is pending, this one is dropped the same
+	// way; a proposal raft refuses (a leadership transfer) waits too.
+	if g.confBusy.IsZero() || time.Since(g.confBusy) >= time.Duration(g.cfg.ElectionTicks)*g.cfg.Tick {
 		if err := g.proposeConf(pb.ConfChangeType_ConfChangeRemoveNode, *id, node); err != nil {
-			return err
+			g.log.Debug("ffgen: raft refused a removal; it is proposed again", "node", node, "err", err)
 		}
 	}
 	return errRemovalPending

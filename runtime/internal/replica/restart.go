@@ -65,6 +65,15 @@ func openStoreOfMember(cfg Config, log *slog.Logger) (store, *saved, error) {
 		return nil, nil, err
 	}
 	mark := filepath.Join(cfg.Dir, removedMark(sv.id))
+	// A mark of another raft ID is an earlier self's, left by a crash
+	// between setting its state aside and moving the mark: it says
+	// nothing of this one.
+	marks, _ := filepath.Glob(filepath.Join(cfg.Dir, removedMarkPrefix+"*"))
+	for _, m := range marks {
+		if m != mark {
+			os.Remove(m)
+		}
+	}
 	if _, err := os.Stat(mark); errors.Is(err, fs.ErrNotExist) {
 		return s, sv, nil
 	} else if err != nil {
@@ -86,7 +95,9 @@ func openStoreOfMember(cfg Config, log *slog.Logger) (store, *saved, error) {
 
 // removedMark is the name of the file that marks raft ID id as removed
 // from its group.
-func removedMark(id uint64) string { return fmt.Sprintf("removed-member-%016x", id) }
+func removedMark(id uint64) string { return fmt.Sprintf("%s%016x", removedMarkPrefix, id) }
+
+const removedMarkPrefix = "removed-member-"
 
 // markRemoved leaves the mark of a removed raft ID in dir, durably: its
 // presence is all it says.
