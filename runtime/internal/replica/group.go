@@ -192,9 +192,9 @@ type Group struct {
 	mu    sync.Mutex
 	names map[uint64]string // raft ID → node name
 	// removed are the raft IDs a committed configuration change took out
-	// of the group, never members again: the apply goroutine adds them,
-	// and a member tells a node under such an ID that it is out
-	// (members.go).
+	// of the group, never members again: added as raft applies the change
+	// and from an installed snapshot; a member tells a node under such an
+	// ID that it is out (members.go).
 	removed       map[uint64]bool
 	st            Status
 	stopErr       error     // set when apply stopped
