@@ -533,11 +533,11 @@ func (g *Group) removing(node string, id *uint64) error {
 	if !g.isVoter(*id) && !g.isLearner(*id) {
 		return nil
 	}
-	// Proposed again an election timeout after the last change began:
-	// raft drops, without a word, a change proposed while another is
-	// pending or before a new leader applied its predecessors' entries,
-	// and, proposed while one is pending, this one is dropped the same
-	// way; a proposal raft refuses (a leadership transfer) waits too.
+	// raft drops without a word a change proposed while another one is
+	// pending, or before a new leader has applied its predecessors'
+	// entries: proposed again an election timeout after the last change
+	// began (once ours is pending, raft drops the copies). One raft
+	// refuses outright, during a leadership transfer, waits the same.
 	if g.confBusy.IsZero() || time.Since(g.confBusy) >= time.Duration(g.cfg.ElectionTicks)*g.cfg.Tick {
 		if err := g.proposeConf(pb.ConfChangeType_ConfChangeRemoveNode, *id, node); err != nil {
 			g.log.Debug("ffgen: raft refused a removal; it is proposed again", "node", node, "err", err)
