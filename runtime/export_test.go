@@ -19,3 +19,22 @@ func (s *Server) EntityQueues() int {
 	defer s.mu.Unlock()
 	return len(s.entities)
 }
+
+// FreezeReplicas stops driving the raft of every replicated service on s,
+// or starts it again, as SIGSTOP and SIGCONT would: with the network's
+// Pause, a node frozen whole, whose leader thaws believing it still leads.
+func FreezeReplicas(s *Server, frozen bool) {
+	s.mu.Lock()
+	reps := make([]*replicated, 0, len(s.replicas))
+	for _, r := range s.replicas {
+		reps = append(reps, r)
+	}
+	s.mu.Unlock()
+	for _, r := range reps {
+		if frozen {
+			r.g.Freeze()
+		} else {
+			r.g.Thaw()
+		}
+	}
+}

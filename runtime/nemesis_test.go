@@ -22,7 +22,7 @@ import (
 
 // Faults nobody wrote down. The replication tests elsewhere replay
 // sequences someone thought of; here a seeded schedule of random faults
-// (freezes, crashes and restarts from disk, graceful restarts, a lost
+// (freezes in which raft stands still, crashes and restarts from disk, graceful restarts, a lost
 // disk, power cuts, partitions of any shape with clients on either side,
 // one-way cuts, lost, delayed and reset connections, the leader singled
 // out, an operator who removes a node that is down and restarts it once
@@ -228,18 +228,14 @@ func (n *nemesis) fault(t *testing.T) {
 		return
 	}
 	switch k {
-	case 0: // a frozen node (SIGSTOP): nothing goes in or out, timers run on
+	case 0: // a frozen node (SIGSTOP): nothing goes in or out, raft stands still
 		v := pick()
 		did("freeze %s for %v", v, hold)
-		e.Net.Pause(v)
-		time.Sleep(hold)
-		e.Net.Resume(v)
-	case 1: // the leader frozen: the sequence of a stalled leader
+		n.freeze(v, hold)
+	case 1: // the leader frozen: it thaws believing it still leads
 		v := n.leader(pick)
 		did("freeze the leader %s for %v", v, hold)
-		e.Net.Pause(v)
-		time.Sleep(hold)
-		e.Net.Resume(v)
+		n.freeze(v, hold)
 	case 2: // a node cut off from everyone
 		v := pick()
 		did("isolate %s for %v", v, hold)
@@ -416,6 +412,19 @@ func (n *nemesis) crashInMemory(t *testing.T, v string, graceful bool, hold time
 		time.Sleep(hold)
 	}
 	e.Start(t, v)
+}
+
+// freeze stops v for hold as SIGSTOP would: its frames are held, and its
+// raft neither ticks nor steps, so that a leader thaws still leading, its
+// term and lease as they were, with what reached it meanwhile to read.
+// (The server's own timers run on: its frames are held all the same.)
+func (n *nemesis) freeze(v string, hold time.Duration) {
+	s := n.e.Node(v).Server
+	n.e.Net.Pause(v)
+	runtime.FreezeReplicas(s, true)
+	time.Sleep(hold)
+	runtime.FreezeReplicas(s, false)
+	n.e.Net.Resume(v)
 }
 
 // split cuts the named network nodes from every other one, both ways, for

@@ -177,6 +177,9 @@ type Group struct {
 	runWake chan struct{}
 	// flushDue: Propose or Receive added to the inbox since the last Flush.
 	flushDue atomic.Bool
+	// frozen: raft is not driven, as in a process SIGSTOP stopped
+	// (Freeze, for tests).
+	frozen atomic.Bool
 
 	// evMu guards the events for the server, which the event goroutine
 	// delivers in order.
@@ -349,6 +352,19 @@ func newID(name string) uint64 {
 		}
 		rand.Read(b[:])
 	}
+}
+
+// Freeze stops driving raft until Thaw, as SIGSTOP stops the process:
+// no tick, no step, no Ready; what arrives waits in the inbox. The ticks
+// it misses are lost, as a stopped process's ticker fires once when it
+// runs again, so a leader thaws believing it still leads. For tests, with
+// the network holding the node's frames.
+func (g *Group) Freeze() { g.frozen.Store(true) }
+
+// Thaw undoes Freeze.
+func (g *Group) Thaw() {
+	g.frozen.Store(false)
+	g.wakeRun()
 }
 
 // Stop ends the group's goroutines. Waiting reads end with ErrStopped.

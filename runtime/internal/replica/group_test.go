@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ffgen/ffgen/internal/frame"
+	"github.com/ffgen/ffgen/internal/testkit"
 )
 
 // testNet connects groups in memory, each message delivered in order from
@@ -362,5 +363,39 @@ func TestHeartbeatAnswersInABurstCostOneAppend(t *testing.T) {
 		if got := n.sentTo(f, pb.MessageType_MsgApp); got != 1 {
 			t.Fatalf("%d heartbeat answers in one batch: the leader sent %d appends, want 1", burst, got)
 		}
+	})
+}
+
+// Freeze stops raft as SIGSTOP stops a process: a leader frozen while the
+// others elect another thaws still leading in its old term, and steps
+// down once it hears of the newer one.
+func TestFrozenLeaderThawsLeading(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n, groups := startGroups(t, "a", "b", "c")
+		lead := leaderOf(groups)
+		old := groups[lead].Status().Term
+		cut := func(from, to string, _ *pb.Message) bool { return from == lead || to == lead }
+		n.setDrop(cut)
+		groups[lead].Freeze()
+		time.Sleep(2 * time.Second)
+		var next string
+		for name, g := range groups {
+			if _, leading := g.Leader(); leading && name != lead {
+				next = name
+			}
+		}
+		if next == "" {
+			t.Fatal("no other leader while the leader was frozen")
+		}
+		groups[lead].Thaw()
+		synctest.Wait()
+		if st := groups[lead].Status(); !st.Leading || st.Term != old {
+			t.Fatalf("thawed, %s: leading %v in term %d; want still leading in term %d", lead, st.Leading, st.Term, old)
+		}
+		n.setDrop(nil)
+		testkit.Until(t, lead+" following "+next, func() bool {
+			st := groups[lead].Status()
+			return !st.Leading && st.Leader == next && st.Term > old
+		})
 	})
 }

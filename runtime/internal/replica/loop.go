@@ -57,6 +57,9 @@ func (g *Group) run() {
 		case <-g.stopc:
 			return
 		case <-t.C:
+			if g.frozen.Load() {
+				continue
+			}
 			g.raftMu.Lock()
 			if g.halted() != nil {
 				g.dropInbox()
@@ -69,6 +72,9 @@ func (g *Group) run() {
 			}
 			g.raftMu.Unlock()
 		case <-g.runWake:
+			if g.frozen.Load() {
+				continue // Thaw wakes it again
+			}
 			g.raftMu.Lock()
 			g.process()
 			g.raftMu.Unlock()
@@ -87,6 +93,9 @@ func (g *Group) run() {
 // waits for an fsync, which must hold up neither a connection's reader
 // nor a handler.
 func (g *Group) kick() {
+	if g.frozen.Load() {
+		return // Thaw wakes the run goroutine
+	}
 	if g.disk != nil {
 		if g.inboxed() {
 			g.wakeRun()
