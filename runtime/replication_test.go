@@ -999,6 +999,42 @@ func TestReplicationVoterListedDeadCatchesUp(t *testing.T) {
 	})
 }
 
+// A follower that hears its leader only on the connection it dialed
+// itself (the leader's dials to it fail, as behind a one-way firewall or
+// while they back off after the follower restarted) steps the leader's
+// messages as they come, not on its next tick. The peer pool once kept the
+// end of each batch of frames to itself: such a follower applied every
+// write a tick late, and a leader that needed its answer to commit
+// answered a tick late, for as long as the connection lived (a cluster
+// that lost a group and got it back ran at half its rate).
+func TestFollowerHearsItsLeaderOnItsOwnConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, ctx := fourNodesWithAWrite(t)
+		leader := e.Leader(t, counterDesc.Name)
+		f := otherThan(e.names(), leader)[0]
+		e.Net.BlockDials(leader, f)
+		e.Net.Reset(leader, f)
+		// f finds the leader silent and dials it; the leader answers on
+		// that connection.
+		if _, err := e.add(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		e.WaitConverged(t)
+		applied := func(n string) uint64 { return e.Node(n).Server.Replication()[0].Applied }
+		for i := range 5 {
+			if _, err := e.add(ctx, "k", 1); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait() // no time passes: no tick
+			if got, want := applied(f), applied(leader); got != want {
+				t.Errorf("write %d: %s applied %d with no time passing, the leader %d", i, f, got, want)
+			}
+		}
+		e.Net.Heal(leader, f)
+		e.check(t)
+	})
+}
+
 // The leader reports every member's replicated index (raft's progress):
 // all of them at its last index once they caught up, and a paused one
 // behind by what it missed; the other nodes report no peers.

@@ -57,6 +57,11 @@ func (n *Network) Cut(from, to string) { n.n.Cut(from, to) }
 // CutBoth cuts both directions between a and b.
 func (n *Network) CutBoth(a, b string) { n.n.CutBoth(a, b) }
 
+// BlockDials makes dials from one node to the other wait, as a firewall
+// that drops connection attempts one way would; connections the other
+// node opens still carry frames both ways. Heal lifts it.
+func (n *Network) BlockDials(from, to string) { n.n.BlockDials(from, to) }
+
 // Isolate cuts every link to and from node, including links to nodes that
 // join later. Undo it with Rejoin; Heal does not.
 func (n *Network) Isolate(node string) { n.n.Isolate(node) }
@@ -85,7 +90,8 @@ func (n *Network) Dropped() uint64 { return n.n.Dropped() }
 // on every run.
 func (n *Network) Seed(seed uint64) { n.n.Seed(seed) }
 
-// Heal removes the cuts, delays and drops between a and b, both ways.
+// Heal removes the cuts, delays, drops and blocked dials between a and b,
+// both ways.
 func (n *Network) Heal(a, b string) { n.n.Heal(a, b) }
 
 // HealAll removes every fault: link faults go, isolated nodes rejoin and

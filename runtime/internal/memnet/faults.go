@@ -30,6 +30,7 @@ type memLinkKey struct{ from, to string }
 
 type memLinkFaults struct {
 	cut      bool
+	noDial   bool // dials from → to wait (BlockDials)
 	delay    time.Duration
 	dropP    float64
 	dropNext int
@@ -74,6 +75,16 @@ func (f *memFaults) cutLocked(from, to string) bool {
 	}
 	lf := f.links[memLinkKey{from, to}]
 	return lf != nil && lf.cut
+}
+
+// dialBlockedLocked reports whether dials from one node to the other
+// wait: a cut either way, or BlockDials.
+func (f *memFaults) dialBlockedLocked(from, to string) bool {
+	if f.cutLocked(from, to) || f.cutLocked(to, from) {
+		return true
+	}
+	lf := f.links[memLinkKey{from, to}]
+	return lf != nil && lf.noDial
 }
 
 func (f *memFaults) delayLocked(from, to string) time.Duration {
@@ -146,6 +157,13 @@ func (n *Network) CutBoth(a, b string) {
 	})
 }
 
+// BlockDials makes dials from one node to the other wait, as a firewall
+// that drops connection attempts one way would, while the connections the
+// other node opens carry frames both ways. Heal lifts it.
+func (n *Network) BlockDials(from, to string) {
+	n.change(func(f *memFaults) { f.link(from, to).noDial = true })
+}
+
 // Isolate cuts every link to and from node, including links to nodes that
 // join later. Undo it with Rejoin; Heal does not.
 func (n *Network) Isolate(node string) {
@@ -180,7 +198,8 @@ func (n *Network) DropNext(from, to string, count int) {
 	n.change(func(f *memFaults) { f.link(from, to).dropNext = max(count, 0) })
 }
 
-// Heal removes the cuts, delays and drops between a and b, both ways.
+// Heal removes the cuts, delays, drops and blocked dials between a and b,
+// both ways.
 func (n *Network) Heal(a, b string) {
 	n.change(func(f *memFaults) {
 		delete(f.links, memLinkKey{a, b})

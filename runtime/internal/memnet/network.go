@@ -169,9 +169,10 @@ func (t *Transport) Listen(addr string, h transport.ConnHandler) (transport.List
 }
 
 // Dial connects to the listener at addr. It fails at once with transport.ErrRefused if
-// nothing listens there. While either node is paused or a link between them
-// is cut it waits, as a TCP handshake would, until the fault goes or ctx
-// ends; delays on the links add their round trip to the dial.
+// nothing listens there. While either node is paused, a link between them
+// is cut or its dials are blocked (BlockDials) it waits, as a TCP
+// handshake would, until the fault goes or ctx ends; delays on the links
+// add their round trip to the dial.
 func (t *Transport) Dial(ctx context.Context, addr string, h transport.ConnHandler) (transport.Conn, error) {
 	if h == nil {
 		return nil, errors.New("transport: Dial with a nil Handler")
@@ -195,7 +196,7 @@ func (t *Transport) Dial(ctx context.Context, addr string, h transport.ConnHandl
 		from, to := t.cfg.Node, ln.t.cfg.Node
 		var wait <-chan struct{}
 		var sleep time.Duration
-		if n.pausedLocked(from) || n.pausedLocked(to) || n.cutLocked(from, to) || n.cutLocked(to, from) {
+		if n.pausedLocked(from) || n.pausedLocked(to) || n.dialBlockedLocked(from, to) {
 			wait = n.changed
 		} else if rtt := n.delayLocked(from, to) + n.delayLocked(to, from); rtt > 0 && !waitedRTT {
 			sleep = rtt

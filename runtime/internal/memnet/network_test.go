@@ -300,6 +300,46 @@ func TestMemCutOneWay(t *testing.T) {
 	})
 }
 
+// BlockDials stops dials one way only: the other node's dial connects,
+// and its connection carries frames both ways; Heal lets dials through.
+func TestMemBlockDialsOneWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := NewNetwork()
+		defer net.Close()
+		aRec, bRec := new(memRec), new(memRec)
+		a, b := net.Transport(transport.Config{Node: "a1"}), net.Transport(transport.Config{Node: "b1"})
+		if _, err := a.Listen("", aRec); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Listen("", bRec); err != nil {
+			t.Fatal(err)
+		}
+		net.BlockDials("a1", "b1")
+
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if _, err := a.Dial(ctx, "b1", new(memRec)); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Dial a1→b1 with its dials blocked: %v, want DeadlineExceeded", err)
+		}
+		back := new(memRec)
+		c, err := b.Dial(t.Context(), "a1", back)
+		if err != nil {
+			t.Fatalf("Dial b1→a1: %v", err)
+		}
+		memSendCancels(t, c, 0, 2)
+		synctest.Wait()
+		memSendCancels(t, aRec.lastConn(), 0, 3)
+		synctest.Wait()
+		memWantCalls(t, "a1", aRec, memSeq(0, 2))
+		memWantCalls(t, "b1's dialed connection", back, memSeq(0, 3))
+
+		net.Heal("b1", "a1")
+		if _, err := a.Dial(t.Context(), "b1", new(memRec)); err != nil {
+			t.Fatalf("Dial a1→b1 after Heal: %v", err)
+		}
+	})
+}
+
 func TestMemCutBoth(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newMemSetup(t, transport.Config{}, transport.Config{})

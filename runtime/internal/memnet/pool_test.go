@@ -3,6 +3,7 @@ package memnet
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -92,6 +93,39 @@ func TestPoolOverMemTransport(t *testing.T) {
 		}
 		if got := (<-cli.frames).(*frame.Cancel).Call; got != 2 {
 			t.Fatalf("echo %d", got)
+		}
+	})
+}
+
+// A pooled connection's handler hears where the batches of frames it gets
+// end, as the handler of a connection dialed without the pool does: a
+// server steps the raft messages a batch brought there, and the pool's
+// wrapper that kept the end to itself left a leader's messages, sent on
+// the connection the follower had dialed, waiting for the follower's next
+// tick.
+func TestPoolPassesBatchEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := NewNetwork()
+		defer n.Close()
+		if _, err := n.Transport(transport.Config{Node: "a1", Group: "a"}).Listen("a1", echoAll{}); err != nil {
+			t.Fatal(err)
+		}
+		rec := new(batchRec)
+		p := pool.New(n.Transport(transport.Config{Node: "b1", Group: "b"}), rec, transport.PoolConfig{})
+		defer p.Close()
+		c, err := p.Get(t.Context(), "a1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Send(&frame.Cancel{Call: 7}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		rec.mu.Lock()
+		got := slices.Clone(rec.events)
+		rec.mu.Unlock()
+		if want := []string{"7", "end"}; !slices.Equal(got, want) {
+			t.Errorf("the pool's handler heard %v, want %v", got, want)
 		}
 	})
 }

@@ -149,7 +149,7 @@ func (p *Pool) dial(addr string, pp *poolPeer) {
 		pp.connected = true
 		p.mu.Unlock()
 	})
-	h := &pooledHandler{pool: p, addr: addr, h: p.h}
+	h := newPooledHandler(p, addr)
 	c, err := p.t.Dial(ctx, addr, h)
 	cancel()
 
@@ -276,7 +276,10 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-var _ transport.ConnHandler = (*pooledHandler)(nil)
+var (
+	_ transport.ConnHandler = (*pooledHandler)(nil)
+	_ conncap.BatchEnder    = (*pooledHandler)(nil)
+)
 
 // pooledHandler forwards a pooled connection's events to the pool's
 // handler, dropping the connection from the pool first when it closes.
@@ -284,10 +287,28 @@ type pooledHandler struct {
 	pool   *Pool
 	addr   string
 	h      transport.ConnHandler
-	closed bool // guarded by pool.mu
+	be     conncap.BatchEnder // h, if it hears where batches end
+	closed bool               // guarded by pool.mu
+}
+
+func newPooledHandler(p *Pool, addr string) *pooledHandler {
+	be, _ := p.h.(conncap.BatchEnder)
+	return &pooledHandler{pool: p, addr: addr, h: p.h, be: be}
 }
 
 func (h *pooledHandler) HandleFrame(c transport.Conn, f frame.Frame) { h.h.HandleFrame(c, f) }
+
+// HandleBatchEnd passes the end of a batch on. A wrapper that kept it to
+// itself left a server's raft messages from a peer, on the connection
+// this node had dialed to it, waiting in the inbox for the next tick: a
+// leader that used such a connection (its own dial was backing off when
+// the follower's came) committed each write a tick late for as long as
+// the connection lived.
+func (h *pooledHandler) HandleBatchEnd() {
+	if h.be != nil {
+		h.be.HandleBatchEnd()
+	}
+}
 
 func (h *pooledHandler) HandleClose(c transport.Conn, err error) {
 	h.pool.drop(h.addr, c, h)
