@@ -3,6 +3,7 @@ package replica
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"go.etcd.io/etcd/server/v3/storage/wal"
+
+	"github.com/ffgen/ffgen/internal/testkit"
 
 	"github.com/google/go-cmp/cmp"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -284,6 +287,74 @@ func TestStoreEmptiedDirIsANewMember(t *testing.T) {
 	defer st.close()
 	if sv.id == id || len(sv.ents) != 0 || sv.snap != nil {
 		t.Errorf("emptied directory loads %+v (ID %x before)", sv, id)
+	}
+}
+
+// A crash that cut short setting the state aside (the log moved, the
+// snapshots not yet) is finished at the next start: both land in the
+// directory named before the first rename, and the node starts as a new
+// member without calling its state corrupt. The snapshots left without
+// their log read as a corrupt store before. A pending file cut short
+// itself, before anything moved, is dropped.
+func TestSetAsideFinishesAfterACrash(t *testing.T) {
+	dir := t.TempDir()
+	s, id := openTest(t, dir)
+	if err := s.save(&pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(6)}, entries(1, 6, 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.saveSnapshot(testSnap(4, 1, id, "state"), 2); err != nil {
+		t.Fatal(err)
+	}
+	s.close()
+	// setAside's first steps, and the crash.
+	aside := asideDir(dir, "removed")
+	if err := os.MkdirAll(aside, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSynced(filepath.Join(dir, asidePending), []byte(filepath.Base(aside))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, walDirName), filepath.Join(aside, walDirName)); err != nil {
+		t.Fatal(err)
+	}
+
+	var logs testkit.LogBuffer
+	cfg := Config{Cluster: testIdentity.Cluster, Node: testIdentity.Node, Service: testIdentity.Service, Dir: dir, RememberWrites: 100}
+	st, sv, err := openStore(cfg, logs.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.close()
+	if sv.id == id || sv.snap != nil || len(sv.ents) != 0 {
+		t.Errorf("the store after the crash loads %+v (ID %x before): want a new member's", sv, id)
+	}
+	if l := logs.String(); strings.Contains(l, "corrupt") || !strings.Contains(l, "cut short setting the replicated state aside") {
+		t.Errorf("log:\n%s\nwant the setting aside finished, and no word of corruption", l)
+	}
+	for _, name := range []string{walDirName, snapDirName} {
+		if _, err := os.Stat(filepath.Join(aside, name)); err != nil {
+			t.Errorf("%s is not in %s: %v", name, aside, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, asidePending)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s left: %v", asidePending, err)
+	}
+
+	// A pending file written only in part names nothing: it goes, and
+	// the store is left as it is.
+	if err := os.WriteFile(filepath.Join(dir, asidePending), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, sv2, err := openStore(cfg, logs.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.close()
+	if sv2.id != sv.id {
+		t.Errorf("an empty pending file changed the raft ID from %x to %x", sv.id, sv2.id)
+	}
+	if _, err := os.Stat(filepath.Join(dir, asidePending)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("an empty %s left: %v", asidePending, err)
 	}
 }
 

@@ -42,6 +42,9 @@ const diskRetry = time.Second
 // openStore opens the group's store, setting a corrupt one aside.
 func openStore(cfg Config, log *slog.Logger) (store, *saved, error) {
 	ident := Identity{Cluster: cfg.Cluster, Node: cfg.Node, Service: cfg.Service}
+	if err := finishAside(cfg.Dir, log); err != nil {
+		return nil, nil, err
+	}
 	s, sv, err := openAndLoad(cfg.Dir, ident, cfg.NoSync, cfg.RememberWrites, log)
 	if err == nil || !errors.Is(err, ErrCorrupt) {
 		return s, sv, err
@@ -102,15 +105,7 @@ const removedMarkPrefix = "removed-member-"
 // markRemoved leaves the mark of a removed raft ID in dir, durably: its
 // presence is all it says.
 func markRemoved(dir string, id uint64) error {
-	f, err := os.OpenFile(filepath.Join(dir, removedMark(id)), os.O_WRONLY|os.O_CREATE, 0o600)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := writeSynced(filepath.Join(dir, removedMark(id)), nil); err != nil {
 		return err
 	}
 	return syncDir(dir)
@@ -122,18 +117,93 @@ func asideDir(dir, why string) string {
 	return filepath.Join(dir, why+"-"+time.Now().UTC().Format("20060102T150405.000"))
 }
 
-// setAside moves the log and the snapshots in dir into aside.
+// setAside moves the log and the snapshots in dir into aside. It first
+// says where, in a file (asidePending) that it removes once both are
+// moved: a crash between the two renames left the snapshots without their
+// log, which the next start took for a corrupt store, and set aside
+// again, blaming corruption. finishAside completes it instead.
 func setAside(dir, aside string) error {
 	if err := os.MkdirAll(aside, 0o700); err != nil {
 		return err
 	}
+	if err := writeSynced(filepath.Join(dir, asidePending), []byte(filepath.Base(aside))); err != nil {
+		return err
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	return moveAside(dir, aside)
+}
+
+// asidePending is the file that names the directory a setting aside under
+// way moves the state into.
+const asidePending = "aside-pending"
+
+// moveAside moves into aside the log and the snapshots still in dir, and
+// then removes asidePending, each step durable before the next.
+func moveAside(dir, aside string) error {
 	for _, name := range []string{walDirName, snapDirName} {
 		err := os.Rename(filepath.Join(dir, name), filepath.Join(aside, name))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
+	if err := syncDir(aside); err != nil {
+		return err
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(dir, asidePending)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	return syncDir(dir)
+}
+
+// finishAside completes a setting aside that a crash cut short. A pending
+// file that names no directory in dir was cut short itself, before
+// anything moved: it is dropped.
+func finishAside(dir string, log *slog.Logger) error {
+	pending := filepath.Join(dir, asidePending)
+	b, err := os.ReadFile(pending)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("data directory %s: %w", dir, err)
+	}
+	name := string(b)
+	if name == "" || name != filepath.Base(name) || name == "." || name == ".." {
+		if err := os.Remove(pending); err != nil {
+			return fmt.Errorf("data directory %s: %w", dir, err)
+		}
+		return syncDir(dir)
+	}
+	aside := filepath.Join(dir, name)
+	if err := os.MkdirAll(aside, 0o700); err != nil {
+		return fmt.Errorf("data directory %s: %w", dir, err)
+	}
+	if err := moveAside(dir, aside); err != nil {
+		return fmt.Errorf("data directory %s: finishing setting the state aside into %s: %w", dir, aside, err)
+	}
+	log.Warn("ffgen: a crash had cut short setting the replicated state aside: it is finished, and the node starts as a new member", "kept", aside)
+	return nil
+}
+
+// writeSynced writes b to a new file at path, durably.
+func writeSynced(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func openAndLoad(dir string, ident Identity, noSync bool, remember int, log *slog.Logger) (store, *saved, error) {
