@@ -132,14 +132,9 @@ func openDisk(dir string, identity Identity, noSync bool, log *slog.Logger) (*wa
 		return nil, 0, fmt.Errorf("data directory %s: %w", dir, err)
 	}
 	s := &walStore{dir: dir, noSync: noSync, lg: zapToSlog(log)}
-	// Another process with the directory open is another node using the
-	// same directory: it must not find this one's files moving.
-	lock, err := fileutil.TryLockFile(filepath.Join(dir, lockName), os.O_WRONLY|os.O_CREATE, fileutil.PrivateFileMode)
-	if errors.Is(err, fileutil.ErrLocked) {
-		return nil, 0, fmt.Errorf("data directory %s: in use by another process: %w", dir, err)
-	}
+	lock, err := lockDir(dir)
 	if err != nil {
-		return nil, 0, fmt.Errorf("data directory %s: %w", dir, err)
+		return nil, 0, err
 	}
 	s.lock = lock
 	s.snapper = snap.New(s.lg, filepath.Join(dir, snapDirName))
@@ -175,6 +170,20 @@ func openDisk(dir string, identity Identity, noSync bool, log *slog.Logger) (*wa
 }
 
 func (s *walStore) walDir() string { return filepath.Join(s.dir, walDirName) }
+
+// lockDir takes dir's lock. Another process with the directory open is
+// another node using the same directory: it must not find this one's
+// files moving.
+func lockDir(dir string) (*fileutil.LockedFile, error) {
+	lock, err := fileutil.TryLockFile(filepath.Join(dir, lockName), os.O_WRONLY|os.O_CREATE, fileutil.PrivateFileMode)
+	if errors.Is(err, fileutil.ErrLocked) {
+		return nil, fmt.Errorf("data directory %s: in use by another process: %w", dir, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", dir, err)
+	}
+	return lock, nil
+}
 
 // open opens the WAL at the newest snapshot it can load and reads it to
 // its end, leaving it ready to append. Called without other users, or

@@ -340,6 +340,26 @@ func TestSetAsideFinishesAfterACrash(t *testing.T) {
 		t.Errorf("%s left: %v", asidePending, err)
 	}
 
+	// Another process holding the directory finds nothing of its own
+	// moved by this one's start.
+	if err := writeSynced(filepath.Join(dir, asidePending), []byte(filepath.Base(aside))); err != nil {
+		t.Fatal(err)
+	}
+	held, err := lockDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := openStore(cfg, logs.Logger()); err == nil || !strings.Contains(err.Error(), "in use by another process") {
+		t.Errorf("start beside a process holding the directory: %v, want it refused as in use", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, walDirName)); err != nil {
+		t.Errorf("the other process's log was moved: %v", err)
+	}
+	held.Close()
+	if err := os.Remove(filepath.Join(dir, asidePending)); err != nil {
+		t.Fatal(err)
+	}
+
 	// A pending file written only in part names nothing: it goes, and
 	// the store is left as it is.
 	if err := os.WriteFile(filepath.Join(dir, asidePending), nil, 0o600); err != nil {

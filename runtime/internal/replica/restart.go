@@ -121,8 +121,14 @@ func asideDir(dir, why string) string {
 // says where, in a file (asidePending) that it removes once both are
 // moved: a crash between the two renames left the snapshots without their
 // log, which the next start took for a corrupt store, and set aside
-// again, blaming corruption. finishAside completes it instead.
+// again, blaming corruption. finishAside completes it instead. Called
+// without the store open; it holds the directory's lock.
 func setAside(dir, aside string) error {
+	lock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	if err := os.MkdirAll(aside, 0o700); err != nil {
 		return err
 	}
@@ -160,9 +166,10 @@ func moveAside(dir, aside string) error {
 	return syncDir(dir)
 }
 
-// finishAside completes a setting aside that a crash cut short. A pending
-// file that names no directory in dir was cut short itself, before
-// anything moved: it is dropped.
+// finishAside completes a setting aside that a crash cut short, holding
+// the directory's lock as the store does. A pending file that names no
+// directory in dir was cut short itself, before anything moved: it is
+// dropped.
 func finishAside(dir string, log *slog.Logger) error {
 	pending := filepath.Join(dir, asidePending)
 	b, err := os.ReadFile(pending)
@@ -172,6 +179,11 @@ func finishAside(dir string, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("data directory %s: %w", dir, err)
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	name := string(b)
 	if name == "" || name != filepath.Base(name) || name == "." || name == ".." {
 		if err := os.Remove(pending); err != nil {
