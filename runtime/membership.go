@@ -20,8 +20,8 @@ type Member struct {
 	// service it advertises nothing for counts as serving every method.
 	Methods map[string][]ServedMethod
 	// JoinedAt is when the membership last saw the node join: its first
-	// join, or its return after it left or was declared dead (zero where
-	// the membership does not say). A client forgets its suspicion of a
+	// join, its return after it left or was declared dead, or a new
+	// process under its name (zero where the membership does not say). A client forgets its suspicion of a
 	// node whose JoinedAt moves, as of one it sees join: the node's process
 	// is new, or back, and has failed nothing yet. A restart can be
 	// quicker than a view that is read now and then, which then never

@@ -73,7 +73,7 @@ func (d *delegate) alive(n *memberlist.Node) {
 	if meta.Leaving {
 		st = StateLeaving
 	}
-	d.c.setState(n.Name, n.Address(), &m, st, meta.CatchingUp)
+	d.c.setState(n.Name, n.Address(), &m, st, meta.CatchingUp, meta.Boot)
 }
 
 // NotifyLeave reports both a crash and a leave: memberlist never fills

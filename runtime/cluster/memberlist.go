@@ -15,6 +15,7 @@ import (
 	"log"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -48,13 +49,16 @@ type MemberStatus struct {
 	Methods map[string][]runtime.ServedMethod `json:"methods,omitempty"`
 	State   State                             `json:"state"`
 	Since   time.Time                         `json:"since"` // when this node saw the state begin
-	// JoinedAt is when this node saw it last join: its first join, or its
-	// return after it left or died (runtime.Member.JoinedAt).
+	// JoinedAt is when this node saw it last join: its first join, its
+	// return after it left or died, or a new process under its name
+	// (runtime.Member.JoinedAt).
 	JoinedAt time.Time `json:"joined_at,omitzero"`
 	// CatchingUp is set while a replica on the node is behind: it answers
 	// nothing of that service until it has caught up (see Config.Ready).
 	CatchingUp bool `json:"catching_up,omitempty"`
 	Local      bool `json:"local,omitempty"`
+
+	boot uint64 // the process it last published (nodeMeta.Boot)
 }
 
 // Cluster is this node's membership in a memberlist cluster.
@@ -67,6 +71,7 @@ type MemberStatus struct {
 // ones for ForgetAfter).
 type Cluster struct {
 	cfg        Config
+	boot       uint64 // this process's nodeMeta.Boot
 	log        *slog.Logger
 	ml         *memberlist.Memberlist
 	meta       atomic.Pointer[[]byte] // what NodeMeta publishes
@@ -110,7 +115,8 @@ func Start(cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	catchingUp := cfg.Ready != nil && cfg.Ready() != nil
-	meta, err := cfg.meta(false, catchingUp).encode()
+	boot := rand.Uint64() | 1 // never 0, which says nothing
+	meta, err := cfg.meta(false, catchingUp, boot).encode()
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +126,7 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{
 		cfg:      cfg,
+		boot:     boot,
 		log:      lg,
 		nodes:    make(map[string]*MemberStatus),
 		subs:     make(map[*subscriber]struct{}),
@@ -233,7 +240,7 @@ func (c *Cluster) Leave(timeout time.Duration) error {
 			return
 		}
 		c.leaving.Store(true)
-		meta, err := c.cfg.meta(true, c.catchingUp.Load()).encode()
+		meta, err := c.cfg.meta(true, c.catchingUp.Load(), c.boot).encode()
 		if err == nil {
 			c.meta.Store(&meta)
 			err = c.ml.UpdateNode(timeout)
@@ -273,7 +280,7 @@ func (c *Cluster) followReadiness() {
 		if c.leaving.Load() {
 			continue
 		}
-		if meta, err := c.cfg.meta(false, now).encode(); err == nil {
+		if meta, err := c.cfg.meta(false, now, c.boot).encode(); err == nil {
 			c.meta.Store(&meta)
 			if err := c.ml.UpdateNode(time.Second); err != nil {
 				c.log.Warn("cluster: publishing catch-up state failed", "err", err)
@@ -332,8 +339,9 @@ func (c *Cluster) localAddr() string {
 }
 
 // setState records a node's state and rebuilds the live view if the set of
-// members or their metadata changed. m is nil when only the state changes.
-func (c *Cluster) setState(name, gossipAddr string, m *runtime.Member, st State, catchingUp bool) {
+// members or their metadata changed. m is nil when only the state changes;
+// boot is the process m came from (nodeMeta.Boot, 0 if unsaid).
+func (c *Cluster) setState(name, gossipAddr string, m *runtime.Member, st State, catchingUp bool, boot uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
@@ -356,6 +364,15 @@ func (c *Cluster) setState(name, gossipAddr string, m *runtime.Member, st State,
 		n.GossipAddress = gossipAddr
 	}
 	changed := wasLive != isLive(st)
+	if m != nil && boot != 0 {
+		if wasLive && n.boot != 0 && n.boot != boot {
+			// Another process under the name: a restart quicker than
+			// the failure detector, which never showed the node gone.
+			// Clients forget their suspicion of the process before.
+			n.JoinedAt, changed = now, true
+		}
+		n.boot = boot
+	}
 	if m != nil && n.CatchingUp != catchingUp {
 		n.CatchingUp, changed = catchingUp, true
 	}
@@ -381,7 +398,7 @@ func (c *Cluster) gone(name string) {
 		st = StateLeft
 	}
 	c.mu.Unlock()
-	c.setState(name, "", nil, st, false)
+	c.setState(name, "", nil, st, false, 0)
 }
 
 // forget drops dead and left nodes after ForgetAfter. Called with mu held.

@@ -252,6 +252,34 @@ func TestRejoinAfterCrash(t *testing.T) {
 	}
 }
 
+// A node killed and started again before the failure detector declared it
+// dead is a new process under the same name: the view says it joined again
+// (runtime.Member.JoinedAt), so that a client forgets its suspicion of the
+// process before. Without it, a client that had seen a whole group fail
+// refused the writes that the group's restarted nodes, leading again, were
+// redirected to, until its suspicion ran out.
+func TestRestartBeforeDeathIsAJoin(t *testing.T) {
+	cs := startCluster(t, 3)
+	old := cs[2].LocalNode()
+	first, _ := cs[0].Member("n2")
+	cs[2].halt()
+	startNode(t, "n2", "g2", seeds(cs[0]), func(cfg *Config) {
+		_, port, _ := net.SplitHostPort(old.GossipAddress)
+		fmt.Sscan(port, &cfg.BindPort)
+	})
+	testkit.Until(t, "n0 sees the new n2", func() bool {
+		for _, m := range cs[0].Members() {
+			if m.Name == "n2" && m.JoinedAt.After(first.JoinedAt) {
+				return true
+			}
+		}
+		return false
+	})
+	if st, _ := cs[0].Member("n2"); st.State == StateDead || st.State == StateLeft {
+		t.Errorf("n2 is %s: the restart was not quicker than the failure detector", st.State)
+	}
+}
+
 func TestWrongKeyCannotJoin(t *testing.T) {
 	key := func(b byte) nodeOpt {
 		return func(cfg *Config) { cfg.SecretKey = []byte(strings.Repeat(string(b), 16)) }

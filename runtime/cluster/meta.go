@@ -31,11 +31,14 @@ type nodeMeta struct {
 	// Methods: what the node advertises of the methods it serves, by
 	// service (runtime.Member.Methods).
 	Methods map[string][]runtime.ServedMethod
+	// Boot is drawn at random as the process starts (0: not said): the
+	// same name with another Boot is a new process (MemberStatus.JoinedAt).
+	Boot uint64
 }
 
-// meta is what the node configured by c publishes.
-func (c *Config) meta(leaving, catchingUp bool) nodeMeta {
-	return nodeMeta{Leaving: leaving, CatchingUp: catchingUp, Group: c.Group, RPCAddr: c.RPCAddr, Services: c.Services, Methods: c.Methods}
+// meta is what the node configured by c publishes, in its process boot.
+func (c *Config) meta(leaving, catchingUp bool, boot uint64) nodeMeta {
+	return nodeMeta{Leaving: leaving, CatchingUp: catchingUp, Group: c.Group, RPCAddr: c.RPCAddr, Services: c.Services, Methods: c.Methods, Boot: boot}
 }
 
 // methodsMark starts a services entry that carries a service's methods,
@@ -45,6 +48,13 @@ func (c *Config) meta(leaving, catchingUp bool) nodeMeta {
 // an entry is a service that nobody calls, so that both releases keep
 // reading each other during the rollout.
 const methodsMark = "\x00"
+
+// bootMark starts the services entry that carries nodeMeta.Boot, 8 bytes
+// (big-endian) after it. To a release that knows methods entries it is
+// one that does not decode (the bytes after the second mark are not a
+// whole number of methods), which it skips; to the release before, a
+// service that nobody calls.
+const bootMark = methodsMark + methodsMark + "boot"
 
 // The flag bits of nodeMeta. A node that does not know a bit ignores it.
 const (
@@ -92,6 +102,9 @@ func (m nodeMeta) encodeWith(methods map[string][]runtime.ServedMethod) ([]byte,
 	b = codec.AppendString(b, m.Group)
 	b = codec.AppendString(b, m.RPCAddr)
 	var entries []string
+	if m.Boot != 0 {
+		entries = append(entries, string(binary.BigEndian.AppendUint64([]byte(bootMark), m.Boot)))
+	}
 	for _, svc := range slices.Sorted(maps.Keys(methods)) {
 		ws := methods[svc]
 		e := make([]byte, 0, len(svc)+2+8*len(ws))
@@ -129,7 +142,9 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 		m.Services = make([]string, 0, n)
 		for range n {
 			e := r.String()
-			if svc, ws, ok := methodsEntry(e); ok {
+			if boot, ok := bootEntry(e); ok {
+				m.Boot = boot
+			} else if svc, ws, ok := methodsEntry(e); ok {
 				if m.Methods == nil {
 					m.Methods = map[string][]runtime.ServedMethod{}
 				}
@@ -143,6 +158,15 @@ func decodeMeta(b []byte) (nodeMeta, error) {
 		return nodeMeta{}, fmt.Errorf("cluster: bad node metadata: %w", err)
 	}
 	return m, nil
+}
+
+// bootEntry decodes the services entry that carries nodeMeta.Boot.
+func bootEntry(e string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(e, bootMark)
+	if !ok || len(rest) != 8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64([]byte(rest)), true
 }
 
 // methodsEntry decodes a services entry that carries a service's methods.

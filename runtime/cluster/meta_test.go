@@ -20,6 +20,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		{Leaving: true, CatchingUp: true, Group: "g", RPCAddr: "a:1"},
 		{Group: "g", RPCAddr: "a:1", Services: []string{"bank.Accounts", "x.Y"},
 			Methods: map[string][]runtime.ServedMethod{"bank.Accounts": {1, 0xfeedface00000002}, "x.Y": {}}},
+		{Group: "g", RPCAddr: "a:1", Services: []string{"bank.Accounts"},
+			Methods: map[string][]runtime.ServedMethod{"bank.Accounts": {1}}, Boot: 0x8000000000000a01},
 	} {
 		b, err := m.encode()
 		if err != nil {
@@ -78,6 +80,39 @@ func TestMetaMethodsReadByThePreviousRelease(t *testing.T) {
 	}
 	if got, err := decodeMeta(b); err != nil || got.Methods != nil || len(got.Services) != 1 {
 		t.Errorf("oversized methods: %+v, %v; want the services without methods", got, err)
+	}
+}
+
+// The process's boot travels as a services entry that the release before
+// it skips (it does not decode as methods), and the release before schema
+// identity takes for a service nobody calls.
+func TestMetaBootReadByThePreviousReleases(t *testing.T) {
+	m := nodeMeta{Group: "g", RPCAddr: "a:1", Services: []string{"bank.Accounts"}, Boot: 0x0102030405060708}
+	b, err := m.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := codec.NewReader(b[1:])
+	r.Byte()
+	_, _ = r.String(), r.String() // group, RPC address
+	var entries []string
+	for range r.Len32() {
+		entries = append(entries, r.String())
+	}
+	if err := r.Done(); err != nil {
+		t.Fatalf("the previous releases refuse the metadata: %v", err)
+	}
+	var boot []string
+	for _, e := range entries {
+		if strings.HasPrefix(e, methodsMark) {
+			boot = append(boot, e)
+		}
+	}
+	if len(boot) != 1 {
+		t.Fatalf("entries %q: want one besides the service", entries)
+	}
+	if svc, ws, ok := methodsEntry(boot[0]); ok {
+		t.Errorf("the release before reads the boot entry as methods of %q: %v", svc, ws)
 	}
 }
 
