@@ -37,6 +37,23 @@ func TestMetaRoundTrip(t *testing.T) {
 	}
 }
 
+// preSchemaEntries decodes b as the release before schema identity did,
+// strictly, and returns every services entry, each taken for a name.
+func preSchemaEntries(t *testing.T, b []byte) []string {
+	t.Helper()
+	r := codec.NewReader(b[1:])
+	r.Byte()
+	_, _ = r.String(), r.String() // group, RPC address
+	var names []string
+	for range r.Len32() {
+		names = append(names, r.String())
+	}
+	if err := r.Done(); err != nil {
+		t.Fatalf("the release before schema identity refuses the metadata: %v", err)
+	}
+	return names
+}
+
 // The release before schema identity decodes metadata strictly (nothing
 // may follow the services) and reads every services entry as a name: the
 // methods travel as entries that name no service it could be asked for.
@@ -47,17 +64,7 @@ func TestMetaMethodsReadByThePreviousRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Its decoder, as it was.
-	r := codec.NewReader(b[1:])
-	r.Byte()
-	_, _ = r.String(), r.String() // group, RPC address
-	var names []string
-	for range r.Len32() {
-		names = append(names, r.String())
-	}
-	if err := r.Done(); err != nil {
-		t.Fatalf("the previous release refuses the metadata: %v", err)
-	}
+	names := preSchemaEntries(t, b)
 	if len(names) != 2 || names[0] != "bank.Accounts" || !strings.HasPrefix(names[1], methodsMark) {
 		t.Errorf("the previous release reads services %q", names)
 	}
@@ -92,16 +99,7 @@ func TestMetaBootReadByThePreviousReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := codec.NewReader(b[1:])
-	r.Byte()
-	_, _ = r.String(), r.String() // group, RPC address
-	var entries []string
-	for range r.Len32() {
-		entries = append(entries, r.String())
-	}
-	if err := r.Done(); err != nil {
-		t.Fatalf("the previous releases refuse the metadata: %v", err)
-	}
+	entries := preSchemaEntries(t, b)
 	var boot []string
 	for _, e := range entries {
 		if strings.HasPrefix(e, methodsMark) {
