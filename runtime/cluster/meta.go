@@ -36,7 +36,8 @@ type nodeMeta struct {
 	Boot uint64
 }
 
-// meta is what the node configured by c publishes, in its process boot.
+// meta is what the node configured by c publishes from the process whose
+// nodeMeta.Boot is boot.
 func (c *Config) meta(leaving, catchingUp bool, boot uint64) nodeMeta {
 	return nodeMeta{Leaving: leaving, CatchingUp: catchingUp, Group: c.Group, RPCAddr: c.RPCAddr, Services: c.Services, Methods: c.Methods, Boot: boot}
 }
