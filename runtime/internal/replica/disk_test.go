@@ -311,7 +311,7 @@ func TestSetAsideFinishesAfterACrash(t *testing.T) {
 	if err := os.MkdirAll(aside, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeSynced(filepath.Join(dir, asidePending), []byte(filepath.Base(aside))); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, asidePending), []byte(filepath.Base(aside)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(filepath.Join(dir, walDirName), filepath.Join(aside, walDirName)); err != nil {
@@ -342,7 +342,7 @@ func TestSetAsideFinishesAfterACrash(t *testing.T) {
 
 	// Another process holding the directory finds nothing of its own
 	// moved by this one's start.
-	if err := writeSynced(filepath.Join(dir, asidePending), []byte(filepath.Base(aside))); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, asidePending), []byte(filepath.Base(aside)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	held, err := lockDir(dir)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	etcdioutil "go.etcd.io/etcd/pkg/v3/ioutil"
 	"go.etcd.io/raft/v3"
 )
 
@@ -105,7 +106,7 @@ const removedMarkPrefix = "removed-member-"
 // markRemoved leaves the mark of a removed raft ID in dir, durably: its
 // presence is all it says.
 func markRemoved(dir string, id uint64) error {
-	if err := writeSynced(filepath.Join(dir, removedMark(id)), nil); err != nil {
+	if err := etcdioutil.WriteAndSyncFile(filepath.Join(dir, removedMark(id)), nil, 0o600); err != nil {
 		return err
 	}
 	return syncDir(dir)
@@ -132,7 +133,7 @@ func setAside(dir, aside string) error {
 	if err := os.MkdirAll(aside, 0o700); err != nil {
 		return err
 	}
-	if err := writeSynced(filepath.Join(dir, asidePending), []byte(filepath.Base(aside))); err != nil {
+	if err := etcdioutil.WriteAndSyncFile(filepath.Join(dir, asidePending), []byte(filepath.Base(aside)), 0o600); err != nil {
 		return err
 	}
 	if err := syncDir(dir); err != nil {
@@ -200,22 +201,6 @@ func finishAside(dir string, log *slog.Logger) error {
 	}
 	log.Warn("ffgen: a crash had cut short setting the replicated state aside: it is finished, and the node starts as a new member", "kept", aside)
 	return nil
-}
-
-// writeSynced writes b to a new file at path, durably.
-func writeSynced(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if serr := f.Sync(); err == nil {
-		err = serr
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 func openAndLoad(dir string, ident Identity, noSync bool, remember int, log *slog.Logger) (store, *saved, error) {
