@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"runtime/trace"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -45,6 +46,7 @@ func main() {
 	flag.IntVar(&cfg.replRounds, "repl-rounds", cfg.replRounds, "interleaved rounds of replicated writes")
 	flag.IntVar(&cfg.replSeq, "repl-seq", cfg.replSeq, "sequential replicated writes per system per round")
 	flag.StringVar(&cfg.replDataDir, "datadir", "", "where the replicated systems keep their data (default: the system's temporary directory)")
+	flag.StringVar(&cfg.pin, "pin", "", `keep every client and server process on one CPU: "one" (all on CPU 0) or "two" (clients on CPU 0, servers on CPU 1); default: where the kernel places them`)
 	flag.IntVar(&cfg.burners, "burners", 0, "run beside this many processes that spin on the CPU, started before the first process of the run and stopped after its last")
 	only := flag.String("only", "", `run one section: "rpc" or "replicated" (default: both)`)
 	strict := flag.Bool("strict", false, "exit 1 if a target is missed")
@@ -105,6 +107,16 @@ func childMain() bool {
 	serve, call, pp := os.Getenv(serveEnv), os.Getenv(clientEnv), os.Getenv(pingPongEnv)
 	if serve == "" && call == "" && pp == "" {
 		return false
+	}
+	if cpu := os.Getenv(cpuEnv); cpu != "" {
+		n, err := strconv.Atoi(cpu)
+		if err == nil {
+			err = pinSelf(n)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-compare:", err)
+			os.Exit(1)
+		}
 	}
 	if path := os.Getenv(profileEnv); path != "" {
 		stop, err := profile(path)

@@ -92,6 +92,45 @@ func TestBesideBurners(t *testing.T) {
 	}
 }
 
+// TestPinned runs a short round with the processes pinned (-pin) and
+// checks that every system's sequential calls, and the minimal
+// ping-pong's, ran where the mode puts them: client and server on one CPU,
+// or each on its own. Left to the kernel, most rounds run on one CPU, so
+// "two" cannot pass by chance.
+func TestPinned(t *testing.T) {
+	if err := canPin(); err != nil {
+		t.Skip(err)
+	}
+	for _, mode := range []string{pinOne, pinTwo} {
+		t.Run(mode, func(t *testing.T) {
+			if err := checkPin(mode); err != nil {
+				t.Skip(err)
+			}
+			rep, err := run(config{rpc: true, rounds: 1, seqCalls: 50, dur: 100 * time.Millisecond, pin: mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantOne := mode == pinOne
+			for i, s := range systems {
+				if rr := rep.rounds[0][i]; !rr.placed || rr.oneCPU != wantOne {
+					t.Errorf("%s: client and server on one CPU: %v (told: %v), want %v", s.name, rr.oneCPU, rr.placed, wantOne)
+				}
+			}
+			if rr := rep.floor[0]; !rr.placed || rr.oneCPU != wantOne {
+				t.Errorf("minimal ping-pong: client and server on one CPU: %v (told: %v), want %v", rr.oneCPU, rr.placed, wantOne)
+			}
+			var out bytes.Buffer
+			rep.print(&out)
+			if want := "(-pin " + mode + ")"; !strings.Contains(out.String(), want) {
+				t.Errorf("table lacks %q:\n%s", want, out.String())
+			}
+		})
+	}
+	if _, err := run(config{rpc: true, rounds: 1, seqCalls: 50, dur: time.Millisecond, pin: "three"}); err == nil || !strings.Contains(err.Error(), `-pin "three"`) {
+		t.Errorf("-pin three: %v, want an error naming it", err)
+	}
+}
+
 // TestRawIsTheFloor checks that the raw TCP row is the floor the wire
 // sets: its sequential p50 within 1.5 times a minimal ping-pong's in the
 // same run (the median of three interleaved rounds). It is the harness's

@@ -46,6 +46,7 @@ func startChild(what string, cfg config, env ...string) (*child, error) {
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(cmd.Env, pinEnv(cfg.pin, isServer(env))...)
 	if cfg.profileDir != "" {
 		cmd.Env = append(cmd.Env, profileEnv+"="+filepath.Join(cfg.profileDir, fileName(what)+".pprof"))
 	}
@@ -73,6 +74,17 @@ func startChild(what string, cfg config, env ...string) (*child, error) {
 	}
 	c.ready = strings.TrimSpace(ready)
 	return c, nil
+}
+
+// isServer reports whether the environment env starts a server process,
+// the minimal ping-pong's included.
+func isServer(env []string) bool {
+	for _, e := range env {
+		if strings.HasPrefix(e, serveEnv+"=") || e == pingPongEnv+"=server" {
+			return true
+		}
+	}
+	return false
 }
 
 // request sends one command and returns the answer's fields after want,

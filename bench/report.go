@@ -216,8 +216,8 @@ func (r *report) printRPC(w io.Writer) {
 			beside = strings.Replace(beside, "burner", "burners", 1)
 		}
 	}
-	fmt.Fprintf(w, "%d interleaved rounds; loopback TCP; %d-byte key, %d-byte payload each way; every client and server in a process of its own; %s\n\n",
-		len(r.rounds), keyLen, payloadLen, beside)
+	fmt.Fprintf(w, "%d interleaved rounds; loopback TCP; %d-byte key, %d-byte payload each way; every client and server in a process of its own; %s%s\n\n",
+		len(r.rounds), keyLen, payloadLen, beside, pinnedAs(r.cfg.pin))
 	table := printTable(w, names)
 	// row prints a row of figures the floor has none of.
 	row := func(label string, cell func(sys int) string) {

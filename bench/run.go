@@ -28,6 +28,7 @@ type config struct {
 	profileDir      string    // "": no CPU profiles
 	traceDir        string    // "": no execution traces of the sequential phases
 	burners         int       // processes spinning on the CPU for the whole run
+	pin             string    // where the processes run: pinFree, pinOne or pinTwo
 	// The replicated-write section.
 	replRounds  int
 	replSeq     int    // sequential writes per system per round
@@ -82,6 +83,9 @@ const (
 // run runs the sections cfg asks for.
 func run(cfg config) (*report, error) {
 	rep := &report{cfg: cfg}
+	if err := checkPin(cfg.pin); err != nil {
+		return nil, err
+	}
 	if cfg.burners > 0 {
 		b, err := testkit.Burn(cfg.burners)
 		if err != nil {
