@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,7 +13,14 @@ import (
 
 // serverConn is the server's side of one client connection: the attempts it
 // waits on, and the ticker that heartbeats them all in one frame per
-// interval. The ticker goroutine runs only while the connection has attempts.
+// interval. The ticker is a timer that runs each tick on a goroutine of its
+// own, armed only while the connection has attempts. It used to be a
+// goroutine per connection waiting for its next tick, which cost each
+// connection with attempts a stack, and lingered for eight ticks after
+// the last one so that the next attempt would not have to start it: each
+// connection that made one quick call left one behind, 2 to 3 KiB a
+// connection in bench-compare's figure for idle connections. Arming a
+// timer again costs nothing worth lingering for.
 type serverConn struct {
 	// Set when the connection's first attempt arrives, read only after.
 	s         *Server
@@ -21,17 +29,25 @@ type serverConn struct {
 	tellsLate bool               // the client reads Heartbeat.Late (revision 2)
 
 	// s.mu guards the following.
-	calls    map[uint64]*execution
-	ticking  bool
-	idle     int // ticks in a row with nothing to heartbeat
-	interval time.Duration
-	reset    chan time.Duration // a shorter interval for the running ticker
-	stop     chan struct{}
+	calls   map[uint64]*execution
+	ticking bool
 
-	// Owned by the ticker goroutine (tick).
+	// armMu guards the following, and is taken last: startHeartbeats
+	// arms the ticker with s.mu held, and a tick arms it again without.
+	// interval is written with s.mu and armMu held, and read with either.
+	armMu    sync.Mutex
+	interval time.Duration // what the client asked for (the least while ticking)
+	ticker   *time.Timer   // runs tick; nil until the first attempt
+	due      time.Time     // when the armed tick is due
+	prevRun  time.Time     // when the previous tick ran, or the ticker was armed
+	prevDue  time.Time     // when that tick was due, or the ticker was armed
+	off      bool          // the connection is gone: nothing arms the ticker again
+
+	// tickMu is held by a running tick, and guards the following: a tick
+	// armed again while one runs (a shorter interval) waits for it.
+	tickMu   sync.Mutex
 	hb       frame.Heartbeat
 	quiet    []uint64      // beat's calls that All stands for
-	lastTick time.Time     // when the previous tick ran, or the ticker started
 	lastLate time.Duration // how late the previous tick ran
 
 	// Owned by the goroutine reading conn's frames (acknowledge); one
@@ -71,7 +87,7 @@ type serverConn struct {
 func (sc *serverConn) forget(call uint64) {
 	delete(sc.calls, call)
 	if len(sc.calls) == 0 {
-		sc.allUntil.Store(0) // nothing to vouch for: the tick counts idle ticks
+		sc.allUntil.Store(0) // nothing to vouch for: the next tick stops the ticker
 	}
 }
 
@@ -127,67 +143,74 @@ func (sc *serverConn) vouchesWithoutLock(now time.Time) bool {
 	return now.UnixNano() < sc.vouchUntil.Load()
 }
 
-// idleTicks is how many empty ticks a connection's ticker survives.
-const idleTicks = 8
-
-// startHeartbeats is called with s.mu held.
+// startHeartbeats is called with s.mu held, for every attempt that waits.
 func (sc *serverConn) startHeartbeats(interval time.Duration) {
-	if sc.ticking {
-		if interval < sc.interval {
-			sc.interval = interval
-			// Replace a pending reset rather than drop this one; only
-			// the ticker receives, so the send cannot block.
-			select {
-			case <-sc.reset:
-			default:
-			}
-			sc.reset <- interval
-		}
+	if sc.ticking && interval >= sc.interval {
+		return // the common case, without armMu
+	}
+	sc.armMu.Lock()
+	defer sc.armMu.Unlock()
+	now := time.Now()
+	due := now.Add(sc.s.tickPeriod(interval, now))
+	sc.interval = interval
+	if sc.ticking && !due.Before(sc.due) {
 		return
 	}
 	sc.ticking = true
-	sc.interval = interval
-	sc.reset = make(chan time.Duration, 1)
-	sc.stop = make(chan struct{})
-	go sc.tick(interval, sc.reset, sc.stop)
+	sc.due, sc.prevRun, sc.prevDue = due, now, now
+	if sc.ticker == nil {
+		sc.ticker = time.AfterFunc(due.Sub(now), sc.tick)
+		return
+	}
+	sc.ticker.Reset(due.Sub(now))
 }
 
 // stopHeartbeats is called with s.mu held.
 func (sc *serverConn) stopHeartbeats() {
-	if sc.ticking {
-		sc.ticking = false
-		close(sc.stop)
+	sc.ticking = false
+	sc.armMu.Lock()
+	sc.off = true
+	if sc.ticker != nil {
+		sc.ticker.Stop()
 	}
+	sc.armMu.Unlock()
 }
 
-// tick heartbeats the connection's attempts every interval, or every
-// busyPeriod of it while the node's ticks run late.
-func (sc *serverConn) tick(interval time.Duration, reset <-chan time.Duration, stop <-chan struct{}) {
-	period := sc.s.tickPeriod(interval, time.Now())
-	t := time.NewTicker(period)
-	defer t.Stop()
-	sc.lastTick = time.Now()
-	for {
-		select {
-		case <-stop:
-			return
-		case d := <-reset:
-			interval = d
-			period = sc.s.tickPeriod(interval, time.Now())
-			t.Reset(period)
-		case <-t.C:
-			now := time.Now()
-			sc.s.tickLate.record(now, sc.busyLate(now.Sub(sc.lastTick)-period))
-			sc.lastTick = now
-			if !sc.beat(now) {
-				return
-			}
-			if p := sc.s.tickPeriod(interval, now); p != period {
-				period = p
-				t.Reset(p)
-			}
-		}
+// tick heartbeats the connection's attempts, and arms the next tick an
+// interval after this one was due, or busyPeriod of it while the node's
+// ticks run late: the ticks keep their cadence, as a time.Ticker's do.
+func (sc *serverConn) tick() {
+	sc.tickMu.Lock()
+	defer sc.tickMu.Unlock()
+	now := time.Now()
+	sc.armMu.Lock()
+	due, prevRun, prevDue, off := sc.due, sc.prevRun, sc.prevDue, sc.off
+	sc.armMu.Unlock()
+	if off || now.Before(due) {
+		// The connection is gone, or this firing was overtaken: the
+		// ticker was armed again, for a tick that comes.
+		return
 	}
+	// Late by how much further apart than their dues this tick and the
+	// previous one ran: what the client sees between two heartbeats.
+	sc.s.tickLate.record(now, sc.busyLate(now.Sub(prevRun)-due.Sub(prevDue)))
+	if !sc.beat(now) {
+		return
+	}
+	sc.armMu.Lock()
+	defer sc.armMu.Unlock()
+	if sc.off || !sc.due.Equal(due) {
+		return // armed meanwhile, for a shorter interval
+	}
+	p := sc.s.tickPeriod(sc.interval, now)
+	next := due.Add(p)
+	if !next.After(now) {
+		// Late by a whole period or more (a frozen process): the next
+		// tick comes a period after this one, not at once.
+		next = now.Add(p)
+	}
+	sc.due, sc.prevRun, sc.prevDue = next, now, due
+	sc.ticker.Reset(time.Until(next))
 }
 
 // tickPeriod is how often a connection whose client asked for heartbeats
@@ -224,8 +247,8 @@ const busyLateness = 10 * time.Millisecond
 // the previous one's. A busy node's ticks run late one after another; a
 // node that was frozen and continued (SIGSTOP, a paused VM) runs one tick
 // late by the whole freeze and the next on time, and must not be waited
-// for longer the next time it stops (connWatch.allowance). Called by the
-// ticker goroutine.
+// for longer the next time it stops (connWatch.allowance). Called by a
+// tick.
 func (sc *serverConn) busyLate(late time.Duration) time.Duration {
 	busy := min(late, sc.lastLate)
 	sc.lastLate = late
@@ -235,8 +258,8 @@ func (sc *serverConn) busyLate(late time.Duration) time.Duration {
 // lateness is how late a node's heartbeat ticks have run lately: the most
 // any tick ran late in the current window of lateWindow and the one
 // before. A tick is late by how much more than the interval passed since
-// the connection's previous one: on a saturated node the ticker's
-// goroutine waits for a core behind the handlers and readers, and the
+// the connection's previous one: on a saturated node a tick's goroutine
+// waits for a core behind the handlers and readers, and the
 // client sees its heartbeats that much further apart. Each heartbeat
 // carries it (Heartbeat.Late), so that the client allows for a node that
 // is busy, not dead; a node whose ticks run on time tells nothing, and
@@ -333,18 +356,10 @@ func (sc *serverConn) beat(now time.Time) bool {
 		// All over no calls vouches for nothing: the connection's next
 		// All attempt sets the bound (joined).
 		sc.vouchUntil.Store(math.MaxInt64)
-		// Linger a few ticks: a busy connection's next attempt then
-		// finds the ticker running instead of starting a goroutine.
-		sc.idle++
-		if sc.idle < idleTicks {
-			s.mu.Unlock()
-			return true
-		}
 		sc.ticking = false
 		s.mu.Unlock()
 		return false
 	}
-	sc.idle = 0
 	epoch := s.progressed.Load()
 	items, quiet := sc.hb.Items[:0], sc.quiet[:0]
 	all, overran, unvouched := false, false, false

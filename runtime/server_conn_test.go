@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"bytes"
+	goruntime "runtime"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -133,8 +135,8 @@ func TestHeartbeatDoesNotWaitForTheServerLock(t *testing.T) {
 	s.mu.Lock()
 	sc := s.connLocked(conn)
 	// The test ticks by hand: a ticker the waiters would start must not
-	// tick too.
-	sc.ticking, sc.interval, sc.reset = true, time.Hour, make(chan time.Duration, 1)
+	// tick too: with ticking set and no tick due, the waiters arm none.
+	sc.ticking, sc.interval = true, time.Hour
 	held := &execution{s: s, arrived: start, timeout: 10 * time.Second, state: stateRunning}
 	held.deadline = held.expires()
 	held.addWaiter(sc, &frame.Attempt{Call: 1, Flags: frame.FlagAck | frame.FlagAllBeat})
@@ -202,7 +204,7 @@ func TestHeartbeatDoesNotWaitForTheServerLock(t *testing.T) {
 	}
 }
 
-// countConn counts the heartbeats sent on it, from the ticker's goroutine.
+// countConn counts the heartbeats sent on it, from the ticks.
 type countConn struct {
 	beatConn
 	mu    sync.Mutex
@@ -222,6 +224,48 @@ func (c *countConn) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.beats
+}
+
+// No goroutine waits for a connection's next tick: a connection whose
+// attempts wait is heartbeated at the interval by a timer, and a
+// goroutine runs only while a tick does. Each used to keep a goroutine
+// (and its stack) for as long as it had attempts and eight ticks after.
+func TestNoGoroutineWaitsBetweenTicks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewServer(ServerConfig{})
+		defer s.Close()
+		const interval, conns = 90 * time.Millisecond, 20
+		start := time.Now()
+		var cs []*countConn
+		s.mu.Lock()
+		held := &execution{s: s, arrived: start, timeout: time.Hour, state: stateRunning}
+		held.deadline = held.expires()
+		for i := range conns {
+			conn := &countConn{beatConn: beatConn{peer: frame.Hello{Node: "client", Revision: frame.Revision}}}
+			cs = append(cs, conn)
+			held.addWaiter(s.connLocked(conn), &frame.Attempt{Call: uint64(i + 1), Flags: frame.FlagAck | frame.FlagAllBeat, Heartbeat: interval})
+		}
+		s.mu.Unlock()
+
+		time.Sleep(10*interval + interval/2)
+		synctest.Wait()
+		for i, c := range cs {
+			if n := c.count(); n != 10 {
+				t.Errorf("connection %d: %d heartbeats in %v, want 10 (every %v)", i, n, 10*interval+interval/2, interval)
+			}
+		}
+		buf := make([]byte, 1<<20)
+		if n := strings.Count(string(buf[:goruntime.Stack(buf, true)]), "(*serverConn).tick"); n != 0 {
+			t.Errorf("%d goroutines in a connection's ticker between ticks, want none", n)
+		}
+		s.mu.Lock()
+		for i, c := range cs {
+			held.removeWaiter(s.conns[c], uint64(i+1))
+		}
+		s.mu.Unlock()
+		time.Sleep(interval) // the next tick finds nothing, and stops the ticker
+		synctest.Wait()
+	})
 }
 
 // A node whose ticks run late heartbeats three times as often as its
@@ -266,7 +310,7 @@ func TestBusyNodeHeartbeatsMoreOften(t *testing.T) {
 		s.mu.Lock()
 		held.removeWaiter(sc, 1)
 		s.mu.Unlock()
-		time.Sleep(idleTicks * interval) // the ticker lingers, then stops
+		time.Sleep(interval) // the next tick finds nothing, and stops the ticker
 		synctest.Wait()
 	})
 }
