@@ -14,13 +14,10 @@ import (
 // serverConn is the server's side of one client connection: the attempts it
 // waits on, and the ticker that heartbeats them all in one frame per
 // interval. The ticker is a timer that runs each tick on a goroutine of its
-// own, armed only while the connection has attempts. It used to be a
-// goroutine per connection waiting for its next tick, which cost each
-// connection with attempts a stack, and lingered for eight ticks after
-// the last one so that the next attempt would not have to start it: each
-// connection that made one quick call left one behind, 2 to 3 KiB a
-// connection in bench-compare's figure for idle connections. Arming a
-// timer again costs nothing worth lingering for.
+// own, armed only while the connection has attempts: a goroutine waiting
+// for each connection's next tick would cost every connection with
+// attempts a stack, and a timer costs nothing to arm again, so it stops at
+// the first tick that finds no attempt.
 type serverConn struct {
 	// Set when the connection's first attempt arrives, read only after.
 	s         *Server
