@@ -65,9 +65,15 @@ type Client struct {
 	settings sync.Map    // *MethodDesc → methodSettings
 	leaders  sync.Map    // service → the node name a replicated write last succeeded on (client_leaderhint.go)
 
+	// probes ends the background redials of unreachable nodes (probe)
+	// when the client closes.
+	probes     context.Context
+	stopProbes context.CancelFunc
+
 	mu       sync.Mutex           // guards the following
 	suspects map[string]time.Time // node → suspected until
 	strikes  map[string]strike    // node → its recent timeouts, which lengthen the next suspicion
+	probing  map[string]bool      // nodes redialed in the background now (probe)
 	lastView map[string]time.Time // the previous membership view: each member's JoinedAt
 	nsuspect atomic.Int32         // len(suspects): written under mu, read without it on every pick
 }
@@ -112,7 +118,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		budget:   newBudget(cfg.Settings.Budget),
 		suspects: make(map[string]time.Time),
 		strikes:  make(map[string]strike),
+		probing:  make(map[string]bool),
 	}
+	c.probes, c.stopProbes = context.WithCancel(context.Background())
 	c.reporter, _ = cfg.Membership.(failoverReporter)
 	c.legs.init()
 	c.limits.cfg = cfg.Limit
@@ -150,6 +158,7 @@ func (c *Client) membershipChanged(ms []Member) {
 // node's fault: no node is suspected for it.
 func (c *Client) Close() error {
 	c.closed.Store(true)
+	c.stopProbes()
 	c.unsub()
 	c.pool.Close()
 	return nil

@@ -165,7 +165,7 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 			if r == ReasonOverloaded {
 				return fail(r, op.atLimit(member.Name, err))
 			}
-			c.suspect(member.Name, r)
+			c.unreachable(member.Name, member.Addr, r)
 			return fail(r, fmt.Errorf("dial %s (%s): %w", member.Name, member.Addr, err))
 		}
 	}
@@ -458,7 +458,7 @@ func (p *sent) event(ctx context.Context, ev legEvent) (outcome, bool) {
 	case c.closed.Load():
 		return p.end(ReasonClosed, fmt.Errorf("connection to %s closed: %w", name, ErrClientClosed)), true
 	}
-	c.suspect(name, ReasonConnBroken)
+	c.unreachable(name, p.out.member.Addr, ReasonConnBroken)
 	return p.end(ReasonConnBroken, fmt.Errorf("connection to %s broke: %w", name, ev.err)), true
 }
 
@@ -476,7 +476,7 @@ func (p *sent) followRedirect(ctx context.Context, rd *frame.Redirect) (outcome,
 	// the target failed (a follower then stands for election instead of
 	// redirecting to a leader that is gone).
 	p.out.member = Member{Name: rd.Node, Addr: rd.Addr, Group: p.out.member.Group}
-	if c.nsuspect.Load() > 0 && c.suspected(rd.Node) {
+	if c.nsuspect.Load() > 0 && c.suspected(rd.Node) && !c.redirectVouches(rd.Node, p.op.s.HeartbeatTimeout) {
 		// A node this client just saw fail (a leader another node still
 		// believes in): the next attempt's node hears that it failed.
 		return p.unsent(rd, p.end(ReasonSuspected, fmt.Errorf("redirected to %s, which is suspected", rd.Node))), true
@@ -487,7 +487,7 @@ func (p *sent) followRedirect(ctx context.Context, rd *frame.Redirect) (outcome,
 		if r == ReasonOverloaded {
 			return p.unsent(rd, p.end(r, p.op.atLimit(rd.Node, err))), true
 		}
-		c.suspect(rd.Node, r)
+		c.unreachable(rd.Node, rd.Addr, r)
 		return p.unsent(rd, p.end(r, fmt.Errorf("dial redirect target %s: %w", rd.Node, err))), true
 	}
 	c.legs.moveTo(l, nc)

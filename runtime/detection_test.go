@@ -125,8 +125,11 @@ func TestSuspicionIsProportionate(t *testing.T) {
 			t.Errorf("%s still suspected after frames from it arrived", own[0])
 		}
 
-		// A broken connection is no stall.
+		// A broken connection is no stall: a node that cannot be dialed
+		// again is suspected for SuspectFor (one that can is forgiven,
+		// TestUnreachableNodeIsForgivenOnceReachable).
 		e.ledgers[own[0]].SetHook(func(ctx context.Context, _ string, _ int64) error {
+			e.Net.BlockDials("client1", own[0])
 			e.Net.ResetNode(own[0])
 			<-ctx.Done()
 			return ctx.Err()
@@ -138,6 +141,7 @@ func TestSuspicionIsProportionate(t *testing.T) {
 		if !e.client.Suspected(own[0]) {
 			t.Errorf("%s not suspected for SuspectFor (%v) after its connection broke", own[0], s.SuspectFor)
 		}
+		e.Net.HealAll()
 	})
 }
 

@@ -737,6 +737,52 @@ func TestRejoinedNodeIsNoLongerSuspected(t *testing.T) {
 	}
 }
 
+// A node the client could not reach is redialed in the background while it
+// is suspected, and the suspicion ends with the first dial that gets
+// through: a partition between the client and a live node that heals
+// costs the operations routed to that node a probe's wait, not the rest
+// of SuspectFor. While the partition lasts, the probes fail and the node
+// stays suspected.
+func TestUnreachableNodeIsForgivenOnceReachable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		own := e.owners(t, "acct")
+		first := own[0]
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		e.Net.CutBoth("client1", first)
+		e.Net.Reset("client1", first)
+		synctest.Wait()
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err) // failed over to the next group's owner
+		}
+		if !e.client.Suspected(first) {
+			t.Fatalf("%s not suspected after its connection broke and it could not be dialed", first)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if !e.client.Suspected(first) {
+			t.Fatalf("%s no longer suspected while it cannot be dialed", first)
+		}
+		e.Net.Heal("client1", first)
+		healed := time.Now()
+		for e.client.Suspected(first) {
+			if time.Since(healed) > 2*time.Second {
+				t.Fatalf("%s still suspected %v after it could be reached again (SuspectFor %v)", first, time.Since(healed), e.Settings.SuspectFor)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		before := e.ledgers[first].Executions()
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		if e.ledgers[first].Executions() != before+1 {
+			t.Errorf("the reachable owner %s did not get the next operation", first)
+		}
+	})
+}
+
 // Entity queues are recycled: an operation queued on one entity twice (a
 // transfer to itself), queues that empty and serve other entities while
 // operations wait, and none left behind once everything has run.

@@ -190,6 +190,47 @@ func TestReplicationLoneNodeCommitsNothing(t *testing.T) {
 	})
 }
 
+// A client cut off from the leader alone suspects it for its silence, for
+// longer with each timeout. Once the link is back, the followers, which
+// heard from the leader all along, redirect the client's writes to it, and
+// the client follows them rather than refuse the writes as suspected for
+// the rest of its suspicion: the followers' word is the fresher.
+func TestRedirectOverrulesAnOlderSilence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, ctx := fourNodesWithAWrite(t)
+		leader := e.Leader(t, counterDesc.Name)
+		c := e.newClient(t)
+		if _, err := e.call(ctx, c, counterAdd, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		e.Net.CutBoth(e.lastClient(), leader)
+		// Two timeouts on the leader: suspected for four heartbeat
+		// timeouts, then eight.
+		for range 2 {
+			e.call(ctx, c, counterAdd, "k", 1)
+			for c.Suspected(leader) {
+				time.Sleep(e.Settings.HeartbeatInterval)
+			}
+		}
+		e.call(ctx, c, counterAdd, "k", 1)
+		if !c.Suspected(leader) {
+			t.Fatalf("%s, cut off from the client, not suspected", leader)
+		}
+		e.Net.Heal(e.lastClient(), leader)
+		time.Sleep(2 * e.Settings.HeartbeatTimeout)
+		if !c.Suspected(leader) {
+			t.Fatalf("%s no longer suspected %v after the third timeout: the test needs a longer suspicion", leader, 2*e.Settings.HeartbeatTimeout)
+		}
+		if _, err := e.call(ctx, c, counterAdd, "k", 1); err != nil {
+			t.Fatalf("write after the link was back: %v", err)
+		}
+		if c.Suspected(leader) {
+			t.Errorf("%s still suspected after it answered", leader)
+		}
+		e.check(t)
+	})
+}
+
 // A 2|2 partition of four voters along the failure groups, writers on both
 // sides: neither side has a majority, so neither commits; after the heal
 // nothing acknowledged is missing anywhere.

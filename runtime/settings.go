@@ -51,7 +51,9 @@ type Settings struct {
 	// longer than memberlist's LAN preset takes to declare a crashed node
 	// dead (6.8 s at worst on a small cluster, measured in
 	// docs/cluster.md), so that a killed node is not tried, and paid for,
-	// again before the membership drops it.
+	// again before the membership drops it. A node suspected for a broken
+	// connection or a failed dial is redialed in the background, and the
+	// first dial that connects ends its suspicion.
 	SuspectFor time.Duration
 	// Budget limits the rate of failovers; see BudgetSettings.
 	Budget BudgetSettings

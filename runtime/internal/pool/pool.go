@@ -85,6 +85,17 @@ func New(t transport.Transport, h transport.ConnHandler, cfg transport.PoolConfi
 // Within the backoff window after a failed dial, Get fails at once with
 // an error wrapping the dial's error.
 func (p *Pool) Get(ctx context.Context, addr string) (transport.Conn, error) {
+	return p.get(ctx, addr, false)
+}
+
+// Redial is Get without the backoff window: with no connection to addr
+// and no dial in flight, it dials now, however recently a dial failed. It
+// is for a caller that retests a peer at a pace of its own.
+func (p *Pool) Redial(ctx context.Context, addr string) (transport.Conn, error) {
+	return p.get(ctx, addr, true)
+}
+
+func (p *Pool) get(ctx context.Context, addr string, now bool) (transport.Conn, error) {
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -102,7 +113,7 @@ func (p *Pool) Get(ctx context.Context, addr string) (transport.Conn, error) {
 			return c, nil
 		}
 		if pp.dialing == nil {
-			if wait := time.Until(pp.retryAt); pp.err != nil && wait > 0 {
+			if wait := time.Until(pp.retryAt); !now && pp.err != nil && wait > 0 {
 				err := pp.err
 				p.mu.Unlock()
 				return nil, fmt.Errorf("transport: %s: not redialing for another %v after: %w", addr, wait.Round(time.Millisecond), err)

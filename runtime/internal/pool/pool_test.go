@@ -248,6 +248,36 @@ func TestPoolBackoff(t *testing.T) {
 	})
 }
 
+// Redial dials inside the backoff window that makes Get fail at once, and
+// a connection it makes is the one Get returns after.
+func TestPoolRedialSkipsTheBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ft := &fakeTransport{}
+		ft.fail.Store(true)
+		p := New(ft, newRecorder(), transport.PoolConfig{BackoffMin: time.Second, BackoffMax: time.Second})
+		defer p.Close()
+		ctx := context.Background()
+		if _, err := p.Get(ctx, "a:1"); !errors.Is(err, errDial) {
+			t.Fatalf("Get = %v, want the dial error", err)
+		}
+		dials := ft.dials.Load()
+		if _, err := p.Redial(ctx, "a:1"); !errors.Is(err, errDial) || ft.dials.Load() != dials+1 {
+			t.Fatalf("Redial inside the backoff window = %v after %d dials; want a dial, and its error", err, ft.dials.Load()-dials)
+		}
+		ft.fail.Store(false)
+		if _, err := p.Get(ctx, "a:1"); !errors.Is(err, errDial) || ft.dials.Load() != dials+1 {
+			t.Fatalf("Get inside the backoff window = %v after %d dials; want the dial error and no dial", err, ft.dials.Load()-dials)
+		}
+		c, err := p.Redial(ctx, "a:1")
+		if err != nil || ft.dials.Load() != dials+2 {
+			t.Fatalf("Redial = %v after %d dials; want a connection from one more dial", err, ft.dials.Load()-dials)
+		}
+		if got, err := p.Get(ctx, "a:1"); err != nil || got != c || ft.dials.Load() != dials+2 {
+			t.Errorf("Get after the Redial = %v, %v; want its connection, without a dial", got, err)
+		}
+	})
+}
+
 func TestPoolRedialsAfterClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ft := &fakeTransport{}
