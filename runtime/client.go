@@ -300,6 +300,11 @@ func (c *Client) alive(node string) {
 func (c *Client) suspected(node string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.suspectedLocked(node)
+}
+
+// suspectedLocked is suspected, called with c.mu held.
+func (c *Client) suspectedLocked(node string) bool {
 	until, ok := c.suspects[node]
 	if ok && time.Now().After(until) {
 		delete(c.suspects, node)

@@ -129,11 +129,6 @@ func (c *Client) unreachable(node, addr string, why Reason) {
 // heartbeat timeout at most, as an attempt's dial does, and skips the
 // pool's backoff, which grows to seconds.
 func (c *Client) probe(node, addr string) {
-	defer func() {
-		c.mu.Lock()
-		delete(c.probing, node)
-		c.mu.Unlock()
-	}()
 	s := c.cfg.Settings
 	wait, most := s.HeartbeatInterval, firstSuspicion*s.HeartbeatTimeout
 	t := time.NewTimer(wait)
@@ -141,21 +136,41 @@ func (c *Client) probe(node, addr string) {
 	for {
 		select {
 		case <-c.probes.Done():
+			c.endProbe(node, false)
 			return
 		case <-t.C:
 		}
-		if !c.suspected(node) {
+		if c.endProbe(node, false) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(c.probes, s.HeartbeatTimeout)
 		_, err := c.pool.Redial(ctx, addr)
 		cancel()
 		if err == nil {
-			c.alive(node)
+			c.endProbe(node, true)
 			c.cfg.Logger.Info("ffgen: suspected node reachable again", "peer", node)
 			return
 		}
 		wait = min(2*wait, most)
 		t.Reset(wait)
 	}
+}
+
+// endProbe ends node's probe, clearing its suspicion first if reached,
+// and reports whether it ended: always when reached, else when the node is
+// no longer suspected or the client closed. The decision and the end are
+// one hold of c.mu, so that a suspicion placed right after starts a probe
+// of its own (unreachable) instead of finding this one still running.
+func (c *Client) endProbe(node string, reached bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if reached {
+		// As alive: the strikes stay.
+		delete(c.suspects, node)
+		c.nsuspect.Store(int32(len(c.suspects)))
+	} else if c.suspectedLocked(node) && c.probes.Err() == nil {
+		return false
+	}
+	delete(c.probing, node)
+	return true
 }
