@@ -87,7 +87,8 @@ func (p *probe) counts() (readFailovers, writeEnds map[runtime.Reason]uint64) {
 }
 
 // onceHandler passes each distinct message about each node once: a dead
-// node would otherwise log a line for every write it misses.
+// node would otherwise log a line for every write it misses. The runtime
+// names the node at the other end "peer", the cluster "node".
 type onceHandler struct {
 	slog.Handler
 	mu   *sync.Mutex
@@ -101,7 +102,7 @@ func newOnceHandler(h slog.Handler) *onceHandler {
 func (h *onceHandler) Handle(ctx context.Context, r slog.Record) error {
 	key := r.Message
 	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "node" || a.Key == "reason" {
+		if a.Key == "node" || a.Key == "peer" || a.Key == "reason" {
 			key += "\x00" + a.Value.String()
 		}
 		return true

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/ffgen/ffgen/runtime"
 )
@@ -30,5 +35,35 @@ func TestProbeCountsReadsAndWritesApart(t *testing.T) {
 	}
 	if fo := p.take(); len(fo) != 1 || fo[0] != runtime.ReasonHeartbeatTimeout {
 		t.Errorf("take = %v, want the read's heartbeat-timeout", fo)
+	}
+}
+
+// The once filter keeps one line per message, node and reason: the
+// runtime's suspicions name the node "peer", and a filter that looked
+// only at "node" kept the first suspicion of any node for a reason and
+// dropped those of every other node.
+func TestOnceHandlerKeepsEachPeer(t *testing.T) {
+	var out bytes.Buffer
+	log := slog.New(newOnceHandler(slog.NewTextHandler(&out, nil)))
+	for range 2 {
+		for _, peer := range []string{"a2", "b2"} {
+			log.Warn("ffgen: node suspected", "peer", peer, "reason", "heartbeat-timeout")
+		}
+		log.Warn("ffgen: node suspected", "peer", "b2", "reason", "dial-failed")
+		log.Warn("member left", "node", "a1")
+	}
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		_, msg, _ := strings.Cut(l, "level=WARN ")
+		got = append(got, msg)
+	}
+	want := []string{
+		`msg="ffgen: node suspected" peer=a2 reason=heartbeat-timeout`,
+		`msg="ffgen: node suspected" peer=b2 reason=heartbeat-timeout`,
+		`msg="ffgen: node suspected" peer=b2 reason=dial-failed`,
+		`msg="member left" node=a1`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("lines passed (-want +got):\n%s", diff)
 	}
 }
