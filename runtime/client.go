@@ -73,7 +73,7 @@ type Client struct {
 	mu       sync.Mutex           // guards the following
 	suspects map[string]time.Time // node → suspected until
 	strikes  map[string]strike    // node → its recent timeouts, which lengthen the next suspicion
-	probing  map[string]bool      // nodes redialed in the background now (probe)
+	probing  map[string]*probing  // node → the redial of its suspicion in the background (probe)
 	lastView map[string]time.Time // the previous membership view: each member's JoinedAt
 	nsuspect atomic.Int32         // len(suspects): written under mu, read without it on every pick
 }
@@ -118,7 +118,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		budget:   newBudget(cfg.Settings.Budget),
 		suspects: make(map[string]time.Time),
 		strikes:  make(map[string]strike),
-		probing:  make(map[string]bool),
+		probing:  make(map[string]*probing),
 	}
 	c.probes, c.stopProbes = context.WithCancel(context.Background())
 	c.reporter, _ = cfg.Membership.(failoverReporter)

@@ -153,7 +153,7 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 	}
 	if conn == nil {
 		var err error
-		conn, err = op.dial(ctx, member.Addr)
+		conn, err = op.dial(ctx, member.Addr, false)
 		if err != nil {
 			if ctx.Err() != nil {
 				return fail(ctxReason(ctx), context.Cause(ctx))
@@ -205,7 +205,7 @@ func (op *operation) send(ctx context.Context, member Member, number int, flags 
 		// nothing in flight: a fresh one is what the next caller would
 		// get, so this one gets it too.
 		c.pool.Discard(member.Addr, conn)
-		conn, err = op.dial(ctx, member.Addr)
+		conn, err = op.dial(ctx, member.Addr, false)
 		if err != nil {
 			c.forget(l)
 			r := dialReason(err)
@@ -268,14 +268,14 @@ func (op *operation) atLimit(node string, err error) error {
 // whose timer fired late (recheck). A wait that ended late is given back
 // the time it was late, again while it keeps ending late, at most a
 // heartbeat timeout in all, before the node is blamed; one that ended on
-// time is believed at once.
-func (op *operation) dial(ctx context.Context, addr string) (transport.Conn, error) {
+// time is believed at once. retest dials past the pool's backoff.
+func (op *operation) dial(ctx context.Context, addr string, retest bool) (transport.Conn, error) {
 	due := op.dialDeadline()
 	var graced time.Duration
 	for {
-		conn, timedOut, err := op.getConn(ctx, addr, due)
+		conn, timedOut, err := op.getConn(ctx, addr, due, retest)
 		if errors.Is(err, transport.ErrHelloLate) && ctx.Err() == nil {
-			conn, _, err = op.getConn(ctx, addr, op.deadline)
+			conn, _, err = op.getConn(ctx, addr, op.deadline, retest)
 			return conn, err
 		}
 		if !timedOut || ctx.Err() != nil || !due.Before(op.deadline) {
@@ -293,11 +293,16 @@ func (op *operation) dial(ctx context.Context, addr string) (transport.Conn, err
 }
 
 // getConn gets the pooled connection to addr, waiting until due at most,
-// and reports whether the wait ended there.
-func (op *operation) getConn(ctx context.Context, addr string, due time.Time) (conn transport.Conn, timedOut bool, err error) {
+// and reports whether the wait ended there. retest dials past the pool's
+// backoff (Client.redirectVouches).
+func (op *operation) getConn(ctx context.Context, addr string, due time.Time, retest bool) (conn transport.Conn, timedOut bool, err error) {
 	dctx, cancel := context.WithDeadline(ctx, due)
 	defer cancel()
-	conn, err = op.c.pool.Get(dctx, addr)
+	if retest {
+		conn, err = op.c.pool.Redial(dctx, addr)
+	} else {
+		conn, err = op.c.pool.Get(dctx, addr)
+	}
 	return conn, err != nil && dctx.Err() != nil && ctx.Err() == nil, err
 }
 
@@ -476,12 +481,20 @@ func (p *sent) followRedirect(ctx context.Context, rd *frame.Redirect) (outcome,
 	// the target failed (a follower then stands for election instead of
 	// redirecting to a leader that is gone).
 	p.out.member = Member{Name: rd.Node, Addr: rd.Addr, Group: p.out.member.Group}
-	if c.nsuspect.Load() > 0 && c.suspected(rd.Node) && !c.redirectVouches(rd.Node, p.op.s.HeartbeatTimeout) {
-		// A node this client just saw fail (a leader another node still
-		// believes in): the next attempt's node hears that it failed.
-		return p.unsent(rd, p.end(ReasonSuspected, fmt.Errorf("redirected to %s, which is suspected", rd.Node))), true
+	var retest *probing
+	if c.nsuspect.Load() > 0 && c.suspected(rd.Node) {
+		var vouch bool
+		if vouch, retest = c.redirectVouches(rd.Node, p.op.s.HeartbeatTimeout); !vouch && retest == nil {
+			// A node this client just saw fail (a leader another node
+			// still believes in): the next attempt's node hears that it
+			// failed.
+			return p.unsent(rd, p.end(ReasonSuspected, fmt.Errorf("redirected to %s, which is suspected", rd.Node))), true
+		}
 	}
-	nc, err := p.op.dial(ctx, rd.Addr)
+	nc, err := p.op.dial(ctx, rd.Addr, retest != nil)
+	if err == nil && retest != nil {
+		c.reached(rd.Node, retest, false)
+	}
 	if err != nil {
 		r := dialReason(err)
 		if r == ReasonOverloaded {

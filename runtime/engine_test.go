@@ -783,6 +783,122 @@ func TestUnreachableNodeIsForgivenOnceReachable(t *testing.T) {
 	})
 }
 
+// A redial disproves the suspicion it was started for, and no other: a
+// node that could not be dialed, whose suspicion ran out while it still
+// could not be, and that then timed out (a stall: it can be dialed, and
+// does not answer) stays suspected for the timeout's time even though the
+// old redial, still waiting for its next try, gets through.
+func TestRedialDisprovesOnlyItsOwnSuspicion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		first := e.owners(t, "acct")[0]
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		e.Net.CutBoth("client1", first)
+		e.Net.Reset("client1", first)
+		synctest.Wait()
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		if !e.client.Suspected(first) {
+			t.Fatalf("%s not suspected after its connection broke and it could not be dialed", first)
+		}
+		// The suspicion runs out while the node still cannot be dialed,
+		// and a stall is suspected right then.
+		for e.client.Suspected(first) {
+			time.Sleep(time.Millisecond)
+		}
+		e.client.Suspect(first, runtime.ReasonHeartbeatTimeout)
+		placed := time.Now()
+		e.Net.Heal("client1", first)
+		stall := 4 * e.Settings.HeartbeatTimeout // the first timeout's suspicion
+		for time.Since(placed) < stall-10*time.Millisecond {
+			if !e.client.Suspected(first) {
+				t.Fatalf("%s suspected for a timeout no longer suspected %v later, of %v: a redial for an earlier suspicion cleared it", first, time.Since(placed), stall)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
+
+// A redirect to a node this client could not reach, from a node that
+// hears from it, is followed with a dial: the suspicion is about the way
+// to the node, and the dial tells whether it is back. Refused, the first
+// write after a partition between a client and its leader healed failed
+// after 750 ms: the next node, told that the leader had failed, held it
+// for an election that could not come.
+func TestRedirectRedialsAnUnreachableLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, ctx := fourNodesWithAWrite(t)
+		leader := e.Leader(t, counterDesc.Name)
+		c := e.newClient(t)
+		if _, err := e.call(ctx, c, counterAdd, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		e.Net.CutBoth(e.lastClient(), leader)
+		e.Net.Reset(e.lastClient(), leader)
+		synctest.Wait()
+		// Long enough for the background redial's wait to reach its
+		// longest.
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
+			if _, err := e.call(ctx, c, counterAdd, "k", 1); err == nil {
+				t.Fatalf("write acknowledged while the client was cut off from the leader %s", leader)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !c.Suspected(leader) {
+			t.Fatalf("%s, cut off from the client, not suspected", leader)
+		}
+		e.Net.Heal(e.lastClient(), leader)
+		start := time.Now()
+		if _, err := e.call(ctx, c, counterAdd, "k", 1); err != nil {
+			t.Fatalf("first write after the link was back: %v", err)
+		}
+		if took := time.Since(start); took >= e.Settings.HeartbeatTimeout {
+			t.Errorf("first write after the link was back took %v, a heartbeat timeout or more", took)
+		}
+		if c.Suspected(leader) {
+			t.Errorf("%s still suspected after it answered", leader)
+		}
+		e.check(t)
+	})
+}
+
+// Redirects to a node that cannot be reached dial it at most once a
+// heartbeat interval, the background redial's dials included: a stream of
+// writes redirected to a leader cut off from this client alone would
+// otherwise cost a dial each.
+func TestRedirectRedialsAtMostOnceAnInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{})
+		first := e.owners(t, "acct")[0]
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		e.Net.CutBoth("client1", first)
+		e.Net.Reset("client1", first)
+		synctest.Wait()
+		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
+			t.Fatal(err)
+		}
+		if !e.client.Suspected(first) {
+			t.Fatalf("%s not suspected after its connection broke and it could not be dialed", first)
+		}
+		window := 3 * time.Second
+		retests := 0
+		for end := time.Now().Add(window); time.Now().Before(end); {
+			if e.client.RedirectRetests(first) {
+				retests++
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if most := int(window/e.Settings.HeartbeatInterval) + 1; retests == 0 || retests > most {
+			t.Errorf("a redirect to %s every millisecond for %v redialed it %d times; want 1 to %d, one a heartbeat interval (%v)", first, window, retests, most, e.Settings.HeartbeatInterval)
+		}
+	})
+}
+
 // Entity queues are recycled: an operation queued on one entity twice (a
 // transfer to itself), queues that empty and serve other entities while
 // operations wait, and none left behind once everything has run.

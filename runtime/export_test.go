@@ -13,6 +13,16 @@ func (c *Client) Conns() []transport.Conn { return c.pool.Conns() }
 // Suspected reports whether the client suspects node now.
 func (c *Client) Suspected(node string) bool { return c.suspected(node) }
 
+// RedirectRetests reports whether a redirect to node now would redial it
+// (redirectVouches).
+func (c *Client) RedirectRetests(node string) bool {
+	_, pr := c.redirectVouches(node, c.cfg.Settings.HeartbeatTimeout)
+	return pr != nil
+}
+
+// Suspect suspects node for why, as a failed attempt would.
+func (c *Client) Suspect(node string, why Reason) { c.suspect(node, why) }
+
 // EntityQueues is the number of entities with a queue on the server.
 func (s *Server) EntityQueues() int {
 	s.mu.Lock()
