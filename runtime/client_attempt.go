@@ -299,7 +299,7 @@ func (op *operation) getConn(ctx context.Context, addr string, due time.Time, re
 	dctx, cancel := context.WithDeadline(ctx, due)
 	defer cancel()
 	if retest {
-		conn, err = op.c.pool.Redial(dctx, addr)
+		conn, err = op.c.pool.Redial(dctx, addr, op.s.HeartbeatTimeout)
 	} else {
 		conn, err = op.c.pool.Get(dctx, addr)
 	}

@@ -180,7 +180,7 @@ func (c *Client) probe(node, addr string, pr *probing) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(c.probes, s.HeartbeatTimeout)
-		_, err := c.pool.Redial(ctx, addr)
+		_, err := c.pool.Redial(ctx, addr, s.HeartbeatTimeout)
 		cancel()
 		if err == nil {
 			c.reached(node, pr, true)

@@ -43,9 +43,11 @@ type Pool struct {
 // poolPeer is one address's connection, or its dial; Pool.mu guards it.
 type poolPeer struct {
 	conn      transport.Conn
-	dialing   chan struct{} // closed when the dial in progress ends
-	connected bool          // the dial in progress has connected and waits for the peer's Hello
-	err       error         // the last dial's error, while backing off
+	dialing   chan struct{}      // closed when the dial in progress ends
+	dialedAt  time.Time          // when the dial in progress began
+	stopDial  context.CancelFunc // ends the dial in progress
+	connected bool               // the dial in progress has connected and waits for the peer's Hello
+	err       error              // the last dial's error, while backing off
 	retryAt   time.Time
 	failures  int
 }
@@ -85,17 +87,22 @@ func New(t transport.Transport, h transport.ConnHandler, cfg transport.PoolConfi
 // Within the backoff window after a failed dial, Get fails at once with
 // an error wrapping the dial's error.
 func (p *Pool) Get(ctx context.Context, addr string) (transport.Conn, error) {
-	return p.get(ctx, addr, false)
+	return p.get(ctx, addr, false, 0)
 }
 
-// Redial is Get without the backoff window: with no connection to addr
-// and no dial in flight, it dials now, however recently a dial failed. It
-// is for a caller that retests a peer at a pace of its own.
-func (p *Pool) Redial(ctx context.Context, addr string) (transport.Conn, error) {
-	return p.get(ctx, addr, true)
+// Redial is Get without the backoff window: with no connection to addr,
+// it dials now, however recently a dial failed. It is for a caller that
+// retests a peer at a pace of its own. A dial in flight that has not
+// connected within stale is given up for a new one: its connect was most
+// likely lost to a partition that has healed since, and TCP sends a lost
+// SYN again only a second later, then three. Joined, such a dial kept
+// every retest of a node waiting on it for up to a second after a
+// partition healed, each retest failing at its own bound.
+func (p *Pool) Redial(ctx context.Context, addr string, stale time.Duration) (transport.Conn, error) {
+	return p.get(ctx, addr, true, stale)
 }
 
-func (p *Pool) get(ctx context.Context, addr string, now bool) (transport.Conn, error) {
+func (p *Pool) get(ctx context.Context, addr string, now bool, stale time.Duration) (transport.Conn, error) {
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -112,16 +119,18 @@ func (p *Pool) get(ctx context.Context, addr string, now bool) (transport.Conn, 
 			p.mu.Unlock()
 			return c, nil
 		}
+		if pp.dialing != nil && now && stale > 0 && !pp.connected && time.Since(pp.dialedAt) >= stale {
+			// Its waiters join the new dial; its result is dropped.
+			pp.stopDial()
+			pp.dialing = nil
+		}
 		if pp.dialing == nil {
 			if wait := time.Until(pp.retryAt); !now && pp.err != nil && wait > 0 {
 				err := pp.err
 				p.mu.Unlock()
 				return nil, fmt.Errorf("transport: %s: not redialing for another %v after: %w", addr, wait.Round(time.Millisecond), err)
 			}
-			pp.dialing = make(chan struct{})
-			// The dialer of addr: it owns the dial and ends it by
-			// closing pp.dialing.
-			go p.dial(addr, pp)
+			p.dialLocked(addr, pp)
 		}
 		done := pp.dialing
 		p.mu.Unlock()
@@ -138,36 +147,58 @@ func (p *Pool) get(ctx context.Context, addr string, now bool) (transport.Conn, 
 			return nil, fmt.Errorf("transport: waiting for a connection to %s: %w", addr, context.Cause(ctx))
 		}
 		p.mu.Lock()
-		conn, err := pp.conn, pp.err
+		conn, err, newer := pp.conn, pp.err, pp.dialing != nil
 		p.mu.Unlock()
 		switch {
 		case conn != nil:
 			return conn, nil
+		case newer:
+			// This dial was given up for a newer one: wait for that.
 		case err != nil:
 			return nil, err
 		}
-		// The new connection already closed: try again.
+		// The new connection already closed, or a newer dial is under
+		// way: try again.
 	}
 }
 
-func (p *Pool) dial(addr string, pp *poolPeer) {
+// dialLocked starts a dial of addr, which owns it and ends it by closing
+// pp.dialing. Called with p.mu held.
+func (p *Pool) dialLocked(addr string, pp *poolPeer) {
+	done := make(chan struct{})
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
+	pp.dialing, pp.dialedAt, pp.stopDial, pp.connected = done, time.Now(), cancel, false
+	go p.dial(ctx, addr, pp, done)
+}
+
+// dial dials addr for pp, and records the outcome unless the dial was
+// given up for a newer one meanwhile (Redial); it closes done when it
+// ends.
+func (p *Pool) dial(ctx context.Context, addr string, pp *poolPeer, done chan struct{}) {
 	if p.unacked > 0 {
 		ctx = conncap.WithUnackedTimeout(ctx, p.unacked)
 	}
 	ctx = conncap.WithDialConnected(ctx, func() {
 		p.mu.Lock()
-		pp.connected = true
+		if pp.dialing == done {
+			pp.connected = true
+		}
 		p.mu.Unlock()
 	})
 	h := newPooledHandler(p, addr)
 	c, err := p.t.Dial(ctx, addr, h)
-	cancel()
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	defer close(pp.dialing)
-	pp.dialing, pp.connected = nil, false
+	defer close(done)
+	if pp.dialing != done {
+		if err == nil {
+			go c.Close() // given up; not under p.mu
+		}
+		return
+	}
+	pp.stopDial()
+	pp.dialing, pp.stopDial, pp.connected = nil, nil, false
 	if err != nil {
 		pp.err = err
 		pp.failures++

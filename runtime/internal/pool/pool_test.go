@@ -261,19 +261,72 @@ func TestPoolRedialSkipsTheBackoff(t *testing.T) {
 			t.Fatalf("Get = %v, want the dial error", err)
 		}
 		dials := ft.dials.Load()
-		if _, err := p.Redial(ctx, "a:1"); !errors.Is(err, errDial) || ft.dials.Load() != dials+1 {
+		if _, err := p.Redial(ctx, "a:1", 0); !errors.Is(err, errDial) || ft.dials.Load() != dials+1 {
 			t.Fatalf("Redial inside the backoff window = %v after %d dials; want a dial, and its error", err, ft.dials.Load()-dials)
 		}
 		ft.fail.Store(false)
 		if _, err := p.Get(ctx, "a:1"); !errors.Is(err, errDial) || ft.dials.Load() != dials+1 {
 			t.Fatalf("Get inside the backoff window = %v after %d dials; want the dial error and no dial", err, ft.dials.Load()-dials)
 		}
-		c, err := p.Redial(ctx, "a:1")
+		c, err := p.Redial(ctx, "a:1", 0)
 		if err != nil || ft.dials.Load() != dials+2 {
 			t.Fatalf("Redial = %v after %d dials; want a connection from one more dial", err, ft.dials.Load()-dials)
 		}
 		if got, err := p.Get(ctx, "a:1"); err != nil || got != c || ft.dials.Load() != dials+2 {
 			t.Errorf("Get after the Redial = %v, %v; want its connection, without a dial", got, err)
+		}
+	})
+}
+
+// Redial joins a dial in flight while it is young, and gives up one that
+// has not connected within stale for a dial of its own: after a partition
+// heals, a dial whose SYN the partition lost connects only when TCP sends
+// it again, a second later, and every retest that joined it failed at its
+// own bound meanwhile. The waiters of the dial given up get the new
+// dial's connection, and the old one's result is dropped.
+func TestPoolRedialGivesUpAStaleDial(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ft := &fakeTransport{release: make(chan struct{})}
+		p := New(ft, newRecorder(), transport.PoolConfig{})
+		defer p.Close()
+		const stale = 200 * time.Millisecond
+		joined := make(chan transport.Conn, 1)
+		go func() {
+			c, _ := p.Get(context.Background(), "a:1") // starts the dial that hangs
+			joined <- c
+		}()
+		synctest.Wait()
+		time.Sleep(stale / 2)
+		ctx, cancel := context.WithTimeout(context.Background(), stale/4)
+		if _, err := p.Redial(ctx, "a:1", stale); err == nil || ft.dials.Load() != 1 {
+			t.Fatalf("Redial with the dial in flight for %v (stale %v) = %v after %d dials; want it to join that dial and time out", stale/2, stale, err, ft.dials.Load())
+		}
+		cancel()
+		time.Sleep(stale)
+		type result struct {
+			c   transport.Conn
+			err error
+		}
+		got := make(chan result, 1)
+		go func() {
+			c, err := p.Redial(context.Background(), "a:1", stale)
+			got <- result{c, err}
+		}()
+		synctest.Wait()
+		if n := ft.dials.Load(); n != 2 {
+			t.Fatalf("%d dials after a Redial found the dial in flight for %v; want a second dial", n, stale*7/4)
+		}
+		ft.release <- struct{}{} // the first dial was given up: this is the second's
+		r := <-got
+		if r.err != nil {
+			t.Fatalf("Redial after the dial in flight went stale: %v", r.err)
+		}
+		c := r.c
+		if first := <-joined; first != c {
+			t.Errorf("the Get that waited on the dial given up got %v, want the new dial's connection %v", first, c)
+		}
+		if again, err := p.Get(context.Background(), "a:1"); err != nil || again != c {
+			t.Errorf("Get after = %v, %v; want the new dial's connection", again, err)
 		}
 	})
 }
