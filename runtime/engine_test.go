@@ -71,6 +71,28 @@ func (e *env) owners(t *testing.T, entity string) []string {
 	return own
 }
 
+// cutOffOwner cuts the client off from entity's owner in its first group,
+// breaking their connection, and returns the owner once an operation on
+// entity has failed over from it: the client suspects it, as a node it
+// could not dial, and redials it in the background.
+func (e *env) cutOffOwner(t *testing.T, entity string) string {
+	t.Helper()
+	first := e.owners(t, entity)[0]
+	if _, err := e.ledger.Add(t.Context(), entity, 1); err != nil {
+		t.Fatal(err)
+	}
+	e.Net.CutBoth("client1", first)
+	e.Net.Reset("client1", first)
+	synctest.Wait()
+	if _, err := e.ledger.Add(t.Context(), entity, 1); err != nil {
+		t.Fatal(err) // failed over to the next group's owner
+	}
+	if !e.client.Suspected(first) {
+		t.Fatalf("%s not suspected after its connection broke and it could not be dialed", first)
+	}
+	return first
+}
+
 // ownedBy returns the first n of the entities prefix0, prefix1, ... whose
 // first owner is node.
 func (e *env) ownedBy(t *testing.T, node, prefix string, n int) []string {
@@ -746,20 +768,7 @@ func TestRejoinedNodeIsNoLongerSuspected(t *testing.T) {
 func TestUnreachableNodeIsForgivenOnceReachable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
-		own := e.owners(t, "acct")
-		first := own[0]
-		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
-			t.Fatal(err)
-		}
-		e.Net.CutBoth("client1", first)
-		e.Net.Reset("client1", first)
-		synctest.Wait()
-		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
-			t.Fatal(err) // failed over to the next group's owner
-		}
-		if !e.client.Suspected(first) {
-			t.Fatalf("%s not suspected after its connection broke and it could not be dialed", first)
-		}
+		first := e.cutOffOwner(t, "acct")
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
 		if !e.client.Suspected(first) {
@@ -791,19 +800,7 @@ func TestUnreachableNodeIsForgivenOnceReachable(t *testing.T) {
 func TestRedialDisprovesOnlyItsOwnSuspicion(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
-		first := e.owners(t, "acct")[0]
-		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
-			t.Fatal(err)
-		}
-		e.Net.CutBoth("client1", first)
-		e.Net.Reset("client1", first)
-		synctest.Wait()
-		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
-			t.Fatal(err)
-		}
-		if !e.client.Suspected(first) {
-			t.Fatalf("%s not suspected after its connection broke and it could not be dialed", first)
-		}
+		first := e.cutOffOwner(t, "acct")
 		// The suspicion runs out while the node still cannot be dialed,
 		// and a stall is suspected right then.
 		for e.client.Suspected(first) {
@@ -822,49 +819,6 @@ func TestRedialDisprovesOnlyItsOwnSuspicion(t *testing.T) {
 	})
 }
 
-// A redirect to a node this client could not reach, from a node that
-// hears from it, is followed with a dial: the suspicion is about the way
-// to the node, and the dial tells whether it is back. Refused, the first
-// write after a partition between a client and its leader healed failed
-// after 750 ms: the next node, told that the leader had failed, held it
-// for an election that could not come.
-func TestRedirectRedialsAnUnreachableLeader(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e, ctx := fourNodesWithAWrite(t)
-		leader := e.Leader(t, counterDesc.Name)
-		c := e.newClient(t)
-		if _, err := e.call(ctx, c, counterAdd, "k", 1); err != nil {
-			t.Fatal(err)
-		}
-		e.Net.CutBoth(e.lastClient(), leader)
-		e.Net.Reset(e.lastClient(), leader)
-		synctest.Wait()
-		// Long enough for the background redial's wait to reach its
-		// longest.
-		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
-			if _, err := e.call(ctx, c, counterAdd, "k", 1); err == nil {
-				t.Fatalf("write acknowledged while the client was cut off from the leader %s", leader)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if !c.Suspected(leader) {
-			t.Fatalf("%s, cut off from the client, not suspected", leader)
-		}
-		e.Net.Heal(e.lastClient(), leader)
-		start := time.Now()
-		if _, err := e.call(ctx, c, counterAdd, "k", 1); err != nil {
-			t.Fatalf("first write after the link was back: %v", err)
-		}
-		if took := time.Since(start); took >= e.Settings.HeartbeatTimeout {
-			t.Errorf("first write after the link was back took %v, a heartbeat timeout or more", took)
-		}
-		if c.Suspected(leader) {
-			t.Errorf("%s still suspected after it answered", leader)
-		}
-		e.check(t)
-	})
-}
-
 // Redirects to a node that cannot be reached dial it at most once a
 // heartbeat interval, the background redial's dials included: a stream of
 // writes redirected to a leader cut off from this client alone would
@@ -872,19 +826,7 @@ func TestRedirectRedialsAnUnreachableLeader(t *testing.T) {
 func TestRedirectRedialsAtMostOnceAnInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})
-		first := e.owners(t, "acct")[0]
-		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
-			t.Fatal(err)
-		}
-		e.Net.CutBoth("client1", first)
-		e.Net.Reset("client1", first)
-		synctest.Wait()
-		if _, err := e.ledger.Add(t.Context(), "acct", 1); err != nil {
-			t.Fatal(err)
-		}
-		if !e.client.Suspected(first) {
-			t.Fatalf("%s not suspected after its connection broke and it could not be dialed", first)
-		}
+		first := e.cutOffOwner(t, "acct")
 		window := 3 * time.Second
 		retests := 0
 		for end := time.Now().Add(window); time.Now().Before(end); {

@@ -197,12 +197,7 @@ func TestReplicationLoneNodeCommitsNothing(t *testing.T) {
 // the rest of its suspicion: the followers' word is the fresher.
 func TestRedirectOverrulesAnOlderSilence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e, ctx := fourNodesWithAWrite(t)
-		leader := e.Leader(t, counterDesc.Name)
-		c := e.newClient(t)
-		if _, err := e.call(ctx, c, counterAdd, "k", 1); err != nil {
-			t.Fatal(err)
-		}
+		e, ctx, c, leader := clientOfTheLeader(t)
 		e.Net.CutBoth(e.lastClient(), leader)
 		// Two timeouts on the leader: suspected for four heartbeat
 		// timeouts, then eight.
@@ -223,6 +218,44 @@ func TestRedirectOverrulesAnOlderSilence(t *testing.T) {
 		}
 		if _, err := e.call(ctx, c, counterAdd, "k", 1); err != nil {
 			t.Fatalf("write after the link was back: %v", err)
+		}
+		if c.Suspected(leader) {
+			t.Errorf("%s still suspected after it answered", leader)
+		}
+		e.check(t)
+	})
+}
+
+// A redirect to a node this client could not reach, from a node that
+// hears from it, is followed with a dial: the suspicion is about the way
+// to the node, and the dial tells whether it is back. Refused, the first
+// write after a partition between a client and its leader healed failed
+// after 750 ms: the next node, told that the leader had failed, held it
+// for an election that could not come.
+func TestRedirectRedialsAnUnreachableLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, ctx, c, leader := clientOfTheLeader(t)
+		e.Net.CutBoth(e.lastClient(), leader)
+		e.Net.Reset(e.lastClient(), leader)
+		synctest.Wait()
+		// Long enough for the background redial's wait to reach its
+		// longest.
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
+			if _, err := e.call(ctx, c, counterAdd, "k", 1); err == nil {
+				t.Fatalf("write acknowledged while the client was cut off from the leader %s", leader)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !c.Suspected(leader) {
+			t.Fatalf("%s, cut off from the client, not suspected", leader)
+		}
+		e.Net.Heal(e.lastClient(), leader)
+		start := time.Now()
+		if _, err := e.call(ctx, c, counterAdd, "k", 1); err != nil {
+			t.Fatalf("first write after the link was back: %v", err)
+		}
+		if took := time.Since(start); took >= e.Settings.HeartbeatTimeout {
+			t.Errorf("first write after the link was back took %v, a heartbeat timeout or more", took)
 		}
 		if c.Suspected(leader) {
 			t.Errorf("%s still suspected after it answered", leader)
@@ -314,6 +347,19 @@ func TestReplicationTieBreakerSurvivesAGroup(t *testing.T) {
 			})
 		})
 	}
+}
+
+// clientOfTheLeader returns four voters that took a write, and a new
+// client that has written through their leader, named.
+func clientOfTheLeader(t *testing.T) (*replEnv, context.Context, *runtime.Client, string) {
+	t.Helper()
+	e, ctx := fourNodesWithAWrite(t)
+	leader := e.Leader(t, counterDesc.Name)
+	c := e.newClient(t)
+	if _, err := e.call(ctx, c, counterAdd, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	return e, ctx, c, leader
 }
 
 // fourNodesWithAWrite starts a 4-node cluster (a1 a2 | b1 b2) serving the
