@@ -101,7 +101,7 @@ func split(ctx context.Context, e *env) error {
 	if err := e.fw.heal(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	e.note("healed")
+	e.healed("healed")
 	for _, sd := range e.sides {
 		for _, n := range sd.nodes {
 			e.recover(n)
@@ -251,7 +251,7 @@ func partition(name string, d direction) func(context.Context, *env) error {
 		if err := e.fw.heal(context.WithoutCancel(ctx)); err != nil {
 			return err
 		}
-		e.note("healed %s", n.Name)
+		e.healed("healed %s", n.Name)
 		e.recover(n)
 		return nil
 	}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ffgen/ffgen/examples/bank"
+	"github.com/ffgen/ffgen/examples/bank/internal/history"
 	"github.com/ffgen/ffgen/examples/bank/internal/testbed"
 )
 
@@ -196,5 +198,23 @@ func TestHelperProcess(t *testing.T) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	}
+}
+
+// failedFrom counts the operations begun at its time or later, and of them
+// those that failed for want of service: not an answer of the service
+// (insufficient funds), not an outcome unknown, not one begun before.
+func TestFailedFromCountsWhatTheServiceDidNotServe(t *testing.T) {
+	heal := time.Unix(100, 0)
+	at := func(d time.Duration) int64 { return heal.Add(d).UnixNano() }
+	ops := []history.Op{
+		{Invoke: at(-time.Millisecond), Outcome: history.Fail, Error: "suspected (not executed)"},
+		{Invoke: at(0), Outcome: history.OK},
+		{Invoke: at(time.Millisecond), Outcome: history.Fail, Error: bank.ErrInsufficientFunds.Error()},
+		{Invoke: at(2 * time.Millisecond), Outcome: history.Info, Error: "heartbeat-timeout (delivered, not acknowledged)"},
+		{Invoke: at(3 * time.Millisecond), Outcome: history.Fail, Error: "redirected to a1, which is suspected"},
+	}
+	if failed, begun := failedFrom(ops, heal); failed != 1 || begun != 4 {
+		t.Errorf("failedFrom = %d failed of %d begun, want 1 of 4", failed, begun)
 	}
 }

@@ -60,6 +60,9 @@ type Row struct {
 	Lost          int
 	AppliedTwice  int
 	Contradicting int
+	// FailedAfterHeal counts the operations begun healGrace or more after
+	// a partition healed that failed for want of service.
+	FailedAfterHeal int
 	// NewMethods counts the calls of the methods the next version added,
 	// made by its writers, by outcome (see cli.Summary.NewMethods).
 	NewMethods map[string]uint64
@@ -112,9 +115,10 @@ type env struct {
 	fw    *firewall       // nil where partitions cannot run
 	sides []side          // of the fault's split, if it has one
 
-	mu      sync.Mutex
-	watches map[string]*readyWatch // by node: since it last came back
-	notes   []string
+	mu       sync.Mutex
+	watches  map[string]*readyWatch // by node: since it last came back
+	notes    []string
+	healedAt time.Time // when the fault's partition last healed
 }
 
 // readyWatch times a node from when it came back (started, thawed,
@@ -150,6 +154,14 @@ func (e *env) recover(n *testbed.Node) {
 			sleep(e.ctx, 50*time.Millisecond)
 		}
 	}()
+}
+
+// healed notes that the fault's partition healed, and when.
+func (e *env) healed(format string, args ...any) {
+	e.note(format, args...)
+	e.mu.Lock()
+	e.healedAt = time.Now()
+	e.mu.Unlock()
 }
 
 func (e *env) note(format string, args ...any) {
@@ -366,7 +378,13 @@ func (s *Suite) load(ctx context.Context, e *env, f fault, dir string, row *Row)
 		}
 	}
 	row.CatchUp = e.catchUps()
-	linearizable := s.checkHistories(e, dir, hists, row)
+	ops, herr := history.ReadFiles(hists...)
+	if herr != nil {
+		row.Linearizable = "unreadable"
+		e.note("history: %v", herr)
+	}
+	linearizable := herr == nil && s.checkHistories(e, dir, ops, row)
+	e.failedAfterHeal(ops, row)
 	auditPath := filepath.Join(dir, "audit.json")
 	err := s.bankload(ctx, e, dir, "audit", "-audit-only", strings.Join(logs, ","), "-mgmt", strings.Join(e.MgmtAddrs(), ","),
 		"-require-all", "-audit-timeout", s.AuditTimeout.String(), "-json", auditPath)
@@ -425,13 +443,7 @@ func (e *env) catchUps() []catchUp {
 // the history is not linearizable or cannot be read. The check's result
 // goes to dir/check.json, and a drawing of a part that fails to
 // dir/history.html.
-func (s *Suite) checkHistories(e *env, dir string, paths []string, row *Row) bool {
-	ops, err := history.ReadFiles(paths...)
-	if err != nil {
-		row.Linearizable = "unreadable"
-		e.note("history: %v", err)
-		return false
-	}
+func (s *Suite) checkHistories(e *env, dir string, ops []history.Op, row *Row) bool {
 	e.Logf("checking %d operations for linearizability", len(ops))
 	r := history.Check(ops, history.Options{Timeout: s.CheckTimeout, Visualize: filepath.Join(dir, "history.html")})
 	row.Linearizable, row.LinearizableDetail, row.WritesAlone = string(r.Verdict), r.String(), string(r.WritesAlone)
@@ -446,6 +458,41 @@ func (s *Suite) checkHistories(e *env, dir string, paths []string, row *Row) boo
 		e.Logf("history linearizable: yes")
 	}
 	return r.Verdict != history.No
+}
+
+// healGrace is how long after a partition heals its clients may still
+// fail operations they begin: the nodes cut off catch up, and a side
+// without a leader elects one.
+const healGrace = time.Second
+
+// failedAfterHeal counts the operations begun healGrace or more after the
+// fault's partition healed that failed for want of service
+// (Row.FailedAfterHeal), and notes them.
+func (e *env) failedAfterHeal(ops []history.Op, row *Row) {
+	e.mu.Lock()
+	at := e.healedAt
+	e.mu.Unlock()
+	if at.IsZero() {
+		return
+	}
+	var begun int
+	row.FailedAfterHeal, begun = failedFrom(ops, at.Add(healGrace))
+	e.note("%d of the %d operations begun %v or more after the heal failed", row.FailedAfterHeal, begun, healGrace)
+}
+
+// failedFrom counts the operations begun at from or later, and those of
+// them that failed for want of service (history.Op.Failed).
+func failedFrom(ops []history.Op, from time.Time) (failed, begun int) {
+	for i := range ops {
+		if ops[i].Invoke < from.UnixNano() {
+			continue
+		}
+		begun++
+		if ops[i].Failed() {
+			failed++
+		}
+	}
+	return failed, begun
 }
 
 // bankload runs bankload with args, its output in dir/name.out. A

@@ -87,6 +87,11 @@ type Op struct {
 	Error   string `json:"error,omitempty"` // Fail and Info: the error
 }
 
+// Failed reports whether op failed for want of service: it ended in an
+// error that is not one of the service's answers the check judges (a
+// refusal, failovers run out), and its outcome is known.
+func (op *Op) Failed() bool { return op.Outcome == Fail && !judged[op.Error] }
+
 // Now is the clock of histories: wall-clock Unix nanoseconds.
 func Now() int64 { return time.Now().UnixNano() }
 
