@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -259,6 +260,63 @@ func TestRedirectRedialsAnUnreachableLeader(t *testing.T) {
 		}
 		if c.Suspected(leader) {
 			t.Errorf("%s still suspected after it answered", leader)
+		}
+		e.check(t)
+	})
+}
+
+// hidingView is a node's membership that leaves one member out, as a
+// node's view does while gossip has not yet told it that a member which
+// restarted is back.
+type hidingView struct {
+	runtime.Membership
+	hide atomic.Pointer[string]
+}
+
+func (v *hidingView) filter(ms []runtime.Member) []runtime.Member {
+	h := v.hide.Load()
+	if h == nil {
+		return ms
+	}
+	var out []runtime.Member
+	for _, m := range ms {
+		if m.Name != *h {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (v *hidingView) Members() []runtime.Member { return v.filter(v.Membership.Members()) }
+
+func (v *hidingView) Subscribe(fn func([]runtime.Member)) func() {
+	return v.Membership.Subscribe(func(ms []runtime.Member) { fn(v.filter(ms)) })
+}
+
+// A follower whose membership does not list the leader (it restarted and
+// won an election before gossip said it was back) still sends writes on
+// to it: raft hears from the leader, and the follower knows its address
+// from when the membership last listed it. Found among the live members
+// only, the leader was "not a live member here": the follower stood for
+// an election it could not win, held the write, and refused it.
+func TestLeaderMissingFromTheViewTakesRedirects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		views := map[string]*hidingView{}
+		e := newReplEnv(t, fftest.Config{PerGroup: 2, Server: func(node string, cfg *runtime.ServerConfig) {
+			v := &hidingView{Membership: cfg.Membership}
+			views[node], cfg.Membership = v, v
+		}}, false)
+		ctx := t.Context()
+		if _, err := e.add(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		leader := e.Leader(t, counterDesc.Name)
+		follower := otherThan(e.names(), leader)[0]
+		views[follower].hide.Store(&leader)
+		c := e.clientOf(t, follower)
+		e.Net.Heal(e.lastClient(), leader) // clientOf cut it off from the others
+		if _, err := e.call(ctx, c, counterAdd, "k", 1); err != nil {
+			t.Fatalf("write through %s, whose view does not list the leader %s: %v", follower, leader, err)
 		}
 		e.check(t)
 	})

@@ -202,15 +202,18 @@ func (r *replicated) write(e *execution, a *frame.Attempt) (*frame.Result, *fram
 	return nil, nil
 }
 
-// liveLeader returns the leader, as a live member, when another node
-// leads that a's client has not failed at and this node has heard from
-// lately: where an attempt this node does not take may go instead.
+// liveLeader returns the leader when another node leads that a's client
+// has not failed at and this node has heard from lately: where an
+// attempt this node does not take may go instead. The leader is found as
+// raft finds its peers (peer): a leader that restarted and won an
+// election before gossip told this node it was back is where raft's
+// messages come from, though the membership here does not list it yet.
 func (r *replicated) liveLeader(a *frame.Attempt) (Member, bool) {
 	leader, leading := r.g.Leader()
 	if leading || leader == "" || failedAt(a, leader) || r.g.LeaderSilent() {
 		return Member{}, false
 	}
-	return r.member(leader)
+	return r.peer(leader)
 }
 
 func (r *replicated) notServing() *frame.Result {
@@ -380,7 +383,11 @@ func (r *replicated) parkExpired() {
 	}
 }
 
-// unparked resolves the held writes once a leader is known. Called with
+// unparked resolves the held writes once a leader is known. A leader that
+// restarted and won before gossip here listed it again is found as raft
+// finds it (peer): found as a live member only, it refused the writes
+// held here ("the leader a2 is not a live member here", in a run of make
+// faults' rolling-restart-all, 60 ms after a2 restarted). Called with
 // s.mu held.
 func (r *replicated) unpark(leader string, leading bool) {
 	if len(r.parked) == 0 || (leader == "" && !leading) {
@@ -388,7 +395,7 @@ func (r *replicated) unpark(leader string, leading bool) {
 	}
 	parked := r.parked
 	r.parked = nil
-	m, known := r.member(leader)
+	m, known := r.peer(leader)
 	defer r.g.Flush() // the writes proposed here
 	for _, p := range parked {
 		e := p.e
@@ -412,7 +419,7 @@ func (r *replicated) unpark(leader string, leading bool) {
 		case known:
 			r.s.redirectUnrun(e, &frame.Redirect{Node: m.Name, Addr: m.Addr, MayHaveRun: p.proposed})
 		default:
-			r.s.refuse(e, codeNotLeader, "the leader "+leader+" is not a live member here")
+			r.s.refuse(e, codeNotLeader, "the leader "+leader+" has never been a live member here")
 		}
 	}
 }
@@ -761,7 +768,7 @@ func (h *replicaHost) Dropped(opID [16]byte, _ string) {
 // proposes it, and apply runs it once either way. With no leader to send
 // it to, it is answered Failover with code. Called with s.mu held.
 func (r *replicated) moveOn(e *execution, leader string, proposed bool) {
-	m, ok := r.member(leader)
+	m, ok := r.peer(leader)
 	switch {
 	case ok && leader != r.s.cfg.Node && r.routable(m):
 		r.s.redirectUnrun(e, &frame.Redirect{Node: m.Name, Addr: m.Addr, MayHaveRun: proposed})
