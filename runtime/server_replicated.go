@@ -819,8 +819,9 @@ func (h *replicaHost) Send(to string, kind uint8, body []byte) error {
 	return c.Send(&frame.Replica{Kind: kind, Service: r.name, Body: body})
 }
 
-// peer finds a peer raft sends to: the live member of that name, or, when
-// the membership lists it dead, the member as it was last listed live.
+// peer finds a peer raft sends to, or the leader a follower sends a
+// client's attempt on to: the live member of that name, or, when the
+// membership does not list it live, the member as it was last listed live.
 // raft's own probes then heal the replica as soon as the network heals:
 // after a partition that outlasted the failure detector, the membership
 // lists the far side live again only once gossip meets it (the LAN

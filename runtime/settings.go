@@ -52,7 +52,8 @@ type Settings struct {
 	// dead (6.8 s at worst on a small cluster, measured in
 	// docs/cluster.md), so that a killed node is not tried, and paid for,
 	// again before the membership drops it. A node suspected for a broken
-	// connection or a failed dial is redialed in the background, and the
+	// connection or a failed dial is redialed in the background, at once
+	// when a node that hears from it redirects an attempt there, and the
 	// first dial that connects ends its suspicion.
 	SuspectFor time.Duration
 	// Budget limits the rate of failovers; see BudgetSettings.
