@@ -62,6 +62,7 @@ type legEvent struct {
 type outcome struct {
 	member   Member
 	number   int
+	pos      int    // its place along the order (operation.try)
 	reason   Reason // ReasonNone: result is the operation's answer (OK or Fail)
 	result   *frame.Result
 	err      error // the failure, for the history and the caller

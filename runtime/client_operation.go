@@ -3,9 +3,11 @@ package runtime
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ffgen/ffgen/internal/frame"
@@ -39,6 +41,8 @@ type operation struct {
 
 	trackPrev, trackNext *operation // the other operations in its shard of the client's table; guarded by the shard's lock
 
+	refusals atomic.Int32 // attempts refused so far; pick passes over their nodes
+
 	mu       sync.Mutex // guards the following: a hedge's attempts run concurrently, and InFlight reads them
 	history  []historyEntry
 	histBuf  [2]historyEntry // history's first backing array
@@ -51,11 +55,16 @@ type operation struct {
 // key's group order, wrapping around when max failovers exceeds the groups.
 // flags is FlagScatter for a replicated write, which goes to the service's
 // raft leader (client_leaderhint.go) and then the same way.
+//
+// n numbers the attempts, pos is their place along the order: a refused
+// attempt whose group has another node to take it is made again there, at
+// the same place, so it spends none of the operation's failovers
+// (sameGroupAfter).
 func (op *operation) sequential(ctx context.Context, flags frame.AttemptFlags) error {
-	order := op.c.router.groupOrder(op.key, op.groupBuf[:0])
+	order := op.c.router.methodOrder(op.m.Service, op.m, keyOf(op.key), op.groupBuf[:0])
 	var last outcome
 	routed := false
-	for n := 0; n <= op.lastAttempt(); n++ {
+	for n, pos := 0, 0; pos <= op.lastAttempt(); n++ {
 		// An attempt is started only with time left: one that could not
 		// be sent would stand in the history as if it had been tried.
 		if r, err := callerEnded(ctx); err != nil {
@@ -72,7 +81,7 @@ func (op *operation) sequential(ctx context.Context, flags frame.AttemptFlags) e
 				return op.fail(r, err)
 			}
 		}
-		last = op.try(ctx, order, n, flags, n == op.lastAttempt() && !routed)
+		last = op.try(ctx, order, n, pos, flags, pos == op.lastAttempt() && !routed)
 		if last.final() {
 			return op.conclude(last)
 		}
@@ -84,6 +93,9 @@ func (op *operation) sequential(ctx context.Context, flags frame.AttemptFlags) e
 		routed = routed || last.member.Name != ""
 		if last.reason == ReasonDeadline || last.reason == ReasonCancelled {
 			break
+		}
+		if !op.sameGroupAfter(last) {
+			pos++
 		}
 	}
 	if !routed {
@@ -159,14 +171,15 @@ func paidFailover(r Reason) bool {
 	return true
 }
 
-// try makes attempt n in group order[n % len(order)].
+// try makes attempt n at place pos of the order: in group
+// order[pos % len(order)], or at the leader first.
 // lastChance ignores suspicion: when every earlier attempt was skipped, the
 // last one goes to a suspected owner rather than fail without trying.
-func (op *operation) try(ctx context.Context, order []int, n int, flags frame.AttemptFlags, lastChance bool) outcome {
+func (op *operation) try(ctx context.Context, order []int, n, pos int, flags frame.AttemptFlags, lastChance bool) outcome {
 	var member Member
 	var reason Reason
 	var groupName string
-	if n == 0 && op.leader.Name != "" {
+	if pos == 0 && op.leader.Name != "" {
 		member, groupName = op.leader, op.leader.Group
 	} else {
 		// A write's key is the leader's, and its failovers go that way,
@@ -177,18 +190,21 @@ func (op *operation) try(ctx context.Context, order []int, n int, flags frame.At
 		avoid := ""
 		switch {
 		case op.readAtLeader():
-			group, avoid = order[(n-1)%len(order)], op.leader.Name
+			group, avoid = order[(pos-1)%len(order)], op.leader.Name
 		case op.leader.Name != "":
-			group = op.awayFromLeader(order, n-1)
+			group = op.awayFromLeader(order, pos-1)
 		default:
-			group = order[n%len(order)]
+			group = order[pos%len(order)]
 		}
 		groupName = op.c.router.groups[group]
 		member, reason = op.pick(group, lastChance, avoid)
 	}
 	if reason != ReasonNone {
-		o := outcome{number: n, member: Member{Group: groupName}, reason: reason,
+		o := outcome{number: n, pos: pos, member: Member{Group: groupName}, reason: reason,
 			err: fmt.Errorf("group %s: %s", groupName, reason)}
+		if reason == ReasonRefused {
+			o.err = fmt.Errorf("group %s: every node refused the operation: %w", groupName, op.refusal(groupName))
+		}
 		op.record(o)
 		return o
 	}
@@ -197,6 +213,7 @@ func (op *operation) try(ctx context.Context, order []int, n int, flags frame.At
 	op.attempts = n + 1
 	op.mu.Unlock()
 	o := op.attempt(ctx, member, n, flags)
+	o.pos = pos
 	op.record(o)
 	return o
 }
@@ -231,18 +248,16 @@ func (op *operation) awayFromLeader(order []int, k int) int {
 	return order[li]
 }
 
-// pick chooses the entity's owner in group, skipping suspected nodes.
+// pick chooses the entity's owner in group, skipping suspected nodes and
+// those that refused the operation.
 func (op *operation) pick(group int, ignoreSuspicion bool, avoid string) (Member, Reason) {
 	r := op.c.router
-	var skip func(string) bool
-	if op.c.nsuspect.Load() > 0 { // the common case takes no lock at all
-		skip = op.c.suspected
-	}
+	refused := op.refusedSkip()
+	skip := op.passOver(refused)
 	k := keyOf(op.key)
 	if avoid != "" {
-		suspected := skip
 		m, ok := r.ownerFor(op.m.Service, op.m, group, k, func(name string) bool {
-			return name == avoid || (suspected != nil && suspected(name))
+			return name == avoid || (skip != nil && skip(name))
 		})
 		if ok {
 			return m, ReasonNone
@@ -252,31 +267,111 @@ func (op *operation) pick(group int, ignoreSuspicion bool, avoid string) (Member
 	if m, ok := r.ownerFor(op.m.Service, op.m, group, k, skip); ok {
 		return m, ReasonNone
 	}
-	if m, ok := r.ownerFor(op.m.Service, op.m, group, k, nil); ok {
+	if m, ok := r.ownerFor(op.m.Service, op.m, group, k, refused); ok {
 		if ignoreSuspicion {
 			return m, ReasonNone
 		}
 		return Member{}, ReasonSuspected
 	}
+	if refused != nil {
+		if _, ok := r.ownerFor(op.m.Service, op.m, group, k, nil); ok {
+			return Member{}, ReasonRefused
+		}
+	}
 	return Member{}, ReasonNoMember
+}
+
+// passOver returns the nodes pick passes over: those the client suspects
+// and those refused (refusedSkip); nil if there are none, which in the
+// common case takes no lock at all.
+func (op *operation) passOver(refused func(string) bool) func(string) bool {
+	var suspected func(string) bool
+	if op.c.nsuspect.Load() > 0 {
+		suspected = op.c.suspected
+	}
+	switch {
+	case refused == nil:
+		return suspected
+	case suspected == nil:
+		return refused
+	}
+	return func(name string) bool { return refused(name) || suspected(name) }
+}
+
+// refusedSkip returns whether a node refused the operation, nil if none
+// did. A refusal says the node runs nothing of it now (it drains, catches
+// up, or does not serve the method yet), so the operation does not ask
+// it again.
+func (op *operation) refusedSkip() func(string) bool {
+	if op.refusals.Load() == 0 {
+		return nil
+	}
+	return func(name string) bool { return op.refusedBy(name) != nil }
+}
+
+// refusedBy returns the error with which node refused the operation, nil
+// if it did not.
+func (op *operation) refusedBy(node string) error {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	for _, h := range op.history {
+		if h.Reason == ReasonRefused && h.Node == node {
+			return h.Err
+		}
+	}
+	return nil
+}
+
+// refusal returns the latest error with which a node of group refused the
+// operation.
+func (op *operation) refusal(group string) error {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	for i := len(op.history) - 1; i >= 0; i-- {
+		if h := op.history[i]; h.Reason == ReasonRefused && h.Node != "" && h.Group == group {
+			return h.Err
+		}
+	}
+	return errors.New("refused")
+}
+
+// sameGroupAfter reports whether the attempt after o stays at o's place
+// along the order: o was refused by a node of the
+// entity's order (not the leader tried first) whose group has another
+// node to take the attempt. A refusal is its node's own (it drains, it
+// catches up, it does not serve the method yet) and costs nothing, and the
+// group's next node is where the operation goes once that node has left:
+// moving on to the next group instead spent a failover on it, so a call
+// that the first group refused and the second group's draining owner
+// refused failed beside that owner's group-mate, which would have run it.
+func (op *operation) sameGroupAfter(o outcome) bool {
+	if o.reason != ReasonRefused || o.member.Name == "" || (o.pos == 0 && op.leader.Name != "") {
+		return false
+	}
+	r := op.c.router
+	group, ok := r.groupIndex[o.member.Group]
+	return ok && r.takes(op.m.Service, op.m, group, keyOf(op.key), op.passOver(op.refusedSkip()))
 }
 
 // concurrent is the hedge mode: attempts follow the group order, and the next
 // one starts when the previous fails over or after delay without an answer.
-// The first final answer wins; the others are cancelled.
+// The first final answer wins; the others are cancelled. As in sequential,
+// a refused attempt whose group has another node to take it is made again
+// there without moving along the order.
 func (op *operation) concurrent(ctx context.Context, delay time.Duration) error {
-	order := op.c.router.groupOrder(op.key, op.groupBuf[:0])
+	order := op.c.router.methodOrder(op.m.Service, op.m, keyOf(op.key), op.groupBuf[:0])
 	ctx, cancel := context.WithDeadline(ctx, op.deadline)
 	defer cancel()
-	results := make(chan outcome, op.lastAttempt()+1)
+	// Refusals are at most one per node, beyond the attempts along the order.
+	results := make(chan outcome, op.lastAttempt()+1+len(op.c.router.members(op.m.Service)))
 	hedge := time.NewTimer(delay)
 	defer hedge.Stop()
-	next, running := 0, 0
+	next, place, running := 0, 0, 0
 	// stopped: no further attempt starts; the time is up, or no node can
 	// take the attempt. Those in flight are still awaited, so that every
 	// attempt sent is in the history.
 	stopped, refused := false, false
-	start := func() {
+	start := func(pos int) {
 		if stopped {
 			return
 		}
@@ -287,9 +382,13 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 		n := next
 		next++
 		running++
-		go func() { results <- op.try(ctx, order, n, frame.FlagHedge, false) }()
+		go func() { results <- op.try(ctx, order, n, pos, frame.FlagHedge, false) }()
 	}
-	start()
+	startNext := func() {
+		place++
+		start(place - 1)
+	}
+	startNext()
 	var last outcome
 	for running > 0 {
 		select {
@@ -306,18 +405,26 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 				stopped = true // no node can take it, no time is left, the client closed, or the node is busy
 				continue
 			}
-			if next <= op.lastAttempt() && running == 0 {
+			if running > 0 {
+				continue
+			}
+			// results holds every attempt's outcome, so that none of
+			// them waits on it once the operation has returned.
+			if op.sameGroupAfter(o) && next < cap(results) {
+				start(o.pos)
+				hedge.Reset(delay)
+			} else if place <= op.lastAttempt() {
 				if paidFailover(o.reason) {
 					if r, err := op.takeBudget(ctx, o.reason); err != nil {
 						return op.fail(r, err)
 					}
 				}
-				start()
+				startNext()
 				hedge.Reset(delay)
 			}
 		case <-hedge.C:
-			if next <= op.lastAttempt() {
-				start()
+			if place <= op.lastAttempt() {
+				startNext()
 				hedge.Reset(delay)
 			}
 		}
@@ -408,6 +515,9 @@ func (op *operation) record(o outcome) {
 		delivery:      o.delivery,
 	})
 	op.mu.Unlock()
+	if o.reason == ReasonRefused && o.member.Name != "" {
+		op.refusals.Add(1)
+	}
 }
 
 // priors is the history as the next attempt's frame carries it.

@@ -196,14 +196,9 @@ func (r *router) ownerKey(service string, group int, k entityKey, skip func(name
 // compatibly, unless no member of the group does: that one then answers
 // ErrUnimplemented, a refusal that costs nothing.
 func (r *router) ownerFor(service string, method *MethodDesc, group int, k entityKey, skip func(name string) bool) (Member, bool) {
-	sr := r.table.Load().services[service]
-	if sr == nil || group < 0 || group >= len(sr.byGroup) {
+	gr, want := r.routesFor(service, method, group)
+	if gr == nil {
 		return Member{}, false
-	}
-	gr := &sr.byGroup[group]
-	var want ServedMethod
-	if method != nil && sr.mixed {
-		want = servedOf(method)
 	}
 	for {
 		if m, ok := gr.owner(uint64(k), service, want, skip); ok || want == 0 {
@@ -211,6 +206,57 @@ func (r *router) ownerFor(service string, method *MethodDesc, group int, k entit
 		}
 		want = 0
 	}
+}
+
+// takes reports whether group has a member, other than those skip names,
+// that serves method: ownerFor without its fallback to a member that would
+// refuse the call as unimplemented.
+func (r *router) takes(service string, method *MethodDesc, group int, k entityKey, skip func(name string) bool) bool {
+	gr, want := r.routesFor(service, method, group)
+	if gr == nil {
+		return false
+	}
+	_, ok := gr.owner(uint64(k), service, want, skip)
+	return ok
+}
+
+// routesFor returns the members of group that serve service, and what a
+// member must advertise to serve method: 0 (anything) unless the
+// service's members differ in what they advertise.
+func (r *router) routesFor(service string, method *MethodDesc, group int) (*groupRoutes, ServedMethod) {
+	sr := r.table.Load().services[service]
+	if sr == nil || group < 0 || group >= len(sr.byGroup) {
+		return nil, 0
+	}
+	var want ServedMethod
+	if method != nil && sr.mixed {
+		want = servedOf(method)
+	}
+	return &sr.byGroup[group], want
+}
+
+// methodOrder is groupOrderKey for a call of method: while the service's
+// members differ in the methods they advertise (a rollout), it leaves out
+// the groups with no member that serves method, unless no group has one.
+// Sent there, the call would be refused as unimplemented and spend one of
+// the operation's failovers on it: a method that only upgraded nodes
+// serve, whose entity's first group had none yet, failed whenever its
+// owner in the next group was draining.
+func (r *router) methodOrder(service string, method *MethodDesc, k entityKey, dst []int) []int {
+	dst = r.groupOrderKey(k, dst)
+	sr := r.table.Load().services[service]
+	if sr == nil || !sr.mixed || method == nil {
+		return dst
+	}
+	want := servedOf(method)
+	serves := func(g int) bool {
+		gr := &sr.byGroup[g]
+		return slices.ContainsFunc(gr.members, func(m Member) bool { return m.servesMethod(service, want) })
+	}
+	if !slices.ContainsFunc(dst, serves) {
+		return dst
+	}
+	return slices.DeleteFunc(dst, func(g int) bool { return !serves(g) })
 }
 
 // owner is the member with the highest score for the entity hash eh,
