@@ -64,6 +64,7 @@ func (op *operation) sequential(ctx context.Context, flags frame.AttemptFlags) e
 	order := op.c.router.methodOrder(op.m.Service, op.m, keyOf(op.key), op.groupBuf[:0])
 	var last outcome
 	routed := false
+	exhausted := 0 // groups in a row whose every node refused the operation
 	for n, pos := 0, 0; pos <= op.lastAttempt(); n++ {
 		// An attempt is started only with time left: one that could not
 		// be sent would stand in the history as if it had been tried.
@@ -93,6 +94,11 @@ func (op *operation) sequential(ctx context.Context, flags frame.AttemptFlags) e
 		routed = routed || last.member.Name != ""
 		if last.reason == ReasonDeadline || last.reason == ReasonCancelled {
 			break
+		}
+		if last.reason != ReasonRefused || last.member.Name != "" {
+			exhausted = 0
+		} else if exhausted++; exhausted == len(order) {
+			break // no node is left to ask
 		}
 		if !op.sameGroupAfter(last) {
 			pos++

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/ffgen/ffgen/runtime"
 	"github.com/ffgen/ffgen/runtime/codec"
@@ -187,91 +188,137 @@ func TestRoutingFollowsAdvertisedMethods(t *testing.T) {
 // group-mate. Sent along the entity's order, a call that the group not
 // yet upgraded refused as unimplemented and the draining owner refused
 // as shutting down had spent both of its attempts and failed, beside a
-// group-mate that would have run it.
+// group-mate that would have run it. Hedged calls go the same way.
 func TestRefusalGoesToTheGroupMate(t *testing.T) {
+	t.Run("failover", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) { refusalGoesToTheGroupMate(t, runtime.ModeFailover) })
+	})
+	t.Run("hedge", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) { refusalGoesToTheGroupMate(t, runtime.ModeHedge) })
+	})
+}
+
+func refusalGoesToTheGroupMate(t *testing.T, mode runtime.Mode) {
+	get := counterMethod("Get", runtime.ModeFailover, false)
+	get.Service = "test.Versioned"
+	get2 := counterMethod("Get", mode, false)
+	get2.Service, get2.Name, get2.Hedge = "test.Versioned", "Get2", 50*time.Millisecond
+	v1 := &runtime.ServiceDesc{Name: "test.Versioned", Methods: []*runtime.MethodDesc{get}}
+	v2 := &runtime.ServiceDesc{Name: "test.Versioned", Methods: []*runtime.MethodDesc{get, get2}}
+	c := fftest.New(t, fftest.Config{PerGroup: 2})
+	counters := map[string]*counter{}
+	c.ServeVersions(t, func(n *fftest.Node) *runtime.ServiceDesc {
+		if n.Group == "b" {
+			return v2
+		}
+		return v1
+	}, func(n *fftest.Node) any {
+		counters[n.Name] = newCounter(n.Name)
+		return counters[n.Name]
+	})
+	client := c.Client(t)
+	ctx := t.Context()
+	invoke := func(key string) error {
+		var res testledger.Int64Result
+		return client.Invoke(ctx, get2, &testledger.AddArgs{Account: key}, &res)
+	}
+	// The client connects to every node before b2 drains: a draining
+	// node refuses what comes on the connections it has.
+	var ofB2 []string
+	for i := 0; len(ofB2) < 10; i++ {
+		key := fmt.Sprintf("k%d", i)
+		if err := invoke(key); err != nil {
+			t.Fatalf("Get2(%s) before the drain: %v", key, err)
+		}
+		for _, n := range c.Owners("test.Versioned", key) {
+			if n == "b2" {
+				ofB2 = append(ofB2, key)
+			}
+		}
+	}
+	if err := invoke("warm-a"); err != nil {
+		t.Fatal(err)
+	}
+	// Group a was not even asked: it would have refused.
+	for _, n := range c.Nodes {
+		if got := refusedCalls(n.Server, "Get2"); n.Group == "a" && got > 0 {
+			t.Errorf("%s, which does not serve Get2, was sent %d of them", n.Name, got)
+		}
+	}
+
+	// A call b2 runs holds its Shutdown open: b2 refuses the next
+	// ones while it drains, as a node being restarted does.
+	b1Before, b2Before := counters["b1"].reads(), counters["b2"].reads()
+	hold := make(chan struct{})
+	counters["b2"].setGetHook(func(ctx context.Context, key string) error {
+		<-hold
+		return nil
+	})
+	held := make(chan error, 1)
+	go func() { held <- invoke(ofB2[0]) }()
+	synctest.Wait()
+	drained := make(chan error, 1)
+	go func() { drained <- c.Node("b2").Server.Shutdown(ctx) }()
+	synctest.Wait()
+
+	for _, key := range ofB2[1:] {
+		if err := invoke(key); err != nil {
+			t.Errorf("Get2(%s), owners %v, with b2 draining: %v", key, c.Owners("test.Versioned", key), err)
+		}
+	}
+	if got := counters["b1"].reads() - b1Before; got != len(ofB2)-1 {
+		t.Errorf("b1 ran %d calls of b2's entities while b2 drained, want %d", got, len(ofB2)-1)
+	}
+	close(hold)
+	if err := <-held; err != nil {
+		t.Errorf("the call b2 ran as it began to drain: %v", err)
+	}
+	if err := <-drained; err != nil {
+		t.Errorf("b2's Shutdown: %v", err)
+	}
+	if got := counters["b2"].reads() - b2Before; got != 1 {
+		t.Errorf("b2 ran %d calls from the start of its drain, want the 1 it held", got)
+	}
+	if got := refusedCalls(c.Node("b2").Server, "Get2"); got != uint64(len(ofB2)-1) {
+		t.Errorf("b2 refused %d calls as it drained, want %d: each once", got, len(ofB2)-1)
+	}
+}
+
+// An operation asks no node twice once it refused: with failovers to
+// spare, a call that every node refuses ends after one attempt at each,
+// as refused with the refusal's error, not executed.
+func TestRefusingNodeIsNotAskedAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		get := counterMethod("Get", runtime.ModeFailover, false)
-		get.Service = "test.Versioned"
-		get2 := counterMethod("Get", runtime.ModeFailover, false)
-		get2.Service, get2.Name = "test.Versioned", "Get2"
-		v1 := &runtime.ServiceDesc{Name: "test.Versioned", Methods: []*runtime.MethodDesc{get}}
-		v2 := &runtime.ServiceDesc{Name: "test.Versioned", Methods: []*runtime.MethodDesc{get, get2}}
-		c := fftest.New(t, fftest.Config{PerGroup: 2})
-		counters := map[string]*counter{}
-		c.ServeVersions(t, func(n *fftest.Node) *runtime.ServiceDesc {
-			if n.Group == "b" {
-				return v2
-			}
-			return v1
-		}, func(n *fftest.Node) any {
-			counters[n.Name] = newCounter(n.Name)
-			return counters[n.Name]
-		})
-		client := c.Client(t)
-		ctx := t.Context()
-		invoke := func(key string) error {
-			var res testledger.Int64Result
-			return client.Invoke(ctx, get2, &testledger.AddArgs{Account: key}, &res)
+		s := runtime.DefaultSettings()
+		s.MaxFailovers = 5
+		c := fftest.New(t, fftest.Config{PerGroup: 2, Settings: s})
+		c.Serve(t, counterDesc, func(n *fftest.Node) any { return newCounter(n.Name) })
+		missing := counterMethod("Get", runtime.ModeFailover, false)
+		missing.Name = "Missing"
+		var res testledger.Int64Result
+		err := c.Client(t).Invoke(t.Context(), missing, &testledger.AddArgs{Account: "k"}, &res)
+		var e *runtime.Error
+		if !errors.Is(err, runtime.ErrUnimplemented) || runtime.MaybeExecuted(err) || !errors.As(err, &e) {
+			t.Fatalf("a method no node serves: %v, want ErrUnimplemented, not executed", err)
 		}
-		// The client connects to every node before b2 drains: a draining
-		// node refuses what comes on the connections it has.
-		var ofB2 []string
-		for i := 0; len(ofB2) < 10; i++ {
-			key := fmt.Sprintf("k%d", i)
-			if err := invoke(key); err != nil {
-				t.Fatalf("Get2(%s) before the drain: %v", key, err)
-			}
-			for _, n := range c.Owners("test.Versioned", key) {
-				if n == "b2" {
-					ofB2 = append(ofB2, key)
-				}
+		asked := map[string]int{}
+		for _, h := range e.History {
+			if h.Node != "" {
+				asked[h.Node]++
 			}
 		}
-		if err := invoke("warm-a"); err != nil {
-			t.Fatal(err)
+		if len(asked) != len(c.Nodes) {
+			t.Errorf("asked %v, want every node of %d once", asked, len(c.Nodes))
 		}
-		// Group a was not even asked: it would have refused.
-		for _, n := range c.Nodes {
-			if got := refusedCalls(n.Server, "Get2"); n.Group == "a" && got > 0 {
-				t.Errorf("%s, which does not serve Get2, was sent %d of them", n.Name, got)
+		for n, times := range asked {
+			if times != 1 {
+				t.Errorf("%s asked %d times: %v", n, times, err)
 			}
 		}
-
-		// A call b2 runs holds its Shutdown open: b2 refuses the next
-		// ones while it drains, as a node being restarted does.
-		b1Before, b2Before := counters["b1"].reads(), counters["b2"].reads()
-		hold := make(chan struct{})
-		counters["b2"].setGetHook(func(ctx context.Context, key string) error {
-			<-hold
-			return nil
-		})
-		held := make(chan error, 1)
-		go func() { held <- invoke(ofB2[0]) }()
-		synctest.Wait()
-		drained := make(chan error, 1)
-		go func() { drained <- c.Node("b2").Server.Shutdown(ctx) }()
-		synctest.Wait()
-
-		for _, key := range ofB2[1:] {
-			if err := invoke(key); err != nil {
-				t.Errorf("Get2(%s), owners %v, with b2 draining: %v", key, c.Owners("test.Versioned", key), err)
-			}
-		}
-		if got := counters["b1"].reads() - b1Before; got != len(ofB2)-1 {
-			t.Errorf("b1 ran %d calls of b2's entities while b2 drained, want %d", got, len(ofB2)-1)
-		}
-		close(hold)
-		if err := <-held; err != nil {
-			t.Errorf("the call b2 ran as it began to drain: %v", err)
-		}
-		if err := <-drained; err != nil {
-			t.Errorf("b2's Shutdown: %v", err)
-		}
-		if got := counters["b2"].reads() - b2Before; got != 1 {
-			t.Errorf("b2 ran %d calls from the start of its drain, want the 1 it held", got)
-		}
-		if got := refusedCalls(c.Node("b2").Server, "Get2"); got != uint64(len(ofB2)-1) {
-			t.Errorf("b2 refused %d calls as it drained, want %d: each once", got, len(ofB2)-1)
+		// Once every node has refused, one pass over the groups finds it
+		// and the operation ends there, failovers to spare or not.
+		if max := len(c.Nodes) + len(c.Settings.Groups); len(e.History) > max {
+			t.Errorf("%d entries in the history, want at most %d: %v", len(e.History), max, err)
 		}
 	})
 }
