@@ -53,6 +53,7 @@ type router struct {
 // routeTable is one membership view, never modified once published.
 type routeTable struct {
 	services map[string]*serviceRoutes
+	mixed    bool // some service is mixed: a rollout is under way
 }
 
 // serviceRoutes are the members that serve one service.
@@ -131,7 +132,7 @@ func (r *router) update(members []Member) (ignored []Member) {
 				continue // the service is listed twice
 			}
 			if len(sr.all) > 0 && !slices.Equal(sr.all[0].Methods[svc], m.Methods[svc]) {
-				sr.mixed = true
+				sr.mixed, t.mixed = true, true
 			}
 			gr := &sr.byGroup[r.groupIndex[m.Group]]
 			gr.hashes = append(gr.hashes, m.hash)
@@ -244,8 +245,12 @@ func (r *router) routesFor(service string, method *MethodDesc, group int) (*grou
 // owner in the next group was draining.
 func (r *router) methodOrder(service string, method *MethodDesc, k entityKey, dst []int) []int {
 	dst = r.groupOrderKey(k, dst)
-	sr := r.table.Load().services[service]
-	if sr == nil || !sr.mixed || method == nil {
+	t := r.table.Load()
+	if !t.mixed || method == nil {
+		return dst // outside rollouts, the order is the entity's
+	}
+	sr := t.services[service]
+	if sr == nil || !sr.mixed {
 		return dst
 	}
 	want := servedOf(method)
