@@ -304,28 +304,27 @@ func (op *operation) passOver(refused func(string) bool) func(string) bool {
 	return func(name string) bool { return refused(name) || suspected(name) }
 }
 
-// refusedSkip returns whether a node refused the operation, nil if none
-// did. A refusal says the node runs nothing of it now (it drains, catches
-// up, or does not serve the method yet), so the operation does not ask
-// it again.
+// refusedSkip returns op.refusedBy, or nil while no node has refused the
+// operation. A refusal says the node runs nothing of it now (it drains,
+// catches up, or does not serve the method yet), so the operation does
+// not ask it again.
 func (op *operation) refusedSkip() func(string) bool {
 	if op.refusals.Load() == 0 {
 		return nil
 	}
-	return func(name string) bool { return op.refusedBy(name) != nil }
+	return op.refusedBy
 }
 
-// refusedBy returns the error with which node refused the operation, nil
-// if it did not.
-func (op *operation) refusedBy(node string) error {
+// refusedBy reports whether node refused the operation.
+func (op *operation) refusedBy(node string) bool {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	for _, h := range op.history {
 		if h.Reason == ReasonRefused && h.Node == node {
-			return h.Err
+			return true
 		}
 	}
-	return nil
+	return false
 }
 
 // refusal returns the latest error with which a node of group refused the
@@ -342,14 +341,13 @@ func (op *operation) refusal(group string) error {
 }
 
 // sameGroupAfter reports whether the attempt after o stays at o's place
-// along the order: o was refused by a node of the
-// entity's order (not the leader tried first) whose group has another
-// node to take the attempt. A refusal is its node's own (it drains, it
-// catches up, it does not serve the method yet) and costs nothing, and the
-// group's next node is where the operation goes once that node has left:
-// moving on to the next group instead spent a failover on it, so a call
-// that the first group refused and the second group's draining owner
-// refused failed beside that owner's group-mate, which would have run it.
+// along the order: o was refused by a node of the entity's order (not the
+// leader tried first) whose group has another node to take the attempt.
+// A refusal is its node's own (it drains, it catches up, it does not serve
+// the method yet), and the group's next node is where the entity goes once
+// that node has left. Moving on to the next group spent a failover on the
+// refusal: a call refused by the first group and then by the second
+// group's draining owner failed beside that owner's group-mate.
 func (op *operation) sameGroupAfter(o outcome) bool {
 	if o.reason != ReasonRefused || o.member.Name == "" || (o.pos == 0 && op.leader.Name != "") {
 		return false
