@@ -60,14 +60,15 @@ type legEvent struct {
 // outcome is how one attempt ended, as a value its owner returns; the
 // operation keeps it as a historyEntry.
 type outcome struct {
-	member   Member
-	number   int
-	pos      int    // its place along the order (operation.try)
-	reason   Reason // ReasonNone: result is the operation's answer (OK or Fail)
-	result   *frame.Result
-	err      error // the failure, for the history and the caller
-	delivery Delivery
-	dur      time.Duration
+	member     Member
+	number     int
+	pos        int    // its place along the order (operation.try)
+	redirected bool   // member is a node the attempt was passed on to, not routing's choice
+	reason     Reason // ReasonNone: result is the operation's answer (OK or Fail)
+	result     *frame.Result
+	err        error // the failure, for the history and the caller
+	delivery   Delivery
+	dur        time.Duration
 }
 
 // final reports whether the outcome ends the operation.

@@ -62,9 +62,13 @@ type operation struct {
 // (sameGroupAfter).
 func (op *operation) sequential(ctx context.Context, flags frame.AttemptFlags) error {
 	order := op.c.router.methodOrder(op.m.Service, op.m, keyOf(op.key), op.groupBuf[:0])
+	if op.lastAttempt() >= len(order) {
+		// A rollout's order can be shorter than the groups: its
+		// attempts may come back to a node, which must remember.
+		op.noRepeat = false
+	}
 	var last outcome
 	routed := false
-	exhausted := 0 // groups in a row whose every node refused the operation
 	for n, pos := 0, 0; pos <= op.lastAttempt(); n++ {
 		// An attempt is started only with time left: one that could not
 		// be sent would stand in the history as if it had been tried.
@@ -95,10 +99,8 @@ func (op *operation) sequential(ctx context.Context, flags frame.AttemptFlags) e
 		if last.reason == ReasonDeadline || last.reason == ReasonCancelled {
 			break
 		}
-		if last.reason != ReasonRefused || last.member.Name != "" {
-			exhausted = 0
-		} else if exhausted++; exhausted == len(order) {
-			break // no node is left to ask
+		if last.reason == ReasonRefused && !op.anyoneLeft(order) {
+			break
 		}
 		if !op.sameGroupAfter(last) {
 			pos++
@@ -209,7 +211,7 @@ func (op *operation) try(ctx context.Context, order []int, n, pos int, flags fra
 		o := outcome{number: n, pos: pos, member: Member{Group: groupName}, reason: reason,
 			err: fmt.Errorf("group %s: %s", groupName, reason)}
 		if reason == ReasonRefused {
-			o.err = fmt.Errorf("group %s: every node refused the operation: %w", groupName, op.refusal(groupName))
+			o.err = fmt.Errorf("group %s: every node refused the operation: %w", groupName, op.lastRefusal())
 		}
 		op.record(o)
 		return o
@@ -219,7 +221,7 @@ func (op *operation) try(ctx context.Context, order []int, n, pos int, flags fra
 	op.attempts = n + 1
 	op.mu.Unlock()
 	o := op.attempt(ctx, member, n, flags)
-	o.pos = pos
+	o.pos, o.redirected = pos, o.member.Name != member.Name
 	op.record(o)
 	return o
 }
@@ -327,29 +329,37 @@ func (op *operation) refusedBy(node string) bool {
 	return false
 }
 
-// refusal returns the latest error with which a node of group refused the
-// operation.
-func (op *operation) refusal(group string) error {
+// lastRefusal returns the error of the operation's latest refusal.
+func (op *operation) lastRefusal() error {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	for i := len(op.history) - 1; i >= 0; i-- {
-		if h := op.history[i]; h.Reason == ReasonRefused && h.Node != "" && h.Group == group {
+		if h := op.history[i]; h.Reason == ReasonRefused && h.Node != "" {
 			return h.Err
 		}
 	}
 	return errors.New("refused")
 }
 
+// anyoneLeft reports whether a group of the order has a node that serves
+// the operation and has not refused it: once none has, asking on would
+// only be refused again.
+func (op *operation) anyoneLeft(order []int) bool {
+	r, k, refused := op.c.router, keyOf(op.key), op.refusedSkip()
+	return slices.ContainsFunc(order, func(g int) bool { return r.takes(op.m.Service, op.m, g, k, refused) })
+}
+
 // sameGroupAfter reports whether the attempt after o stays at o's place
-// along the order: o was refused by a node of the entity's order (not the
-// leader tried first) whose group has another node to take the attempt.
+// along the order: o was refused by the node routing chose there (not
+// the leader tried first, nor a node it redirected to), whose group has
+// another node to take the attempt.
 // A refusal is its node's own (it drains, it catches up, it does not serve
 // the method yet), and the group's next node is where the entity goes once
 // that node has left. Moving on to the next group spent a failover on the
 // refusal: a call refused by the first group and then by the second
 // group's draining owner failed beside that owner's group-mate.
 func (op *operation) sameGroupAfter(o outcome) bool {
-	if o.reason != ReasonRefused || o.member.Name == "" || (o.pos == 0 && op.leader.Name != "") {
+	if o.reason != ReasonRefused || o.member.Name == "" || o.redirected || (o.pos == 0 && op.leader.Name != "") {
 		return false
 	}
 	r := op.c.router
@@ -366,8 +376,10 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 	order := op.c.router.methodOrder(op.m.Service, op.m, keyOf(op.key), op.groupBuf[:0])
 	ctx, cancel := context.WithDeadline(ctx, op.deadline)
 	defer cancel()
-	// Refusals are at most one per node, beyond the attempts along the order.
-	results := make(chan outcome, op.lastAttempt()+1+len(op.c.router.members(op.m.Service)))
+	// At most lastAttempt()+1 attempts run at once, which is all that
+	// may be left to send here once the operation has returned: an
+	// attempt made again in its group starts when none runs.
+	results := make(chan outcome, op.lastAttempt()+1)
 	hedge := time.NewTimer(delay)
 	defer hedge.Stop()
 	next, place, running := 0, 0, 0
@@ -408,13 +420,13 @@ func (op *operation) concurrent(ctx context.Context, delay time.Duration) error 
 			case ReasonTooLarge, ReasonDeadline, ReasonCancelled, ReasonClosed, ReasonOverloaded:
 				stopped = true // no node can take it, no time is left, the client closed, or the node is busy
 				continue
+			case ReasonRefused:
+				stopped = stopped || !op.anyoneLeft(order)
 			}
 			if running > 0 {
 				continue
 			}
-			// results holds every attempt's outcome, so that none of
-			// them waits on it once the operation has returned.
-			if op.sameGroupAfter(o) && next < cap(results) {
+			if op.sameGroupAfter(o) {
 				start(o.pos)
 				hedge.Reset(delay)
 			} else if place <= op.lastAttempt() {

@@ -632,6 +632,65 @@ func TestForwardMovesTheAttempt(t *testing.T) {
 	})
 }
 
+// A refusal by the node an attempt was forwarded to is that node's, not
+// the group's of the node that forwarded it: the operation moves on along
+// the order, to the refusing node's group-mate. Taken for the forwarding
+// node's group, it made the attempt again at the forwarding node, which
+// forwarded it again, until the operation's deadline.
+func TestRefusalAfterAForwardMovesOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, fftest.Config{PerGroup: 2})
+		own := e.owners(t, "acct")
+		from, to := own[0], own[1]
+		var forwards atomic.Int32
+		e.ledgers[from].SetHook(func(_ context.Context, account string, _ int64) error {
+			if account != "acct" {
+				return nil
+			}
+			if forwards.Add(1) > 1 {
+				return errors.New("asked to forward again") // ends the operation
+			}
+			return runtime.ForwardTo(to)
+		})
+		// to drains, held open by a call of another entity it runs.
+		held := ""
+		for i := 0; held == ""; i++ {
+			if k := fmt.Sprintf("held-%d", i); e.owners(t, k)[0] == to {
+				held = k
+			}
+		}
+		hold := make(chan struct{})
+		e.ledgers[to].SetHook(func(_ context.Context, account string, _ int64) error {
+			if account == held {
+				<-hold
+			}
+			return nil
+		})
+		go func() { _, _ = e.ledger.Add(t.Context(), held, 1) }()
+		synctest.Wait()
+		drained := make(chan error, 1)
+		go func() { drained <- e.Node(to).Server.Shutdown(t.Context()) }()
+		synctest.Wait()
+
+		got, err := e.ledger.Add(t.Context(), "acct", 2)
+		if err != nil || got != 2 {
+			t.Errorf("Add = %d, %v; want 2 from %s's group-mate", got, err, to)
+		}
+		if n := forwards.Load(); n != 1 {
+			t.Errorf("%s forwarded the operation %d times, want 1", from, n)
+		}
+		close(hold)
+		if err := <-drained; err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		for name, l := range e.ledgers {
+			if b := l.Balances()["acct"]; b != 0 && (name == from || name == to) {
+				t.Errorf("%s holds %d of acct, want nothing", name, b)
+			}
+		}
+	})
+}
+
 func TestCallerContextEndsTheOperation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, fftest.Config{})

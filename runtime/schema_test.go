@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -182,23 +183,30 @@ func TestRoutingFollowsAdvertisedMethods(t *testing.T) {
 	})
 }
 
-// A refusal is its node's own, so it costs the operation no failover:
-// during a rollout, a method that only the upgraded group serves goes to
-// that group alone, and when its owner there drains, to the owner's
-// group-mate. Sent along the entity's order, a call that the group not
-// yet upgraded refused as unimplemented and the draining owner refused
-// as shutting down had spent both of its attempts and failed, beside a
-// group-mate that would have run it. Hedged calls go the same way.
+// A refusal is its node's own, so it costs the operation no failover: a
+// draining node's calls go to its group-mate. Sent on along the entity's
+// order, a call refused by its owner in the first group and then by its
+// owner in the next, both draining, failed beside two group-mates that
+// would have run it. During a rollout, a method that only the upgraded
+// group serves goes to that group alone: a call the group not yet
+// upgraded refused as unimplemented and the draining owner refused as
+// shutting down had spent both of its attempts. Hedged calls go the
+// same way.
 func TestRefusalGoesToTheGroupMate(t *testing.T) {
-	t.Run("failover", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) { refusalGoesToTheGroupMate(t, runtime.ModeFailover) })
-	})
-	t.Run("hedge", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) { refusalGoesToTheGroupMate(t, runtime.ModeHedge) })
-	})
+	for _, mode := range []runtime.Mode{runtime.ModeFailover, runtime.ModeHedge} {
+		t.Run(mode.String()+"/two-draining", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { refusalGoesToTheGroupMate(t, mode, false) })
+		})
+		t.Run(mode.String()+"/rollout", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { refusalGoesToTheGroupMate(t, mode, true) })
+		})
+	}
 }
 
-func refusalGoesToTheGroupMate(t *testing.T, mode runtime.Mode) {
+// refusalGoesToTheGroupMate drains a2 and b2 at once, or during a rollout
+// in which only group b serves the method called, b2 alone, and calls the
+// entities that no other owner serves.
+func refusalGoesToTheGroupMate(t *testing.T, mode runtime.Mode, rollout bool) {
 	get := counterMethod("Get", runtime.ModeFailover, false)
 	get.Service = "test.Versioned"
 	get2 := counterMethod("Get", mode, false)
@@ -208,79 +216,111 @@ func refusalGoesToTheGroupMate(t *testing.T, mode runtime.Mode) {
 	c := fftest.New(t, fftest.Config{PerGroup: 2})
 	counters := map[string]*counter{}
 	c.ServeVersions(t, func(n *fftest.Node) *runtime.ServiceDesc {
-		if n.Group == "b" {
-			return v2
+		if rollout && n.Group == "a" {
+			return v1
 		}
-		return v1
+		return v2
 	}, func(n *fftest.Node) any {
 		counters[n.Name] = newCounter(n.Name)
 		return counters[n.Name]
 	})
+	draining := map[string]bool{"a2": true, "b2": true}
+	if rollout {
+		delete(draining, "a2")
+	}
 	client := c.Client(t)
 	ctx := t.Context()
 	invoke := func(key string) error {
 		var res testledger.Int64Result
 		return client.Invoke(ctx, get2, &testledger.AddArgs{Account: key}, &res)
 	}
-	// The client connects to every node before b2 drains: a draining
-	// node refuses what comes on the connections it has.
-	var ofB2 []string
-	for i := 0; len(ofB2) < 10; i++ {
+	// The client connects to every node before the drain (a draining
+	// node refuses what comes on the connections it has). held is a key
+	// whose first attempt goes to each draining node; targets are keys
+	// whose every owner that serves Get2 drains.
+	held := map[string]string{}
+	var targets []string
+	for i := 0; len(targets) < 10 || len(held) < len(draining); i++ {
 		key := fmt.Sprintf("k%d", i)
 		if err := invoke(key); err != nil {
 			t.Fatalf("Get2(%s) before the drain: %v", key, err)
 		}
-		for _, n := range c.Owners("test.Versioned", key) {
-			if n == "b2" {
-				ofB2 = append(ofB2, key)
+		owners := c.Owners("test.Versioned", key)
+		if rollout {
+			owners = slices.DeleteFunc(owners, func(n string) bool { return n[0] == 'a' })
+		}
+		if first := owners[0]; draining[first] && held[first] == "" {
+			held[first] = key
+			continue
+		}
+		if !slices.ContainsFunc(owners, func(n string) bool { return !draining[n] }) {
+			targets = append(targets, key)
+		}
+	}
+	if rollout {
+		// Group a was not even asked: it would have refused.
+		for _, n := range c.Nodes {
+			if got := refusedCalls(n.Server, "Get2"); n.Group == "a" && got > 0 {
+				t.Errorf("%s, which does not serve Get2, was sent %d of them", n.Name, got)
 			}
 		}
 	}
-	if err := invoke("warm-a"); err != nil {
-		t.Fatal(err)
-	}
-	// Group a was not even asked: it would have refused.
+
+	// A call each draining node runs holds its Shutdown open: it refuses
+	// the next ones while it drains, as a node being restarted does.
+	before := map[string]int{}
 	for _, n := range c.Nodes {
-		if got := refusedCalls(n.Server, "Get2"); n.Group == "a" && got > 0 {
-			t.Errorf("%s, which does not serve Get2, was sent %d of them", n.Name, got)
-		}
+		before[n.Name] = counters[n.Name].reads()
 	}
-
-	// A call b2 runs holds its Shutdown open: b2 refuses the next
-	// ones while it drains, as a node being restarted does.
-	b1Before, b2Before := counters["b1"].reads(), counters["b2"].reads()
 	hold := make(chan struct{})
-	counters["b2"].setGetHook(func(ctx context.Context, key string) error {
-		<-hold
-		return nil
-	})
-	held := make(chan error, 1)
-	go func() { held <- invoke(ofB2[0]) }()
+	heldErrs, drained := make(chan error, len(held)), make(chan error, len(held))
+	for node, key := range held {
+		counters[node].setGetHook(func(ctx context.Context, key string) error {
+			<-hold
+			return nil
+		})
+		go func() { heldErrs <- invoke(key) }()
+	}
 	synctest.Wait()
-	drained := make(chan error, 1)
-	go func() { drained <- c.Node("b2").Server.Shutdown(ctx) }()
+	for node := range held {
+		go func() { drained <- c.Node(node).Server.Shutdown(ctx) }()
+	}
 	synctest.Wait()
 
-	for _, key := range ofB2[1:] {
+	for _, key := range targets {
 		if err := invoke(key); err != nil {
-			t.Errorf("Get2(%s), owners %v, with b2 draining: %v", key, c.Owners("test.Versioned", key), err)
+			t.Errorf("Get2(%s), owners %v, draining %v: %v", key, c.Owners("test.Versioned", key), draining, err)
 		}
 	}
-	if got := counters["b1"].reads() - b1Before; got != len(ofB2)-1 {
-		t.Errorf("b1 ran %d calls of b2's entities while b2 drained, want %d", got, len(ofB2)-1)
+	mates := 0
+	for _, n := range c.Nodes {
+		if !draining[n.Name] {
+			mates += counters[n.Name].reads() - before[n.Name]
+		}
+	}
+	if mates != len(targets) {
+		t.Errorf("the group-mates ran %d calls while the owners drained, want %d", mates, len(targets))
 	}
 	close(hold)
-	if err := <-held; err != nil {
-		t.Errorf("the call b2 ran as it began to drain: %v", err)
+	for range held {
+		if err := <-heldErrs; err != nil {
+			t.Errorf("a call a node ran as it began to drain: %v", err)
+		}
+		if err := <-drained; err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
 	}
-	if err := <-drained; err != nil {
-		t.Errorf("b2's Shutdown: %v", err)
+	var refused uint64
+	for node := range held {
+		if got := counters[node].reads() - before[node]; got != 1 {
+			t.Errorf("%s ran %d calls from the start of its drain, want the 1 it held", node, got)
+		}
+		refused += refusedCalls(c.Node(node).Server, "Get2")
 	}
-	if got := counters["b2"].reads() - b2Before; got != 1 {
-		t.Errorf("b2 ran %d calls from the start of its drain, want the 1 it held", got)
-	}
-	if got := refusedCalls(c.Node("b2").Server, "Get2"); got != uint64(len(ofB2)-1) {
-		t.Errorf("b2 refused %d calls as it drained, want %d: each once", got, len(ofB2)-1)
+	// Each call was refused by its first owner alone: the group-mate
+	// ran it.
+	if refused != uint64(len(targets)) {
+		t.Errorf("the draining nodes refused %d calls, want %d: each once", refused, len(targets))
 	}
 }
 
