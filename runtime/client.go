@@ -54,6 +54,8 @@ type Client struct {
 	// reporter is the membership, if it hears of failovers (see
 	// failoverReporter).
 	reporter failoverReporter
+	// refresher is the membership, if it renews its view on request.
+	refresher refresher
 
 	// Safe for concurrent use on their own.
 	nextCall atomic.Uint64
@@ -122,6 +124,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	c.probes, c.stopProbes = context.WithCancel(context.Background())
 	c.reporter, _ = cfg.Membership.(failoverReporter)
+	c.refresher, _ = cfg.Membership.(refresher)
 	c.legs.init()
 	c.limits.cfg = cfg.Limit
 	c.pool = pool.New(cfg.Transport, (*clientHandler)(c), cfg.Pool)

@@ -533,6 +533,9 @@ func (op *operation) record(o outcome) {
 	op.mu.Unlock()
 	if o.reason == ReasonRefused && o.member.Name != "" {
 		op.refusals.Add(1)
+		if r := op.c.refresher; r != nil {
+			r.Refresh() // the view showed a node that takes the attempt
+		}
 	}
 }
 

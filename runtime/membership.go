@@ -48,6 +48,12 @@ func (m Member) Serves(service string) bool {
 // clients' for its page, and its thin client (Follow) reports them to the
 // node it reads from, so that an operator sees failovers that only the
 // clients saw.
+//
+// A membership that also has a method Refresh() is asked to renew its
+// view whenever a node refuses a client's attempt (it drains, catches up,
+// or does not serve the method), which the view the client routed by did
+// not show: runtime/cluster's thin client reads the members again then,
+// instead of at its next poll.
 type Membership interface {
 	// Members returns the live members. The caller must not modify it.
 	Members() []Member
@@ -61,4 +67,11 @@ type Membership interface {
 // a call that does not fail over.
 type failoverReporter interface {
 	ReportFailover(service, method string, reason Reason)
+}
+
+// refresher is a Membership that renews its view on request (see
+// Membership). It is called once per refused attempt, never on the path
+// of a call that no node refused, and must not block.
+type refresher interface {
+	Refresh()
 }

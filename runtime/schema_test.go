@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -359,6 +360,55 @@ func TestRefusingNodeIsNotAskedAgain(t *testing.T) {
 		// and the operation ends there, failovers to spare or not.
 		if max := len(c.Nodes) + len(c.Settings.Groups); len(e.History) > max {
 			t.Errorf("%d entries in the history, want at most %d: %v", len(e.History), max, err)
+		}
+	})
+}
+
+// refreshing is a membership that counts the client's requests to renew
+// its view.
+type refreshing struct {
+	*runtime.StaticMembership
+	refreshes atomic.Int32
+}
+
+func (m *refreshing) Refresh() { m.refreshes.Add(1) }
+
+// A node's refusal says the client's view missed something (the node
+// drains, catches up, or does not serve the method yet), so a membership
+// that can renew its view is asked to, once per refusal and never for a
+// call that no node refused: a thin client would otherwise learn of a
+// node back with a new method only at its next poll.
+func TestRefusalRefreshesTheMembership(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := fftest.New(t, fftest.Config{PerGroup: 2})
+		c.Serve(t, counterDesc, func(n *fftest.Node) any { return newCounter(n.Name) })
+		members := &refreshing{StaticMembership: c.Members}
+		client := c.Client(t, func(cfg *runtime.ClientConfig) { cfg.Membership = members })
+		get := func(method *runtime.MethodDesc) error {
+			var res testledger.Int64Result
+			return client.Invoke(t.Context(), method, &testledger.AddArgs{Account: "k"}, &res)
+		}
+		if err := get(counterGet); err != nil {
+			t.Fatal(err)
+		}
+		if n := members.refreshes.Load(); n != 0 {
+			t.Errorf("a call no node refused asked for %d refreshes", n)
+		}
+		missing := counterMethod("Get", runtime.ModeFailover, false)
+		missing.Name = "Missing"
+		err := get(missing)
+		var e *runtime.Error
+		if !errors.As(err, &e) {
+			t.Fatalf("a method no node serves: %v", err)
+		}
+		refused := 0
+		for _, h := range e.History {
+			if h.Node != "" && h.Reason == runtime.ReasonRefused {
+				refused++
+			}
+		}
+		if n := members.refreshes.Load(); refused == 0 || int(n) != refused {
+			t.Errorf("%d refreshes for %d refusals: %v", n, refused, err)
 		}
 	})
 }

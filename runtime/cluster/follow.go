@@ -96,10 +96,15 @@ type Follower struct {
 	err      error         // the last round's error; nil after a good read
 	round    chan struct{} // closed and replaced after every round
 
+	refresh   chan struct{} // Refresh's requests, one at most
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
 }
+
+// refreshGap is the least time between a read and one that Refresh asks
+// for: refusals that come in a storm cost the node one read a gap.
+const refreshGap = 100 * time.Millisecond
 
 var _ runtime.Membership = (*Follower)(nil)
 
@@ -178,17 +183,33 @@ func Follow(cfg FollowConfig) (*Follower, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = cfg.TLS
 	f := &Follower{
-		cfg:   cfg,
-		log:   lg,
-		http:  &http.Client{Transport: tr, Timeout: cfg.Timeout},
-		subs:  make(map[*subscriber]struct{}),
-		round: make(chan struct{}),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		cfg:     cfg,
+		log:     lg,
+		http:    &http.Client{Transport: tr, Timeout: cfg.Timeout},
+		subs:    make(map[*subscriber]struct{}),
+		round:   make(chan struct{}),
+		refresh: make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	f.live.Store(new([]runtime.Member))
 	go f.loop()
 	return f, nil
+}
+
+// Refresh asks for a read of the members now rather than at the next
+// Interval, a read at most every 100 ms, and does not wait for it.
+// runtime.Client calls it when a node refuses an attempt (it drains,
+// catches up, or does not serve the method yet), which the view it routed
+// by did not show: in a rolling deploy, a node restarted with a method
+// the others lack is otherwise found only at the next read, and the
+// calls of that method fail meanwhile if the only other node serving it
+// drains.
+func (f *Follower) Refresh() {
+	select {
+	case f.refresh <- struct{}{}:
+	default:
+	}
 }
 
 // ReportFailover counts a failover of a client that uses this
@@ -324,12 +345,19 @@ func (f *Follower) loop() {
 	var resolved time.Time
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var last time.Time // when the latest read began
 	for {
 		select {
 		case <-f.stop:
 			return
+		case <-f.refresh:
+			if wait := refreshGap - time.Since(last); wait > 0 {
+				timer.Reset(wait)
+				continue
+			}
 		case <-timer.C:
 		}
+		last = time.Now()
 		if addrs == nil || time.Since(resolved) >= f.cfg.ResolveEvery {
 			var err error
 			addrs, err = Resolve(ctx, f.cfg.Resolver, f.cfg.Nodes)

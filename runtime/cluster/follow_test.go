@@ -382,3 +382,31 @@ func TestFollowerSeesANodeJoinAgain(t *testing.T) {
 		t.Fatalf("view %+v before a1 joined again", ms)
 	}
 }
+
+// A client that a node refused asks its thin client's view to be read
+// again (Refresh): the read comes at once rather than at the next
+// Interval, and a storm of requests makes one read every refreshGap at
+// most.
+func TestFollowerRefreshReadsAgain(t *testing.T) {
+	src := &source{}
+	src.set(true, status("a1", "a", StateAlive))
+	srv := serve(t, src, "")
+	f := follow(t, FollowConfig{Nodes: []string{hostPort(srv)}, Interval: time.Hour})
+	testkit.Until(t, "the first read", func() bool { return sameAs(f.Members(), "a1") })
+
+	src.set(true, status("a1", "a", StateAlive), status("b1", "b", StateAlive))
+	f.Refresh()
+	testkit.Until(t, "the read Refresh asked for", func() bool { return sameAs(f.Members(), "a1", "b1") })
+
+	before, start := src.readCount(), time.Now()
+	for time.Since(start) < 5*refreshGap {
+		f.Refresh()
+		time.Sleep(time.Millisecond)
+	}
+	testkit.Until(t, "a read Refresh asked for", func() bool { return src.readCount() > before })
+	// One read a gap, and one more that the last request left pending.
+	reads, most := src.readCount()-before, int(time.Since(start)/refreshGap)+2
+	if reads > most {
+		t.Errorf("Refresh called without pause for %v: %d reads, want %d at most", time.Since(start), reads, most)
+	}
+}
