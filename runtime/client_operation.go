@@ -62,7 +62,7 @@ type operation struct {
 // (sameGroupAfter).
 func (op *operation) sequential(ctx context.Context, flags frame.AttemptFlags) error {
 	order := op.c.router.methodOrder(op.m.Service, op.m, keyOf(op.key), op.groupBuf[:0])
-	if op.lastAttempt() >= len(order) {
+	if op.s.MaxFailovers >= len(order) {
 		// A rollout's order can be shorter than the groups: its
 		// attempts may come back to a node, which must remember.
 		op.noRepeat = false

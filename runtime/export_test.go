@@ -48,3 +48,10 @@ func FreezeReplicas(s *Server, frozen bool) {
 		}
 	}
 }
+
+// Remembered is how many results the server remembers by operation ID.
+func (s *Server) Remembered() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.results.m)
+}

@@ -364,6 +364,53 @@ func TestRefusingNodeIsNotAskedAgain(t *testing.T) {
 	})
 }
 
+// A client tells a node not to remember an operation's result only while
+// its attempts cannot come back to that node: MaxFailovers below the
+// groups of the call's order. During a rollout the order holds only the
+// groups that serve the method, and with one such group the next attempt
+// goes back to it: its results are remembered, as with too few groups.
+func TestRolloutOrderKeepsResults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		get := counterMethod("Get", runtime.ModeFailover, false)
+		get.Service = "test.Versioned"
+		get2 := counterMethod("Get", runtime.ModeFailover, false)
+		get2.Service, get2.Name = "test.Versioned", "Get2"
+		v1 := &runtime.ServiceDesc{Name: "test.Versioned", Methods: []*runtime.MethodDesc{get}}
+		v2 := &runtime.ServiceDesc{Name: "test.Versioned", Methods: []*runtime.MethodDesc{get, get2}}
+		c := fftest.New(t, fftest.Config{PerGroup: 2})
+		c.ServeVersions(t, func(n *fftest.Node) *runtime.ServiceDesc {
+			if n.Group == "b" {
+				return v2
+			}
+			return v1
+		}, func(n *fftest.Node) any { return newCounter(n.Name) })
+		client := c.Client(t)
+		remembered := func() (n int) {
+			for _, node := range c.Nodes {
+				n += node.Server.Remembered()
+			}
+			return n
+		}
+		var res testledger.Int64Result
+		for i := range 5 {
+			if err := client.Invoke(t.Context(), get, &testledger.AddArgs{Account: fmt.Sprint(i)}, &res); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := remembered(); n != 0 {
+			t.Errorf("calls whose attempts go to distinct groups left %d results remembered, want 0", n)
+		}
+		for i := range 5 {
+			if err := client.Invoke(t.Context(), get2, &testledger.AddArgs{Account: fmt.Sprint(i)}, &res); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := remembered(); n != 5 {
+			t.Errorf("calls of a method one group serves left %d results remembered, want 5", n)
+		}
+	})
+}
+
 // refreshing is a membership that counts the client's requests to renew
 // its view.
 type refreshing struct {
