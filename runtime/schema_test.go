@@ -139,6 +139,18 @@ func methodOf(svc *runtime.ServiceDesc, name string) *runtime.MethodDesc {
 	panic("no method " + name)
 }
 
+// versionedService is test.Versioned in two builds: v1 serves Get, v2 also
+// Get2, in mode (a hedge's delay is 50 ms).
+func versionedService(mode runtime.Mode) (get, get2 *runtime.MethodDesc, v1, v2 *runtime.ServiceDesc) {
+	get = counterMethod("Get", runtime.ModeFailover, false)
+	get.Service = "test.Versioned"
+	get2 = counterMethod("Get", mode, false)
+	get2.Service, get2.Name, get2.Hedge = "test.Versioned", "Get2", 50*time.Millisecond
+	v1 = &runtime.ServiceDesc{Name: "test.Versioned", Methods: []*runtime.MethodDesc{get}}
+	v2 = &runtime.ServiceDesc{Name: "test.Versioned", Methods: []*runtime.MethodDesc{get, get2}}
+	return get, get2, v1, v2
+}
+
 // While a rollout mixes versions, a call goes to a node that serves its
 // method: nodes advertise their methods in the membership, and routing
 // passes over the owner that lacks it for the next-best member of the
@@ -146,12 +158,7 @@ func methodOf(svc *runtime.ServiceDesc, name string) *runtime.MethodDesc {
 // the old version would be refused everywhere.
 func TestRoutingFollowsAdvertisedMethods(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		get := counterMethod("Get", runtime.ModeFailover, false)
-		get.Service = "test.Versioned"
-		get2 := counterMethod("Get", runtime.ModeFailover, false)
-		get2.Service, get2.Name = "test.Versioned", "Get2"
-		v1 := &runtime.ServiceDesc{Name: "test.Versioned", Methods: []*runtime.MethodDesc{get}}
-		v2 := &runtime.ServiceDesc{Name: "test.Versioned", Methods: []*runtime.MethodDesc{get, get2}}
+		_, get2, v1, v2 := versionedService(runtime.ModeFailover)
 		c := fftest.New(t, fftest.Config{PerGroup: 3})
 		upgraded := map[string]bool{}
 		for i, n := range c.Nodes {
@@ -208,12 +215,7 @@ func TestRefusalGoesToTheGroupMate(t *testing.T) {
 // in which only group b serves the method called, b2 alone, and calls the
 // entities that no other owner serves.
 func refusalGoesToTheGroupMate(t *testing.T, mode runtime.Mode, rollout bool) {
-	get := counterMethod("Get", runtime.ModeFailover, false)
-	get.Service = "test.Versioned"
-	get2 := counterMethod("Get", mode, false)
-	get2.Service, get2.Name, get2.Hedge = "test.Versioned", "Get2", 50*time.Millisecond
-	v1 := &runtime.ServiceDesc{Name: "test.Versioned", Methods: []*runtime.MethodDesc{get}}
-	v2 := &runtime.ServiceDesc{Name: "test.Versioned", Methods: []*runtime.MethodDesc{get, get2}}
+	_, get2, v1, v2 := versionedService(mode)
 	c := fftest.New(t, fftest.Config{PerGroup: 2})
 	counters := map[string]*counter{}
 	c.ServeVersions(t, func(n *fftest.Node) *runtime.ServiceDesc {
@@ -371,12 +373,7 @@ func TestRefusingNodeIsNotAskedAgain(t *testing.T) {
 // goes back to it: its results are remembered, as with too few groups.
 func TestRolloutOrderKeepsResults(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		get := counterMethod("Get", runtime.ModeFailover, false)
-		get.Service = "test.Versioned"
-		get2 := counterMethod("Get", runtime.ModeFailover, false)
-		get2.Service, get2.Name = "test.Versioned", "Get2"
-		v1 := &runtime.ServiceDesc{Name: "test.Versioned", Methods: []*runtime.MethodDesc{get}}
-		v2 := &runtime.ServiceDesc{Name: "test.Versioned", Methods: []*runtime.MethodDesc{get, get2}}
+		get, get2, v1, v2 := versionedService(runtime.ModeFailover)
 		c := fftest.New(t, fftest.Config{PerGroup: 2})
 		c.ServeVersions(t, func(n *fftest.Node) *runtime.ServiceDesc {
 			if n.Group == "b" {
